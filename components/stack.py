@@ -1,0 +1,38 @@
+"""Reads the stack's configuration into Settings, before any resource exists."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+import pulumi.runtime.config as runtime_config
+
+from components.settings import PROJECT, ConfigError, Settings, load
+
+
+def _project_config() -> dict[str, Any]:
+    """Every `gke-tpu-slicing:*` key that is set, typos included (Pulumi has no public listing)."""
+    merged: dict[str, Any] = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in merged.items() if key.startswith(prefix)}
+
+
+def load_settings() -> Settings:
+    raw = _project_config()
+    project = pulumi.Config("gcp").get("project")
+    secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(f"{PROJECT}:{k}"))
+    try:
+        settings = load(raw, project, secret_keys)
+    except ConfigError as err:
+        # One message, then stop: nothing has been registered yet.
+        raise pulumi.RunError(str(err)) from None
+    for warning in settings.warnings(datetime.now(UTC)):
+        pulumi.log.warn(warning)
+    return settings
+
+
+def as_runtime_config(stack_config: dict[str, Any]) -> dict[str, str]:
+    """Stack-file config (YAML values) in the string form the Pulumi runtime hands to programs."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in stack_config.items()}
