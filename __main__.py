@@ -1,0 +1,33 @@
+"""gke-tpu-slicing: TPU7x dynamic slicing on GKE, declared as one dependency graph.
+
+Reads like the architecture: settings, network, cluster, capacity, add-ons, queues, workloads,
+serving, exports. Bad configuration stops here, before the first resource is registered.
+"""
+
+import pulumi
+
+from components.capacity import TpuCapacity
+from components.cluster import Cluster
+from components.identity import NodeIdentity
+from components.network import Network
+from components.project import ProjectServices
+from components.stack import load_settings
+
+settings = load_settings()
+
+services = ProjectServices("project", settings)
+after_apis = pulumi.ResourceOptions(depends_on=services.ready)
+
+network = Network("network", settings, after_apis)
+identity = NodeIdentity("identity", settings, after_apis)
+# Nodes start only once their service account holds its role, or GKE runs them degraded.
+after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
+cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, identity.email, after_identity)
+capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
+
+pulumi.export("clusterName", cluster.cluster.name)
+pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
+pulumi.export("network", network.network.name)
+pulumi.export("nodePools", capacity.pool_names)
+pulumi.export("workloadPolicy", capacity.policy.self_link)
+pulumi.export("kubeconfig", cluster.kubeconfig)

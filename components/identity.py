@@ -1,0 +1,41 @@
+"""Node identity: a dedicated least-privilege service account for every node pool.
+
+The reference scripts run nodes as the Compute Engine default service account (Editor on the
+project). GKE documents `roles/container.defaultNodeServiceAccount` as the role a custom node
+service account needs (logging, monitoring, metadata), so that is all this account gets:
+https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.base import Component
+from components.settings import Settings
+
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
+
+
+class NodeIdentity(Component):
+    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gke-tpu-slicing:identity:NodeIdentity", name, opts)
+        self.account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=settings.node_service_account_id,
+            display_name=f"GKE nodes of {settings.cluster.name}",
+            project=settings.project,
+            opts=self.child(),
+        )
+        self.bindings = [
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('/', 1)[-1]}",
+                project=settings.project,
+                role=role,
+                member=self.account.member,
+                opts=self.child(),
+            )
+            for role in NODE_ROLES
+        ]
+        self.email = self.account.email
+        self.register_outputs({"email": self.email, "roles": list(NODE_ROLES)})

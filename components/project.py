@@ -1,0 +1,47 @@
+"""Project services: the Google APIs and the compute preview feature the deployment needs (SPEC 1)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.base import Component
+from components.settings import Settings
+
+APIS = ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices")
+AI_ZONES_FEATURE = "ai-zones-visibility"
+
+
+class ProjectServices(Component):
+    """Enables the APIs and the `ai-zones-visibility` preview feature (AI zones such as us-central1-ai1a)."""
+
+    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gke-tpu-slicing:project:ProjectServices", name, opts)
+        self.services = {
+            api: gcp.projects.Service(
+                f"{name}-{api}",
+                project=settings.project,
+                service=f"{api}.googleapis.com",
+                # Other workloads in the project may use these APIs: destroying this stack must not turn them off.
+                disable_on_destroy=False,
+                disable_dependent_services=False,
+                opts=self.child(),
+            )
+            for api in APIS
+        }
+        self.ai_zones = gcp.compute.PreviewFeature(
+            f"{name}-{AI_ZONES_FEATURE}",
+            name=AI_ZONES_FEATURE,
+            project=settings.project,
+            activation_status="ENABLED",
+            rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
+            opts=self.child(depends_on=[self.services["compute"]]),
+        )
+        # What the rest of the graph waits for before it calls these APIs.
+        self.ready: list[pulumi.Resource] = [*self.services.values(), self.ai_zones]
+        self.register_outputs(
+            {
+                "services": [s.service for s in self.services.values()],
+                "aiZonesVisibility": self.ai_zones.activation_status,
+            }
+        )
