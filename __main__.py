@@ -6,12 +6,15 @@ serving, exports. Bad configuration stops here, before the first resource is reg
 
 import pulumi
 
+from components.addons import Addons
 from components.capacity import TpuCapacity
 from components.cluster import Cluster
 from components.identity import NodeIdentity
 from components.network import Network
 from components.project import ProjectServices
+from components.queues import SliceQueues
 from components.stack import load_settings
+from components.workloads import demo_workloads
 
 settings = load_settings()
 
@@ -25,9 +28,18 @@ after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.b
 cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, identity.email, after_identity)
 capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
 
+# Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool, so they
+# install while the TPU pools are still being created; only workloads wait for the pools.
+k8s = cluster.provider
+addons = Addons(settings, k8s)
+queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
+demos = demo_workloads(settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools)
+
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
 pulumi.export("network", network.network.name)
 pulumi.export("nodePools", capacity.pool_names)
 pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("kueueTopologyLevels", queues.levels)
+pulumi.export("demoJobSets", {key: demo.jobset.object_name for key, demo in demos.items()})

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -346,6 +347,8 @@ class HelmAddonSettings(Model):
     namespace: str
     # Defaults are the pinned chart's own values.yaml defaults, so the fit check sees real numbers.
     controller_resources: ResourceRequirements
+    # Where the chart's values.yaml keeps the controller's resources.
+    resources_path: ClassVar[tuple[str, ...]] = ()
 
     @field_validator("version")
     @classmethod
@@ -365,6 +368,7 @@ class HelmAddonSettings(Model):
 
 
 class JobSetAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
     chart: str = "oci://registry.k8s.io/jobset/charts/jobset"
     version: str = "0.11.1"
     namespace: str = "jobset-system"
@@ -372,6 +376,7 @@ class JobSetAddon(HelmAddonSettings):
 
 
 class KueueAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("controllerManager", "manager", "resources")
     chart: str = "oci://registry.k8s.io/kueue/charts/kueue"
     version: str = "0.17.4"
     namespace: str = "kueue-system"
@@ -381,6 +386,7 @@ class KueueAddon(HelmAddonSettings):
 
 
 class LwsAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("resources",)
     chart: str = "oci://registry.k8s.io/lws/charts/lws"
     version: str = "0.8.0"
     namespace: str = "lws-system"
@@ -389,16 +395,16 @@ class LwsAddon(HelmAddonSettings):
 
 class SliceControllerSettings(Model):
     manifest_url: str = (
-        "https://raw.githubusercontent.com/GoogleCloudPlatform/devrel-demos/62d320c2/"
-        "ai-ml/dynamic-slicing/kueue-slice-controller-v0.8.0-200.yaml"
+        # the codelab's pinned gist revision
+        "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
+        "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
     )
-    namespace: str = "slice-controller-system"
 
     @field_validator("manifest_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith("https://"):
-            raise ValueError("an https:// URL of a pinned manifest")
+        if not v.startswith("https://") or re.search(r"/(latest|main|master|HEAD)/", v):
+            raise ValueError("an https:// URL of a pinned manifest (a tag or commit, not latest/main)")
         return v
 
 
@@ -517,14 +523,19 @@ class GatewaySettings(Model):
 
 class RouterSettings(Model):
     chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway-dev"
-    version: str = "0.1.0"
+    # llm-d publishes this chart only under the tag v0 (what the codelab installs); pin a digest-backed
+    # semver tag here once llm-d publishes one.
+    version: str = "v0"
+    # The EPP and its Envoy sidecar run on the system pool; llm-d's base.values.yaml sizes them so.
+    epp_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
+    proxy_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
 
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not _CHART_VERSION_RE.match(v):
-            raise ValueError("a pinned chart version (no ranges, no 'latest')")
-        return v.removeprefix("v")
+        if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
+            raise ValueError("a pinned chart version such as v0 or 1.2.3 (no ranges, no 'latest')")
+        return v
 
 
 class RoutingSidecarSettings(Model):
@@ -596,8 +607,46 @@ class Settings(Model):
         # An empty token means "weights are preloaded": no Secret, no HF_TOKEN env.
         return v if v is not None and v.get_secret_value() else None
 
+    def system_pool_pods(self) -> dict[str, ResourceRequirements]:
+        """Config key -> resources of every controller pod this program places on the system pool."""
+        pods: dict[str, ResourceRequirements] = {
+            f"addons.{key}.controllerResources": addon.controller_resources
+            for key, addon in self.addons.helm_addons().items()
+        }
+        if self.serving.enabled:
+            pods["serving.router.eppResources"] = self.serving.router.epp_resources
+            pods["serving.router.proxyResources"] = self.serving.router.proxy_resources
+        return pods
+
+    def _check_system_pool_fit(self) -> None:
+        """Controllers sized beyond the system pool stay Pending: refuse that at preview time."""
+        cpu, mem = node_allocatable(self.cluster.system_machine_type)
+        cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
+        total_cpu = total_mem = 0
+        for key, res in self.system_pool_pods().items():
+            pod_cpu = cpu_millis(res.requests.cpu or "0")
+            pod_mem = memory_bytes(res.requests.memory or "0")
+            if pod_cpu > cpu or pod_mem > mem:
+                raise SettingError(
+                    f"{key}.requests",
+                    res.requests.model_dump(exclude_none=True),
+                    f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
+                    f"{self.cluster.system_machine_type} system node has left for pods",
+                )
+            total_cpu, total_mem = total_cpu + pod_cpu, total_mem + pod_mem
+        nodes = self.cluster.system_node_count
+        if total_cpu > cpu * nodes or total_mem > mem * nodes:
+            raise SettingError(
+                "cluster.systemMachineType",
+                self.cluster.system_machine_type,
+                f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
+                f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
+                f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+            )
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
+        self._check_system_pool_fit()
         priorities = self.kueue.priorities
         workloads = self.workload_topologies()
         for key, (topology, priority) in workloads.items():
@@ -709,6 +758,49 @@ _SECRET_KEYS = {"hfToken"}
 _STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in ("project", "zone", "hf_token")}
 
 
+_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_MEMORY_UNITS.update({"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18})
+GIB = 2**30
+
+
+def cpu_millis(quantity: str) -> int:
+    return int(float(quantity[:-1])) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def memory_bytes(quantity: str) -> int:
+    for unit, factor in _MEMORY_UNITS.items():
+        if quantity.endswith(unit):
+            return int(float(quantity[: -len(unit)]) * factor)
+    return int(float(quantity))
+
+
+def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> float:
+    """Sum of share x the part of `amount` inside each tier (tiers are (upper bound, share), ascending)."""
+    total, lower = 0.0, 0.0
+    for upper, share in tiers:
+        total += max(0.0, min(amount, upper) - lower) * share
+        lower = upper
+    return total
+
+
+def node_allocatable(machine_type: str) -> tuple[int, int]:
+    """(millicores, bytes) a GKE node of this machine type offers to pods after GKE's reservations.
+
+    https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
+    """
+    vcpus, mem_gib = machine_shape(machine_type)
+    cpu_reserved = _tiered(vcpus, ((1, 0.06), (2, 0.01), (4, 0.005), (math.inf, 0.0025)))
+    mem_reserved = _tiered(mem_gib, ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (math.inf, 0.02)))
+    eviction = 100 * 2**20
+    return int((vcpus - cpu_reserved) * 1000), int((mem_gib - mem_reserved) * GIB) - eviction
+
+
+# GKE's own per-node pods (CNI, logging, metrics, CSI drivers, NodeLocal DNS) on a system node: an
+# estimate, so that the fit check does not promise room that kube-system already took.
+SYSTEM_PODS_CPU_MILLIS = 1000
+SYSTEM_PODS_MEMORY = 2 * GIB
+
+
 def machine_shape(machine_type: str) -> tuple[int, float]:
     """(vCPUs, memory GiB) of a general-purpose GCE machine type such as n2-standard-32."""
     m = re.match(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-(\d+)$", machine_type)
@@ -767,7 +859,10 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         if e["type"] == "extra_forbidden":
             parent = _model_at(loc[:-1])
             known = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
-            lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: unknown key; allowed: {', '.join(known)}")
+            if parent is Settings:
+                known.remove("project")  # that one is gcp:project
+            shown = _show(path, e["input"], secret_keys)
+            lines.append(f"{_config_key(path)} = {shown}: unknown key; allowed: {', '.join(known)}")
             continue
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "missing":

@@ -204,7 +204,7 @@ def test_stack_outputs(dev: Run) -> None:
 
 
 def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
-    components = [r for r in dev.registrations if not r.custom]
+    components = [r for r in dev.registrations if not r.custom and not r.remote]
     tokens = {r.type for r in components}
     assert {
         "gke-tpu-slicing:project:ProjectServices",
@@ -217,7 +217,7 @@ def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
         assert token.startswith("gke-tpu-slicing:") and token.count(":") == 2, token
     component_urns = {r.urn for r in components}
     for reg in dev.registrations:
-        if reg.custom:
+        if reg.custom or reg.remote:
             assert reg.parent in component_urns, f"{reg.type} {reg.name} is not inside a component"
             assert reg.name.startswith(dev.by_urn(reg.parent).name + "-"), reg.name
     # register_outputs was called with real outputs by every component

@@ -1,0 +1,183 @@
+"""Kueue objects for dynamic slicing, built from settings (SPEC 7).
+
+The Topology's levels are derived from the cube and the machine's host shape, so the sub-cube
+partition levels that sub-slices need are always there, and always match the pools' node labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component
+from components.objects import KubernetesObject
+from components.settings import Settings
+
+KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+# WorkloadPriorityClass is served as v1beta1 in the reference and in Kueue v0.17.
+KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
+BLOCK_LABEL = "cloud.google.com/gce-topology-block"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+SLICE_CONTROLLER = "accelerator.gke.io/slice"
+TPU_RESOURCE = "google.com/tpu"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def partition_label(shape: object) -> str:
+    return f"cloud.google.com/gke-tpu-partition-{shape}-id"
+
+
+def topology_levels(settings: Settings) -> list[str]:
+    """block > every partition of the cube, largest first, down to one host > hostname."""
+    return [BLOCK_LABEL, *(partition_label(p) for p in settings.tpu.cube.partitions()), HOSTNAME_LABEL]
+
+
+def tpu_quota(settings: Settings) -> int:
+    """The chips the node pools provide, unless overridden."""
+    if settings.kueue.tpu_quota is not None:
+        return settings.kueue.tpu_quota
+    return settings.tpu.cubes * settings.tpu.cube.chips
+
+
+def priority_description(name: str) -> str:
+    return f"{name.split('-', 1)[0].capitalize()} priority workloads"
+
+
+class SliceQueues(Component):
+    """The workload namespace and the Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue and
+    WorkloadPriorityClasses the slice controller and the workloads name."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        provider: k8s.Provider,
+        kueue: pulumi.Resource,
+        slice_controller: pulumi.Resource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
+        q = settings.kueue
+        self.levels = topology_levels(settings)
+        # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.
+        after_kueue = self.child(provider=provider, depends_on=[kueue])
+
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": q.namespace}, opts=self.child(provider=provider)
+        )
+        self.topology = KubernetesObject(
+            f"{name}-topology",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "Topology",
+                "metadata": {"name": q.topology_name},
+                "spec": {"levels": [{"nodeLabel": label} for label in self.levels]},
+            },
+            after_kueue,
+        )
+        self.flavor = KubernetesObject(
+            f"{name}-flavor",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": q.flavor_name},
+                "spec": {
+                    "nodeLabels": {ACCELERATOR_LABEL: settings.tpu.system.accelerator},
+                    "topologyName": self.topology.object_name,
+                },
+            },
+            after_kueue,
+        )
+        # The check is only Active once the slice controller runs, so it waits for it too.
+        self.admission_check = KubernetesObject(
+            f"{name}-admission-check",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": q.admission_check_name},
+                "spec": {"controllerName": SLICE_CONTROLLER},
+            },
+            self.child(provider=provider, depends_on=[kueue, slice_controller]),
+        )
+        self.cluster_queue = KubernetesObject(
+            f"{name}-cluster-queue",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "ClusterQueue",
+                "metadata": {"name": q.cluster_queue},
+                "spec": {
+                    "namespaceSelector": {},
+                    "admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check.object_name}]},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [TPU_RESOURCE, "cpu", "memory"],
+                            "flavors": [
+                                {
+                                    "name": self.flavor.object_name,
+                                    "resources": [
+                                        {"name": TPU_RESOURCE, "nominalQuota": str(tpu_quota(settings))},
+                                        {"name": "cpu", "nominalQuota": q.cpu_quota},
+                                        {"name": "memory", "nominalQuota": q.memory_quota},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            after_kueue,
+        )
+        self.local_queue = KubernetesObject(
+            f"{name}-local-queue",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "LocalQueue",
+                "metadata": {"name": q.local_queue, "namespace": self.namespace.metadata.name},
+                "spec": {"clusterQueue": self.cluster_queue.object_name},
+            },
+            after_kueue,
+        )
+        self.priorities = {
+            priority: KubernetesObject(
+                f"{name}-priority-{priority}",
+                {
+                    "apiVersion": KUEUE_V1BETA1,
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": priority},
+                    "value": value,
+                    "description": priority_description(priority),
+                },
+                after_kueue,
+            )
+            for priority, value in q.priorities.items()
+        }
+        self.register_outputs(
+            {
+                "namespace": self.namespace.metadata.name,
+                "topologyLevels": self.levels,
+                "clusterQueue": self.cluster_queue.object_name,
+                "localQueue": self.local_queue.object_name,
+                "tpuQuota": tpu_quota(settings),
+            }
+        )
+
+    def admission_labels(self, priority: str) -> dict[str, Any]:
+        """The labels that queue a workload, naming the LocalQueue and priority class by Output."""
+        return {QUEUE_LABEL: self.local_queue.object_name, PRIORITY_LABEL: self.priorities[priority].object_name}
+
+    @property
+    def objects(self) -> list[pulumi.Resource]:
+        """Everything a workload's admission needs to exist first."""
+        return [
+            self.topology,
+            self.flavor,
+            self.admission_check,
+            self.cluster_queue,
+            self.local_queue,
+            *self.priorities.values(),
+        ]

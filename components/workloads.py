@@ -1,0 +1,104 @@
+"""The sub-slicing and super-slicing demo JobSets (SPEC 8), derived from their slice topology.
+
+One pod per TPU VM: parallelism = completions = VMs in the slice, each pod requesting all the
+chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.base import Component
+from components.geometry import Slice
+from components.objects import KubernetesObject
+from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
+from components.settings import Settings, SubslicingDemo, SuperslicingDemo
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
+DEMO_POD = Path(__file__).resolve().parent.parent / "manifests" / "demo-pod.yaml"
+
+
+def demo_pod(slice_: Slice) -> dict[str, Any]:
+    pod = copy.deepcopy(yaml.safe_load(DEMO_POD.read_text()))
+    pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
+    pod["spec"]["nodeSelector"][ACCELERATOR_LABEL] = slice_.cube.system.accelerator
+    chips = str(slice_.chips_per_pod)
+    for container in pod["spec"]["containers"]:
+        container["resources"] = {"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}}
+    return pod
+
+
+def jobset_spec(slice_: Slice, replicas: int) -> dict[str, Any]:
+    return {
+        "replicatedJobs": [
+            {
+                "name": "job-jax",
+                "replicas": replicas,
+                "template": {
+                    "spec": {
+                        "parallelism": slice_.vms,
+                        "completions": slice_.vms,
+                        "backoffLimit": 10,
+                        "template": demo_pod(slice_),
+                    }
+                },
+            }
+        ]
+    }
+
+
+class SlicingJobSet(Component):
+    """One demo JobSet: `replicas` slices of one topology, queued through Kueue."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        demo: SubslicingDemo | SuperslicingDemo,
+        queues: SliceQueues,
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gke-tpu-slicing:workloads:SlicingJobSet", name, opts)
+        slice_ = settings.slice_of(demo.topology)
+        self.pods = slice_.vms * demo.replicas
+        self.jobset = KubernetesObject(
+            f"{name}-jobset",
+            {
+                "apiVersion": JOBSET_API,
+                "kind": "JobSet",
+                "metadata": {
+                    "name": demo.name,
+                    "namespace": queues.namespace.metadata.name,
+                    "labels": queues.admission_labels(demo.priority),
+                },
+                "spec": jobset_spec(slice_, demo.replicas),
+            },
+            # The labels name the LocalQueue and priority class; the rest of the Kueue objects must exist too.
+            self.child(provider=provider, depends_on=queues.objects),
+        )
+        self.register_outputs(
+            {"name": demo.name, "topology": demo.topology, "pods": self.pods, "chips": slice_.chips * demo.replicas}
+        )
+
+
+def demo_workloads(
+    settings: Settings,
+    queues: SliceQueues,
+    provider: k8s.Provider,
+    jobset: pulumi.Resource,
+    pools: list[pulumi.Resource],
+) -> dict[str, SlicingJobSet]:
+    """The demos enabled under `demos`, after the JobSet controller, the Kueue objects and the TPU pools."""
+    opts = pulumi.ResourceOptions(depends_on=[jobset, *pools])
+    demos = {"subslicing": settings.demos.subslicing, "superslicing": settings.demos.superslicing}
+    return {
+        key: SlicingJobSet(key, settings, demo, queues, provider, opts) for key, demo in demos.items() if demo.enabled
+    }
