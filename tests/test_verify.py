@@ -1,0 +1,539 @@
+"""components.verify against a scripted OpenAI-compatible stub on 127.0.0.1; the cluster is faked.
+
+Every request goes to the stub (port 0 on the loopback); the Gateway look-up is an injected fake
+CustomObjectsApi, never a cluster. Timeouts are ~0.2 s and backoff sleeps are recorded, not slept.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from components import verify
+from components.verify import Backoff, GatewayNotReady, VerifyError
+
+MODEL = "qwen3.5-397b"
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+ANSWER = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+TWELVE = "one two three four five six seven eight nine ten eleven twelve ..."
+READ_TIMEOUT = 0.2
+
+
+# ---------------------------------------------------------------------------------------------
+# The stub server
+
+
+@dataclass
+class Step:
+    """One scripted response; `delay` (seconds) is waited before answering."""
+
+    status: int = 200
+    body: bytes | dict[str, Any] | None = None  # None: a valid OpenAI answer for the path
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def ok_body(path: str) -> dict[str, Any]:
+    if path == CHAT:
+        choice = {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+        return {"object": "chat.completion", "model": MODEL, "choices": [choice]}
+    return {"object": "text_completion", "model": MODEL, "choices": [{"index": 0, "text": ANSWER}]}
+
+
+class Stub:
+    """Answers each path from its script in order; the last step repeats; unscripted paths succeed."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, list[Step]] = {}
+        self.received: list[Received] = []
+        self.release = threading.Event()  # set at teardown so delayed handlers stop waiting
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        # A short poll interval keeps shutdown() (and so each test's teardown) fast.
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, path: str, *steps: Step) -> None:
+        self.scripts[path] = list(steps)
+
+    def paths(self) -> list[str]:
+        return [r.path for r in self.received]
+
+    def _next(self, path: str, received: Received) -> Step:
+        with self._lock:
+            self.received.append(received)
+            steps = self.scripts.get(path) or [Step()]
+            return steps.pop(0) if len(steps) > 1 else steps[0]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                received = Received(self.path, dict(self.headers.items()), self.rfile.read(length))
+                step = stub._next(self.path, received)
+                if step.delay and stub.release.wait(step.delay):
+                    return  # torn down while waiting
+                body = step.body if step.body is not None else ok_body(self.path)
+                payload = json.dumps(body).encode() if isinstance(body, dict) else body
+                try:
+                    self.send_response(step.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in step.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    server = Stub()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class Sleeps(list[float]):
+    """An injected sleep that records the delays instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake cluster
+
+
+class FakeCustomObjects:
+    def __init__(self, gateway: dict[str, Any] | None = None, error: Exception | None = None) -> None:
+        self.gateway = gateway
+        self.error = error
+        self.calls: list[tuple[str, ...]] = []
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any:
+        self.calls.append((group, version, namespace, plural, name))
+        if self.error is not None:
+            raise self.error
+        return self.gateway
+
+
+def gateway_with(address: str | None) -> dict[str, Any]:
+    gateway: dict[str, Any] = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {}}
+    if address is not None:
+        gateway["status"] = {"addresses": [{"type": "IPAddress", "value": address}]}
+    return gateway
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Replaces the api factory: the Gateway's address is the stub's loopback address."""
+    seen: dict[str, Any] = {"api": FakeCustomObjects(gateway_with("127.0.0.1"))}
+
+    def factory(kubeconfig: str | None = None, context: str | None = None) -> FakeCustomObjects:
+        seen["kubeconfig"], seen["context"] = kubeconfig, context
+        return seen["api"]
+
+    monkeypatch.setattr(verify, "custom_objects_api", factory)
+    return seen
+
+
+# ---------------------------------------------------------------------------------------------
+# probe
+
+
+def test_completions_success_sends_the_codelab_request(stub: Stub, sleeps: Sleeps) -> None:
+    result = verify.probe(stub.url, MODEL, "completions", sleep=sleeps, read_timeout=2)
+
+    assert result.ok and result.error is None
+    assert (result.status, result.attempts, result.first_tokens) == (200, 1, TWELVE)
+    assert result.url == stub.url + COMPLETIONS
+    assert result.latency_ms is not None and 0 < result.latency_ms < 2000
+    assert sleeps == []
+    [request] = stub.received
+    assert request.path == COMPLETIONS
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.json() == {"model": MODEL, "prompt": "How are you today?"}
+
+
+def test_chat_success_sends_messages_and_max_tokens(stub: Stub, sleeps: Sleeps) -> None:
+    result = verify.probe(stub.url, MODEL, "chat", sleep=sleeps, read_timeout=2)
+
+    assert result.ok and (result.status, result.attempts, result.first_tokens) == (200, 1, TWELVE)
+    [request] = stub.received
+    assert request.path == CHAT
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.json() == {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "How are you today?"}],
+        "max_tokens": 200,
+    }
+    assert "OK" in result.line() and json.dumps(TWELVE) in result.line()
+
+
+def test_reasoning_answer_without_content_still_counts(stub: Stub, sleeps: Sleeps) -> None:
+    message = {"role": "assistant", "content": None, "reasoning_content": "Okay, the user asks how I am."}
+    stub.script(CHAT, Step(body={"choices": [{"message": message}]}))
+
+    result = verify.probe(stub.url, MODEL, "chat", sleep=sleeps, read_timeout=2)
+
+    assert result.ok and result.first_tokens == "Okay, the user asks how I am."
+
+
+def test_5xx_then_success_retries_with_backoff(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(COMPLETIONS, Step(503, b"no healthy upstream"), Step())
+    retries: list[tuple[int, str, float]] = []
+
+    result = verify.probe(
+        stub.url,
+        MODEL,
+        "completions",
+        attempts=5,
+        backoff=Backoff(initial=0.5, factor=2, max_delay=4),
+        sleep=sleeps,
+        read_timeout=2,
+        on_retry=lambda *args: retries.append(args),
+    )
+
+    assert result.ok and (result.status, result.attempts) == (200, 2)
+    assert sleeps == [0.5]
+    assert retries == [(1, "HTTP 503 Service Unavailable: no healthy upstream", 0.5)]
+    assert stub.paths() == [COMPLETIONS, COMPLETIONS]
+
+
+def test_backoff_is_bounded_by_attempts_and_max_delay(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(CHAT, Step(502, b"upstream connect error"))
+
+    result = verify.probe(stub.url, MODEL, "chat", attempts=6, backoff=Backoff(1, 2, 5), sleep=sleeps, read_timeout=2)
+
+    assert not result.ok
+    assert (result.status, result.attempts, result.first_tokens) == (502, 6, "")
+    assert result.error == "HTTP 502 Bad Gateway: upstream connect error"
+    assert sleeps == [1, 2, 4, 5, 5]  # no sleep after the last attempt
+    assert len(stub.received) == 6
+
+
+def test_retry_after_lengthens_the_delay_up_to_the_cap(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(COMPLETIONS, Step(429, headers={"Retry-After": "3"}), Step(429, headers={"Retry-After": "99"}), Step())
+
+    result = verify.probe(stub.url, MODEL, "completions", backoff=Backoff(1, 2, 8), sleep=sleeps, read_timeout=2)
+
+    assert result.ok and result.attempts == 3
+    assert sleeps == [3, 8]
+
+
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [(400, False), (401, False), (403, False), (422, False), (404, True), (408, True), (429, True), (500, True)],
+)
+def test_which_statuses_are_retried(stub: Stub, sleeps: Sleeps, status: int, retried: bool) -> None:
+    stub.script(COMPLETIONS, Step(status, {"object": "error", "message": "nope"}))
+
+    result = verify.probe(stub.url, MODEL, "completions", attempts=3, backoff=Backoff(0.1), sleep=sleeps)
+
+    assert not result.ok and result.status == status
+    assert result.attempts == (3 if retried else 1)
+    assert len(sleeps) == (2 if retried else 0)
+    assert result.error is not None and result.error.startswith(f"HTTP {status}") and "nope" in result.error
+
+
+def test_timeout_fails_after_the_configured_attempts(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(COMPLETIONS, Step(delay=5))
+
+    result = verify.probe(
+        stub.url, MODEL, "completions", attempts=2, read_timeout=READ_TIMEOUT, connect_timeout=1, sleep=sleeps
+    )
+
+    assert not result.ok
+    assert (result.status, result.attempts, result.latency_ms) == (None, 2, None)
+    assert result.error is not None and result.error.startswith("timeout")
+    assert sleeps == [1.0]
+    assert len(stub.received) == 2
+
+
+def test_connection_refused_is_retried_then_fails(sleeps: Sleeps) -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
+        port = closed.server_address[1]  # bound, then closed: nothing listens there any more
+
+    result = verify.probe(f"http://127.0.0.1:{port}", MODEL, "chat", attempts=3, sleep=sleeps)
+
+    assert not result.ok and (result.status, result.attempts) == (None, 3)
+    assert result.error is not None and result.error.startswith("connection error")
+    assert sleeps == [1.0, 2.0]
+
+
+def test_malformed_json_is_a_failure(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(COMPLETIONS, Step(body=b"<html>default backend - 200</html>"))
+
+    result = verify.probe(stub.url, MODEL, "completions", attempts=2, sleep=sleeps, read_timeout=2)
+
+    assert not result.ok and (result.status, result.attempts) == (200, 2)
+    assert result.error == "HTTP 200 but the body is not JSON: <html>default backend - 200</html>"
+    assert "FAIL" in result.line()
+
+
+def test_malformed_json_then_success_is_retried(stub: Stub, sleeps: Sleeps) -> None:
+    stub.script(CHAT, Step(body=b'{"choices": [tru'), Step())
+
+    result = verify.probe(stub.url, MODEL, "chat", attempts=3, sleep=sleeps, read_timeout=2)
+
+    assert result.ok and result.attempts == 2 and sleeps == [1.0]
+
+
+@pytest.mark.parametrize("body", [{"object": "list", "data": []}, {"choices": []}, {"choices": "x"}, [1, 2]])
+def test_200_without_choices_is_a_failure(stub: Stub, sleeps: Sleeps, body: Any) -> None:
+    stub.script(COMPLETIONS, Step(body=json.dumps(body).encode()))
+
+    result = verify.probe(stub.url, MODEL, "completions", attempts=2, sleep=sleeps, read_timeout=2)
+
+    assert not result.ok and result.status == 200 and result.attempts == 2
+    assert result.error is not None and "no non-empty 'choices' list" in result.error
+
+
+def test_probe_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        verify.probe("http://127.0.0.1:1", MODEL, "completions", attempts=0)
+    with pytest.raises(ValueError):
+        Backoff(initial=1, factor=0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# gateway_address
+
+
+def test_gateway_address_reads_the_first_status_address() -> None:
+    api = FakeCustomObjects(gateway_with("10.128.0.7"))
+
+    assert verify.gateway_address("llm-d-inference-gateway", "llm-d-pd", api) == "10.128.0.7"
+    assert api.calls == [("gateway.networking.k8s.io", "v1", "llm-d-pd", "gateways", "llm-d-inference-gateway")]
+
+
+@pytest.mark.parametrize(
+    "gateway",
+    [
+        gateway_with(None),
+        {"status": {}},
+        {"status": {"addresses": []}},
+        {"status": {"addresses": [{"type": "IPAddress", "value": ""}]}},
+        {"status": None},
+    ],
+)
+def test_gateway_without_an_address_is_a_clear_error(gateway: dict[str, Any]) -> None:
+    with pytest.raises(GatewayNotReady, match=r"Gateway ns/gw has no address yet"):
+        verify.gateway_address("gw", "ns", FakeCustomObjects(gateway))
+
+
+def test_missing_gateway_and_api_errors_are_clear() -> None:
+    with pytest.raises(VerifyError, match=r"Gateway ns/gw not found") as missing:
+        verify.gateway_address("gw", "ns", FakeCustomObjects(error=ApiException(status=404, reason="Not Found")))
+    assert not isinstance(missing.value, GatewayNotReady)
+    with pytest.raises(VerifyError, match=r"cannot read Gateway ns/gw: HTTP 403 Forbidden"):
+        verify.gateway_address("gw", "ns", FakeCustomObjects(error=ApiException(status=403, reason="Forbidden")))
+
+
+def test_unloadable_kubeconfig_is_a_verify_error(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(VerifyError, match="cannot load kubeconfig"):
+        verify.custom_objects_api(kubeconfig=str(tmp_path / "missing"))
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def run(argv: list[str], sleeps: Sleeps) -> int:
+    return verify.main(argv, sleep=sleeps)
+
+
+def test_main_looks_up_the_gateway_and_checks_both_endpoints(
+    stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--gateway-name", "gw", "--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]
+    argv += ["--kubeconfig", "/tmp/kc", "--context", "ctx"]
+
+    assert run(argv, sleeps) == 0
+
+    assert cluster["api"].calls == [("gateway.networking.k8s.io", "v1", "ns", "gateways", "gw")]
+    assert (cluster["kubeconfig"], cluster["context"]) == ("/tmp/kc", "ctx")
+    assert stub.paths() == [COMPLETIONS, CHAT]
+    assert [r.json()["model"] for r in stub.received] == [MODEL, MODEL]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"target {stub.url} (Gateway ns/gw) model={MODEL}"
+    assert lines[1].startswith("completions OK   status=200 attempts=1 latency_ms=")
+    assert lines[2].startswith("chat        OK   status=200 attempts=1 latency_ms=")
+    assert all(line.endswith(f"first_tokens={json.dumps(TWELVE)}") for line in lines[1:])
+
+
+def test_main_reads_stack_outputs(stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], tmp_path: Any) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(
+        json.dumps(
+            {"gatewayName": "llm-d-inference-gateway", "gatewayNamespace": "llm-d-pd", "servedModelName": "m/x"}
+            | {"clusterName": "c", "kubeconfig": "[secret]"}
+        )
+    )
+
+    assert run(["--stack-outputs", str(outputs), "--port", str(stub.port)], sleeps) == 0
+
+    assert cluster["api"].calls == [
+        ("gateway.networking.k8s.io", "v1", "llm-d-pd", "gateways", "llm-d-inference-gateway")
+    ]
+    assert [r.json()["model"] for r in stub.received] == ["m/x", "m/x"]
+
+
+def test_main_flags_override_stack_outputs_read_from_stdin(
+    stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outputs = {"gatewayName": "gw", "gatewayNamespace": "ns", "servedModelName": "from-outputs"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(outputs)))
+
+    assert run(["--stack-outputs", "-", "--model", "from-flag", "--port", str(stub.port)], sleeps) == 0
+
+    assert cluster["api"].calls[0][2:] == ("ns", "gateways", "gw")
+    assert {r.json()["model"] for r in stub.received} == {"from-flag"}
+
+
+def test_main_with_address_skips_the_cluster(stub: Stub, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_cluster(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the cluster must not be consulted with --address")
+
+    monkeypatch.setattr(verify, "custom_objects_api", no_cluster)
+
+    assert run(["--address", "127.0.0.1", "--port", str(stub.port), "--model", MODEL], sleeps) == 0
+    assert stub.paths() == [COMPLETIONS, CHAT]
+
+
+def test_main_timeout_exits_non_zero(
+    stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stub.script(COMPLETIONS, Step(delay=5))
+    stub.script(CHAT, Step(delay=5))
+    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]
+    argv += ["--attempts", "2", "--timeout", str(READ_TIMEOUT), "--connect-timeout", "1"]
+
+    assert run(argv, sleeps) == 1
+
+    out, err = capsys.readouterr()
+    assert 'completions FAIL status=- attempts=2 latency_ms=- error="timeout' in out
+    assert 'chat        FAIL status=- attempts=2 latency_ms=- error="timeout' in out
+    assert "completions: attempt 1/2 failed: timeout" in err
+    assert sleeps == [1.0, 1.0]
+    assert stub.paths() == [COMPLETIONS, COMPLETIONS, CHAT, CHAT]
+
+
+def test_main_malformed_json_exits_non_zero(
+    stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stub.script(CHAT, Step(body=b"not json"))
+    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "2"]
+
+    assert run(argv, sleeps) == 1
+
+    out = capsys.readouterr().out
+    assert "completions OK" in out
+    assert "chat        FAIL status=200 attempts=2" in out and "not JSON" in out
+
+
+def test_main_without_choices_exits_non_zero(stub: Stub, sleeps: Sleeps, cluster: dict[str, Any]) -> None:
+    stub.script(COMPLETIONS, Step(body={"id": "x", "object": "text_completion"}))
+
+    assert run(["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "1"], sleeps) == 1
+
+
+def test_main_gateway_without_address_exits_non_zero(
+    stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster["api"] = FakeCustomObjects(gateway_with(None))
+
+    assert run(["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)], sleeps) == 1
+
+    assert "error: Gateway ns/llm-d-inference-gateway has no address yet" in capsys.readouterr().err
+    assert stub.received == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--namespace", "ns"], "--model"),
+        (["--model", MODEL], "--namespace"),
+        (["--model", MODEL, "--namespace", "ns", "--attempts", "0"], "must be > 0"),
+        (["--stack-outputs", "/nonexistent/outputs.json"], "cannot read stack outputs"),
+    ],
+)
+def test_main_usage_errors_exit_2(
+    argv: list[str], message: str, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(argv, sleeps)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert cluster["api"].calls == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def test_command_is_shell_quoted() -> None:
+    line = verify.command("llm-d-inference-gateway", "llm-d-pd", "Qwen/Qwen3.5 397B; rm -rf /")
+
+    assert shlex.split(line) == [
+        "python", "-m", "components", "verify",
+        "--gateway-name", "llm-d-inference-gateway", "--namespace", "llm-d-pd",
+        "--model", "Qwen/Qwen3.5 397B; rm -rf /",
+    ]  # fmt: skip
+
+
+def test_base_url() -> None:
+    assert verify.base_url("10.0.0.5") == "http://10.0.0.5"
+    assert verify.base_url("fd00::5", "https", 8443) == "https://[fd00::5]:8443"
+    assert verify.base_url("gw.internal", port=80) == "http://gw.internal:80"
