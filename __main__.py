@@ -13,6 +13,7 @@ from components.identity import NodeIdentity
 from components.network import Network
 from components.project import ProjectServices
 from components.queues import SliceQueues
+from components.serving import Serving
 from components.stack import load_settings
 from components.workloads import demo_workloads
 
@@ -34,6 +35,20 @@ k8s = cluster.provider
 addons = Addons(settings, k8s)
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
 demos = demo_workloads(settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools)
+serving = (
+    Serving(
+        "serving",
+        settings,
+        provider=k8s,
+        queues=queues,
+        lws=addons.lws,
+        inference_extension=addons.inference_extension,
+        proxy_subnet=network.proxy_subnet,
+        pools=capacity.pools,
+    )
+    if settings.serving.enabled
+    else None
+)
 
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
@@ -43,3 +58,8 @@ pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("kueueTopologyLevels", queues.levels)
 pulumi.export("demoJobSets", {key: demo.jobset.object_name for key, demo in demos.items()})
+if serving is not None:
+    pulumi.export("gatewayName", serving.gateway.object_name)
+    pulumi.export("gatewayNamespace", queues.namespace.metadata.name)
+    pulumi.export("servedModelName", settings.serving.model_served)
+    pulumi.export("verifyCommand", serving.verify_command)

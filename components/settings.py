@@ -44,6 +44,7 @@ _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
 _CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
 
 # Limits that bite after `pulumi up` if not checked here.
@@ -504,6 +505,8 @@ class ServingResources(ResourceAmounts):
 
 
 class ServingRole(Model):
+    # The LeaderWorkerSet's name; None = kueue-vllm-<role>-model-streamer, the reference's.
+    name: str | None = None
     replicas: int = Field(4, ge=1)
     topology: str = "2x2x2"
     priority: str = "high-priority-3000"
@@ -512,6 +515,11 @@ class ServingRole(Model):
     resources: ServingResources = Field(default_factory=dict)
 
     _topo = field_validator("topology")(classmethod(lambda cls, v: _topology(v)))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else _dns_label(v)
 
 
 class GatewaySettings(Model):
@@ -561,7 +569,8 @@ class ServingSettings(Model):
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
 
-    _guide = field_validator("guide")(classmethod(lambda cls, v: _dns_label(v)))
+    # The guide names the router's Helm release (at most 53 characters) and labels every model server.
+    _guide = field_validator("guide")(classmethod(lambda cls, v: _dns_label(v, 53)))
 
     @property
     def model_served(self) -> str:
@@ -670,14 +679,19 @@ class Settings(Model):
                 name = self.lws_name(role)
                 if len(name) > LWS_NAME_MAX:
                     raise SettingError(
-                        "serving.guide" if role else "serving",
-                        self.serving.guide,
-                        f"LeaderWorkerSet name {name!r} is {len(name)} characters; llm-d allows at most "
-                        f"{LWS_NAME_MAX} under Kueue (it feeds slice names, at most {SLICE_NAME_MAX})",
+                        f"serving.{role}.name",
+                        name,
+                        f"at most {LWS_NAME_MAX} characters: Kueue's LeaderWorkerSet integration bounds LWS names "
+                        f"so, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
                     )
-            for label_key, value in (("serving.guide", self.serving.guide), ("serving.model", self.model_label)):
-                if len(value) > LABEL_VALUE_MAX:
-                    raise SettingError(label_key, value, f"at most {LABEL_VALUE_MAX} characters (a label value)")
+            # The model's last path segment becomes the llm-d.ai/model label of every pod.
+            if len(self.model_label) > LABEL_VALUE_MAX or not _LABEL_VALUE_RE.match(self.model_label):
+                raise SettingError(
+                    "serving.model",
+                    self.serving.model,
+                    f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
+                    "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
+                )
         return self
 
     def warnings(self, now: datetime) -> list[str]:
@@ -744,7 +758,7 @@ class Settings(Model):
         return self.slice_of(self.serving.roles()[role].topology)
 
     def lws_name(self, role: str) -> str:
-        return f"kueue-vllm-{role}-model-streamer"
+        return self.serving.roles()[role].name or f"kueue-vllm-{role}-model-streamer"
 
     @property
     def model_label(self) -> str:

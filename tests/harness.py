@@ -101,6 +101,17 @@ def contains_secret(value: Any) -> bool:
     return False
 
 
+def normalize(value: Any) -> Any:
+    """Numbers cross the Pulumi wire as doubles: give integral ones back their integer type."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalize(v) for v in value]
+    return value
+
+
 def unwrap(value: Any) -> Any:
     if is_secret(value):
         return unwrap(value["value"])
@@ -253,6 +264,8 @@ def run_program(
     mocks = mocks or Mocks()
     monitor = RecordingMonitor(mocks)
     logs: list[tuple[str, str]] = []
+    # A fresh root stack per run, or exports of an earlier run would leak into this one.
+    pulumi.runtime.settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     original_log = {lvl: getattr(pulumi.log, lvl) for lvl in ("info", "warn", "error")}
     for lvl in original_log:
