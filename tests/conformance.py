@@ -1,0 +1,549 @@
+"""Strict schema validation of the Kubernetes objects the program declares (a library, not a test module).
+
+Every object is validated strictly (unknown fields are errors) against the upstream schema of its pinned version:
+
+* custom resources against the CRDs in the directory named by ``$GKE_TPU_SLICING_CRDS`` (``.ci/run`` sets it to
+  ``../shared/schemas/crds``; a relative path is resolved against the repository root). The directory holds the
+  upstream CRD manifests of Kueue v0.17.4, JobSet v0.11.1, LeaderWorkerSet v0.8.0, Gateway API Inference Extension
+  v1.5.0 and Gateway API v1.4.1 (standard channel);
+* built-in kinds against the Kubernetes 1.36 strict JSON schemas shipped by the ``kubernetes-validate`` package.
+
+Getting the CRDs
+----------------
+The registry indexes CRDs by content (``spec.group``, ``spec.versions[].name``, ``spec.names.kind``), not by file
+name: any ``*.yaml``/``*.yml``/``*.json`` file under the directory, multi-document files included, is read. These are
+the upstream files, at the pinned tags:
+
+Kueue v0.17.4 (``config/components/crd/bases/``):
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_cohorts.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_topologies.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml
+JobSet v0.11.1 (``config/components/crd/bases/``):
+    https://raw.githubusercontent.com/kubernetes-sigs/jobset/v0.11.1/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
+LeaderWorkerSet v0.8.0 (``config/crd/bases/``):
+    https://raw.githubusercontent.com/kubernetes-sigs/lws/v0.8.0/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml
+Gateway API Inference Extension v1.5.0 (``config/crd/bases/``):
+    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml
+Gateway API v1.4.1 (``config/crd/standard/``):
+    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_gateways.yaml
+    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml
+
+To fetch them (run from the repository root; the names match those of ``../shared/schemas/crds``)::
+
+    set -eu
+    dest=../shared/schemas/crds   # or any directory; then export GKE_TPU_SLICING_CRDS="$dest"
+    gh=https://raw.githubusercontent.com/kubernetes-sigs
+    mkdir -p "$dest"
+    get() { curl -fsSL --retry 3 -o "$dest/$1" "$2"; }
+    for r in admissionchecks clusterqueues cohorts localqueues resourceflavors topologies workloadpriorityclasses; do
+      get "kueue-v0.17.4_$r.yaml" "$gh/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_$r.yaml"
+    done
+    get jobset-v0.11.1_jobsets.yaml "$gh/jobset/v0.11.1/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+    get lws-v0.8.0_leaderworkersets.yaml \\
+      "$gh/lws/v0.8.0/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+    for f in inference.networking.k8s.io_inferencepools inference.networking.x-k8s.io_inferenceobjectives; do
+      get "gaie-v1.5.0_$f.yaml" "$gh/gateway-api-inference-extension/v1.5.0/config/crd/bases/$f.yaml"
+    done
+    for r in gatewayclasses gateways httproutes; do
+      get "gateway-api-v1.4.1_$r.yaml" "$gh/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_$r.yaml"
+    done
+
+How strictness is enforced
+--------------------------
+CRD schemas are structural OpenAPI v3 schemas in which an object node without ``additionalProperties`` or
+``x-kubernetes-preserve-unknown-fields: true`` is *closed*: the API server prunes (drops) any field the schema does
+not name. A strict copy of each schema makes that explicit with ``additionalProperties: false`` on every such node
+(recursively through ``properties``, ``items`` and ``additionalProperties`` schemas, and inside ``allOf``/``anyOf``/
+``oneOf``/``not`` branches that declare ``type: object``). Branches *without* a ``type`` are value-validation overlays
+of the parent node (structural schemas forbid ``type`` there and require their ``properties`` to be declared by the
+parent too): closing them would reject valid objects (Gateway API's ``spec.addresses[]`` ``oneOf`` names only
+``type``), so they are left open and the parent node enforces the field set. Also:
+
+* the top-level ``metadata`` (just ``type: object`` in CRDs) is validated against the strict built-in
+  ``ObjectMeta`` of Kubernetes 1.36 (so ``metadata.labels`` must map strings to strings, unknown keys are errors);
+* ``x-kubernetes-int-or-string: true`` accepts an integer or a string; ``nullable: true`` also accepts null;
+* ``x-kubernetes-list-type: set``/``map`` (with ``x-kubernetes-list-map-keys``) reject duplicate items/keys, as the
+  API server does;
+* formats are checked leniently: ``int32``/``int64`` ranges, ``ipv4``/``ipv6``, ``date-time`` (RFC 3339) and
+  ``byte`` (base64); any other format (``quantity`` ...) is not checked;
+* CEL rules (``x-kubernetes-validations``) are not evaluated.
+
+Built-in kinds use exactly the schema files ``kubernetes_validate.validate(obj, "1.36.0", strict=True)`` uses
+(``v1.36.0-local-strict``), but through the same validator as the CRDs, so that *all* errors are collected (the
+package stops at the first one) and the formats and list types above are checked too. A kind counts as built-in
+only if the schema's ``x-kubernetes-group-version-kind`` names exactly that group, version and kind (the package maps
+``apps.example.com/v1`` to ``apps/v1``).
+
+Every error is a string ``"<JSONPath>: <message>"``, e.g. ``$.spec.levels[0].nodeLabell: unknown field
+"nodeLabell"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import functools
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD_DIR_ENV = "GKE_TPU_SLICING_CRDS"
+K8S_VERSION = "1.36.0"
+K8S_SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
+K8S_DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
+OBJECT_META_REF = f"{K8S_DEFINITIONS_ID}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+CRD_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_MESSAGE = 400
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FALSY = {"", "0", "false", "no", "off", "n", "f"}
+
+GVK = tuple[str, str]  # (apiVersion, kind), e.g. ("kueue.x-k8s.io/v1beta2", "Topology")
+
+
+# --------------------------------------------------------------------------------------------- environment
+
+
+def crd_dir() -> Path | None:
+    """The CRD directory named by ``$GKE_TPU_SLICING_CRDS`` (relative to the repository root), or None if unset.
+
+    The path is returned whether or not it exists; `require_crd_dir` checks that.
+    """
+    value = os.environ.get(CRD_DIR_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (ROOT / path).resolve()
+
+
+def in_ci() -> bool:
+    """True when ``$CI`` is set to a truthy value (anything but empty, 0, false, f, no, n, off)."""
+    return os.environ.get("CI", "").strip().lower() not in _FALSY
+
+
+def _crd_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix.lower() in CRD_SUFFIXES)
+
+
+def require_crd_dir() -> Path:
+    """The CRD directory for a test: `pytest.fail` in CI when it is unset, missing or empty, `pytest.skip` elsewhere."""
+    import pytest
+
+    path = crd_dir()
+    if path is None:
+        problem = f"${CRD_DIR_ENV} is not set"
+    elif not path.is_dir():
+        problem = f"${CRD_DIR_ENV} points at {path}, which is not a directory"
+    elif not _crd_files(path):
+        problem = f"${CRD_DIR_ENV} points at {path}, which holds no {'/'.join(CRD_SUFFIXES)} files"
+    else:
+        return path
+    message = (
+        f"{problem}. The strict conformance check needs the pinned upstream CRDs (Kueue v0.17.4, JobSet v0.11.1, "
+        "LWS v0.8.0, Gateway API Inference Extension v1.5.0, Gateway API v1.4.1): run with "
+        f"{CRD_DIR_ENV}=../shared/schemas/crds (what .ci/run sets), or download them with the curl loop in the "
+        "docstring of tests/conformance.py and point the variable at that directory."
+    )
+    if in_ci():
+        pytest.fail(f"CI={os.environ.get('CI')}: {message}", pytrace=False)
+    pytest.skip(message)
+    raise AssertionError("unreachable")  # pragma: no cover (pytest.skip raises)
+
+
+# --------------------------------------------------------------------------------------------- the validator
+
+_FORMATS = FormatChecker(formats=())
+
+
+def _is_integral(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+@_FORMATS.checks("int32")
+def _int32(value: object) -> bool:
+    return not _is_integral(value) or -(2**31) <= value < 2**31  # type: ignore[operator]
+
+
+@_FORMATS.checks("int64")
+def _int64(value: object) -> bool:
+    return not _is_integral(value) or -(2**63) <= value < 2**63  # type: ignore[operator]
+
+
+@_FORMATS.checks("ipv4", raises=ValueError)
+def _ipv4(value: object) -> bool:
+    return not isinstance(value, str) or ipaddress.IPv4Address(value) is not None
+
+
+@_FORMATS.checks("ipv6", raises=ValueError)
+def _ipv6(value: object) -> bool:
+    return not isinstance(value, str) or ipaddress.IPv6Address(value) is not None
+
+
+_RFC3339 = re.compile(
+    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
+    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
+)
+
+
+@_FORMATS.checks("date-time")
+def _date_time(value: object) -> bool:
+    return not isinstance(value, str) or bool(_RFC3339.match(value))
+
+
+@_FORMATS.checks("byte", raises=(binascii.Error, ValueError))
+def _byte(value: object) -> bool:
+    return not isinstance(value, str) or base64.b64decode(value, validate=True) is not None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _list_type(validator: Any, list_type: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """``x-kubernetes-list-type``: ``set`` items and ``map`` keys must be unique (``atomic`` lists are unchecked)."""
+    if not validator.is_type(instance, "array"):
+        return
+    if list_type == "set":
+        seen: dict[str, int] = {}
+        for i, item in enumerate(instance):
+            first = seen.setdefault(_canonical(item), i)
+            if first != i:
+                yield ValidationError(f"duplicate item {item!r} in a set list (same as [{first}])", path=[i])
+    elif list_type == "map":
+        keys = list(schema.get("x-kubernetes-list-map-keys") or [])
+        seen = {}
+        for i, item in enumerate(instance):
+            if not isinstance(item, dict) or not keys:
+                continue
+            key = _canonical([item.get(k) for k in keys])
+            first = seen.setdefault(key, i)
+            if first != i:
+                shown = ", ".join(f"{k}={item.get(k)!r}" for k in keys)
+                yield ValidationError(f"duplicate entry {shown} in a map list (same key as [{first}])", path=[i])
+
+
+_Validator = jsonschema.validators.extend(Draft202012Validator, {"x-kubernetes-list-type": _list_type})
+
+
+def _path(parts: Iterable[Any]) -> str:
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$-]*", str(part)):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def _unexpected(error: ValidationError) -> list[str]:
+    """The fields an ``additionalProperties: false`` error is about."""
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    known = set(schema.get("properties", {}))
+    patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+    instance = error.instance if isinstance(error.instance, Mapping) else {}
+    return sorted(k for k in instance if k not in known and not any(p.search(k) for p in patterns))
+
+
+def _messages(error: ValidationError) -> list[str]:
+    where = list(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        extra = _unexpected(error)
+        if extra:
+            return [f'{_path([*where, name])}: unknown field "{name}"' for name in extra]
+    message = error.message
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        reasons = sorted({_shorten(sub.message) for sub in error.context})
+        message = f"{message} ({'; '.join(reasons)})"
+    return [f"{_path(where)}: {_shorten(message)}"]
+
+
+def _collect(validator: Any, obj: Any) -> list[str]:
+    """Every error, sorted by path (a parent before its children), then message."""
+    found = {m for e in validator.iter_errors(obj) for m in _messages(e)}
+    return sorted(found, key=lambda m: (m.split(": ", 1)[0], m))
+
+
+# --------------------------------------------------------------------------------------------- built-in kinds
+
+
+@functools.cache
+def _k8s_file(name: str) -> dict[str, Any] | None:
+    ref = resources.files("kubernetes_validate").joinpath(K8S_SCHEMA_DIR, name)
+    if not ref.is_file():
+        return None
+    return json.loads(ref.read_text())
+
+
+@functools.cache
+def _k8s_registry() -> Registry:
+    definitions = _k8s_file("_definitions.json")
+    if definitions is None:  # pragma: no cover (depends on the installed package)
+        raise RuntimeError(f"kubernetes-validate has no {K8S_SCHEMA_DIR}; it is needed for Kubernetes {K8S_VERSION}")
+    return Resource.from_contents(definitions) @ Registry()
+
+
+def _split(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def builtin_schema(api_version: str, kind: str) -> dict[str, Any] | None:
+    """The kubernetes-validate 1.36 strict schema of a built-in kind, or None if it is not one.
+
+    The file is the one `kubernetes_validate.validate` picks (``<kind>-<group prefix>-<version>.json``); it only
+    counts if its ``x-kubernetes-group-version-kind`` names this exact group, version and kind.
+    """
+    short = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema = _k8s_file(f"{kind.lower()}-{short}.json")
+    if schema is None:
+        return None
+    group, version = _split(api_version)
+    wanted = {"group": group, "version": version, "kind": kind}
+    return schema if wanted in schema.get("x-kubernetes-group-version-kind", []) else None
+
+
+@functools.cache
+def _builtin_validator(api_version: str, kind: str) -> Any | None:
+    schema = builtin_schema(api_version, kind)
+    if schema is None:
+        return None
+    return _Validator(schema, registry=_k8s_registry(), format_checker=_FORMATS)
+
+
+def validate_builtin(obj: Mapping[str, Any]) -> list[str]:
+    """Errors of a built-in object against Kubernetes 1.36 (strict); a kind that is not built-in is an error."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    validator = _builtin_validator(str(api_version), str(kind))
+    if validator is None:
+        return [f"$: no schema for {api_version}/{kind} (not a built-in kind of Kubernetes {K8S_VERSION})"]
+    return _collect(validator, obj)
+
+
+# --------------------------------------------------------------------------------------------- custom resources
+
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A strict copy of a CRD's ``openAPIV3Schema`` (see the module docstring); the input is not modified."""
+    out = _strict(schema, overlay=False)
+    props = out.setdefault("properties", {})
+    meta = schema.get("properties", {}).get("metadata")
+    props["metadata"] = _object_meta(meta)
+    return out
+
+
+def _object_meta(declared: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Built-in ObjectMeta, plus whatever extra constraints the CRD puts on metadata (left open)."""
+    ref = {"$ref": OBJECT_META_REF}
+    extra = {k: v for k, v in (declared or {}).items() if k not in ("type", "description")}
+    return {"allOf": [ref, copy.deepcopy(extra)]} if extra else ref
+
+
+def _strict(schema: Any, *, overlay: bool) -> Any:
+    if not isinstance(schema, Mapping):
+        return copy.deepcopy(schema)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties") and isinstance(value, Mapping):
+            out[key] = {name: _strict(sub, overlay=overlay) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, Mapping):
+            out[key] = _strict(value, overlay=overlay)
+        elif key in _COMBINATORS and isinstance(value, list):
+            out[key] = [_strict(branch, overlay=True) for branch in value]
+        elif key == "not" and isinstance(value, Mapping):
+            out[key] = _strict(value, overlay=True)
+        elif key == "pattern" and isinstance(value, str):
+            out[key] = _python_regex(value)
+        elif key in ("default", "example", "enum", "x-kubernetes-validations"):
+            out[key] = copy.deepcopy(value)
+        else:
+            out[key] = value if isinstance(value, str | int | float | bool | None) else copy.deepcopy(value)
+
+    if out.get("x-kubernetes-int-or-string") is True:
+        declared = out.pop("type", None)
+        if declared not in (None, "integer", "string"):
+            out["type"] = declared  # a contradiction in the CRD itself: keep it visible
+        if "anyOf" not in out:
+            out["anyOf"] = copy.deepcopy(_INT_OR_STRING)
+        elif not _is_int_or_string(out["anyOf"]):
+            out.setdefault("allOf", []).append({"anyOf": copy.deepcopy(_INT_OR_STRING)})
+
+    if out.get("nullable") is True:
+        declared = out.get("type")
+        if isinstance(declared, str):
+            out["type"] = [declared, "null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+
+    if out.get("x-kubernetes-embedded-resource") is True:
+        props = out.setdefault("properties", {})
+        props["metadata"] = _object_meta(schema.get("properties", {}).get("metadata"))
+        props.setdefault("apiVersion", {"type": "string"})
+        props.setdefault("kind", {"type": "string"})
+        out["required"] = sorted({*out.get("required", []), "apiVersion", "kind"})
+
+    is_object = out.get("type") == "object" or (not overlay and "properties" in out)
+    if is_object and "additionalProperties" not in out and out.get("x-kubernetes-preserve-unknown-fields") is not True:
+        # A closed node: the API server prunes every field it does not name, so name them or fail.
+        out["additionalProperties"] = False
+    return out
+
+
+def _python_regex(pattern: str) -> str:
+    """A Go (RE2) ``pattern`` in Python's dialect: Python rejects global flags after ``^`` (Kueue's ``^(?i)...``)."""
+    match = re.match(r"^(\^?)\(\?([ims]+)\)", pattern)
+    translated = f"(?{match[2]}){match[1]}{pattern[match.end() :]}" if match else pattern
+    try:
+        re.compile(translated)
+    except re.error as err:  # fail when the schema is built, not halfway through validating an object
+        raise ValueError(f"CRD pattern {pattern!r} is not a valid Python regular expression: {err}") from err
+    return translated
+
+
+def _is_int_or_string(branches: list[Any]) -> bool:
+    types = sorted(b.get("type") for b in branches if isinstance(b, Mapping) and set(b) == {"type"})
+    return len(types) == len(branches) and types == ["integer", "string"]
+
+
+class SchemaRegistry:
+    """The served versions of every CRD under a directory, indexed by ``(apiVersion, kind)``; validates objects."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise FileNotFoundError(f"CRD directory {self.directory} does not exist")
+        self._schemas: dict[GVK, dict[str, Any]] = {}
+        self._sources: dict[GVK, Path] = {}
+        self._crds: dict[GVK, dict[str, Any]] = {}
+        self._validators: dict[GVK, Any] = {}
+        for path in _crd_files(self.directory):
+            self._load(path)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> SchemaRegistry:
+        """A cached registry per (resolved) directory: loading the CRDs takes a moment."""
+        return _registry(Path(directory).resolve())
+
+    def _load(self, path: Path) -> None:
+        try:
+            documents = list(yaml.load_all(path.read_text(), Loader=_YAML_LOADER))
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not YAML: {err}") from err
+        for doc in documents:
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
+                raise ValueError(f"{path}: {doc.get('apiVersion')} CRDs are not supported (only apiextensions/v1)")
+            spec = doc.get("spec") or {}
+            group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+            for version in spec.get("versions") or []:
+                schema = ((version.get("schema") or {}).get("openAPIV3Schema")) if version.get("served") else None
+                if not (group and kind and schema):
+                    continue
+                key = (f"{group}/{version['name']}", kind)
+                if key in self._schemas and self._schemas[key] != schema:
+                    raise ValueError(f"{key[0]}/{key[1]} is defined differently in {self._sources[key]} and {path}")
+                self._schemas[key] = schema
+                self._sources[key] = path
+                self._crds[key] = doc
+
+    def kinds(self) -> list[GVK]:
+        """Every ``(apiVersion, kind)`` the CRDs serve, sorted."""
+        return sorted(self._schemas)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._schemas
+
+    def __len__(self) -> int:
+        return len(self._schemas)
+
+    def source(self, api_version: str, kind: str) -> Path:
+        """The file the CRD of this kind was read from."""
+        return self._sources[(api_version, kind)]
+
+    def crd(self, api_version: str, kind: str) -> dict[str, Any]:
+        """The whole CustomResourceDefinition serving this kind, as read."""
+        return self._crds[(api_version, kind)]
+
+    def schema(self, api_version: str, kind: str) -> dict[str, Any]:
+        """The CRD's ``openAPIV3Schema`` as published."""
+        return self._schemas[(api_version, kind)]
+
+    def strict_schema(self, api_version: str, kind: str) -> dict[str, Any]:
+        """The strict copy the validator uses."""
+        return self._validator(api_version, kind).schema
+
+    def _validator(self, api_version: str, kind: str) -> Any:
+        key = (api_version, kind)
+        if key not in self._validators:
+            schema = strict_schema(self._schemas[key])
+            self._validators[key] = _Validator(schema, registry=_k8s_registry(), format_checker=_FORMATS)
+        return self._validators[key]
+
+    def validate(self, obj: Mapping[str, Any]) -> list[str]:
+        """Every schema error of ``obj``: a custom resource of this registry, or a built-in kind."""
+        return validate(obj, registry=self)
+
+
+@functools.cache
+def _registry(directory: Path) -> SchemaRegistry:
+    return SchemaRegistry(directory)
+
+
+def default_registry() -> SchemaRegistry | None:
+    """The cached registry of ``$GKE_TPU_SLICING_CRDS``, or None when it is unset or not a directory."""
+    path = crd_dir()
+    return SchemaRegistry.load(path) if path is not None and path.is_dir() else None
+
+
+def validate(obj: Mapping[str, Any], registry: SchemaRegistry | None = None) -> list[str]:
+    """Every error of ``obj`` against its schema, as ``"<JSONPath>: <message>"`` strings; [] when it is valid.
+
+    Custom resources are looked up in ``registry`` (default: the CRDs of ``$GKE_TPU_SLICING_CRDS``), then
+    built-in kinds in Kubernetes 1.36. A kind found in neither is an error ("no schema for <apiVersion>/<kind>").
+    """
+    if not isinstance(obj, Mapping):
+        return [f"$: expected an object (a mapping), got {type(obj).__name__}"]
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    missing = [name for name, value in (("apiVersion", api_version), ("kind", kind)) if not isinstance(value, str)]
+    if missing or not api_version or not kind:
+        return [f"$: {' and '.join(missing) or 'apiVersion/kind'} must be non-empty strings"]
+    if registry is None:
+        registry = default_registry()
+    if registry is not None and (api_version, kind) in registry:
+        return _collect(registry._validator(api_version, kind), obj)
+    validator = _builtin_validator(api_version, kind)
+    if validator is not None:
+        return _collect(validator, obj)
+    if registry is not None:
+        where = f"not in the CRDs in {registry.directory}"
+    else:
+        where = f"no CRDs loaded: ${CRD_DIR_ENV} is not set"
+    return [f"$: no schema for {api_version}/{kind} ({where}; not a built-in kind of Kubernetes {K8S_VERSION})"]
