@@ -1,0 +1,176 @@
+"""Conformance: every Kubernetes object the program declares validates strictly against its pinned schema.
+
+Objects are collected from mock runs of the real program (the dev stack with and without an HF
+token, and with the demos and serving switched off): custom resources against the upstream CRDs,
+built-in kinds against Kubernetes 1.36. Values given to charts are checked against the pinned
+charts' values.yaml; manifests fetched by URL must be pinned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import conformance
+from tests.harness import ROOT, Registration, Run, normalize, run_program
+
+CHARTS_ENV = "GKE_TPU_SLICING_CHARTS"
+P = "gke-tpu-slicing"
+
+
+def require_charts_dir() -> Path:
+    value = os.environ.get(CHARTS_ENV)
+    path = (ROOT / value).resolve() if value else None
+    if path is None or not path.is_dir():
+        message = f"{CHARTS_ENV} does not point at the pinned charts' Chart.yaml/values.yaml (see README)"
+        if conformance.in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
+    """Every object the program sends to the API server as is (not the remote components)."""
+    out = []
+    for reg in run.registrations:
+        if reg.custom and reg.type.startswith("kubernetes:") and not reg.type.startswith("pulumi:providers"):
+            obj = normalize(reg.plain())
+            out.append((reg, obj))
+    return out
+
+
+RUNS = {
+    "dev": ({}, {}),
+    "dev+hfToken": ({}, {f"{P}:hfToken": "hf_conformance"}),
+    "capacity only": (
+        {
+            f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+            f"{P}:serving": {"enabled": False},
+        },
+        {},
+    ),
+    "other shapes": (
+        {
+            f"{P}:tpu": {"cubes": 4, "cubeTopology": "4x4x4"},
+            f"{P}:demos": {"subslicing": {"topology": "2x2x4", "replicas": 3}, "superslicing": {"topology": "4x8x8"}},
+            f"{P}:serving": {
+                "prefill": {"topology": "2x2x1", "replicas": 2},
+                "decode": {"topology": "2x4x4", "replicas": 1},
+            },
+        },
+        {},
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNS), ids=list(RUNS))
+def run(request: pytest.FixtureRequest) -> Run:
+    overrides, secrets = RUNS[request.param]
+    result = run_program(overrides, secrets=secrets)
+    assert result.error is None, result.error
+    return result
+
+
+def test_every_kubernetes_object_validates_strictly(run: Run) -> None:
+    registry = conformance.SchemaRegistry.load(conformance.require_crd_dir())
+    objects = kubernetes_objects(run)
+    failures = {}
+    for reg, obj in objects:
+        errors = conformance.validate(obj, registry)
+        if errors:
+            failures[f"{obj['apiVersion']}/{obj['kind']} {reg.name}"] = errors
+    assert failures == {}
+    # Not vacuous: every kind the program declares was among them.
+    kinds = {(obj["apiVersion"], obj["kind"]) for _, obj in objects}
+    assert ("v1", "Namespace") in kinds and ("kueue.x-k8s.io/v1beta2", "Topology") in kinds
+
+
+def test_the_dev_stack_declares_every_expected_kind() -> None:
+    run = run_program(secrets={f"{P}:hfToken": "hf_conformance"})
+    kinds = sorted({f"{obj['apiVersion']}/{obj['kind']}" for _, obj in kubernetes_objects(run)})
+    assert kinds == [
+        "gateway.networking.k8s.io/v1/Gateway",
+        "jobset.x-k8s.io/v1alpha2/JobSet",
+        "kueue.x-k8s.io/v1beta1/WorkloadPriorityClass",
+        "kueue.x-k8s.io/v1beta2/AdmissionCheck",
+        "kueue.x-k8s.io/v1beta2/ClusterQueue",
+        "kueue.x-k8s.io/v1beta2/LocalQueue",
+        "kueue.x-k8s.io/v1beta2/ResourceFlavor",
+        "kueue.x-k8s.io/v1beta2/Topology",
+        "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet",
+        "v1/Namespace",
+        "v1/Secret",
+        "v1/ServiceAccount",
+    ]
+
+
+def test_a_broken_object_would_be_caught() -> None:
+    """The check above can fail: the same validator rejects a typo in a real program object."""
+    registry = conformance.SchemaRegistry.load(conformance.require_crd_dir())
+    run = run_program()
+    lws = next(obj for _, obj in kubernetes_objects(run) if obj["kind"] == "LeaderWorkerSet")
+    lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    assert any("imagePullPolicyy" in e for e in conformance.validate(lws, registry))
+
+
+def chart_defaults(charts: Path, chart_url: str, version: str) -> dict[str, Any]:
+    name = chart_url.rstrip("/").rsplit("/", 1)[-1]
+    for chart_yaml in charts.glob("*/Chart.yaml"):
+        meta = yaml.safe_load(chart_yaml.read_text())
+        versions = {str(meta.get("version", "")), str(meta.get("appVersion", "")).removeprefix("v")}
+        if meta.get("name") == name and version in versions:
+            return yaml.safe_load((chart_yaml.parent / "values.yaml").read_text()) or {}
+    raise AssertionError(f"no pinned values.yaml for {name} {version} under {charts}")
+
+
+def unknown_keys(values: Any, defaults: Any, path: str = "") -> list[str]:
+    """Keys set in `values` that the chart's values.yaml does not have (free-form maps excepted)."""
+    if not isinstance(values, dict):
+        return []
+    if not isinstance(defaults, dict):
+        return [path or "."]
+    if not defaults:  # `{}` in values.yaml: a free-form map (nodeSelector, podAnnotations, ...)
+        return []
+    out = []
+    for key, value in values.items():
+        sub = f"{path}.{key}" if path else key
+        if key not in defaults:
+            out.append(sub)
+        else:
+            out += unknown_keys(value, defaults[key], sub)
+    return out
+
+
+def test_chart_values_are_keys_of_the_pinned_charts() -> None:
+    charts = require_charts_dir()
+    run = run_program()
+    checked = 0
+    for reg in run.of_type("kubernetes:helm.sh/v4:Chart"):
+        if "oci://registry.k8s.io/" not in reg.inputs["chart"]:
+            continue  # the llm-d router chart is not among the pinned chart files
+        defaults = chart_defaults(charts, reg.inputs["chart"], reg.inputs["version"])
+        assert unknown_keys(normalize(reg.plain("values")), defaults) == [], reg.name
+        checked += 1
+    assert checked == 3
+
+
+def test_unknown_chart_keys_would_be_caught() -> None:
+    charts = require_charts_dir()
+    defaults = chart_defaults(charts, "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4")
+    assert unknown_keys({"controllerManager": {"manager": {"resourcez": {}}}}, defaults) == [
+        "controllerManager.manager.resourcez"
+    ]
+    assert unknown_keys({"controllerManager": {"nodeSelector": {"any": "label"}}}, defaults) == []
+
+
+def test_manifests_fetched_by_url_are_pinned() -> None:
+    run = run_program()
+    config_file = run.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest").inputs["file"]
+    assert re.search(r"/raw/[0-9a-f]{40}/kueue-slice-controller-v0\.8\.0-200\.yaml$", config_file)
+    kustomize = run.get("kubernetes:kustomize/v2:Directory", "inference-extension-crds").inputs["directory"]
+    assert kustomize == "https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=v1.5.0"
