@@ -1,0 +1,128 @@
+"""`python -m components plan --stack dev`: the capacity plan of a stack file, without Pulumi or a cloud.
+
+Reads `Pulumi.yaml` (project config and declared defaults) and `Pulumi.<stack>.yaml` the way `pulumi up`
+merges them, validates them with the same Settings model the program uses, and prints the plan table,
+then its warnings. Exit status: 0 when the plan is feasible (warnings allowed), 1 when it has errors
+(an impossible request, or invalid configuration), 2 for usage errors (argparse, missing stack file).
+Meant for pull-request review: run it on the changed stack file and read the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from components import planner
+from components.settings import PROJECT, ConfigError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET_PLACEHOLDER = "[secret]"
+
+
+class StackFileError(Exception):
+    """A missing or unreadable stack or project file."""
+
+
+def _secure_to_placeholder(value: Any) -> Any:
+    """Encrypted values (`{secure: ...}`) cannot be read without Pulumi; the plan never needs them."""
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER
+        return {k: _secure_to_placeholder(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_secure_to_placeholder(v) for v in value]
+    return value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise StackFileError(f"cannot read {path}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise StackFileError(f"{path} is not valid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise StackFileError(f"{path} is not a YAML map")
+    return data
+
+
+def stack_config(directory: Path, stack: str) -> dict[str, Any]:
+    """Project-level values and declared defaults from Pulumi.yaml, then the stack file on top."""
+    project = _read_yaml(directory / "Pulumi.yaml")
+    name = project.get("name", PROJECT)
+    config: dict[str, Any] = {}
+    for key, value in (project.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        if isinstance(value, dict) and ("type" in value or "default" in value or "value" in value):
+            if "value" in value:
+                config[full] = value["value"]
+            elif "default" in value:
+                config[full] = value["default"]
+        else:
+            config[full] = value
+    config.update(_read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
+    return _secure_to_placeholder(config)
+
+
+def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(raw project keys without the `gke-tpu-slicing:` prefix, gcp:project) for `settings.load`."""
+    prefix = f"{PROJECT}:"
+    raw = {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}
+    project = config.get("gcp:project")
+    return raw, project if isinstance(project, str) else None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components plan",
+        description="Print the TPU capacity plan of a stack file: slices per cube, admitted / pending / "
+        "preempted workloads, chips requested vs provisioned. No Pulumi, no cloud.",
+    )
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument(
+        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml (default: the repository root)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON (the stack output) instead")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Runs the planner on a stack file. `argv` may start with the subcommand word `plan`."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["plan"]:
+        args_list = args_list[1:]
+    args = _parser().parse_args(args_list)
+    try:
+        raw, project = settings_input(stack_config(args.dir, args.stack))
+    except StackFileError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    try:
+        settings = load(raw, project)
+    except ConfigError as e:
+        print(f"error: {e}", file=err)
+        return 1
+    result = planner.plan(settings)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2), file=out)
+    else:
+        print(f"stack {args.stack}: {args.dir / f'Pulumi.{args.stack}.yaml'}", file=out)
+        print(result.table(), file=out)
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=out)
+    for error in result.errors:
+        print(f"error: {error}", file=err)
+    return 1 if result.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
