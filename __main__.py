@@ -14,10 +14,11 @@ from components.network import Network
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings
+from components.stack import load_settings, plan_capacity
 from components.workloads import demo_workloads
 
 settings = load_settings()
+capacity_plan = plan_capacity(settings)
 
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
@@ -57,6 +58,7 @@ pulumi.export("nodePools", capacity.pool_names)
 pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("kueueTopologyLevels", queues.levels)
+pulumi.export("capacityPlan", capacity_plan.as_dict())
 pulumi.export("demoJobSets", {key: demo.jobset.object_name for key, demo in demos.items()})
 if serving is not None:
     pulumi.export("gatewayName", serving.gateway.object_name)

@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 import pulumi.runtime.config as runtime_config
 
+from components import planner
 from components.settings import PROJECT, ConfigError, Settings, load
 
 
@@ -30,7 +31,24 @@ def load_settings() -> Settings:
         raise pulumi.RunError(str(err)) from None
     for warning in settings.warnings(datetime.now(UTC)):
         pulumi.log.warn(warning)
+    if "hfToken" in raw and "hfToken" not in secret_keys:
+        pulumi.log.warn(f"{PROJECT}:hfToken is stored in plain text: set it with `pulumi config set --secret hfToken`")
     return settings
+
+
+def plan_capacity(settings: Settings) -> planner.Plan:
+    """Places every enabled workload's slices into the cubes before anything is created.
+
+    A request the reservation can never hold stops the preview here; a contended mix is a warning
+    naming who will wait or be preempted, with the plan as a table.
+    """
+    plan = planner.plan(settings)
+    if plan.errors:
+        raise pulumi.RunError(plan.error_message())
+    for warning in plan.warnings:
+        pulumi.log.warn(warning)
+    pulumi.log.info(plan.table())
+    return plan
 
 
 def as_runtime_config(stack_config: dict[str, Any]) -> dict[str, str]:

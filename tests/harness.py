@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.plan_cli import stack_config
 from components.stack import as_runtime_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,18 +32,7 @@ PROJECT_NUMBER = "123456789012"
 
 def stack_file_config(stack: str = "dev") -> dict[str, Any]:
     """What `pulumi up` would hand the program: project-level values and declared defaults, then the stack file."""
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    config: dict[str, Any] = {}
-    for key, value in (project.get("config") or {}).items():
-        full = key if ":" in key else f"{PROJECT}:{key}"
-        if isinstance(value, dict) and "type" in value:
-            if "default" in value:
-                config[full] = value["default"]
-        else:
-            config[full] = value
-    stack_cfg = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()).get("config") or {}
-    config.update(stack_cfg)
-    return config
+    return stack_config(ROOT, stack)
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

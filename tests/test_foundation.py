@@ -35,7 +35,9 @@ def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:
     feature = dev.get("gcp:compute/previewFeature:PreviewFeature", "project-ai-zones-visibility")
     assert feature.inputs["name"] == "ai-zones-visibility"
     assert feature.inputs["activationStatus"] == "ENABLED"
-    assert feature.inputs["rolloutOperation"] == {"rolloutInput": {"predefinedRolloutPlan": "ROLLOUT_PLAN_FAST_ROLLOUT"}}
+    assert feature.inputs["rolloutOperation"] == {
+        "rolloutInput": {"predefinedRolloutPlan": "ROLLOUT_PLAN_FAST_ROLLOUT"}
+    }
 
 
 def test_network(dev: Run) -> None:
@@ -160,7 +162,9 @@ def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run)
     assert account.inputs["accountId"] == "qwen-serving-cluster-nodes"
     roles = [(b.inputs["role"], b.inputs["member"]) for b in dev.of_type("gcp:projects/iAMMember:IAMMember")]
     assert roles == [("roles/container.defaultNodeServiceAccount", f"serviceAccount:{email}")]
-    configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)] + [dev.get(CLUSTER, "cluster-gke").inputs["nodeConfig"]]
+    configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)] + [
+        dev.get(CLUSTER, "cluster-gke").inputs["nodeConfig"]
+    ]
     assert len(configs) == 4
     for cfg in configs:
         assert cfg["serviceAccount"] == email
@@ -241,6 +245,8 @@ def test_first_preview_of_a_fresh_stack_with_unknown_kubeconfig() -> None:
 )
 def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
     overrides: dict = {f"{P}:tpu": {"cubes": cubes}}
+    if cubes == 1:  # the 4x4x8 super-slice demo needs two cubes
+        overrides[f"{P}:demos"] = {"superslicing": {"enabled": False}}
     if cubes == 0:  # no TPU pools: nothing to reserve, nothing to schedule
         overrides = {
             f"{P}:tpu": {"cubes": 0, "reservation": {"name": None}},

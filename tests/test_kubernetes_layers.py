@@ -220,7 +220,7 @@ def test_machine_type_changes_levels_pods_and_requests(monkeypatch: pytest.Monke
 def test_priorities_and_names_are_configurable() -> None:
     run = run_program(
         {
-            f"{P}:kueue": {"localQueue": "team-a", "priorities": {"batch-10": 10, "prod-99": 99}, "tpuQuota": 64},
+            f"{P}:kueue": {"localQueue": "team-a", "priorities": {"batch-10": 10, "prod-99": 99}, "tpuQuota": 200},
             f"{P}:demos": {"subslicing": {"priority": "batch-10"}, "superslicing": {"priority": "prod-99"}},
             f"{P}:serving": {"prefill": {"priority": "prod-99"}, "decode": {"priority": "prod-99"}},
         }
@@ -234,7 +234,7 @@ def test_priorities_and_names_are_configurable() -> None:
     labels = run.get(JOBSET, "subslicing-jobset").inputs["metadata"]["labels"]
     assert labels == {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "batch-10"}
     cq = normalize(run.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
-    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "64"
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "200"
 
 
 def test_demos_can_be_switched_off() -> None:
