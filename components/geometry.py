@@ -188,6 +188,8 @@ def _t(text: str) -> Topology:
 
 
 _CLOUD_TPU_DOCS = "https://cloud.google.com/tpu/docs"
+_GKE_IRONWOOD = "https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood"
+_XPK = "xpk src/xpk/core/system_characteristics.py @ 367c8382"
 # The TPU facts table. One row per machine type; everything else is derived from it.
 SYSTEMS: dict[str, TpuSystem] = {
     s.machine_type: s
@@ -201,7 +203,18 @@ SYSTEMS: dict[str, TpuSystem] = {
             host=_t("2x2x1"),
             tensorcores_per_chip=2,
             cube=_t("4x4x4"),
-            source=f"{_CLOUD_TPU_DOCS}/tpu7x; xpk src/xpk/core/system_characteristics.py",
+            source=f"{_CLOUD_TPU_DOCS}/tpu7x; {_GKE_IRONWOOD}; {_XPK}",
+        ),
+        # Ironwood single-chip VMs: 1x1x1 only, not part of a multi-host cube, so no dynamic slicing.
+        TpuSystem(
+            machine_type="tpu7x-standard-1t",
+            generation="tpu7x",
+            accelerator="tpu7x",
+            chips_per_vm=1,
+            host=_t("1x1x1"),
+            tensorcores_per_chip=2,
+            cube=None,
+            source=f"{_CLOUD_TPU_DOCS}/tpu7x; {_XPK}",
         ),
         # v5p: 3D torus with 4x4x4 cubes, 4 chips per VM (2x2x1), 2 TensorCores per chip (megacore).
         # The GKE slice controller does not slice v5p, so it has no cube here.
@@ -213,7 +226,7 @@ SYSTEMS: dict[str, TpuSystem] = {
             host=_t("2x2x1"),
             tensorcores_per_chip=2,
             cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v5p; xpk src/xpk/core/system_characteristics.py",
+            source=f"{_CLOUD_TPU_DOCS}/v5p; {_XPK}",
         ),
         # v6e (Trillium): 2D topologies, 1 TensorCore per chip.
         TpuSystem(
@@ -224,7 +237,7 @@ SYSTEMS: dict[str, TpuSystem] = {
             host=_t("1x1"),
             tensorcores_per_chip=1,
             cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; xpk src/xpk/core/system_characteristics.py",
+            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
         ),
         TpuSystem(
             machine_type="ct6e-standard-4t",
@@ -234,7 +247,7 @@ SYSTEMS: dict[str, TpuSystem] = {
             host=_t("2x2"),
             tensorcores_per_chip=1,
             cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; xpk src/xpk/core/system_characteristics.py",
+            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
         ),
         TpuSystem(
             machine_type="ct6e-standard-8t",
@@ -244,7 +257,7 @@ SYSTEMS: dict[str, TpuSystem] = {
             host=_t("2x4"),
             tensorcores_per_chip=1,
             cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; xpk src/xpk/core/system_characteristics.py",
+            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
         ),
     )
 }
