@@ -280,3 +280,17 @@ def run_program(
             if _sync_await(out.is_secret()):
                 secret_outputs.add(key)
     return Run(monitor.registrations, outputs, secret_outputs, error, mocks, monitor.component_outputs, logs)
+
+
+def assert_rejected(
+    overrides: dict[str, Any], fragments: list[str], prefix: str = "invalid stack configuration"
+) -> str:
+    """The program stops with one error containing every fragment, before registering anything."""
+    run = run_program(overrides)
+    assert run.error is not None, f"accepted: {overrides}"
+    message = str(run.error)
+    assert message.startswith(prefix), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert run.registrations == [], f"{len(run.registrations)} resources registered before the error"
+    return message

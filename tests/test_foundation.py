@@ -11,18 +11,21 @@ import json
 import pytest
 import yaml
 
-from tests.harness import ROOT, UNKNOWN, Mocks, Run, contains_secret, is_secret, is_unknown, run_program
+from tests.harness import (
+    ROOT,
+    UNKNOWN,
+    Mocks,
+    Run,
+    assert_rejected,
+    contains_secret,
+    is_secret,
+    is_unknown,
+    run_program,
+)
 
 P = "gke-tpu-slicing"
 CLUSTER = "gcp:container/cluster:Cluster"
 POOL = "gcp:container/nodePool:NodePool"
-
-
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    run = run_program()
-    assert run.error is None, run.error
-    return run
 
 
 def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:
@@ -329,13 +332,7 @@ BAD_CONFIG = [
 
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD_CONFIG, ids=[c[0] for c in BAD_CONFIG])
 def test_bad_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
-    run = run_program(overrides)
-    assert run.error is not None, f"{case}: no error"
-    message = str(run.error)
-    assert message.startswith("invalid stack configuration (1 problem)"), message
-    for fragment in expected:
-        assert fragment in message, f"{case}: {fragment!r} not in {message!r}"
-    assert run.registrations == [], f"{case}: {len(run.registrations)} resources registered"
+    assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
 
 
 def test_all_problems_are_reported_together() -> None:

@@ -6,20 +6,13 @@ import pytest
 
 from components import geometry
 from components.geometry import Topology, TpuSystem
-from tests.harness import Registration, Run, normalize, run_program
+from tests.harness import Registration, Run, assert_rejected, normalize, run_program
 
 P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"
 KUEUE = "kubernetes:kueue.x-k8s.io"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 POOL = "gcp:container/nodePool:NodePool"
-
-
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    run = run_program()
-    assert run.error is None, run.error
-    return run
 
 
 def addon_charts(run: Run) -> list[Registration]:
@@ -276,8 +269,4 @@ BAD = [
 
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[b[0] for b in BAD])
 def test_bad_layer_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
-    run = run_program(overrides)
-    assert run.error is not None, case
-    for fragment in expected:
-        assert fragment in str(run.error), f"{fragment!r} not in {run.error}"
-    assert run.registrations == []
+    assert_rejected(overrides, expected)

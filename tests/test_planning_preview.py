@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import run_program
+from tests.harness import assert_rejected, run_program
 
 P = "gke-tpu-slicing"
 
@@ -48,8 +48,4 @@ IMPOSSIBLE = [
 
 @pytest.mark.parametrize(("case", "overrides", "key"), IMPOSSIBLE, ids=[c[0] for c in IMPOSSIBLE])
 def test_impossible_requests_stop_the_preview_before_any_resource(case: str, overrides: dict, key: str) -> None:
-    run = run_program(overrides)
-    assert run.error is not None, case
-    assert str(run.error).startswith("impossible TPU request"), run.error
-    assert f"{P}:{key}" in str(run.error)
-    assert run.registrations == []
+    assert_rejected(overrides, [f"{P}:{key}"], prefix="impossible TPU request")
