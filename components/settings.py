@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components import geometry
-from components.geometry import Slice, Topology
+from components.geometry import Slice, SliceKind, Topology
 
 PROJECT = "gke-tpu-slicing"
 
@@ -703,9 +703,7 @@ class Settings(Model):
                 f"{PROJECT}:cluster.maintenanceExclusion.end = {ex.rfc3339(ex.end)} is in the past: "
                 "the exclusion protects nothing; move the window forward"
             )
-        subslices = [
-            k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind.value == "sub-slice"
-        ]
+        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
             out.append(
                 f"{PROJECT}:cluster.version = {self.cluster.version}: GKE documents {MIN_SUBSLICING_VERSION} or "

@@ -347,3 +347,22 @@ def test_secret_value_is_never_echoed_in_errors() -> None:
     assert "gke-tpu-slicing:hfTokn = [secret]: unknown key" in str(run.error)
     assert "hf_typo_secret" not in str(run.error)
     assert run.registrations == []
+
+
+def warnings_of(run: Run) -> list[str]:
+    assert run.error is None, run.error
+    return [message for level, message in run.logs if level == "warn"]
+
+
+def test_preview_warnings(dev: Run) -> None:
+    # The codelab's version predates GKE's documented sub-slicing floor: warned, not refused.
+    assert any("cluster.version = 1.36.0-gke.2459000" in w and "1.36.0-gke.3712000" in w for w in warnings_of(dev))
+    newer = run_program({f"{P}:cluster": {"version": "1.36.0-gke.3712000"}})
+    assert not any("cluster.version" in w for w in warnings_of(newer))
+    past = run_program(
+        {f"{P}:cluster": {"maintenanceExclusion": {"start": "2026-05-18T00:00:00Z", "end": "2026-08-15T00:00:00Z"}}}
+    )
+    assert any("maintenanceExclusion.end = 2026-08-15T00:00:00Z is in the past" in w for w in warnings_of(past))
+    plain = run_program({f"{P}:hfToken": "hf_plain_text"})
+    assert any("hfToken is stored in plain text" in w for w in warnings_of(plain))
+    assert not any("hf_plain_text" in m for _, m in plain.logs)
