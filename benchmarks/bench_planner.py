@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components import geometry
-from components.planner import Workload, plan_workloads
+from components.model import geometry
+from components.model.planner import Workload, plan_workloads
 
 PRIORITIES = {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000}
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "plan": ("components.plan_cli", "print the TPU capacity plan of a stack file (no Pulumi, no cloud)"),
-    "verify": ("components.verify", "check a live deployment through its Gateway (completions + chat)"),
+    "plan": ("components.cli.plan", "print the TPU capacity plan of a stack file (no Pulumi, no cloud)"),
+    "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
 }
 
 

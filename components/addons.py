@@ -14,7 +14,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.settings import HelmAddonSettings, Settings
+from components.model.k8s_settings import HelmAddonSettings
+from components.model.settings import Settings
 
 GAIE_CRDS = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref={version}"
 

@@ -7,7 +7,7 @@ import pulumi_gcp as gcp
 
 from components.base import Component
 from components.cluster import CLOUD_PLATFORM_SCOPE
-from components.settings import Settings
+from components.model.settings import Settings
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _CONSUME = {"SPECIFIC": "SPECIFIC_RESERVATION", "ANY": "ANY_RESERVATION", "NONE": "NO_RESERVATION"}

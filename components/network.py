@@ -6,7 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.base import Component
-from components.settings import Settings
+from components.model.settings import Settings
 
 
 class Network(Component):

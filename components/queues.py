@@ -12,8 +12,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
+from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.settings import Settings
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 # WorkloadPriorityClass is served as v1beta1 in the reference and in Kueue v0.17.

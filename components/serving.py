@@ -19,11 +19,11 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import verify
 from components.base import Component
+from components.cli import verify
+from components.model.settings import Settings
 from components.objects import KubernetesObject
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
-from components.settings import Settings
 from components.workloads import SLICE_TOPOLOGY_ANNOTATION
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"

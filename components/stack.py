@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi.runtime.config as runtime_config
 
-from components import planner
-from components.settings import PROJECT, ConfigError, Settings, load
+from components.model import planner
+from components.model.settings import PROJECT, ConfigError, Settings, load
 
 
 def _project_config() -> dict[str, Any]:

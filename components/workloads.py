@@ -15,10 +15,11 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.base import Component
-from components.geometry import Slice
+from components.model.geometry import Slice
+from components.model.k8s_settings import SubslicingDemo, SuperslicingDemo
+from components.model.settings import Settings
 from components.objects import KubernetesObject
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
-from components.settings import Settings, SubslicingDemo, SuperslicingDemo
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"

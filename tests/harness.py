@@ -19,7 +19,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.plan_cli import stack_config
+from components.cli.plan import stack_config
 from components.stack import as_runtime_config
 
 ROOT = Path(__file__).resolve().parent.parent

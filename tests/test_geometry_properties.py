@@ -13,9 +13,9 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import geometry
-from components.geometry import Cube, GeometryError, SliceKind, Topology
-from components.planner import Plan, Status, Workload, _Simulation, plan_workloads
+from components.model import geometry
+from components.model.geometry import Cube, GeometryError, SliceKind, Topology
+from components.model.planner import Plan, Status, Workload, _Simulation, plan_workloads
 
 TPU7X = geometry.system("tpu7x-standard-4t")
 assert TPU7X.cube is not None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import geometry
-from components.geometry import Topology, TpuSystem
+from components.model import geometry
+from components.model.geometry import Topology, TpuSystem
 from tests.harness import Registration, Run, assert_rejected, normalize, run_program
 
 P = "gke-tpu-slicing"

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components import planner
 from components.__main__ import main as components_main
-from components.geometry import SliceKind, Topology
-from components.plan_cli import main as plan_main
-from components.planner import PartitionTree, Plan, Status, Workload, plan_workloads
-from components.settings import ConfigError, Settings, load
+from components.cli.plan import main as plan_main
+from components.model import planner
+from components.model.geometry import SliceKind, Topology
+from components.model.planner import PartitionTree, Plan, Status, Workload, plan_workloads
+from components.model.settings import ConfigError, Settings, load
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"

@@ -1,4 +1,4 @@
-"""components.verify against a scripted OpenAI-compatible stub on 127.0.0.1; the cluster is faked.
+"""components.cli.verify against a scripted OpenAI-compatible stub on 127.0.0.1; the cluster is faked.
 
 Every request goes to the stub (port 0 on the loopback); the Gateway look-up is an injected fake
 CustomObjectsApi, never a cluster. Timeouts are ~0.2 s and backoff sleeps are recorded, not slept.
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from components import verify
-from components.verify import Backoff, GatewayNotReady, VerifyError
+from components.cli import verify
+from components.cli.verify import Backoff, GatewayNotReady, VerifyError
 
 MODEL = "qwen3.5-397b"
 COMPLETIONS = "/v1/completions"

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from components.geometry import Cube, Slice, SliceKind, Topology
-from components.settings import PROJECT, Settings
+from components.model.geometry import Cube, Slice, SliceKind, Topology
+from components.model.settings import PROJECT, Settings
 
 # The codelab applies the demos and the serving stack in this order (SPEC section 8).
 STEP_SUBSLICING, STEP_SUPERSLICING, STEP_SERVING = 0, 1, 2

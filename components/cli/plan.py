@@ -18,10 +18,10 @@ from typing import Any, TextIO
 
 import yaml
 
-from components import planner
-from components.settings import PROJECT, ConfigError, load
+from components.model import planner
+from components.model.settings import PROJECT, ConfigError, load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"
 
 

@@ -1,0 +1,1 @@
+"""The pure model: settings, TPU geometry and the capacity planner. No Pulumi imports here."""

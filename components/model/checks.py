@@ -1,0 +1,161 @@
+"""Shared pieces of the settings model: the base model, errors, name and quantity checks, machine sizes.
+
+No Pulumi here: the planner and the command-line entry points use it too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+)
+from pydantic.alias_generators import to_camel
+
+from components.model import geometry
+from components.model.geometry import Topology
+
+PROJECT = "gke-tpu-slicing"
+
+# The first GKE release with the TPU slice controller (super-slicing, Rapid channel), per
+# https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing ("Requirements")
+MIN_SLICE_CONTROLLER_VERSION = "1.35.2-gke.1842000"
+# ... and for sub-slices (topologies smaller than 4x4x4), per the same page. The codelab's own default
+# (1.36.0-gke.2459000) predates it, so it is a warning, not an error.
+MIN_SUBSLICING_VERSION = "1.36.0-gke.3712000"
+_GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+# GCE resource names (RFC 1035); GKE cluster names are limited to 40 characters, node pools to 40.
+_GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes object names that become DNS labels (namespaces, services, LWS).
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
+CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
+
+# Limits that bite after `pulumi up` if not checked here.
+LWS_NAME_MAX = 39  # llm-d: LWS names under Kueue (they feed slice and pod names)
+SLICE_NAME_MAX = 49  # GKE slice names
+LABEL_VALUE_MAX = 63  # Kubernetes label values
+MTU_MIN, MTU_MAX = 1300, 8896  # GCE VPC MTU range
+
+
+class SettingError(ValueError):
+    """A bad value, raised inside a validator; `field` is relative to the model being validated."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field} = {value!r}: {allowed}")
+
+
+class ConfigError(Exception):
+    """Invalid stack configuration. Raised before any resource is registered."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        validate_default=True,
+    )
+
+
+def gce_name(value: str, max_len: int, what: str) -> str:
+    if len(value) > max_len or not _GCE_NAME_RE.match(value):
+        raise ValueError(
+            f"{what}: lowercase letters, digits and hyphens, starting with a letter, at most {max_len} characters"
+        )
+    return value
+
+
+def dns_label(value: str, max_len: int = 63) -> str:
+    if len(value) > max_len or not _DNS_LABEL_RE.match(value):
+        raise ValueError(f"a DNS label: lowercase letters, digits and hyphens, at most {max_len} characters")
+    return value
+
+
+def cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        raise ValueError("an IPv4 CIDR block with no host bits set, such as 10.10.0.0/18") from None
+    if net.version != 4:
+        raise ValueError("an IPv4 CIDR block")
+    return str(net)
+
+
+def parse_topology(value: str) -> str:
+    try:
+        return str(Topology.parse(value))
+    except geometry.GeometryError as err:
+        raise ValueError(str(err)) from None
+
+
+def gke_version_tuple(version: str) -> tuple[int, int, int, int]:
+    m = _GKE_VERSION_RE.match(version)
+    if not m:
+        raise ValueError(f"{version!r} is not a GKE version such as 1.36.0-gke.2459000")
+    return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
+
+
+_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_MEMORY_UNITS.update({"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18})
+GIB = 2**30
+
+
+def cpu_millis(quantity: str) -> int:
+    return int(float(quantity[:-1])) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def memory_bytes(quantity: str) -> int:
+    for unit, factor in _MEMORY_UNITS.items():
+        if quantity.endswith(unit):
+            return int(float(quantity[: -len(unit)]) * factor)
+    return int(float(quantity))
+
+
+def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> float:
+    """Sum of share x the part of `amount` inside each tier (tiers are (upper bound, share), ascending)."""
+    total, lower = 0.0, 0.0
+    for upper, share in tiers:
+        total += max(0.0, min(amount, upper) - lower) * share
+        lower = upper
+    return total
+
+
+def node_allocatable(machine_type: str) -> tuple[int, int]:
+    """(millicores, bytes) a GKE node of this machine type offers to pods after GKE's reservations.
+
+    https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
+    """
+    vcpus, mem_gib = machine_shape(machine_type)
+    cpu_reserved = _tiered(vcpus, ((1, 0.06), (2, 0.01), (4, 0.005), (math.inf, 0.0025)))
+    mem_reserved = _tiered(mem_gib, ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (math.inf, 0.02)))
+    eviction = 100 * 2**20
+    return int((vcpus - cpu_reserved) * 1000), int((mem_gib - mem_reserved) * GIB) - eviction
+
+
+# GKE's own per-node pods (CNI, logging, metrics, CSI drivers, NodeLocal DNS) on a system node: an
+# estimate, so that the fit check does not promise room that kube-system already took.
+SYSTEM_PODS_CPU_MILLIS = 1000
+SYSTEM_PODS_MEMORY = 2 * GIB
+
+
+def machine_shape(machine_type: str) -> tuple[int, float]:
+    """(vCPUs, memory GiB) of a general-purpose GCE machine type such as n2-standard-32."""
+    m = re.match(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-(\d+)$", machine_type)
+    if not m:
+        raise ValueError(
+            "a general-purpose GCE machine type such as n2-standard-32 (<family>-standard|highmem|highcpu-N)"
+        )
+    family, kind, vcpus = m.group(1), m.group(2), int(m.group(3))
+    per_cpu = {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0}[kind]
+    if family == "n1":
+        per_cpu = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}[kind]
+    return vcpus, vcpus * per_cpu

@@ -1,0 +1,218 @@
+"""Settings of the Google Cloud half: network, cluster, TPU capacity (SPEC sections 1-5)."""
+
+from __future__ import annotations
+
+import ipaddress
+from datetime import datetime
+from functools import cached_property
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from components.model import geometry
+from components.model.checks import (
+    MIN_SLICE_CONTROLLER_VERSION,
+    MTU_MAX,
+    MTU_MIN,
+    Model,
+    SettingError,
+    cidr,
+    gce_name,
+    gke_version_tuple,
+    machine_shape,
+    parse_topology,
+)
+from components.model.geometry import Topology
+
+# ---------------------------------------------------------------------------------------------
+# Google Cloud half (SPEC sections 1-5)
+
+
+class NetworkSettings(Model):
+    prefix: str = "qwen-serving"
+    mtu: int = 8896
+    tpu_subnet_cidr: str = "10.10.0.0/18"
+    proxy_subnet_cidr: str = "172.16.0.0/26"
+    internal_source_ranges: list[str] = Field(default_factory=lambda: ["172.16.0.0/12", "10.0.0.0/8"], min_length=1)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        # The longest derived name is <prefix>-allow-internal; GCE names stop at 63 characters.
+        return gce_name(v, 63 - len("-allow-internal"), "a GCE name prefix")
+
+    @field_validator("mtu")
+    @classmethod
+    def _mtu(cls, v: int) -> int:
+        if not MTU_MIN <= v <= MTU_MAX:
+            raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
+        return v
+
+    _cidrs = field_validator("tpu_subnet_cidr", "proxy_subnet_cidr")(classmethod(lambda cls, v: cidr(v)))
+
+    @field_validator("internal_source_ranges")
+    @classmethod
+    def _ranges(cls, v: list[str]) -> list[str]:
+        return [cidr(r) for r in v]
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> NetworkSettings:
+        tpu, proxy = ipaddress.ip_network(self.tpu_subnet_cidr), ipaddress.ip_network(self.proxy_subnet_cidr)
+        if tpu.overlaps(proxy):
+            raise SettingError(
+                "proxySubnetCidr",
+                self.proxy_subnet_cidr,
+                f"must not overlap network.tpuSubnetCidr {self.tpu_subnet_cidr}",
+            )
+        return self
+
+    @property
+    def network_name(self) -> str:
+        return f"{self.prefix}-main"
+
+    @property
+    def tpu_subnet_name(self) -> str:
+        return f"{self.prefix}-tpu"
+
+    @property
+    def proxy_subnet_name(self) -> str:
+        return f"{self.prefix}-proxy"
+
+    @property
+    def firewall_name(self) -> str:
+        return f"{self.prefix}-allow-internal"
+
+
+class MaintenanceExclusion(Model):
+    name: str = "no-upgrade-next-month"
+    start: datetime = datetime.fromisoformat("2026-05-18T00:00:00+00:00")
+    end: datetime = datetime.fromisoformat("2026-08-15T00:00:00+00:00")
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_UPGRADES"
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MaintenanceExclusion:
+        if self.end <= self.start:
+            raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
+        return self
+
+    def rfc3339(self, when: datetime) -> str:
+        return when.isoformat().replace("+00:00", "Z")
+
+
+class ClusterSettings(Model):
+    name: str = "qwen-serving-cluster"
+    version: str = "1.36.0-gke.2459000"
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = "RAPID"
+    system_machine_type: str = "n2-standard-32"
+    system_node_count: int = Field(1, ge=1)
+    deletion_protection: bool = True
+    # HH:MM (GMT) start of the daily maintenance window; pulumi-gcp needs one beside an exclusion.
+    daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    maintenance_exclusion: MaintenanceExclusion | None = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return gce_name(v, 40, "a GKE cluster name")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if gke_version_tuple(v) < gke_version_tuple(MIN_SLICE_CONTROLLER_VERSION):
+            raise ValueError(
+                f"{MIN_SLICE_CONTROLLER_VERSION} or newer (the first GKE release with the slice controller, "
+                "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing)"
+            )
+        return v
+
+    @field_validator("system_machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        machine_shape(v)
+        return v
+
+
+class ReservationSettings(Model):
+    name: str | None = None
+    project: str | None = None  # defaults to the stack's project
+    block: str = "block-0"  # "" = the whole reservation, not one block
+    consume_type: Literal["SPECIFIC", "ANY", "NONE"] = "SPECIFIC"
+
+
+class TpuSettings(Model):
+    machine_type: str = "tpu7x-standard-4t"
+    cube_topology: str = "4x4x4"
+    cubes: int = Field(2, ge=0)
+    workload_policy_name: str = "superslice-policy"
+    accelerator_topology_mode: Literal["PROVISION_ONLY", "AUTO_CONNECT"] = "PROVISION_ONLY"
+    pool_prefix: str = "tpu7-pool"
+    reservation: ReservationSettings = Field(default_factory=dict)
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        sliceable = geometry.sliceable_machine_types()
+        if v not in geometry.SYSTEMS:
+            raise ValueError(f"a TPU machine type with known chips per VM: {', '.join(sliceable)}")
+        if v not in sliceable:
+            raise ValueError(f"a machine type that supports dynamic slicing: {', '.join(sliceable)}")
+        return v
+
+    _topo = field_validator("cube_topology")(classmethod(lambda cls, v: parse_topology(v)))
+
+    @field_validator("workload_policy_name")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        return gce_name(v, 63, "a GCE resource policy name")
+
+    @field_validator("pool_prefix")
+    @classmethod
+    def _pool(cls, v: str) -> str:
+        # Pools are named <prefix>-<n>; GKE node pool names stop at 40 characters.
+        return gce_name(v, 36, "a node pool name prefix")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TpuSettings:
+        system = geometry.SYSTEMS[self.machine_type]
+        assert system.cube is not None
+        allowed = system.partitions(system.cube)
+        if Topology.parse(self.cube_topology) not in allowed:
+            raise SettingError(
+                "cubeTopology",
+                self.cube_topology,
+                f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
+            )
+        r = self.reservation
+        if self.cubes > 0 and r.consume_type == "SPECIFIC" and not r.name:
+            raise SettingError(
+                "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
+            )
+        if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
+            raise SettingError(
+                "reservation.consumeType",
+                r.consume_type,
+                "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
+            )
+        return self
+
+    @cached_property
+    def system(self) -> geometry.TpuSystem:
+        return geometry.system(self.machine_type)
+
+    @cached_property
+    def cube(self) -> geometry.Cube:
+        return geometry.Cube(self.system, Topology.parse(self.cube_topology))
+
+    def pool_name(self, index: int) -> str:
+        return f"{self.pool_prefix}-{index + 1}"

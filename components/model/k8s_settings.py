@@ -1,0 +1,294 @@
+"""Settings of the Kubernetes half: add-ons, Kueue, demo workloads and serving (SPEC sections 6-9)."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from components.model.checks import (
+    CHART_VERSION_RE,
+    QUANTITY_RE,
+    Model,
+    dns_label,
+    parse_topology,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Cluster add-ons, Kueue, demo workloads (SPEC sections 6-8)
+
+
+class ResourceAmounts(Model):
+    cpu: str | None = None
+    memory: str | None = None
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, v: str | None) -> str | None:
+        if v is not None and not QUANTITY_RE.match(v):
+            raise ValueError("a Kubernetes quantity such as 500m, 2, 512Mi or 4Gi")
+        return v
+
+
+class ResourceRequirements(Model):
+    requests: ResourceAmounts = Field(default_factory=dict)
+    limits: ResourceAmounts = Field(default_factory=dict)
+
+    def manifest(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for kind in ("requests", "limits"):
+            amounts = getattr(self, kind).model_dump(exclude_none=True)
+            if amounts:
+                out[kind] = amounts
+        return out
+
+
+def _resources(req_cpu: str, req_mem: str, lim_cpu: str | None, lim_mem: str | None) -> ResourceRequirements:
+    return ResourceRequirements(
+        requests=ResourceAmounts(cpu=req_cpu, memory=req_mem),
+        limits=ResourceAmounts(cpu=lim_cpu, memory=lim_mem),
+    )
+
+
+class HelmAddonSettings(Model):
+    """An add-on installed from its OCI Helm chart; subclasses give the pinned defaults."""
+
+    chart: str
+    version: str
+    namespace: str
+    # Defaults are the pinned chart's own values.yaml defaults, so the fit check sees real numbers.
+    controller_resources: ResourceRequirements
+    # Where the chart's values.yaml keeps the controller's resources.
+    resources_path: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not CHART_VERSION_RE.match(v):
+            raise ValueError("a pinned chart version such as 0.11.1 (no ranges, no 'latest')")
+        return v.removeprefix("v")
+
+    @field_validator("chart")
+    @classmethod
+    def _chart(cls, v: str) -> str:
+        if not v.startswith("oci://"):
+            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
+        return v
+
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+
+
+class JobSetAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
+    chart: str = "oci://registry.k8s.io/jobset/charts/jobset"
+    version: str = "0.11.1"
+    namespace: str = "jobset-system"
+    controller_resources: ResourceRequirements = Field(default_factory=lambda: _resources("500m", "128Mi", "2", "4Gi"))
+
+
+class KueueAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("controllerManager", "manager", "resources")
+    chart: str = "oci://registry.k8s.io/kueue/charts/kueue"
+    version: str = "0.17.4"
+    namespace: str = "kueue-system"
+    controller_resources: ResourceRequirements = Field(
+        default_factory=lambda: _resources("500m", "512Mi", "2", "512Mi")
+    )
+
+
+class LwsAddon(HelmAddonSettings):
+    resources_path: ClassVar[tuple[str, ...]] = ("resources",)
+    chart: str = "oci://registry.k8s.io/lws/charts/lws"
+    version: str = "0.8.0"
+    namespace: str = "lws-system"
+    controller_resources: ResourceRequirements = Field(default_factory=lambda: _resources("1", "1Gi", None, None))
+
+
+class SliceControllerSettings(Model):
+    manifest_url: str = (
+        # the codelab's pinned gist revision
+        "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
+        "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
+    )
+
+    @field_validator("manifest_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith("https://") or re.search(r"/(latest|main|master|HEAD)/", v):
+            raise ValueError("an https:// URL of a pinned manifest (a tag or commit, not latest/main)")
+        return v
+
+
+class InferenceExtensionSettings(Model):
+    version: str = "v1.5.0"
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not CHART_VERSION_RE.match(v):
+            raise ValueError("a released tag such as v1.5.0")
+        return v if v.startswith("v") else f"v{v}"
+
+
+class AddonsSettings(Model):
+    jobset: JobSetAddon = Field(default_factory=dict)
+    kueue: KueueAddon = Field(default_factory=dict)
+    lws: LwsAddon = Field(default_factory=dict)
+    slice_controller: SliceControllerSettings = Field(default_factory=dict)
+    inference_extension: InferenceExtensionSettings = Field(default_factory=dict)
+
+    def helm_addons(self) -> dict[str, HelmAddonSettings]:
+        return {"jobset": self.jobset, "kueue": self.kueue, "lws": self.lws}
+
+
+class KueueSettings(Model):
+    namespace: str = "llm-d-pd-disaggregation"
+    topology_name: str = "slice-topology"
+    flavor_name: str = "slice-rf"
+    admission_check_name: str = "ac"
+    cluster_queue: str = "cq"
+    local_queue: str = "lq"
+    priorities: dict[str, int] = Field(
+        default_factory=lambda: {
+            "low-priority-1000": 1000,
+            "medium-priority-2000": 2000,
+            "high-priority-3000": 3000,
+        },
+        min_length=1,
+    )
+    # None = the chips the TPU node pools provide, so Kueue's quota preemption matches the hardware.
+    tpu_quota: int | None = Field(None, ge=0)
+    cpu_quota: str = "999999"
+    memory_quota: str = "999999Pi"
+
+    _names = field_validator(
+        "namespace", "topology_name", "flavor_name", "admission_check_name", "cluster_queue", "local_queue"
+    )(classmethod(lambda cls, v: dns_label(v)))
+
+    @field_validator("priorities")
+    @classmethod
+    def _priorities(cls, v: dict[str, int]) -> dict[str, int]:
+        for name in v:
+            dns_label(name)
+        return v
+
+
+class SubslicingDemo(Model):
+    enabled: bool = True
+    name: str = "kueue-jobset-simple-subslicing"
+    topology: str = "2x2x2"
+    replicas: int = Field(6, ge=1)
+    priority: str = "low-priority-1000"
+
+    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+
+
+class SuperslicingDemo(Model):
+    enabled: bool = True
+    name: str = "kueue-jobset-simple-superslicing"
+    topology: str = "4x4x8"
+    priority: str = "medium-priority-2000"
+
+    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+
+    @property
+    def replicas(self) -> int:
+        return 1
+
+
+class DemosSettings(Model):
+    subslicing: SubslicingDemo = Field(default_factory=dict)
+    superslicing: SuperslicingDemo = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving (SPEC section 9)
+
+
+class ServingResources(ResourceAmounts):
+    """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
+
+    cpu: str | None = "220"
+    memory: str | None = "850Gi"
+
+
+class ServingRole(Model):
+    # The LeaderWorkerSet's name; None = kueue-vllm-<role>-model-streamer, the reference's.
+    name: str | None = None
+    replicas: int = Field(4, ge=1)
+    topology: str = "2x2x2"
+    priority: str = "high-priority-3000"
+    # None = chips in the slice x TensorCores per chip; set only to assert a value.
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    resources: ServingResources = Field(default_factory=dict)
+
+    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else dns_label(v)
+
+
+class GatewaySettings(Model):
+    name: str = "llm-d-inference-gateway"
+    class_name: str = "gke-l7-rilb"
+
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+
+
+class RouterSettings(Model):
+    chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway-dev"
+    # llm-d publishes this chart only under the tag v0 (what the codelab installs); pin a digest-backed
+    # semver tag here once llm-d publishes one.
+    version: str = "v0"
+    # The EPP and its Envoy sidecar run on the system pool; llm-d's base.values.yaml sizes them so.
+    epp_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
+    proxy_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
+            raise ValueError("a pinned chart version such as v0 or 1.2.3 (no ranges, no 'latest')")
+        return v
+
+
+class RoutingSidecarSettings(Model):
+    image: str = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+
+
+class ServingSettings(Model):
+    enabled: bool = True
+    guide: str = "pd-disaggregation"
+    model: str = "Qwen/Qwen3.5-397B-A17B-FP8"
+    served_model_name: str | None = None  # defaults to model
+    weights_bucket: str = "gemma3-weights"
+    model_path: str = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+    image: str = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
+    max_model_len: int = Field(9216, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_num_seqs: int = Field(512, ge=1)
+    kv_cache_dtype: str = "fp8"
+    enable_expert_parallel: bool = True
+    prefill: ServingRole = Field(default_factory=dict)
+    decode: ServingRole = Field(default_factory=dict)
+    gateway: GatewaySettings = Field(default_factory=dict)
+    router: RouterSettings = Field(default_factory=dict)
+    routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+
+    # The guide names the router's Helm release (at most 53 characters) and labels every model server.
+    _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))
+
+    @property
+    def model_served(self) -> str:
+        return self.served_model_name or self.model
+
+    def roles(self) -> dict[str, ServingRole]:
+        return {"prefill": self.prefill, "decode": self.decode}

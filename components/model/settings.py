@@ -1,0 +1,335 @@
+"""Stack settings: one pydantic model tree, the single source of truth for every name and number.
+
+Validated straight from stack config before any resource is registered. Every problem is reported
+as `<config key> = <bad value>: <what is allowed>`, all problems in one error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from components.model import geometry
+from components.model.checks import (
+    GIB,
+    LABEL_VALUE_MAX,
+    LABEL_VALUE_RE,
+    LWS_NAME_MAX,
+    MIN_SUBSLICING_VERSION,
+    PROJECT,
+    SLICE_NAME_MAX,
+    SYSTEM_PODS_CPU_MILLIS,
+    SYSTEM_PODS_MEMORY,
+    ZONE_RE,
+    ConfigError,
+    Model,
+    SettingError,
+    cpu_millis,
+    gke_version_tuple,
+    memory_bytes,
+    node_allocatable,
+)
+from components.model.gcp_settings import (
+    ClusterSettings,
+    NetworkSettings,
+    TpuSettings,
+)
+from components.model.geometry import Slice, SliceKind, Topology
+from components.model.k8s_settings import (
+    AddonsSettings,
+    DemosSettings,
+    KueueSettings,
+    ResourceRequirements,
+    ServingSettings,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The root
+
+
+class Settings(Model):
+    project: str
+    zone: str = "us-central1-ai1a"
+    network: NetworkSettings = Field(default_factory=dict)
+    cluster: ClusterSettings = Field(default_factory=dict)
+    tpu: TpuSettings = Field(default_factory=dict)
+    addons: AddonsSettings = Field(default_factory=dict)
+    kueue: KueueSettings = Field(default_factory=dict)
+    demos: DemosSettings = Field(default_factory=dict)
+    serving: ServingSettings = Field(default_factory=dict)
+    hf_token: SecretStr | None = None
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if not re.match(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", v):
+            raise ValueError("a Google Cloud project ID (6-30 lowercase letters, digits, hyphens)")
+        return v
+
+    @field_validator("zone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        if not ZONE_RE.match(v):
+            raise ValueError("a zone of the form <region>-<suffix>, such as us-central1-ai1a")
+        return v
+
+    @field_validator("hf_token")
+    @classmethod
+    def _empty_token_is_none(cls, v: SecretStr | None) -> SecretStr | None:
+        # An empty token means "weights are preloaded": no Secret, no HF_TOKEN env.
+        return v if v is not None and v.get_secret_value() else None
+
+    def system_pool_pods(self) -> dict[str, ResourceRequirements]:
+        """Config key -> resources of every controller pod this program places on the system pool."""
+        pods: dict[str, ResourceRequirements] = {
+            f"addons.{key}.controllerResources": addon.controller_resources
+            for key, addon in self.addons.helm_addons().items()
+        }
+        if self.serving.enabled:
+            pods["serving.router.eppResources"] = self.serving.router.epp_resources
+            pods["serving.router.proxyResources"] = self.serving.router.proxy_resources
+        return pods
+
+    def _check_system_pool_fit(self) -> None:
+        """Controllers sized beyond the system pool stay Pending: refuse that at preview time."""
+        cpu, mem = node_allocatable(self.cluster.system_machine_type)
+        cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
+        total_cpu = total_mem = 0
+        for key, res in self.system_pool_pods().items():
+            pod_cpu = cpu_millis(res.requests.cpu or "0")
+            pod_mem = memory_bytes(res.requests.memory or "0")
+            if pod_cpu > cpu or pod_mem > mem:
+                raise SettingError(
+                    f"{key}.requests",
+                    res.requests.model_dump(exclude_none=True),
+                    f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
+                    f"{self.cluster.system_machine_type} system node has left for pods",
+                )
+            total_cpu, total_mem = total_cpu + pod_cpu, total_mem + pod_mem
+        nodes = self.cluster.system_node_count
+        if total_cpu > cpu * nodes or total_mem > mem * nodes:
+            raise SettingError(
+                "cluster.systemMachineType",
+                self.cluster.system_machine_type,
+                f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
+                f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
+                f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+            )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        self._check_system_pool_fit()
+        priorities = self.kueue.priorities
+        workloads = self.workload_topologies()
+        for key, (topology, priority) in workloads.items():
+            if priority not in priorities:
+                raise SettingError(f"{key}.priority", priority, f"one of kueue.priorities: {', '.join(priorities)}")
+            try:
+                self.tpu.cube.classify(Topology.parse(topology))
+            except geometry.GeometryError as err:
+                raise SettingError(f"{key}.topology", topology, str(err)) from None
+        if self.serving.enabled:
+            for role, spec in self.serving.roles().items():
+                derived = self.serving_slice(role).tensorcores
+                if spec.tensor_parallel_size is not None and spec.tensor_parallel_size != derived:
+                    raise SettingError(
+                        f"serving.{role}.tensorParallelSize",
+                        spec.tensor_parallel_size,
+                        f"{derived}: a {spec.topology} slice of {self.tpu.machine_type} has "
+                        f"{self.serving_slice(role).chips} chips x {self.tpu.system.tensorcores_per_chip} "
+                        "TensorCores per chip",
+                    )
+                name = self.lws_name(role)
+                if len(name) > LWS_NAME_MAX:
+                    raise SettingError(
+                        f"serving.{role}.name",
+                        name,
+                        f"at most {LWS_NAME_MAX} characters: Kueue's LeaderWorkerSet integration bounds LWS names "
+                        f"so, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
+                    )
+            # The model's last path segment becomes the llm-d.ai/model label of every pod.
+            if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
+                raise SettingError(
+                    "serving.model",
+                    self.serving.model,
+                    f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
+                    "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
+                )
+        return self
+
+    def warnings(self, now: datetime) -> list[str]:
+        """Things that are allowed but probably not what the user wants."""
+        out = []
+        ex = self.cluster.maintenance_exclusion
+        if ex is not None and ex.end <= now:
+            out.append(
+                f"{PROJECT}:cluster.maintenanceExclusion.end = {ex.rfc3339(ex.end)} is in the past: "
+                "the exclusion protects nothing; move the window forward"
+            )
+        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
+        if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
+            out.append(
+                f"{PROJECT}:cluster.version = {self.cluster.version}: GKE documents {MIN_SUBSLICING_VERSION} or "
+                f"later for sub-slicing ({', '.join(subslices)}); see "
+                "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
+            )
+        return out
+
+    # Derived values -------------------------------------------------------------------------
+
+    @property
+    def region(self) -> str:
+        m = ZONE_RE.match(self.zone)
+        assert m is not None
+        return m.group("region")
+
+    @property
+    def workload_pool(self) -> str:
+        return f"{self.project}.svc.id.goog"
+
+    @property
+    def cluster_identifier(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}/clusters/{self.cluster.name}"
+
+    @property
+    def node_service_account_id(self) -> str:
+        # Service account IDs stop at 30 characters.
+        return f"{self.cluster.name[:24].rstrip('-')}-nodes"
+
+    @property
+    def reservation_project(self) -> str:
+        return self.tpu.reservation.project or self.project
+
+    def workload_topologies(self) -> dict[str, tuple[str, str]]:
+        """Config key -> (topology, priority) of every enabled slice consumer."""
+        out: dict[str, tuple[str, str]] = {}
+        if self.demos.subslicing.enabled:
+            out["demos.subslicing"] = (self.demos.subslicing.topology, self.demos.subslicing.priority)
+        if self.demos.superslicing.enabled:
+            out["demos.superslicing"] = (self.demos.superslicing.topology, self.demos.superslicing.priority)
+        if self.serving.enabled:
+            for role, spec in self.serving.roles().items():
+                out[f"serving.{role}"] = (spec.topology, spec.priority)
+        return out
+
+    def slice_of(self, topology: str) -> Slice:
+        return self.tpu.cube.classify(Topology.parse(topology))
+
+    def serving_slice(self, role: str) -> Slice:
+        return self.slice_of(self.serving.roles()[role].topology)
+
+    def lws_name(self, role: str) -> str:
+        return self.serving.roles()[role].name or f"kueue-vllm-{role}-model-streamer"
+
+    @property
+    def model_label(self) -> str:
+        return self.serving.model.rsplit("/", 1)[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and error reporting
+
+_SECRET_KEYS = {"hfToken"}
+_STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in ("project", "zone", "hf_token")}
+
+
+def _alias_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: Any = Settings
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = next((f for n, f in model.model_fields.items() if n == part or f.alias == part), None)
+        if field is None:
+            return None
+        model = field.annotation
+        args = [a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if args:
+            model = args[0]
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _config_key(path: str) -> str:
+    top = path.split(".", 1)[0]
+    return f"gcp:{path}" if top == "project" else f"{PROJECT}:{path}"
+
+
+def _show(path: str, value: Any, secret_keys: frozenset[str] = frozenset()) -> str:
+    if path.split(".", 1)[0] in _SECRET_KEYS | secret_keys:
+        return "[secret]"
+    return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+
+
+def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) -> list[str]:
+    """One line per problem: `<key> = <value>: <allowed>`."""
+    lines = []
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, SettingError):
+            path = _alias_path(loc + tuple(cause.field.split(".")))
+            lines.append(f"{_config_key(path)} = {_show(path, cause.value, secret_keys)}: {cause.allowed}")
+            continue
+        path = _alias_path(loc)
+        if e["type"] == "extra_forbidden":
+            parent = _model_at(loc[:-1])
+            known = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
+            if parent is Settings:
+                known.remove("project")  # that one is gcp:project
+            shown = _show(path, e["input"], secret_keys)
+            lines.append(f"{_config_key(path)} = {shown}: unknown key; allowed: {', '.join(known)}")
+            continue
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            lines.append(f"{_config_key(path)} is not set: it is required")
+        else:
+            lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
+    return lines
+
+
+def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str] = frozenset()) -> Settings:
+    """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
+
+    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error.
+    """
+    data: dict[str, Any] = {}
+    problems: list[str] = []
+    camel = {(f.alias or n): n for n, f in Settings.model_fields.items()}
+    for key, value in raw.items():
+        field = camel.get(key)
+        if field in _STRUCTURED and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                problems.append(f"{PROJECT}:{key} = {_show(key, value, secret_keys)}: a structured object (YAML map)")
+                continue
+        data[key] = value
+    if project is not None:
+        data["project"] = project
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as err:
+        problems.extend(describe(err, secret_keys))
+        settings = None
+    if problems:
+        raise ConfigError(
+            f"invalid stack configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  "
+            + "\n  ".join(problems)
+        )
+    assert settings is not None
+    return settings
