@@ -109,10 +109,11 @@ def test_every_kubernetes_object_goes_through_the_explicit_provider(stack: tuple
     assert objects, "no Kubernetes objects"
     for reg in objects:
         assert reg.provider.startswith(provider.urn + "::"), f"{reg.type} {reg.name}: {reg.provider!r}"
-    # Charts and fetched manifests are components: they carry the provider to their children.
-    for reg in run.registrations:
-        if reg.type in REMOTE:
-            assert reg.remote, reg.name
+    # Charts and fetched manifests are components: they hand the provider to the objects they render.
+    remote = [r for r in run.registrations if r.type in REMOTE]
+    assert remote
+    for reg in remote:
+        assert reg.remote and reg.providers["kubernetes"].startswith(provider.urn + "::"), reg.name
 
 
 def test_secrets_stay_secret(stack: tuple[str, Run]) -> None:
@@ -148,11 +149,11 @@ def test_no_code_branches_on_the_stack_name() -> None:
     sources = [ROOT / "__main__.py", *sorted((ROOT / "components").rglob("*.py"))]
     offenders = []
     for path in sources:
-        text = path.read_text()
-        if "get_stack(" in text or re.search(r"""["'](dev|staging|prod)["']""", text):
-            offenders.append(str(path.relative_to(ROOT)))
-    # The offline commands take --stack from the user and default to dev; that is not a branch.
-    assert [o for o in offenders if not o.startswith("components/cli/")] == []
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            # `plan --stack` defaulting to dev picks a file to read; it is not a branch on the name.
+            if "get_stack(" in line or (re.search(r"""["'](dev|staging|prod)["']""", line) and "--stack" not in line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,6 +178,14 @@ def test_staging_and_prod_serve_only_and_are_protected(name: str) -> None:
     assert cluster.inputs["deletionProtection"] is True
     assert cluster.protect and all(p.protect for p in run.of_type(POOL))
     assert len(tpu_pools(run)) > stack_value("dev", "tpu", "cubes")
+    # Serving's sub-slices run on a version GKE documents for them (dev keeps the codelab's, with a warning).
+    assert [msg for level, msg in run.logs if level == "warn" and "cluster.version" in msg] == []
+
+
+def test_staging_runs_what_prod_runs() -> None:
+    """Promotion tries in staging exactly the versions prod will get."""
+    for section, path in [("cluster", "version"), ("cluster", "releaseChannel"), ("serving", "image")]:
+        assert stack_value("staging", section, path) == stack_value("prod", section, path), f"{section}.{path}"
 
 
 def test_prod_has_at_least_the_capacity_of_staging() -> None:

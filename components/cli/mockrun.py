@@ -47,6 +47,7 @@ class Registration:
     property_dependencies: dict[str, list[str]]
     inputs: dict[str, Any]
     protect: bool = False
+    providers: dict[str, str] = field(default_factory=dict)  # a component's provider per package
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -119,6 +120,7 @@ class RecordingMonitor(MockMonitor):
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     inputs=rpc.deserialize_properties(request.object, keep_unknowns=True) if request.object else {},
                     protect=bool(request.protect),
+                    providers=dict(request.providers),
                     id=response.id,
                 )
             )

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import pulumi
 import yaml
 
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
@@ -198,7 +199,9 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
     """Every file of the render, by relative path. Raises RenderError when the program refuses the config."""
     run = execute(config, stack=stack, secret_keys=list(secrets))
     if run.error is not None:
-        raise RenderError(str(run.error))
+        # Pulumi prints a RunError's message alone, anything else as the exception it is.
+        error = run.error
+        raise RenderError(str(error) if isinstance(error, pulumi.RunError) else f"{type(error).__name__}: {error}")
     kubernetes = [r for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
     remote = [r for r in run.registrations if r.type in REMOTE]
     gcp = [r for r in run.registrations if r.custom and r.type.startswith("gcp:")]
