@@ -4,7 +4,8 @@ Reads `Pulumi.yaml` (project config and declared defaults) and `Pulumi.<stack>.y
 merges them, validates them with the same Settings model the program uses, and prints the plan table,
 then its warnings. Exit status: 0 when the plan is feasible (warnings allowed), 1 when it has errors
 (an impossible request, or invalid configuration), 2 for usage errors (argparse, missing stack file).
-Meant for pull-request review: run it on the changed stack file and read the table.
+Meant for pull-request review: run it on the changed stack file and read the table. `--set KEY=VALUE`
+overrides one value as `pulumi config set --path` would, e.g. to fill a stack file's placeholders.
 """
 
 from __future__ import annotations
