@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("components.cli.plan", "print the TPU capacity plan of a stack file (no Pulumi, no cloud)"),
+    "render": ("components.cli.render", "render a stack's Kubernetes manifests and Google Cloud resources offline"),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
 }
 

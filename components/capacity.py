@@ -51,7 +51,9 @@ class TpuCapacity(Component):
                 "accelerator_topology": tpu.cube_topology,
                 "accelerator_topology_mode": tpu.accelerator_topology_mode,
             },
-            opts=self.child(),
+            # cluster.protect covers the capacity too: losing a pool (or the policy it is placed by)
+            # stops every slice on its cube, and recreating it waits for a cube of reserved VMs in one placement.
+            opts=self.child(protect=settings.cluster.protect),
         )
         self.pools = [
             gcp.container.NodePool(
@@ -70,7 +72,7 @@ class TpuCapacity(Component):
                     "workload_metadata_config": {"mode": "GKE_METADATA"},
                     "reservation_affinity": reservation_affinity(settings),
                 },
-                opts=self.child(),
+                opts=self.child(protect=settings.cluster.protect),
             )
             for i in range(tpu.cubes)
         ]

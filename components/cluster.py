@@ -107,7 +107,8 @@ class Cluster(Component):
                 ],
             },
             deletion_protection=c.deletion_protection,
-            opts=self.child(),
+            # cluster.protect: Pulumi refuses any update or destroy that would delete or replace it.
+            opts=self.child(protect=c.protect),
         )
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",
@@ -118,7 +119,7 @@ class Cluster(Component):
             # Per zone of the regional cluster, as `gcloud --num-nodes` is.
             node_count=c.system_node_count,
             node_config={"machine_type": c.system_machine_type, **node_identity},
-            opts=self.child(),
+            opts=self.child(protect=c.protect),
         )
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(

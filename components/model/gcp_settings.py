@@ -117,6 +117,10 @@ class ClusterSettings(Model):
     system_machine_type: str = "n2-standard-32"
     system_node_count: int = Field(1, ge=1)
     deletion_protection: bool = True
+    # Pulumi's `protect` option on the cluster, its node pools and the workload policy: any update that
+    # would delete or replace them (destroy included) fails before it starts. Off by default, as in
+    # Pulumi, so a dev stack tears down freely; staging and prod turn it on in their stack files.
+    protect: bool = False
     # HH:MM (GMT) start of the daily maintenance window; pulumi-gcp needs one beside an exclusion.
     daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     maintenance_exclusion: MaintenanceExclusion | None = Field(default_factory=dict)

@@ -28,6 +28,7 @@ from components.model.checks import (
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
     MIN_SUBSLICING_VERSION,
+    PLACEHOLDER_RE,
     PROJECT,
     SLICE_NAME_MAX,
     SYSTEM_PODS_CPU_MILLIS,
@@ -302,10 +303,57 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
     return lines
 
 
+def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(config path, value) of every string holding a `<REPLACE-ME...>` marker, in document order."""
+    if isinstance(value, str):
+        return [(path, value)] if PLACEHOLDER_RE.search(value) else []
+    if isinstance(value, Mapping):
+        return [hit for k, v in value.items() for hit in _placeholders(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _placeholders(v, f"{path}[{i}]")]
+    return []
+
+
+def _without(value: Any, path: list[str | int]) -> Any:
+    """A copy of `value` without the item at `path` (so its default, or 'not set', applies instead)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(value, Mapping) and isinstance(head, str):
+        if not rest:
+            return {k: v for k, v in value.items() if k != head}
+        return {**value, head: _without(value[head], rest)}
+    if isinstance(value, list) and isinstance(head, int):
+        if not rest:
+            return value[:head] + value[head + 1 :]
+        return [*value[:head], _without(value[head], rest), *value[head + 1 :]]
+    return value
+
+
+def _split_path(path: str) -> list[str | int]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p]
+
+
+def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
+    key = _config_key(path)
+    if path == "project":
+        how = "pulumi config set gcp:project <value>"
+    else:
+        secret = " --secret" if path.split(".", 1)[0] in _SECRET_KEYS | secret_keys else ""
+        path_flag = f" --path '{path}'" if re.search(r"[.\[]", path) else f" {path}"
+        how = f"pulumi config set{secret}{path_flag} <value>"
+    return (
+        f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
+        f"environment's value there or with `{how}`"
+    )
+
+
 def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str] = frozenset()) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 
-    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error.
+    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error. A value
+    holding a `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset,
+    and other problems of the same key are not reported on top.
     """
     data: dict[str, Any] = {}
     problems: list[str] = []
@@ -321,10 +369,22 @@ def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str
         data[key] = value
     if project is not None:
         data["project"] = project
+    # gcp:project first, then the project's keys in stack-file order.
+    placeholders = sorted(_placeholders(data, ""), key=lambda hit: hit[0] != ".project")
+    placeholder_keys = []
+    for path, value in placeholders:
+        path = path.lstrip(".")
+        problems.append(_placeholder_problem(path, value, secret_keys))
+        placeholder_keys.append(_config_key(path))
+        data = _without(data, _split_path(path))
     try:
         settings = Settings.model_validate(data)
     except ValidationError as err:
-        problems.extend(describe(err, secret_keys))
+        problems.extend(
+            line
+            for line in describe(err, secret_keys)
+            if not any(line.startswith((f"{key} ", f"{key}.", f"{key}[")) for key in placeholder_keys)
+        )
         settings = None
     if problems:
         raise ConfigError(
