@@ -239,10 +239,35 @@ def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run, d
     )
 
 
-def test_provider_urn_is_the_one_the_program_registers(dev: Run) -> None:
-    code, out, _ = cli("--stack", "dev", "--provider-urn")
+def test_targets_are_the_provider_and_what_was_skipped_as_the_program_registers_them(dev: Run) -> None:
+    code, out, _ = cli("--stack", "dev", "--targets")
     assert code == 0
-    assert out.strip() == engine_urn(dev, dev.get("pulumi:providers:kubernetes", "cluster-k8s"))
+    assert out.split() == [f"--target={engine_urn(dev, dev.get('pulumi:providers:kubernetes', 'cluster-k8s'))}"]
+    # a deployment made with the reference scripts has no node identity and no `system` pool
+    scripts = ("identity-nodes", "identity-container.defaultNodeServiceAccount", "cluster-system")
+    code, out, _ = cli("--stack", "dev", "--targets", *(f"--skip={name}" for name in scripts))
+    assert code == 0
+    expected = {
+        engine_urn(dev, reg)
+        for reg in dev.registrations
+        if reg.name in scripts or reg.type == "pulumi:providers:kubernetes"
+    }
+    assert {line.removeprefix("--target=") for line in out.split()} == expected
+
+
+def test_skipped_names_leave_the_file_and_join_the_explanation(dev: Run) -> None:
+    data = import_json("--stack", "dev", "--skip", "subslicing-jobset", "--skip", "cluster-system")
+    names = {s["name"] for s in data["resources"]}
+    assert "subslicing-jobset" not in names and "cluster-system" not in names
+    assert "subslicing" not in names  # a component left with no child to import is not created either
+    code, out, _ = cli("--stack", "dev", "--explain", "--skip", "cluster-system")
+    assert code == 0 and "cluster-system (gcp:container/nodePool:NodePool)" in out and "--skip" in out
+
+
+def test_skipping_an_unknown_name_is_an_error() -> None:
+    code, out, err = cli("--stack", "dev", "--skip", "cluster-sytem")
+    assert code == 2 and out == ""
+    assert "cluster-sytem" in err and "cluster-system" in err
 
 
 def test_explain_lists_every_skipped_resource_with_a_reason(dev: Run) -> None:

@@ -8,8 +8,8 @@ documented import format (components/model/import_ids.py), all computed from the
 
 Two parts, because `pulumi import` cannot import a provider: a Kubernetes object must name a provider
 that is already in the stack (nameTable URN; pulumi/pulumi pkg/resource/deploy/import.go looks it up in
-the existing state). So: `--part cloud`, then `pulumi up --target <--provider-urn>` (records the
-Kubernetes provider; no cloud call), then `--part kubernetes`. `--part all` (the default) is both in one
+the existing state). So: `--part cloud`, then `pulumi up $(... --targets)` (records the Kubernetes
+provider; no cloud call), then `--part kubernetes`. `--part all` (the default) is both in one
 file, for a stack that already has the provider. `--explain` lists what is left to `pulumi up` and why.
 Bad configuration stops with the same messages as `pulumi preview`, and nothing on stdout.
 """
@@ -63,6 +63,8 @@ class Skipped:
     type: str
     reason: str
     after_import: str
+    parent: str | None = None
+    on_request: bool = False
 
 
 @dataclass
@@ -317,6 +319,35 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     return out
 
 
+def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
+    """Moves the named entries to the skipped list: objects the deployment does not have (the scripts
+    make no node service account and no `system` pool; a finished demo JobSet may be gone)."""
+    known = {e.name for e in plan.entries}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ValueError(f"--skip {', '.join(unknown)}: not in the file; one of: {', '.join(sorted(known))}")
+    kept = [e for e in plan.entries if e.name not in names]
+    dropped = [
+        Skipped(e.name, e.type, "left out with --skip", "created by `pulumi up`", e.parent, on_request=True)
+        for e in plan.entries
+        if e.name in names
+    ]
+    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped])
+
+
+def targets(plan: Adoption, stack: str, project: str = PROJECT) -> list[str]:
+    """`pulumi up` targets that put the Kubernetes provider into the stack: the provider, and the Google
+    Cloud resources left out with --skip (they are what the provider waits for: the system pool, and
+    through it the node identity); a targeted update refuses to create a resource whose dependencies
+    are neither in the stack nor targeted."""
+    urns = [provider_urn(stack, project)]
+    for s in plan.skipped:
+        if s.on_request and s.type.startswith("gcp:"):
+            parent_type = plan.components[s.parent] if s.parent else None
+            urns.append(urn(stack, project, s.type, s.name, parent_type=parent_type))
+    return [f"--target={u}" for u in urns]
+
+
 def urn(stack: str, project: str, type_: str, name: str, parent_type: str | None = None) -> str:
     """The URN the engine gives a resource: its parent's qualified type, `$`, its own type; a child of the
     stack has no parent type (generateURN in pulumi/pulumi pkg/resource/deploy/deployment.go)."""
@@ -364,8 +395,8 @@ def explain(plan: Adoption, stack: str, project: str = PROJECT) -> str:
     for s in plan.skipped:
         lines += [f"  {s.name} ({s.type})", f"      why: {s.reason}", f"      after the import: {s.after_import}"]
     lines += [
-        "Kubernetes provider URN (for `pulumi up --target` between the cloud and kubernetes parts):",
-        f"  {provider_urn(stack, project)}",
+        "Between the cloud and kubernetes parts, `pulumi up` these targets (`--targets` prints them):",
+        *(f"  {target}" for target in targets(plan, stack, project)),
     ]
     return "\n".join(lines)
 
@@ -394,7 +425,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--explain", action="store_true", help="print what is left to `pulumi up` and why, not the file")
-    what.add_argument("--provider-urn", action="store_true", help="print the Kubernetes provider's URN, not the file")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave this logical name out (the deployment does not have it); repeatable",
+    )
+    what.add_argument(
+        "--targets",
+        action="store_true",
+        help="print the `pulumi up --target=URN` arguments that record the Kubernetes provider, not the file",
+    )
     return parser
 
 
@@ -424,9 +466,13 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     if capacity.errors:
         print(f"error: {capacity.error_message()}", file=err)
         return 1
-    plan = adoption(settings, args.project_number)
-    if args.provider_urn:
-        print(provider_urn(args.stack, project), file=out)
+    try:
+        plan = skip(adoption(settings, args.project_number), args.skip)
+    except ValueError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    if args.targets:
+        print("\n".join(targets(plan, args.stack, project)), file=out)
     elif args.explain:
         print(explain(plan, args.stack, project), file=out)
     else:
