@@ -22,7 +22,7 @@ import pulumi_gcp as gcp
 import pytest
 import yaml
 
-from components.cli import import_file
+from components.cli import adoption, import_file
 from components.model import import_ids as ids
 from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, run_program
 
@@ -96,7 +96,9 @@ def parent_name(run: Run, reg: Registration) -> str | None:
     return None if parent is None else parent.name
 
 
-def check_agreement(run: Run, data: dict[str, Any], project_number: str | None) -> None:
+def check_agreement(
+    run: Run, data: dict[str, Any], project_number: str | None, stack: str = "dev", directory: Path = ROOT
+) -> None:
     assert set(data) <= FILE_KEYS
     specs = data["resources"]
     for spec in specs:
@@ -105,7 +107,7 @@ def check_agreement(run: Run, data: dict[str, Any], project_number: str | None) 
     customs = {(s["type"], s["name"]): s for s in specs if not s.get("component")}
     components = {s["name"]: s for s in specs if s.get("component")}
     known = set(components) | set(data.get("nameTable", {}))
-    plan = import_file.adoption(_settings("dev"), project_number)
+    plan = adoption.adoption(_settings(stack, directory), project_number)
     skipped = {(s.name, s.type) for s in plan.skipped}
 
     matched = set()
@@ -126,9 +128,9 @@ def check_agreement(run: Run, data: dict[str, Any], project_number: str | None) 
             continue
         assert (reg.name, reg.type) in skipped, (
             f"{reg.type} {reg.name!r} is registered by the program but unknown to import-file: import it "
-            "(components/cli/import_file.py) or list it as not imported, with the reason"
+            "(components/cli/adoption.py) or list it as not imported, with the reason"
         )
-        assert reg.type in import_file.NOT_IMPORTED_TYPES or reg.type.startswith("gcp:storage/bucketIAMMember")
+        assert reg.type in adoption.NOT_IMPORTED_TYPES or reg.type.startswith("gcp:storage/bucketIAMMember")
     assert set(customs) == matched, f"in the file but not registered: {set(customs) - matched}"
 
     # Parents: every parent named in the file is a component of the program with that exact type (and URN).
@@ -187,7 +189,7 @@ def test_the_hf_token_secret_is_imported_by_name_only(tmp_path: Path) -> None:
     assert code == 0, err
     assert token not in out + err
     data = json.loads(out)
-    check_agreement(run, data, PROJECT_NUMBER)
+    check_agreement(run, data, PROJECT_NUMBER, directory=directory)
     secret = next(s for s in data["resources"] if s["type"] == "kubernetes:core/v1:Secret")
     assert secret["id"] == "llm-d-pd-disaggregation/llm-d-hf-token"
 
@@ -219,7 +221,7 @@ def test_other_settings_move_the_file_with_the_program(tmp_path: Path, overrides
     # the harness names the stack "dev"; URNs carry the stack name, so compare with the dev URNs
     data = json.loads(out)
     data["nameTable"] = {k: v.replace("urn:pulumi:alt::", "urn:pulumi:dev::") for k, v in data["nameTable"].items()}
-    check_agreement(run, data, PROJECT_NUMBER)
+    check_agreement(run, data, PROJECT_NUMBER, "alt", directory)
 
 
 def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run, dev_all: dict[str, Any]) -> None:
@@ -274,7 +276,7 @@ def test_explain_lists_every_skipped_resource_with_a_reason(dev: Run) -> None:
     code, out, _ = cli("--stack", "dev", "--explain", "--project-number", PROJECT_NUMBER)
     assert code == 0
     for reg in dev.registrations:
-        if reg.type in import_file.NOT_IMPORTED_TYPES:
+        if reg.type in adoption.NOT_IMPORTED_TYPES:
             assert f"{reg.name} ({reg.type})" in out
 
 
