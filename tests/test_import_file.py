@@ -249,6 +249,9 @@ def test_targets_are_the_provider_and_what_was_skipped_as_the_program_registers_
     scripts = ("identity-nodes", "identity-container.defaultNodeServiceAccount", "cluster-system")
     code, out, _ = cli("--stack", "dev", "--targets", *(f"--skip={name}" for name in scripts))
     assert code == 0
+    cloud = import_json("--stack", "dev", "--part", "cloud", *(f"--skip={name}" for name in scripts))
+    # the targeted update creates the skipped account under its parent, which the import made
+    assert {"type": f"{P}:identity:NodeIdentity", "name": "identity", "component": True} in cloud["resources"]
     expected = {
         engine_urn(dev, reg)
         for reg in dev.registrations
@@ -261,7 +264,8 @@ def test_skipped_names_leave_the_file_and_join_the_explanation(dev: Run) -> None
     data = import_json("--stack", "dev", "--skip", "subslicing-jobset", "--skip", "cluster-system")
     names = {s["name"] for s in data["resources"]}
     assert "subslicing-jobset" not in names and "cluster-system" not in names
-    assert "subslicing" not in names  # a component left with no child to import is not created either
+    # the component stays: `pulumi up` creates the skipped JobSet under it
+    assert {"type": f"{P}:workloads:SlicingJobSet", "name": "subslicing", "component": True} in data["resources"]
     code, out, _ = cli("--stack", "dev", "--explain", "--skip", "cluster-system")
     assert code == 0 and "cluster-system (gcp:container/nodePool:NodePool)" in out and "--skip" in out
 

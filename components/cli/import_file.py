@@ -60,12 +60,21 @@ def provider_urn(stack: str, project: str = PROJECT) -> str:
 
 def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = PROJECT) -> dict[str, Any]:
     """The bulk-import JSON for one part: components first (parents must be known), then resources."""
-    wanted = [e for e in plan.entries if part == "all" or e.kubernetes == (part == "kubernetes")]
+
+    def in_part(kubernetes: bool) -> bool:
+        return part == "all" or kubernetes == (part == "kubernetes")
+
+    wanted = [e for e in plan.entries if in_part(e.kubernetes)]
+    # A component is created by the part that holds its children, including children left out with
+    # --skip: `pulumi up` (or the targeted step) creates those under a parent that must exist.
+    members = [(e.parent, e.kubernetes) for e in plan.entries] + [
+        (s.parent, s.type.startswith("kubernetes:")) for s in plan.skipped if s.on_request and s.parent
+    ]
     # Components the cloud part already created are referred to by URN in the kubernetes part.
-    in_cloud = {e.parent for e in plan.entries if not e.kubernetes}
+    in_cloud = {parent for parent, kubernetes in members if not kubernetes}
     name_table: dict[str, str] = {}
     resources: list[dict[str, Any]] = []
-    for parent in dict.fromkeys(e.parent for e in wanted):
+    for parent in dict.fromkeys(parent for parent, kubernetes in members if in_part(kubernetes)):
         if part == "kubernetes" and parent in in_cloud:
             name_table[parent] = urn(stack, project, plan.components[parent], parent)
         else:
