@@ -23,8 +23,10 @@ import pytest
 import yaml
 
 from components.cli import adoption, import_file
+from components.cli.plan import settings_input, stack_config
 from components.model import import_ids as ids
-from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, run_program
+from components.model.settings import Settings, load
+from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, merge, run_program
 
 P = "gke-tpu-slicing"
 STACK_ROOT = "pulumi:pulumi:Stack"
@@ -152,10 +154,7 @@ def dev_all() -> dict[str, Any]:
     return import_json("--stack", "dev", "--project-number", PROJECT_NUMBER)
 
 
-def _settings(stack: str, directory: Path = ROOT):
-    from components.cli.plan import settings_input, stack_config
-    from components.model.settings import load
-
+def _settings(stack: str, directory: Path = ROOT) -> Settings:
     return load(*settings_input(stack_config(directory, stack)))
 
 
@@ -211,8 +210,6 @@ def test_without_the_project_number_the_bucket_members_are_left_to_up(dev: Run) 
     ids=["demos-only", "four-cubes-renamed"],
 )
 def test_other_settings_move_the_file_with_the_program(tmp_path: Path, overrides: dict[str, Any]) -> None:
-    from tests.harness import merge
-
     run = run_program(overrides)
     assert run.error is None, run.error
     directory = stack_dir(tmp_path, "alt", merge(dev_config(), overrides))
@@ -478,8 +475,6 @@ def test_unknown_stack() -> None:
 
 
 def test_invalid_config_gets_the_preview_message(tmp_path: Path) -> None:
-    from tests.harness import merge
-
     bad = {f"{P}:network": {"proxySubnetCidr": "10.10.4.0/26"}, f"{P}:tpu": {"cubes": -1}}
     run = run_program(bad)
     assert run.error is not None and run.registrations == []
@@ -490,8 +485,6 @@ def test_invalid_config_gets_the_preview_message(tmp_path: Path) -> None:
 
 
 def test_impossible_plan_gets_the_preview_message(tmp_path: Path) -> None:
-    from tests.harness import merge
-
     bad = {f"{P}:demos": {"superslicing": {"topology": "4x4x12"}}}
     run = run_program(bad)
     assert run.error is not None and run.registrations == []
