@@ -112,7 +112,7 @@ class Cluster(Component):
         )
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",
-            name="system",
+            name=c.system_pool_name,
             project=settings.project,
             location=settings.region,
             cluster=self.cluster.id,

@@ -44,7 +44,7 @@ def _secure_to_placeholder(value: Any) -> Any:
     return value
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
@@ -60,7 +60,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def stack_config(directory: Path, stack: str) -> dict[str, Any]:
     """Project-level values and declared defaults from Pulumi.yaml, then the stack file on top."""
-    project = _read_yaml(directory / "Pulumi.yaml")
+    project = read_yaml(directory / "Pulumi.yaml")
     name = project.get("name", PROJECT)
     config: dict[str, Any] = {}
     for key, value in (project.get("config") or {}).items():
@@ -72,13 +72,13 @@ def stack_config(directory: Path, stack: str) -> dict[str, Any]:
                 config[full] = value["default"]
         else:
             config[full] = value
-    config.update(_read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
+    config.update(read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
     return _secure_to_placeholder(config)
 
 
 def secret_keys(directory: Path, stack: str) -> list[str]:
     """Full config keys whose stack-file value is (or holds) an encrypted `{secure: ...}` value."""
-    config = _read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {}
+    config = read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {}
     return sorted(key for key, value in config.items() if _secure_to_placeholder(value) != value)
 
 

@@ -146,6 +146,11 @@ class ClusterSettings(Model):
         machine_shape(v)
         return v
 
+    @property
+    def system_pool_name(self) -> str:
+        # The pool that replaces GKE's default pool (README "Deliberate differences" 3).
+        return "system"
+
 
 class ReservationSettings(Model):
     name: str | None = None
