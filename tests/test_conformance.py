@@ -8,7 +8,6 @@ charts' values.yaml; manifests fetched by URL must be pinned.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import conformance
-from tests.harness import ROOT, Registration, Run, normalize, run_program
+from tests import conformance, upstream
+from tests.harness import Registration, Run, normalize, run_program
 
-CHARTS_ENV = "GKE_TPU_SLICING_CHARTS"
 P = "gke-tpu-slicing"
 
 
 def require_charts_dir() -> Path:
-    value = os.environ.get(CHARTS_ENV)
-    path = (ROOT / value).resolve() if value else None
-    if path is None or not path.is_dir():
-        message = f"{CHARTS_ENV} does not point at the pinned charts' Chart.yaml/values.yaml (see README)"
-        if conformance.in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return upstream.path("schemas/charts")
 
 
 def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
@@ -77,7 +68,7 @@ def run(request: pytest.FixtureRequest) -> Run:
 
 
 def test_every_kubernetes_object_validates_strictly(run: Run) -> None:
-    registry = conformance.SchemaRegistry.load(conformance.require_crd_dir())
+    registry = conformance.require_registry()
     objects = kubernetes_objects(run)
     failures = {}
     for reg, obj in objects:
@@ -111,7 +102,7 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
 
 def test_a_broken_object_would_be_caught() -> None:
     """The check above can fail: the same validator rejects a typo in a real program object."""
-    registry = conformance.SchemaRegistry.load(conformance.require_crd_dir())
+    registry = conformance.require_registry()
     run = run_program()
     lws = next(obj for _, obj in kubernetes_objects(run) if obj["kind"] == "LeaderWorkerSet")
     lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
