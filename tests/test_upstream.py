@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -41,17 +42,34 @@ def test_the_list_covers_every_directory_the_tests_read() -> None:
         assert upstream.under(prefix), prefix
 
 
-def test_the_list_and_shared_agree() -> None:
-    """Same names, same hashes: the pinned list and ../shared (this project's CI copy) cannot drift."""
-    if not upstream.SHARED.is_dir():
-        pytest.skip(f"{upstream.SHARED} does not exist (only this project's CI has it)")
+def test_the_list_and_the_upstream_files_agree() -> None:
+    """Same names, same hashes: the pinned list and ../shared (this project's CI copy) cannot drift.
+
+    Elsewhere (the cache, or $GKE_TPU_SLICING_UPSTREAM) every listed file must be there with its hash.
+    """
+    base = upstream.require("schemas", "reference")  # every listed file, hash checked (skips offline)
+    if base != upstream.SHARED.resolve():
+        return
     shared = {
-        p.relative_to(upstream.SHARED).as_posix(): upstream.sha256(p)
+        p.relative_to(base).as_posix(): upstream.sha256(p)
         for d in ("schemas", "reference")
-        for p in (upstream.SHARED / d).rglob("*")
+        for p in (base / d).rglob("*")
         if p.is_file()
     }
     assert shared == {f.path: f.sha256 for f in PINNED}
+
+
+def test_a_file_in_shared_that_the_list_lacks_is_caught(monkeypatch, tmp_path: Path) -> None:
+    base = upstream.require("schemas", "reference")
+    copy = tmp_path / "shared"
+    shutil.copytree(base / "schemas", copy / "schemas")
+    shutil.copytree(base / "reference", copy / "reference")
+    monkeypatch.delenv(upstream.ROOT_ENV, raising=False)
+    monkeypatch.setattr(upstream, "SHARED", copy)
+    test_the_list_and_the_upstream_files_agree()  # an exact copy agrees
+    (copy / "schemas/crds/unlisted.yaml").write_text("kind: CustomResourceDefinition\n")
+    with pytest.raises(AssertionError, match="unlisted"):
+        test_the_list_and_the_upstream_files_agree()
 
 
 # --------------------------------------------------------------------------------------------- the root
