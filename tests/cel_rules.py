@@ -281,9 +281,15 @@ def _evaluate(rule: Rule, path: str, value: Any, schema: Mapping[str, Any]) -> O
     except Exception as err:  # celpy's parser errors: this library cannot read the rule, not the object's fault
         return Outcome(path, rule, "unevaluated", f"cel-python cannot compile it: {err}")
     try:
-        result = compiled.evaluate({"self": to_cel(value, schema)})
+        self_value = to_cel(value, schema)
+    except (ValueError, TypeError) as err:  # e.g. a duration string celpy cannot parse: our limit, not a verdict
+        return Outcome(path, rule, "unevaluated", f"cannot convert the value to CEL: {err}")
+    try:
+        result = compiled.evaluate({"self": self_value})
     except CELEvalError as err:
         return Outcome(path, rule, "error", str(err.args[0] if err.args else err))
+    except Exception as err:  # a failure inside cel-python itself, not an evaluation error of the rule
+        return Outcome(path, rule, "unevaluated", f"cel-python failed: {type(err).__name__}: {err}")
     if not isinstance(result, ct.BoolType):
         return Outcome(path, rule, "error", f"evaluated to {type(result).__name__} {result!r}, not a bool")
     return Outcome(path, rule, "passed" if result else "failed")

@@ -100,6 +100,9 @@ def test_values_are_typed_by_their_schema() -> None:
     good = {"timeout": "10s", "interval": "1m", "at": "2026-01-01T00:00:00Z", "ratio": 1, "blob": "aGk=", "port": 80}
     assert _statuses({**good, "name": "http"}, schema) == ["passed"] * 5
     assert _statuses({**good, "timeout": "2m", "name": "http"}, schema)[0] == "failed"  # 2m > 1m, not "2m" > "1m"
+    assert _statuses({**good, "timeout": "1500ms", "interval": "2s", "name": "http"}, schema)[0] == "passed"
+    # A value celpy cannot type is this evaluator's limit, reported, never a pass.
+    assert _statuses({**good, "timeout": "soon", "name": "http"}, schema)[0] == "unevaluated"
 
 
 def test_property_names_are_escaped_as_kubernetes_does() -> None:
