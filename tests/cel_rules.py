@@ -7,9 +7,10 @@ A library, not a test module. For an object and its CRD schema (``openAPIV3Schem
    and only where that value is present;
 3. transition rules (those that reference ``oldSelf``) are skipped: they only run on update;
 4. the outcome of each rule is ``passed``, ``failed`` (false: the apiserver rejects the object with the rule's
-   message), ``error`` (the evaluation failed, e.g. a field read without ``has()``: also a rejection) or
-   ``unevaluated``: the rule calls a function this evaluator does not have. An unevaluated rule is neither a
-   pass nor a failure; the conformance test lists them.
+   message; ``messageExpression`` is not evaluated, it only words the rejection), ``error`` (the evaluation
+   failed, e.g. a field read without ``has()``: also a rejection) or ``unevaluated``: the rule calls a function
+   this evaluator does not have, or cel-python cannot handle it. An unevaluated rule is neither a pass nor a
+   failure; the conformance test lists them.
 
 The evaluator is cel-python (``celpy``) with the Kubernetes CEL conventions
 (https://kubernetes.io/docs/reference/using-api/cel/):
@@ -315,9 +316,14 @@ def _walk(value: Any, schema: Mapping[str, Any], path: str, where: str) -> Itera
             yield from _walk(item, schema["items"], f"{path}[{i}]", f"{where}[*]")
 
 
+# At the root, rules see only metadata.name and metadata.generateName (the apiserver's CEL type for ObjectMeta).
+ROOT_METADATA = {"type": "object", "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}}}
+
+
 def evaluate(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Outcome]:
     """The outcome of every (non-transition) rule of ``schema`` on ``obj``, after defaulting."""
-    return list(_walk(apply_defaults(dict(obj), schema), schema, "$", "$"))
+    root = {**schema, "properties": {**(schema.get("properties") or {}), "metadata": ROOT_METADATA}}
+    return list(_walk(apply_defaults(dict(obj), schema), root, "$", "$"))
 
 
 def rejections(outcomes: list[Outcome]) -> list[str]:

@@ -123,6 +123,11 @@ def test_property_names_are_escaped_as_kubernetes_does() -> None:
     assert _statuses({"labels": {"a-b": "1"}}, labels) == ["passed"]
 
 
+def test_root_rules_see_only_the_name_of_the_metadata() -> None:
+    schema = _schema(["self.metadata.name == 'n' && !has(self.metadata.labels)"], metadata={"type": "object"})
+    assert _statuses({"metadata": {"name": "n", "labels": {"a": "b"}}}, schema) == ["passed"]
+
+
 def test_fields_the_schema_does_not_declare_are_pruned() -> None:
     assert _statuses({"x": "a", "extra": 1}, _schema(["!has(self.extra)"])) == ["passed"]
 
