@@ -10,6 +10,7 @@ import copy
 import os
 import runpy
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components import stack as stack_module
 from components.cli.plan import stack_config
 from components.stack import as_runtime_config
 
@@ -28,6 +30,8 @@ PROJECT = "gke-tpu-slicing"
 SECRET_SIG = rpc._special_sig_key  # the key marking a serialized secret
 UNKNOWN = rpc.UNKNOWN
 PROJECT_NUMBER = "123456789012"
+# The program's clock in every run (date checks must not make tests depend on the day they run).
+CLOCK = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def stack_file_config(stack: str = "dev") -> dict[str, Any]:
@@ -62,6 +66,8 @@ class Registration:
     inputs: dict[str, Any]
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Resource options as the engine receives them: deleteBeforeReplace, ignoreChanges, replaceOnChanges, ...
+    options: dict[str, Any] = field(default_factory=dict)
 
     def plain(self, key: str | None = None) -> Any:
         """Inputs with secrets unwrapped (tests of secrecy look at `inputs` directly)."""
@@ -117,8 +123,10 @@ class Mocks(pulumi.runtime.Mocks):
     `known_cluster=False` models the first preview of a fresh stack: the cluster has no endpoint yet.
     """
 
-    def __init__(self, known_cluster: bool = True) -> None:
+    def __init__(self, known_cluster: bool = True, cluster_hash: str = "a1b2c3d4e5f6") -> None:
         self.known_cluster = known_cluster
+        # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
+        self.cluster_hash = cluster_hash
         self.calls: list[pulumi.runtime.MockCallArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -133,7 +141,12 @@ class Mocks(pulumi.runtime.Mocks):
             state.update(email=email, member=f"serviceAccount:{email}")
         if args.typ == "gcp:container/cluster:Cluster":
             if self.known_cluster:
-                state.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="})
+                dns = f"gke-{self.cluster_hash}-{PROJECT_NUMBER}.{state.get('location')}.gke.goog"
+                state.update(
+                    endpoint="203.0.113.10",
+                    masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="},
+                    controlPlaneEndpointsConfig={"dnsEndpointConfig": {"endpoint": dns}},
+                )
             else:
                 state.pop("endpoint", None)
                 state.pop("masterAuth", None)
@@ -168,6 +181,12 @@ class RecordingMonitor(MockMonitor):
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     inputs=rpc.deserialize_properties(request.object, keep_unknowns=True) if request.object else {},
                     id=response.id,
+                    options={
+                        "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "ignoreChanges": list(request.ignoreChanges),
+                        "replaceOnChanges": list(request.replaceOnChanges),
+                        "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                    },
                 )
             )
         return response
@@ -186,6 +205,7 @@ class Run:
     mocks: Mocks
     component_outputs: dict[str, dict[str, Any]]
     logs: list[tuple[str, str]]
+    required_cli: list[str] = field(default_factory=list)  # ranges passed to pulumi.require_pulumi_version
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -245,8 +265,12 @@ def run_program(
     secrets: dict[str, str] | None = None,
     preview: bool = False,
     mocks: Mocks | None = None,
+    now: datetime = CLOCK,
 ) -> Run:
-    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu')."""
+    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
+
+    `now` is the program's clock (components.stack.clock).
+    """
     config = merge(stack_file_config(stack), overrides or {})
     config.update(secrets or {})
     pulumi.runtime.set_all_config(as_runtime_config(config), list((secrets or {}).keys()))
@@ -256,6 +280,12 @@ def run_program(
     # A fresh root stack per run, or exports of an earlier run would leak into this one.
     pulumi.runtime.settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    # The mock engine has no RequirePulumiVersion: record what the program asks for instead.
+    required: list[str] = []
+    engine = pulumi.runtime.settings.SETTINGS.engine
+    engine.RequirePulumiVersion = lambda request: required.append(request.pulumi_version_range)
+    original_clock = stack_module.clock
+    stack_module.clock = lambda: now
     original_log = {lvl: getattr(pulumi.log, lvl) for lvl in ("info", "warn", "error")}
     for lvl in original_log:
         setattr(pulumi.log, lvl, lambda msg, *a, _lvl=lvl, **k: logs.append((_lvl, str(msg))))
@@ -268,6 +298,7 @@ def run_program(
         error = err
     finally:
         os.chdir(cwd)
+        stack_module.clock = original_clock
         for lvl, fn in original_log.items():
             setattr(pulumi.log, lvl, fn)
     outputs: dict[str, Any] = {}
@@ -279,7 +310,7 @@ def run_program(
             outputs[key] = _sync_await(out.future(with_unknowns=True))
             if _sync_await(out.is_secret()):
                 secret_outputs.add(key)
-    return Run(monitor.registrations, outputs, secret_outputs, error, mocks, monitor.component_outputs, logs)
+    return Run(monitor.registrations, outputs, secret_outputs, error, mocks, monitor.component_outputs, logs, required)
 
 
 def assert_rejected(
