@@ -94,16 +94,23 @@ def test_cluster_flags(dev: Run) -> None:
         "dnsCacheConfig": {"enabled": True},
         "sliceControllerConfig": {"enabled": True},
     }
-    # Pulumi.dev.yaml moves the codelab's exclusion window forward and turns deletion protection off.
-    assert c["maintenancePolicy"]["maintenanceExclusions"] == [
-        {
-            "exclusionName": "no-upgrade-next-month",
-            "startTime": "2026-12-01T00:00:00Z",
-            "endTime": "2026-12-29T00:00:00Z",
-            "exclusionOptions": {"scope": "NO_UPGRADES"},
-        }
-    ]
+    # Pulumi.dev.yaml sets no exclusion (a fixed window expires) and turns deletion protection off.
+    assert "maintenancePolicy" not in c
     assert c["deletionProtection"] is False
+    window = {"start": "2026-12-01T00:00:00Z", "end": "2026-12-29T00:00:00Z"}
+    with_window = run_program({f"{P}:cluster": {"maintenanceExclusion": window}})
+    assert with_window.error is None, with_window.error
+    assert with_window.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
+        "dailyMaintenanceWindow": {"startTime": "03:00"},
+        "maintenanceExclusions": [
+            {
+                "exclusionName": "no-upgrade-next-month",
+                "startTime": "2026-12-01T00:00:00Z",
+                "endTime": "2026-12-29T00:00:00Z",
+                "exclusionOptions": {"scope": "NO_UPGRADES"},
+            }
+        ],
+    }
     net = dev.get("gcp:compute/network:Network", "network-main")
     sub = dev.get("gcp:compute/subnetwork:Subnetwork", "network-tpu")
     assert net.urn in dev.get(CLUSTER, "cluster-gke").property_dependencies["network"]
