@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NUMBER = "123456789012"
+# The program's clock in every run (date checks must not make tests depend on the day they run).
+CLOCK = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 
 # What tests put where a stack file says <REPLACE-ME...>, by config path. A placeholder without an
@@ -114,8 +117,10 @@ class Mocks(pulumi.runtime.Mocks):
     `known_cluster=False` models the first preview of a fresh stack: the cluster has no endpoint yet.
     """
 
-    def __init__(self, known_cluster: bool = True) -> None:
+    def __init__(self, known_cluster: bool = True, cluster_hash: str = "a1b2c3d4e5f6") -> None:
         self.known_cluster = known_cluster
+        # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
+        self.cluster_hash = cluster_hash
         self.calls: list[pulumi.runtime.MockCallArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -130,7 +135,12 @@ class Mocks(pulumi.runtime.Mocks):
             state.update(email=email, member=f"serviceAccount:{email}")
         if args.typ == "gcp:container/cluster:Cluster":
             if self.known_cluster:
-                state.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="})
+                dns = f"gke-{self.cluster_hash}-{PROJECT_NUMBER}.{state.get('location')}.gke.goog"
+                state.update(
+                    endpoint="203.0.113.10",
+                    masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="},
+                    controlPlaneEndpointsConfig={"dnsEndpointConfig": {"endpoint": dns}},
+                )
             else:
                 state.pop("endpoint", None)
                 state.pop("masterAuth", None)
@@ -152,6 +162,7 @@ class Run:
     mocks: Mocks
     component_outputs: dict[str, dict[str, Any]]
     logs: list[tuple[str, str]]
+    required_cli: list[str] = field(default_factory=list)  # ranges passed to pulumi.require_pulumi_version
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -212,12 +223,18 @@ def run_program(
     preview: bool = False,
     mocks: Mocks | None = None,
     filled: bool = True,
+    now: datetime = CLOCK,
 ) -> Run:
-    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu')."""
+    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
+
+    `now` is the program's clock (components.stack.clock).
+    """
     config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
     mocks = mocks or Mocks()
-    result = execute(config, stack=stack, secret_keys=list((secrets or {}).keys()), preview=preview, mocks=mocks)
+    result = execute(
+        config, stack=stack, secret_keys=list((secrets or {}).keys()), preview=preview, mocks=mocks, now=now
+    )
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
     root = pulumi.runtime.get_root_resource()
@@ -228,7 +245,14 @@ def run_program(
             if _sync_await(out.is_secret()):
                 secret_outputs.add(key)
     return Run(
-        result.registrations, outputs, secret_outputs, result.error, mocks, result.component_outputs, result.logs
+        result.registrations,
+        outputs,
+        secret_outputs,
+        result.error,
+        mocks,
+        result.component_outputs,
+        result.logs,
+        result.required_cli,
     )
 
 

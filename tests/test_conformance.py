@@ -189,5 +189,6 @@ def test_manifests_fetched_by_url_are_pinned() -> None:
     run = run_program()
     config_file = run.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest").inputs["file"]
     assert re.search(r"/raw/[0-9a-f]{40}/kueue-slice-controller-v0\.8\.0-200\.yaml$", config_file)
-    kustomize = run.get("kubernetes:kustomize/v2:Directory", "inference-extension-crds").inputs["directory"]
-    assert kustomize == "https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=v1.5.0"
+    files = run.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds").inputs["files"]
+    gaie = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/"
+    assert files and all(f.startswith(gaie) and f.endswith(".yaml") for f in files), files

@@ -105,7 +105,8 @@ def test_charts_are_listed_not_rendered(rendered: tuple[Path, Path], program: Ru
         )
         assert item["values"] == normalize(unwrap(chart.inputs["values"]))
     assert listed["slice-controller-manifest"]["file"].startswith("https://")
-    assert "ref=v" in listed["inference-extension-crds"]["directory"]
+    crd_files = listed["inference-extension-crds"]["files"]
+    assert crd_files and all(f.startswith("https://") and "/v1." in f for f in crd_files)
 
 
 def test_google_cloud_table_has_every_resource(rendered: tuple[Path, Path], program: Run) -> None:

@@ -64,7 +64,7 @@ NOT_IMPORTED_TYPES = {
     "kubernetes:helm.sh/v4:Chart": "a chart's objects are named by the chart's render at run time, which needs "
     "the chart (not available offline); the chart component adopts them on `up`",
     "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
-    "kubernetes:kustomize/v2:Directory": "its objects come from a kustomization the provider fetches at run time",
+    "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
 }
 
 
@@ -220,8 +220,8 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
         ),
         Skipped(
             "inference-extension-crds",
-            "kubernetes:kustomize/v2:Directory",
-            NOT_IMPORTED_TYPES["kubernetes:kustomize/v2:Directory"],
+            "kubernetes:yaml/v2:ConfigGroup",
+            NOT_IMPORTED_TYPES["kubernetes:yaml/v2:ConfigGroup"],
             chart_after,
         ),
     ]

@@ -14,6 +14,7 @@ import runpy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 
+from components import stack as stack_module
 from components.stack import as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +50,8 @@ class Registration:
     inputs: dict[str, Any]
     protect: bool = False
     providers: dict[str, str] = field(default_factory=dict)  # a component's provider per package
+    # Resource options as the engine receives them: deleteBeforeReplace, ignoreChanges, replaceOnChanges, ...
+    options: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -122,6 +126,12 @@ class RecordingMonitor(MockMonitor):
                     protect=bool(request.protect),
                     providers=dict(request.providers),
                     id=response.id,
+                    options={
+                        "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "ignoreChanges": list(request.ignoreChanges),
+                        "replaceOnChanges": list(request.replaceOnChanges),
+                        "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                    },
                 )
             )
         return response
@@ -163,6 +173,7 @@ class MockRun:
     mocks: pulumi.runtime.Mocks
     component_outputs: dict[str, dict[str, Any]]
     logs: list[tuple[str, str]]
+    required_cli: list[str] = field(default_factory=list)  # ranges passed to pulumi.require_pulumi_version
 
 
 @contextmanager
@@ -184,10 +195,12 @@ def execute(
     secret_keys: list[str] | tuple[str, ...] = (),
     preview: bool = False,
     mocks: pulumi.runtime.Mocks | None = None,
+    now: datetime | None = None,
 ) -> MockRun:
     """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
 
-    The program's own error (bad configuration, an impossible plan) is returned, not raised.
+    The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
+    given, is the program's clock (components.stack.clock), so date checks do not depend on the day.
     """
     pulumi.runtime.set_all_config(as_runtime_config(config), list(secret_keys))
     mocks = mocks or SymbolicMocks()
@@ -196,6 +209,13 @@ def execute(
     # A fresh root stack per run, or exports of an earlier run would leak into this one.
     set_root_resource(None)  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    # The mock engine has no RequirePulumiVersion: record what the program asks for instead.
+    required: list[str] = []
+    engine = pulumi.runtime.settings.SETTINGS.engine
+    engine.RequirePulumiVersion = lambda request: required.append(request.pulumi_version_range)
+    original_clock = stack_module.clock
+    if now is not None:
+        stack_module.clock = lambda: now
     error: BaseException | None = None
     cwd = os.getcwd()
     try:
@@ -206,4 +226,5 @@ def execute(
         error = err
     finally:
         os.chdir(cwd)
-    return MockRun(monitor.registrations, error, mocks, monitor.component_outputs, logs)
+        stack_module.clock = original_clock
+    return MockRun(monitor.registrations, error, mocks, monitor.component_outputs, logs, required)

@@ -7,7 +7,7 @@ Pulumi CLI, no cluster. Writes into DIR:
   one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
   Pulumi secret redacted;
 * `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
-  Kubernetes provider fetches at run time (slice controller URL, inference-extension kustomization),
+  Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
   which cannot be rendered offline;
 * `google-cloud.md`: one table row per Google Cloud resource with its key properties, and
   `google-cloud.yaml`: every input of every Google Cloud resource;
@@ -46,7 +46,7 @@ UNKNOWN = "<unknown until apply>"
 REMOTE = {
     "kubernetes:helm.sh/v4:Chart": "Helm chart",
     "kubernetes:yaml/v2:ConfigFile": "manifest fetched by URL",
-    "kubernetes:kustomize/v2:Directory": "remote kustomization",
+    "kubernetes:yaml/v2:ConfigGroup": "manifests fetched by URL",
 }
 # The properties a reviewer looks at first, per Google Cloud type (google-cloud.yaml has all of them).
 KEY_PROPERTIES: dict[str, tuple[str, ...]] = {

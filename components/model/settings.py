@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import (
@@ -129,9 +129,22 @@ class Settings(Model):
                 f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
             )
 
+    def _check_reservation_project(self) -> None:
+        r = self.tpu.reservation
+        # GKE cannot bind a node pool to a block of a reservation shared from another project;
+        # cluster-toolkit's gke-tpu-7x blueprint checks the same as a precondition (issue #8).
+        if self.tpu.cubes > 0 and r.consume_type == "SPECIFIC" and r.block and r.project not in (None, self.project):
+            raise SettingError(
+                "tpu.reservation.project",
+                r.project,
+                f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
+                f"block ({r.block}) shared from another project; cluster-toolkit refuses it as a precondition",
+            )
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
         self._check_system_pool_fit()
+        self._check_reservation_project()
         priorities = self.kueue.priorities
         workloads = self.workload_topologies()
         for key, (topology, priority) in workloads.items():
@@ -170,15 +183,9 @@ class Settings(Model):
                 )
         return self
 
-    def warnings(self, now: datetime) -> list[str]:
+    def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
         out = []
-        ex = self.cluster.maintenance_exclusion
-        if ex is not None and ex.end <= now:
-            out.append(
-                f"{PROJECT}:cluster.maintenanceExclusion.end = {ex.rfc3339(ex.end)} is in the past: "
-                "the exclusion protects nothing; move the window forward"
-            )
         subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
             out.append(
@@ -199,10 +206,6 @@ class Settings(Model):
     @property
     def workload_pool(self) -> str:
         return f"{self.project}.svc.id.goog"
-
-    @property
-    def cluster_identifier(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}/clusters/{self.cluster.name}"
 
     @property
     def node_service_account_id(self) -> str:
@@ -348,10 +351,16 @@ def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> 
     )
 
 
-def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str] = frozenset()) -> Settings:
+def load(
+    raw: Mapping[str, Any],
+    project: str | None,
+    secret_keys: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 
-    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error. A value
+    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error. `now` is the
+    clock for date checks (a maintenance exclusion must not be over); default: the current time. A value
     holding a `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset,
     and other problems of the same key are not reported on top.
     """
@@ -378,7 +387,7 @@ def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str
         placeholder_keys.append(_config_key(path))
         data = _without(data, _split_path(path))
     try:
-        settings = Settings.model_validate(data)
+        settings = Settings.model_validate(data, context={"now": now or datetime.now(UTC)})
     except ValidationError as err:
         problems.extend(
             line
