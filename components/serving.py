@@ -1,14 +1,19 @@
 """The prefill/decode disaggregated serving stack: llm-d router, GKE Gateway and vLLM on TPU slices (SPEC 9).
 
 Prefill and decode LeaderWorkerSets come from one builder, `leader_worker_set`, and differ only
-where a `Role` says so (KV role, vLLM port, the decode side's routing sidecar). Group size and the
-tensor-parallel size derive from the slice topology.
+where a `Role` says so (KV role, vLLM port, the decode side's routing sidecar, prefill's keep-alive).
+Group size and the tensor-parallel size derive from the slice topology.
+
+Only leaders serve: they run vLLM's API server, the workers only Ray. `leader_selector` is the one
+definition of "a pod that serves", used by the InferencePool and by anything else that must find
+the model servers (metrics scraping: `leader_selector` plus `metrics_port`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +28,14 @@ from components.base import Component
 from components.cli import verify
 from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
+from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
 from components.workloads import SLICE_TOPOLOGY_ANNOTATION
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+# LWS labels every pod with its index in the group; the leader is 0 (sigs.k8s.io/lws api/leaderworkerset/v1
+# WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LEADER_INDEX = "0"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
 HF_SECRET = "llm-d-hf-token"
@@ -42,6 +51,24 @@ KV_CONNECTOR = {
     "kv_connector": "TPUConnectorHMA",
     "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
 }
+# The pod's own IP from the downward API; Kubernetes expands $(POD_IP) in the command before the shell runs,
+# as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice).
+POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+# vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s and resets
+# on reuse. The server must outlive the client's idle timeout; llm-d sets 120 s on prefill (same recipe).
+SIDECAR_IDLE_CONN_TIMEOUT_S = 90
+PREFILL_KEEP_ALIVE_S = 120
+# vLLM answers /v1/models once the model is loaded and /health while the engine is alive; llm-d's recipe
+# probes both on the vLLM port: startup and readiness on /v1/models, liveness on /health.
+READY_PATH = "/v1/models"
+HEALTH_PATH = "/health"
+METRICS_PATH = "/metrics"
+STARTUP_PERIOD_S = 30
+STARTUP_INITIAL_DELAY_S = 15
+WEIGHTS_MOUNT = "/data"
+EPP_CONFIG_FILE = "pd-config.yaml"
+EPP_CONFIG_V1 = "llm-d.ai/v1"
+EPP_CONFIG_V1ALPHA1 = "llm-d.ai/v1alpha1"
 
 
 @dataclass(frozen=True)
@@ -53,10 +80,14 @@ class Role:
     vllm_port: int
     vllm_port_name: str
     routing_sidecar: bool
+    # The decode side's sidecar holds connections to prefill open; prefill's server must keep them.
+    keep_alive_s: int | None = None
 
 
 ROLES = {
-    "prefill": Role("prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False),
+    "prefill": Role(
+        "prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False, keep_alive_s=PREFILL_KEEP_ALIVE_S
+    ),
     # Decode sits behind llm-d's routing sidecar, which takes the router's port and moves vLLM aside.
     "decode": Role("decode", "kv_consumer", 8200, "vllm", routing_sidecar=True),
 }
@@ -71,11 +102,55 @@ def model_labels(settings: Settings, role: str) -> dict[str, str]:
     }
 
 
+def leader_selector(settings: Settings) -> dict[str, str]:
+    """matchLabels that select the serving leaders of both roles and nothing else.
+
+    The guide label alone also matches every worker (they share the model labels but run no API server);
+    the LWS worker index narrows it to the leader of each group.
+    """
+    return {"llm-d.ai/guide": settings.serving.guide, WORKER_INDEX_LABEL: LEADER_INDEX}
+
+
+def metrics_port(role: str) -> int:
+    """The port of the vLLM server of a role's leader, which serves Prometheus metrics at METRICS_PATH."""
+    return ROLES[role].vllm_port
+
+
+def probes(settings: Settings, role: Role) -> dict[str, dict[str, Any]]:
+    """Startup, readiness and liveness of a leader's vLLM (llm-d's TPU7x dynamic-slice recipe, same numbers).
+
+    The startup budget is `serving.startupTimeoutSeconds`, in whole periods after the initial delay; the pod
+    is Ready (and so an endpoint of the pool) only once /v1/models answers.
+    """
+
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": role.vllm_port}}
+
+    budget = settings.serving.startup_timeout_seconds - STARTUP_INITIAL_DELAY_S
+    return {
+        "startupProbe": {
+            **get(READY_PATH),
+            "initialDelaySeconds": STARTUP_INITIAL_DELAY_S,
+            "periodSeconds": STARTUP_PERIOD_S,
+            "timeoutSeconds": 5,
+            "failureThreshold": -(-budget // STARTUP_PERIOD_S),
+        },
+        "readinessProbe": {**get(READY_PATH), "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
+        "livenessProbe": {**get(HEALTH_PATH), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+    }
+
+
+def weights_flags(settings: Settings) -> list[str]:
+    s = settings.serving
+    if s.weights_via == "mount":
+        return [f"--model={WEIGHTS_MOUNT}/{s.model_path}"]
+    return [f"--model=gs://{s.weights_bucket}/{s.model_path}", "--load-format=runai_streamer"]
+
+
 def vllm_command(settings: Settings, role: Role, script: str) -> str:
     s = settings.serving
     flags = [
-        f"--model=gs://{s.weights_bucket}/{s.model_path}",
-        "--load-format=runai_streamer",
+        *weights_flags(settings),
         f"--served-model-name={s.model_served}",
         f"--max-model-len={s.max_model_len}",
         f"--max-num-batched-tokens={s.max_num_batched_tokens}",
@@ -88,7 +163,7 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
         *(["--enable-expert-parallel"] if s.enable_expert_parallel else []),
         "--no-disable-hybrid-kv-cache-manager",
         "--kv-transfer-config",
-        json.dumps({**KV_CONNECTOR, "kv_role": role.kv_role}, separators=(",", ":")),
+        json.dumps({**KV_CONNECTOR, "kv_role": role.kv_role, "kv_ip": "$(POD_IP)"}, separators=(",", ":")),
         f"--port={role.vllm_port}",
         "--disable-access-log-for-endpoints=/health,/metrics,/v1/models",
     ]
@@ -101,6 +176,7 @@ def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str]
         out.append({"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": HF_SECRET_KEY}}})
     out += [{"name": k, "value": v} for k, v in common.items()]
     out += [
+        POD_IP_ENV,
         {"name": "TPU_SIDE_CHANNEL_PORT", "value": str(SIDE_CHANNEL_PORT)},
         {"name": "TPU_KV_TRANSFER_PORT", "value": str(KV_TRANSFER_PORT)},
         {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.serving.weights_bucket}/xla_cache"},
@@ -125,40 +201,47 @@ def leader_worker_set(
     # requests = limits: the whole VM's chips, and the CPU and memory of the role.
     amounts = {TPU_RESOURCE: str(slice_.chips_per_pod), **spec.resources.model_dump(exclude_none=True)}
     resources = {"limits": dict(amounts), "requests": dict(amounts)}
-    shared["spec"]["volumes"][1]["csi"]["volumeAttributes"]["bucketName"] = settings.serving.weights_bucket
+    mount = settings.serving.weights_via == "mount"
+    volumes, mounts = [shared["spec"]["volumes"]["shm"]], [shared["volumeMounts"]["shm"]]
+    if mount:  # the FUSE volume exists only when vLLM reads the weights from it
+        fuse = copy.deepcopy(shared["spec"]["volumes"]["weights"])
+        fuse["csi"]["volumeAttributes"]["bucketName"] = settings.serving.weights_bucket
+        volumes.append(fuse)
+        mounts.append({**shared["volumeMounts"]["weights"], "mountPath": WEIGHTS_MOUNT})
     container_env = env(settings, shared["env"], hf_secret)
     transfer_ports = [
         {"containerPort": KV_TRANSFER_PORT, "name": "tpu-kv-transfer"},
         {"containerPort": SIDE_CHANNEL_PORT, "name": "tpu-pd-coord"},
     ]
+    annotations = {SLICE_TOPOLOGY_ANNOTATION: str(slice_.topology)}
+    if mount:  # asks GKE to inject the FUSE sidecar
+        annotations["gke-gcsfuse/volumes"] = "true"
 
     def pod(container: dict[str, Any], init: list[dict[str, Any]]) -> dict[str, Any]:
         common = copy.deepcopy(shared["spec"])
         pod_spec = {
             "serviceAccountName": service_account,
-            "nodeSelector": {ACCELERATOR_LABEL: slice_.cube.system.accelerator},
+            "nodeSelector": {ACCELERATOR_LABEL: slice_.cube.system.accelerator, **healthy_partition_selector(slice_)},
             "tolerations": common["tolerations"],
             **({"initContainers": init} if init else {}),
             "containers": [container],
-            "volumes": common["volumes"],
+            "volumes": copy.deepcopy(volumes),
         }
-        return {
-            "metadata": {
-                "labels": dict(labels),
-                "annotations": {SLICE_TOPOLOGY_ANNOTATION: str(slice_.topology), "gke-gcsfuse/volumes": "true"},
-            },
-            "spec": pod_spec,
-        }
+        return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec}
 
+    leader_env = list(container_env)
+    if role.keep_alive_s is not None:
+        leader_env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(role.keep_alive_s)})
     leader = {
         "name": "vllm-leader",
         "image": settings.serving.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": container_env,
+        "env": leader_env,
         "command": ["sh", "-c", vllm_command(settings, role, shared["leaderScript"])],
         "resources": copy.deepcopy(resources),
         "ports": [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports],
-        "volumeMounts": copy.deepcopy(shared["volumeMounts"]),
+        **probes(settings, role),
+        "volumeMounts": copy.deepcopy(mounts),
     }
     worker = {
         "name": "vllm-worker",
@@ -168,7 +251,7 @@ def leader_worker_set(
         "resources": copy.deepcopy(resources),
         "env": container_env,
         "ports": copy.deepcopy(transfer_ports),
-        "volumeMounts": copy.deepcopy(shared["volumeMounts"]),
+        "volumeMounts": copy.deepcopy(mounts),
     }
     sidecar = [
         {
@@ -211,78 +294,97 @@ def leader_worker_set(
     }
 
 
-def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[str, Any]:
-    """llm-d's router base values + httproute-flags + the pd-disaggregation guide values, as one dict."""
-    s = settings.serving
-    pd_config = {
-        "apiVersion": "llm-d.ai/v1alpha1",
+def epp_config_api(chart_version: str) -> str:
+    """The EndpointPickerConfig apiVersion the pinned router parses.
+
+    llm-d-router v0.10.0 knows only `llm-d.ai/v1alpha1` (apix/config/v1alpha1@71f4f099); `llm-d.ai/v1`
+    arrived on main after it (pkg/epp/config/loader/conversion_test.go@10bbcb7e), where v1alpha1 still
+    loads, converted, with a deprecation notice. `v0` is main's floating tag, so it gets v1 like later releases.
+    """
+    if chart_version.removeprefix("v") == "0":
+        return EPP_CONFIG_V1
+    release = tuple(int(part) for part in re.findall(r"\d+", chart_version)[:3])
+    return EPP_CONFIG_V1ALPHA1 if release < (0, 11) else EPP_CONFIG_V1
+
+
+def epp_config(settings: Settings) -> dict[str, Any]:
+    """llm-d's pd-disaggregation scheduling (guides/pd-disaggregation/router/pd-disaggregation.values.yaml@83bb7c18).
+
+    Decode first, then the always-disagg decider sends every request through a prefill pod; the profile
+    handler also sets the prefill header for the decode sidecar (what the deprecated
+    disagg-headers-handler did). Prefill keeps prefixes on cache-warm pods and picks by queued tokens;
+    decode picks the least busy pod.
+    """
+    return {
+        "apiVersion": epp_config_api(settings.serving.router.version),
         "kind": "EndpointPickerConfig",
         "plugins": [
-            {"type": "disagg-headers-handler"},
             {"type": "always-disagg-pd-decider"},
-            {"type": "disagg-profile-handler", "parameters": {"deciderPluginName": "always-disagg-pd-decider"}},
+            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "always-disagg-pd-decider"}}},
             {"type": "prefill-filter"},
             {"type": "decode-filter"},
-            {"type": "prefix-cache-scorer"},
-            {"type": "queue-scorer"},
-            {"type": "kv-cache-utilization-scorer"},
+            {"type": "approx-prefix-cache-producer", "parameters": {"maxPrefixTokensToMatch": 131072}},
+            {"type": "inflight-load-producer"},
+            {
+                "type": "prefix-cache-affinity-filter",
+                "parameters": {"peakPrefillThroughput": settings.serving.router.peak_prefill_throughput},
+            },
+            {"type": "token-load-scorer"},
             {"type": "active-request-scorer"},
+            {"type": "max-score-picker"},
         ],
         "schedulingProfiles": [
             {
                 "name": "prefill",
                 "plugins": [
                     {"pluginRef": "prefill-filter"},
-                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
-                    {"pluginRef": "queue-scorer", "weight": 2},
-                    {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+                    {"pluginRef": "prefix-cache-affinity-filter"},
+                    {"pluginRef": "token-load-scorer"},
+                    {"pluginRef": "max-score-picker"},
                 ],
             },
             {
                 "name": "decode",
                 "plugins": [
                     {"pluginRef": "decode-filter"},
-                    {"pluginRef": "active-request-scorer", "weight": 2},
-                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
+                    {"pluginRef": "active-request-scorer"},
+                    {"pluginRef": "max-score-picker"},
                 ],
             },
         ],
     }
+
+
+def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Values of the llm-d-router-gateway chart: llm-d's base router values and the pd-disaggregation guide's.
+
+    Left out on purpose: the proxy settings and the 80->8081 service port (gateway mode runs no proxy: the
+    chart renders one only with router.proxy.enabled, off by default; the GKE Gateway is the proxy), the
+    HTTPRoute request timeout (the chart applies it only when provider.name is not gke), and tracing
+    (equal to the chart's defaults, and off). Sources: llm-d/llm-d-router@71f4f099 (v0.10.0)
+    config/charts/routerlib/{values.yaml,templates/_deployment.yaml,templates/_service.yaml},
+    config/charts/llm-d-router-gateway/templates/httproute.yaml.
+    """
+    s = settings.serving
     return {
         "provider": {"name": "gke"},
-        "httpRoute": {"create": True, "inferenceGatewayName": gateway_name, "requestTimeout": "0s"},
+        "httpRoute": {"create": True, "inferenceGatewayName": gateway_name},
         "router": {
-            "extraServicePorts": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8081}],
             "epp": {
+                # One picker: the in-flight load accounting the scorers read is local to each EPP process.
                 "replicas": 1,
                 "flags": {"v": 2},
-                "pluginsConfigFile": "pd-config.yaml",
-                "pluginsCustomConfig": {"pd-config.yaml": yaml.safe_dump(pd_config, sort_keys=False)},
+                "pluginsConfigFile": EPP_CONFIG_FILE,
+                "pluginsCustomConfig": {EPP_CONFIG_FILE: yaml.safe_dump(epp_config(settings), sort_keys=False)},
                 "resources": s.router.epp_resources.manifest(),
             },
+            # FailOpen sends requests to any pool endpoint while the picker is down: safe only because the
+            # pool holds nothing but ready leaders.
             "inferencePool": {"failureMode": "FailOpen"},
-            "modelServers": {"protocol": "http", "matchLabels": {"llm-d.ai/guide": s.guide}},
-            "proxy": {
-                # llm-d's base values: warn-level logs and 8 workers instead of Envoy's trace/all-cores defaults.
-                "args": [
-                    "--service-node",
-                    "envoy-sidecar",
-                    "--log-level",
-                    "warn",
-                    "--concurrency",
-                    "8",
-                    "--drain-strategy",
-                    "immediate",
-                    "--drain-time-s",
-                    "60",
-                    "-c",
-                    "/etc/envoy/envoy.yaml",
-                ],
-                "resources": s.router.proxy_resources.manifest(),
-            },
-            "tracing": {
-                "otelExporterEndpoint": "http://localhost:4317",
-                "sampling": {"sampler": "parentbased_traceidratio", "samplerArg": "0.1"},
+            "modelServers": {
+                "protocol": "http",
+                "targetPorts": [{"number": ROUTER_PORT}],
+                "matchLabels": leader_selector(settings),
             },
         },
     }
@@ -395,8 +497,13 @@ class Serving(Component):
             )
             for role in ROLES.values()
         }
+        # The chart names the InferencePool after the release; every replica's leader serves.
+        self.pool_name = s.guide
+        self.leaders = sum(role.replicas for role in s.roles().values())
         self.verify_command = pulumi.Output.all(self.gateway.object_name, namespace).apply(
-            lambda a: verify.command(a[0], a[1], s.model_served)
+            lambda a: verify.command(
+                a[0], a[1], s.model_served, pool=self.pool_name, leaders=self.leaders, timeout=s.startup_timeout_seconds
+            )
         )
         self.register_outputs(
             {
@@ -404,6 +511,8 @@ class Serving(Component):
                 "gatewayNamespace": namespace,
                 "servedModelName": s.model_served,
                 "leaderWorkerSets": [lws.object_name for lws in self.lws.values()],
+                "inferencePool": self.pool_name,
+                "servingLeaders": self.leaders,
                 "verifyCommand": self.verify_command,
             }
         )

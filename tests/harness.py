@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.stack import run_pulumi_func
@@ -62,6 +63,8 @@ class Registration:
     inputs: dict[str, Any]
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
+    # The resource's aliases as sent (e.g. {"spec": {"type": ...}}), or {"urn": ...} for URN aliases.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
     def plain(self, key: str | None = None) -> Any:
         """Inputs with secrets unwrapped (tests of secrecy look at `inputs` directly)."""
@@ -168,6 +171,8 @@ class RecordingMonitor(MockMonitor):
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     inputs=rpc.deserialize_properties(request.object, keep_unknowns=True) if request.object else {},
                     id=response.id,
+                    aliases=[json_format.MessageToDict(a) for a in request.aliases]
+                    + [{"urn": u} for u in request.aliasURNs],
                 )
             )
         return response

@@ -96,12 +96,12 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
     assert kinds == [
         "gateway.networking.k8s.io/v1/Gateway",
         "jobset.x-k8s.io/v1alpha2/JobSet",
-        "kueue.x-k8s.io/v1beta1/WorkloadPriorityClass",
         "kueue.x-k8s.io/v1beta2/AdmissionCheck",
         "kueue.x-k8s.io/v1beta2/ClusterQueue",
         "kueue.x-k8s.io/v1beta2/LocalQueue",
         "kueue.x-k8s.io/v1beta2/ResourceFlavor",
         "kueue.x-k8s.io/v1beta2/Topology",
+        "kueue.x-k8s.io/v1beta2/WorkloadPriorityClass",
         "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet",
         "v1/Namespace",
         "v1/Secret",

@@ -1,7 +1,10 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
 
-Finds the Gateway's address (the official `kubernetes` client, or `--address` when port-forwarding),
-then POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
+First waits until the InferencePool's leaders are Ready (bounded by `--timeout`, one progress line
+on stderr per change): a 397B model takes far longer to load than any request retry would wait, and
+a leader is Ready only once vLLM serves /v1/models. Then finds the Gateway's address (the official
+`kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
+and POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
 retrying with bounded exponential backoff, and prints one line per request: status, attempts,
 latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails
 or the Gateway has no address, 2 for usage errors (argparse).
@@ -39,6 +42,10 @@ from typing import Any, Literal, Protocol, TextIO
 
 import requests
 
+POOL_GROUP = "inference.networking.k8s.io"
+POOL_VERSION = "v1"
+POOL_PLURAL = "inferencepools"
+ROLE_LABEL = "llm-d.ai/role"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 GATEWAY_VERSION = "v1"
 GATEWAY_PLURAL = "gateways"
@@ -56,7 +63,15 @@ RETRY_STATUSES = frozenset({404, 408, 425, 429})
 _EXCERPT = 200
 
 # Keys of `pulumi stack output --json` that this entry point reads.
-STACK_OUTPUT_KEYS = {"gateway_name": "gatewayName", "namespace": "gatewayNamespace", "model": "servedModelName"}
+STACK_OUTPUT_KEYS = {
+    "gateway_name": "gatewayName",
+    "namespace": "gatewayNamespace",
+    "model": "servedModelName",
+    "pool": "inferencePool",
+    "leaders": "servingLeaders",
+}
+DEFAULT_WAIT_S = 14400.0  # serving.startupTimeoutSeconds' default: the leaders' own startup budget
+POLL_S = 30.0
 
 
 class VerifyError(RuntimeError):
@@ -67,18 +82,42 @@ class GatewayNotReady(VerifyError):
     """The Gateway exists but has no address in its status yet."""
 
 
+class LeadersNotReady(VerifyError):
+    """The pool's leaders did not all become Ready within the timeout."""
+
+
 class CustomObjects(Protocol):
     """The part of `kubernetes.client.CustomObjectsApi` this module uses (tests inject a fake)."""
 
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any: ...
 
 
+class Pods(Protocol):
+    """The part of `kubernetes.client.CoreV1Api` this module uses (tests inject a fake)."""
+
+    def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any: ...
+
+
 # ---------------------------------------------------------------------------------------------
-# The Gateway address
+# Cluster access
 
 
 def custom_objects_api(kubeconfig: str | None = None, context: str | None = None) -> CustomObjects:
-    """A CustomObjectsApi from the kubeconfig (file, `$KUBECONFIG` or ~/.kube/config), else in-cluster.
+    """A CustomObjectsApi from the kubeconfig (file, `$KUBECONFIG` or ~/.kube/config), else in-cluster."""
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api_client(kubeconfig, context))
+
+
+def core_api(kubeconfig: str | None = None, context: str | None = None) -> Pods:
+    """A CoreV1Api from the same configuration as custom_objects_api."""
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client(kubeconfig, context))
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient from the kubeconfig, else in-cluster.
 
     Builds its own ApiClient rather than loading the global configuration, so importing this module
     and calling it has no side effect on other users of the client.
@@ -86,7 +125,7 @@ def custom_objects_api(kubeconfig: str | None = None, context: str | None = None
     from kubernetes import client, config  # lazy: the HTTP probe and `--address` need no cluster client
 
     try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
     except config.ConfigException as exc:
         if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise VerifyError(f"cannot load kubeconfig: {exc}") from exc
@@ -95,8 +134,116 @@ def custom_objects_api(kubeconfig: str | None = None, context: str | None = None
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException as exc2:
             raise VerifyError(f"cannot load kubeconfig or in-cluster config: {exc2}") from exc2
-        api_client = client.ApiClient(configuration)
-    return client.CustomObjectsApi(api_client)
+        return client.ApiClient(configuration)
+
+
+def _api_error(where: str, exc: Exception, group_version: str) -> VerifyError:
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return VerifyError(f"{where} not found ({group_version})")
+    reason = getattr(exc, "reason", None) or type(exc).__name__
+    detail = f"HTTP {status} {reason}" if status else f"{reason}: {_one_line(str(exc))}"
+    return VerifyError(f"cannot read {where}: {detail}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The pool's leaders
+
+
+@dataclass(frozen=True)
+class LeaderStatus:
+    """Ready leaders by role (`llm-d.ai/role`), of the pods the InferencePool selects."""
+
+    ready: dict[str, int]
+    total: dict[str, int]
+
+    @property
+    def ready_count(self) -> int:
+        return sum(self.ready.values())
+
+    @property
+    def count(self) -> int:
+        return sum(self.total.values())
+
+    def done(self, expected: int | None) -> bool:
+        """All selected pods are Ready (and at least `expected` of them, when known; at least one otherwise)."""
+        return self.ready_count == self.count and self.ready_count >= (expected or 1)
+
+    def line(self, expected: int | None) -> str:
+        want = max(expected or 0, self.count)
+        roles = ", ".join(f"{role} {self.ready[role]}/{self.total[role]}" for role in sorted(self.total))
+        return f"leaders ready: {self.ready_count}/{want}" + (f" ({roles})" if roles else "")
+
+
+def pool_selector(name: str, namespace: str, api: CustomObjects) -> str:
+    """The InferencePool's spec.selector.matchLabels as a label selector string (k=v,...)."""
+    where = f"InferencePool {namespace}/{name}"
+    try:
+        pool = api.get_namespaced_custom_object(POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name)
+    except Exception as exc:  # kubernetes ApiException, urllib3 errors
+        raise _api_error(where, exc, f"{POOL_GROUP}/{POOL_VERSION}") from exc
+    labels = (((pool or {}).get("spec") or {}).get("selector") or {}).get("matchLabels")
+    if not isinstance(labels, Mapping) or not labels:
+        raise VerifyError(f"{where} has no spec.selector.matchLabels")
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _is_ready(pod: Any) -> bool:
+    conditions = getattr(getattr(pod, "status", None), "conditions", None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def leader_status(namespace: str, selector: str, pods: Pods) -> LeaderStatus:
+    try:
+        items = pods.list_namespaced_pod(namespace, label_selector=selector).items
+    except Exception as exc:
+        raise _api_error(f"pods {selector!r} in {namespace}", exc, "v1") from exc
+    ready: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for pod in items:
+        role = (getattr(pod.metadata, "labels", None) or {}).get(ROLE_LABEL, "?")
+        total[role] = total.get(role, 0) + 1
+        ready[role] = ready.get(role, 0) + _is_ready(pod)
+    return LeaderStatus(ready, total)
+
+
+def wait_for_leaders(
+    pool: str,
+    namespace: str,
+    *,
+    api: CustomObjects,
+    pods: Pods,
+    expected: int | None,
+    timeout: float,
+    poll: float = POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] = lambda line: None,
+) -> LeaderStatus:
+    """Polls the pods the InferencePool selects until they are all Ready, or raises LeadersNotReady.
+
+    `log` gets one line whenever the count changes (and the first and last one).
+    """
+    selector = pool_selector(pool, namespace, api)
+    deadline = clock() + timeout
+    last = ""
+    while True:
+        status = leader_status(namespace, selector, pods)
+        line = status.line(expected)
+        remaining = deadline - clock()
+        if status.done(expected):
+            log(f"{line}: all Ready")
+            return status
+        if line != last:
+            log(f"{line}; waiting up to {max(0.0, remaining):.0f}s more (selector {selector})")
+            last = line
+        if remaining <= 0:
+            raise LeadersNotReady(f"InferencePool {namespace}/{pool}: {line} after {timeout:g}s")
+        sleep(min(poll, remaining))
+
+
+# ---------------------------------------------------------------------------------------------
+# The Gateway address
 
 
 def gateway_address(name: str, namespace: str, api: CustomObjects | None = None) -> str:
@@ -109,12 +256,7 @@ def gateway_address(name: str, namespace: str, api: CustomObjects | None = None)
     try:
         gateway = api.get_namespaced_custom_object(GATEWAY_GROUP, GATEWAY_VERSION, namespace, GATEWAY_PLURAL, name)
     except Exception as exc:  # kubernetes ApiException, urllib3 errors: all mean "cannot read it"
-        status = getattr(exc, "status", None)
-        if status == 404:
-            raise VerifyError(f"{where} not found ({GATEWAY_GROUP}/{GATEWAY_VERSION})") from exc
-        reason = getattr(exc, "reason", None) or type(exc).__name__
-        detail = f"HTTP {status} {reason}" if status else f"{reason}: {_one_line(str(exc))}"
-        raise VerifyError(f"cannot read {where}: {detail}") from exc
+        raise _api_error(where, exc, f"{GATEWAY_GROUP}/{GATEWAY_VERSION}") from exc
     status = (gateway.get("status") if isinstance(gateway, Mapping) else None) or {}
     addresses = status.get("addresses") if isinstance(status, Mapping) else None
     first = addresses[0] if isinstance(addresses, list) and addresses else None
@@ -323,10 +465,11 @@ def base_url(address: str, scheme: str = "http", port: int | None = None) -> str
 # Command line
 
 
-def command(gateway_name: str, namespace: str, model: str) -> str:
+def command(gateway_name: str, namespace: str, model: str, *, pool: str, leaders: int, timeout: int) -> str:
     """The shell command that runs this check, for the `verifyCommand` stack output."""
     args = ["python", "-m", "components", "verify"]
     args += ["--gateway-name", gateway_name, "--namespace", namespace, "--model", model]
+    args += ["--pool", pool, "--leaders", str(leaders), "--timeout", str(timeout)]
     return shlex.join(args)
 
 
@@ -339,7 +482,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stack-outputs",
         metavar="FILE",
         help="JSON from `pulumi stack output --json` ('-' for stdin); reads gatewayName, gatewayNamespace, "
-        "servedModelName. Explicit flags win.",
+        "servedModelName, inferencePool, servingLeaders. Explicit flags win.",
     )
     parser.add_argument("--gateway-name", help=f"Gateway name (default: {DEFAULT_GATEWAY_NAME})")
     parser.add_argument("--namespace", help="namespace of the Gateway")
@@ -349,9 +492,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port (default: the scheme's)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--pool",
+        help="InferencePool whose leaders must be Ready before the requests (default: no wait); "
+        "needs the cluster, so not with --address",
+    )
+    parser.add_argument(
+        "--leaders", type=_positive(int), help="how many leaders must be Ready (default: every pod the pool selects)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=DEFAULT_WAIT_S,
+        help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
+    )
+    parser.add_argument(
+        "--poll", type=_positive(float), default=POLL_S, help=f"seconds between readiness checks (default: {POLL_S:g})"
+    )
     parser.add_argument("--attempts", type=_positive(int), default=15, help="attempts per request (default: 15)")
     parser.add_argument(
-        "--timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
+        "--read-timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
     )
     parser.add_argument(
         "--connect-timeout", type=_positive(float), default=5.0, help="connect timeout per attempt (default: 5)"
@@ -394,6 +554,8 @@ def read_stack_outputs(source: str, stdin: TextIO | None = None) -> dict[str, st
     found: dict[str, str] = {}
     for field, key in STACK_OUTPUT_KEYS.items():
         value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            value = str(value)
         if isinstance(value, str) and value:
             found[field] = value
     return found
@@ -403,11 +565,14 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     api: CustomObjects | None = None,
+    pods: Pods | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Run the check; `argv` has no subcommand word. Returns 0 when both requests succeed, else 1.
 
-    `api` replaces the cluster look-up and `sleep` the backoff sleep (both for tests).
+    `api`/`pods` replace the cluster look-ups, `sleep` the backoff and polling sleeps and `clock` the
+    readiness deadline's clock (all for tests).
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -422,6 +587,30 @@ def main(
         parser.error("--model (or servedModelName in --stack-outputs) is required")
     if not args.address and not namespace:
         parser.error("--namespace (or gatewayNamespace in --stack-outputs) is required unless --address is given")
+    pool = args.pool or outputs.get("pool")
+    leaders = args.leaders or (int(outputs["leaders"]) if "leaders" in outputs else None)
+    if args.address and args.pool:
+        parser.error("--pool needs the cluster; with --address, wait for the leaders yourself")
+
+    if pool and not args.address:
+        try:
+            kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
+            core = pods if pods is not None else core_api(args.kubeconfig, args.context)
+            wait_for_leaders(
+                pool,
+                namespace,
+                api=kube,
+                pods=core,
+                expected=leaders,
+                timeout=args.timeout,
+                poll=args.poll,
+                sleep=sleep,
+                clock=clock,
+                log=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+        except VerifyError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
 
     if args.address:
         address = args.address
@@ -450,7 +639,7 @@ def main(
             attempts=args.attempts,
             backoff=backoff,
             connect_timeout=args.connect_timeout,
-            read_timeout=args.timeout,
+            read_timeout=args.read_timeout,
             sleep=sleep,
             on_retry=log,
         )
