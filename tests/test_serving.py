@@ -558,7 +558,7 @@ def test_startup_budget_covers_the_pods_own_waits() -> None:
     assert ray + engine == POD_STARTUP_WAITS_SECONDS
     assert_rejected(
         {f"{P}:serving": {"startupTimeoutSeconds": ray + engine - 1}},
-        ["serving.startupTimeoutSeconds", str(ray + engine - 1)],
+        ["serving.startupTimeoutSeconds", str(ray + engine - 1), f"at least {ray + engine} seconds"],
     )
 
 

@@ -300,12 +300,22 @@ class ServingSettings(Model):
     # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
     # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
     # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
-    startup_timeout_seconds: int = Field(14400, ge=POD_STARTUP_WAITS_SECONDS)
+    startup_timeout_seconds: int = 14400
     prefill: ServingRole = Field(default_factory=dict)
     decode: ServingRole = Field(default_factory=dict)
     gateway: GatewaySettings = Field(default_factory=dict)
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+
+    @field_validator("startup_timeout_seconds")
+    @classmethod
+    def _startup(cls, v: int) -> int:
+        if v < POD_STARTUP_WAITS_SECONDS:
+            raise ValueError(
+                f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
+                "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
+            )
+        return v
 
     # The guide names the router's Helm release (at most 53 characters) and labels every model server.
     _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))
