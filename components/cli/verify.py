@@ -1,13 +1,14 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
 
-First waits until the InferencePool's leaders are Ready (bounded by `--timeout`, one progress line
-on stderr per change): a 397B model takes far longer to load than any request retry would wait, and
-a leader is Ready only once vLLM serves /v1/models. Then finds the Gateway's address (the official
+With `--pool` (the stack's verifyCommand passes it), first waits until the InferencePool's leaders
+are Ready (bounded by `--timeout`, one progress line on stderr per change; see cluster.py): a 397B
+model takes far longer to load than any request retry would wait, and a leader is Ready only once
+vLLM serves /v1/models. Then finds the Gateway's address (the official
 `kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
 and POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
 retrying with bounded exponential backoff, and prints one line per request: status, attempts,
-latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails
-or the Gateway has no address, 2 for usage errors (argparse).
+latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails,
+the leaders are not Ready in time or the Gateway has no address, 2 for usage errors (argparse).
 
 Success, per the OpenAI API: HTTP 200 whose body is a JSON object with a non-empty `choices` list.
 
