@@ -21,6 +21,7 @@ import yaml
 
 from components.base import Component
 from components.cli import verify
+from components.model.monitoring import router_monitoring_values
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
@@ -69,6 +70,21 @@ def model_labels(settings: Settings, role: str) -> dict[str, str]:
         "llm-d.ai/role": role,
         "inference.networking.k8s.io/engine-type": "vllm",
     }
+
+
+# Labels the LWS controller puts on every pod it creates; the leader of a group is worker 0
+# (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go: SetNameLabelKey, WorkerIndexLabelKey).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def leader_metrics_target(settings: Settings, role: str) -> tuple[dict[str, str], str]:
+    """The labels selecting exactly the leaders of one role's LWS, and the named port vLLM serves /metrics on.
+
+    vLLM serves /metrics on its API port (`vllm serve --port`); only the leader runs the API server.
+    """
+    selector = {**model_labels(settings, role), LWS_NAME_LABEL: settings.lws_name(role), LWS_WORKER_INDEX_LABEL: "0"}
+    return selector, ROLES[role].vllm_port_name
 
 
 def vllm_command(settings: Settings, role: Role, script: str) -> str:
@@ -284,6 +300,8 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
                 "otelExporterEndpoint": "http://localhost:4317",
                 "sampling": {"sampler": "parentbased_traceidratio", "samplerArg": "0.1"},
             },
+            # Managed Prometheus scraping of the EPP, declared by the chart itself (observability.scraping).
+            **({"monitoring": router_monitoring_values(settings)} if settings.observability.scrapes else {}),
         },
     }
 

@@ -8,6 +8,12 @@ Every object is validated strictly (unknown fields are errors) against the upstr
   v1.5.0 and Gateway API v1.4.1 (standard channel);
 * built-in kinds against the Kubernetes 1.36 strict JSON schemas shipped by the ``kubernetes-validate`` package.
 
+Managed Prometheus (GMP) v0.17.2 CRDs (PodMonitoring, ClusterPodMonitoring) are read from
+``$GKE_TPU_SLICING_MONITORING_CRDS``, by default the ``monitoring`` directory beside the CRD directory
+(``../shared/schemas/monitoring``); upstream GoogleCloudPlatform/prometheus-engine ``charts/operator/crds/`` at v0.17.2:
+    https://raw.githubusercontent.com/GoogleCloudPlatform/prometheus-engine/v0.17.2/charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml
+    https://raw.githubusercontent.com/GoogleCloudPlatform/prometheus-engine/v0.17.2/charts/operator/crds/monitoring.googleapis.com_clusterpodmonitorings.yaml
+
 Getting the CRDs
 ----------------
 The registry indexes CRDs by content (``spec.group``, ``spec.versions[].name``, ``spec.names.kind``), not by file
@@ -52,6 +58,11 @@ To fetch them (run from the repository root; the names match those of ``../share
     done
     for r in gatewayclasses gateways httproutes; do
       get "gateway-api-v1.4.1_$r.yaml" "$gh/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_$r.yaml"
+    done
+    gmp=https://raw.githubusercontent.com/GoogleCloudPlatform/prometheus-engine/v0.17.2/charts/operator/crds
+    mkdir -p "$dest/../monitoring"
+    for r in clusterpodmonitorings podmonitorings; do
+      get "../monitoring/gmp-v0.17.2_monitoring.googleapis.com_$r.yaml" "$gmp/monitoring.googleapis.com_$r.yaml"
     done
 
 How strictness is enforced
@@ -107,6 +118,7 @@ from referencing import Registry, Resource
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR_ENV = "GKE_TPU_SLICING_CRDS"
+MONITORING_DIR_ENV = "GKE_TPU_SLICING_MONITORING_CRDS"
 K8S_VERSION = "1.36.0"
 K8S_SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
 K8S_DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
@@ -138,6 +150,15 @@ def crd_dir() -> Path | None:
 def in_ci() -> bool:
     """True when ``$CI`` is set to a truthy value (anything but empty, 0, false, f, no, n, off)."""
     return os.environ.get("CI", "").strip().lower() not in _FALSY
+
+
+def monitoring_dir(crds: Path) -> Path:
+    """The GMP CRDs: ``$GKE_TPU_SLICING_MONITORING_CRDS``, else ``monitoring`` beside the CRD directory."""
+    value = os.environ.get(MONITORING_DIR_ENV, "").strip()
+    if not value:
+        return crds.parent / "monitoring"
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (ROOT / path).resolve()
 
 
 def _crd_files(directory: Path) -> list[Path]:
@@ -443,7 +464,8 @@ class SchemaRegistry:
         self._sources: dict[GVK, Path] = {}
         self._crds: dict[GVK, dict[str, Any]] = {}
         self._validators: dict[GVK, Any] = {}
-        for path in _crd_files(self.directory):
+        extra = monitoring_dir(self.directory)
+        for path in _crd_files(self.directory) + (_crd_files(extra) if extra.is_dir() else []):
             self._load(path)
 
     @classmethod

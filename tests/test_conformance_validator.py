@@ -45,6 +45,12 @@ PINNED = [
         )
     ],
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    # Managed Prometheus v0.17.2, read from the `monitoring` directory beside the CRDs
+    *[
+        (f"monitoring.googleapis.com/{version}", kind)
+        for version in ("v1", "v1alpha1")
+        for kind in ("ClusterPodMonitoring", "PodMonitoring")
+    ],
 ]
 
 UPSTREAM = {  # project -> (repository, pinned tag, CRD folder), as the module docstring must list them
@@ -53,6 +59,7 @@ UPSTREAM = {  # project -> (repository, pinned tag, CRD folder), as the module d
     "lws": ("lws", "v0.8.0", "config/crd/bases"),
     "gaie": ("gateway-api-inference-extension", "v1.5.0", "config/crd/bases"),
     "gateway-api": ("gateway-api", "v1.4.1", "config/crd/standard"),
+    "gmp": ("GoogleCloudPlatform/prometheus-engine", "v0.17.2", "charts/operator/crds"),
 }
 
 
@@ -631,7 +638,8 @@ def test_docstring_lists_the_upstream_url_of_every_crd_at_its_pinned_tag(registr
         crd = registry.crd(*gvk)
         repo, tag, folder = UPSTREAM[registry.source(*gvk).name.split("-v")[0]]
         name = f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"  # controller-gen's file name
-        expected.add(f"https://raw.githubusercontent.com/kubernetes-sigs/{repo}/{tag}/{folder}/{name}")
+        owner_repo = repo if "/" in repo else f"kubernetes-sigs/{repo}"
+        expected.add(f"https://raw.githubusercontent.com/{owner_repo}/{tag}/{folder}/{name}")
     assert sorted(set(_docstring_urls())) == sorted(expected)
 
 
@@ -644,6 +652,7 @@ def test_docstring_curl_loop_fetches_every_url_into_the_expected_names(registry:
     fake.write_text('#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done\nprintf %s "$3" > "$2"\n')
     fake.chmod(0o755)
     subprocess.run(["bash", "-c", f'PATH="{fake.parent}:$PATH"\n{script}'], check=True, timeout=30)
-    fetched = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
-    assert sorted(fetched) == sorted(p.name for p in registry.directory.iterdir())
+    fetched = {p.name: p.read_text() for d in ("out", "monitoring") for p in (tmp_path / d).iterdir()}
+    monitoring = conformance.monitoring_dir(registry.directory)
+    assert sorted(fetched) == sorted(p.name for d in (registry.directory, monitoring) for p in d.iterdir())
     assert sorted(fetched.values()) == sorted(set(_docstring_urls()))

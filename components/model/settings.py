@@ -54,6 +54,7 @@ from components.model.k8s_settings import (
     ResourceRequirements,
     ServingSettings,
 )
+from components.model.observability_settings import ObservabilitySettings
 
 # ---------------------------------------------------------------------------------------------
 # The root
@@ -69,6 +70,7 @@ class Settings(Model):
     kueue: KueueSettings = Field(default_factory=dict)
     demos: DemosSettings = Field(default_factory=dict)
     serving: ServingSettings = Field(default_factory=dict)
+    observability: ObservabilitySettings = Field(default_factory=dict)
     hf_token: SecretStr | None = None
 
     @field_validator("project")

@@ -1,0 +1,449 @@
+"""What the observability layer shows and watches, as pure data: PromQL queries, the dashboard JSON, alert rules.
+
+No Pulumi here (components/observability.py declares the resources), so tests and the README table read the
+same definitions the program deploys.
+
+Metric names, each as exported by the version this program pins:
+
+* Kueue v0.17.4, `pkg/metrics/metrics.go`: `kueue_pending_workloads{cluster_queue,status}`,
+  `kueue_admitted_active_workloads{cluster_queue}`, `kueue_cluster_queue_resource_usage` and
+  `kueue_cluster_queue_nominal_quota{cluster_queue,flavor,resource}` (the last two only with the manager
+  configuration's `metrics.enableClusterQueueResources: true`, `cmd/kueue/main.go` -> `WithResourceMetrics`).
+* vLLM (the serving image is a vllm-tpu nightly of 2026-04-30), `vllm/v1/metrics/loggers.py`
+  `PrometheusStatLogger`: `vllm:request_success_total`, `vllm:time_to_first_token_seconds`,
+  `vllm:inter_token_latency_seconds` (`vllm:time_per_output_token_seconds` is hidden behind
+  `--show-hidden-metrics-for-version` since 0.11), `vllm:num_requests_waiting`, `vllm:num_requests_running`,
+  `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc` was its pre-0.10 name).
+* Gateway API Inference Extension v1.5.0 (the EPP), `pkg/epp/metrics/metrics.go`:
+  `inference_extension_scheduler_attempts_total{status}`, `inference_extension_scheduler_e2e_duration_seconds`,
+  `inference_objective_request_total{model_name,target_model_name}`, `inference_pool_ready_pods{name}`.
+* GKE system metrics (https://cloud.google.com/monitoring/api/metrics_kubernetes):
+  `kubernetes.io/node/accelerator/tensorcore_utilization` and `kubernetes.io/container/accelerator/duty_cycle`,
+  queried in PromQL as `kubernetes_io:node_accelerator_tensorcore_utilization` (first `/` becomes `:`, other
+  `/` and `.` become `_`: https://cloud.google.com/monitoring/promql/promql-mapping) with the
+  `monitored_resource` label naming the resource type.
+* `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target.
+
+Managed Prometheus labels every scraped series with `cluster`, `namespace` and `job` (= the PodMonitoring's
+name), so every query names its own job and this cluster: nothing from another stack in the project leaks in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.model.settings import PROJECT, Settings
+
+_KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
+_VLLM = "vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger, the image's vLLM >= 0.11)"
+_GAIE = "kubernetes-sigs/gateway-api-inference-extension pkg/epp/metrics/metrics.go@v1.5.0"
+_GKE = "https://cloud.google.com/monitoring/api/metrics_kubernetes (TPU system metrics)"
+# Every metric a query names, and where its name comes from (tests check that no query names another).
+METRIC_SOURCES = {
+    "kueue_pending_workloads": _KUEUE,
+    "kueue_admitted_active_workloads": _KUEUE,
+    "kueue_cluster_queue_resource_usage": _KUEUE,
+    "kueue_cluster_queue_nominal_quota": _KUEUE,
+    "vllm:request_success_total": _VLLM,
+    "vllm:time_to_first_token_seconds_bucket": _VLLM,
+    "vllm:inter_token_latency_seconds_bucket": _VLLM,
+    "vllm:num_requests_waiting": _VLLM,
+    "vllm:num_requests_running": _VLLM,
+    "vllm:kv_cache_usage_perc": _VLLM,
+    "inference_extension_scheduler_attempts_total": _GAIE,
+    "inference_extension_scheduler_e2e_duration_seconds_bucket": _GAIE,
+    "inference_objective_request_total": _GAIE,
+    "inference_pool_ready_pods": _GAIE,
+    "kubernetes_io:node_accelerator_tensorcore_utilization": _GKE,
+    "kubernetes_io:container_accelerator_duty_cycle": _GKE,
+    "up": "Managed Prometheus: the scrape health series of every target",
+}
+TPU_RESOURCE = "google.com/tpu"
+COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (Dashboard API, MosaicLayout.columns)
+CHART_WIDTH, CHART_HEIGHT, HEADER_HEIGHT = 16, 16, 4
+RATE_WINDOW = "5m"
+PERCENTILES = (0.5, 0.9, 0.99)
+KUEUE_JOB = "kueue-controller-metrics"
+KUEUE_METRICS_SA = "kueue-metrics-scraper"
+# GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot).
+GMP_COLLECTOR = ("gmp-system", "collector")
+KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
+KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG is
+
+
+def vllm_job(settings: Settings, role: str) -> str:
+    """The PodMonitoring (and so the Prometheus `job`) of one role's vLLM leaders."""
+    return f"{settings.lws_name(role)}-leaders"
+
+
+def epp_job(settings: Settings) -> str:
+    """The llm-d router chart names its EPP PodMonitoring after the release (routerlib `_gke.yaml`)."""
+    return settings.serving.guide
+
+
+def workload_names(settings: Settings) -> dict[str, str]:
+    """Config key -> object name of every enabled slice consumer (JobSet or LeaderWorkerSet)."""
+    names = {"demos.subslicing": settings.demos.subslicing.name, "demos.superslicing": settings.demos.superslicing.name}
+    out = {}
+    for key in settings.workload_topologies():
+        out[key] = names[key] if key in names else settings.lws_name(key.split(".", 1)[1])
+    return out
+
+
+def provisioned_chips(settings: Settings) -> int:
+    return settings.tpu.cubes * settings.tpu.cube.chips
+
+
+def _selector(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    # (legend, PromQL) per line
+    queries: tuple[tuple[str, str], ...]
+    unit: str = ""
+    threshold: float | None = None
+    threshold_label: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    subtitle: str
+    charts: tuple[Chart, ...]
+
+
+class Queries:
+    """PromQL for this stack: every query is scoped to this cluster and to the job that scrapes its source."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.cluster = settings.cluster.name
+        self.namespace = settings.kueue.namespace
+        self.cq = settings.kueue.cluster_queue
+
+    def kueue(self, metric: str, **labels: str) -> str:
+        return metric + _selector(cluster=self.cluster, job=KUEUE_JOB, cluster_queue=self.cq, **labels)
+
+    def pending(self) -> str:
+        return f"sum by (cluster_queue, status) ({self.kueue('kueue_pending_workloads')})"
+
+    def admitted(self) -> str:
+        return f"sum by (cluster_queue) ({self.kueue('kueue_admitted_active_workloads')})"
+
+    def tpu_usage(self) -> str:
+        return f"sum({self.kueue('kueue_cluster_queue_resource_usage', resource=TPU_RESOURCE)})"
+
+    def tpu_quota(self) -> str:
+        return f"sum({self.kueue('kueue_cluster_queue_nominal_quota', resource=TPU_RESOURCE)})"
+
+    def node_tensorcore(self) -> str:
+        sel = _selector(monitored_resource="k8s_node", cluster_name=self.cluster)
+        return f"avg by (node_name) (kubernetes_io:node_accelerator_tensorcore_utilization{sel})"
+
+    def workload_duty_cycle(self, name: str) -> str:
+        # JobSet pods are <jobset>-<job>-<i>-<j>-<hash>, LWS pods <lws>-<group>[-<worker>]: the name is a prefix.
+        sel = (
+            _selector(
+                monitored_resource="k8s_container",
+                cluster_name=self.cluster,
+                namespace_name=self.namespace,
+            )[:-1]
+            + f',pod_name=~"{name}-.*"}}'
+        )
+        return f"avg by (pod_name) (kubernetes_io:container_accelerator_duty_cycle{sel})"
+
+    def vllm(self, metric: str, role: str) -> str:
+        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
+
+    def request_rate(self, role: str) -> str:
+        return f"sum(rate({self.vllm('vllm:request_success_total', role)}[{RATE_WINDOW}]))"
+
+    def quantile(self, q: float, histogram: str, role: str) -> str:
+        return f"histogram_quantile({q}, sum by (le) (rate({self.vllm(histogram + '_bucket', role)}[{RATE_WINDOW}])))"
+
+    def leaders_up(self, role: str) -> str:
+        # `or vector(0)`: no target at all (no leader pod) is 0 ready leaders, not "no data".
+        return f"sum({self.vllm('up', role)}) or vector(0)"
+
+    def epp(self, metric: str) -> str:
+        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=epp_job(self.s))
+
+
+def rows(settings: Settings) -> list[Row]:
+    """The dashboard, top to bottom: admission, TPUs (one chart per workload), one row per serving role, router."""
+    q = Queries(settings)
+    chips = provisioned_chips(settings)
+    out = [
+        Row(
+            "Admission (Kueue)",
+            f"ClusterQueue {settings.kueue.cluster_queue}: what waits, what runs, how much of the TPU quota it holds",
+            (
+                Chart(
+                    "Pending workloads by ClusterQueue", (("${labels.cluster_queue} ${labels.status}", q.pending()),)
+                ),
+                Chart("Admitted workloads by ClusterQueue", (("${labels.cluster_queue}", q.admitted()),)),
+                Chart(
+                    f"TPU chips: used vs quota ({chips} provisioned)",
+                    (("used", q.tpu_usage()), ("quota", q.tpu_quota())),
+                    unit="1",
+                    threshold=float(chips),
+                    threshold_label="provisioned chips",
+                ),
+            ),
+        ),
+        Row(
+            "TPU slices",
+            "GKE TPU system metrics: TensorCore utilization per node, duty cycle of each workload's pods",
+            (
+                Chart("TensorCore utilization by node", (("${labels.node_name}", q.node_tensorcore()),), unit="%"),
+                *(
+                    Chart(
+                        f"{key} ({name}): TPU duty cycle by pod",
+                        (("${labels.pod_name}", q.workload_duty_cycle(name)),),
+                        unit="%",
+                    )
+                    for key, name in workload_names(settings).items()
+                ),
+            ),
+        ),
+    ]
+    if settings.serving.enabled:
+        for role in settings.serving.roles():
+            out.append(
+                Row(
+                    f"Serving: {role}",
+                    f"vLLM leaders of {settings.lws_name(role)} (Managed Prometheus job {vllm_job(settings, role)})",
+                    (
+                        Chart("Requests per second", (("completed", q.request_rate(role)),), unit="1/s"),
+                        Chart(
+                            "Time to first token",
+                            tuple(
+                                (f"p{round(p * 100)}", q.quantile(p, "vllm:time_to_first_token_seconds", role))
+                                for p in PERCENTILES
+                            ),
+                            unit="s",
+                        ),
+                        Chart(
+                            "Inter-token latency",
+                            tuple(
+                                (f"p{round(p * 100)}", q.quantile(p, "vllm:inter_token_latency_seconds", role))
+                                for p in PERCENTILES
+                            ),
+                            unit="s",
+                        ),
+                        Chart(
+                            "Queue length",
+                            (
+                                ("waiting ${labels.pod}", q.vllm("vllm:num_requests_waiting", role)),
+                                ("running ${labels.pod}", q.vllm("vllm:num_requests_running", role)),
+                            ),
+                        ),
+                        Chart(
+                            "KV-cache usage",
+                            (("${labels.pod}", q.vllm("vllm:kv_cache_usage_perc", role)),),
+                            unit="10^2.%",
+                        ),
+                        Chart("Ready leaders (scraped)", (("ready", q.leaders_up(role)),)),
+                    ),
+                )
+            )
+        out.append(
+            Row(
+                "Router (endpoint picker)",
+                f"llm-d EPP of release {settings.serving.guide}: scheduling decisions and the pool it picks from",
+                (
+                    Chart(
+                        "Scheduling decisions by result",
+                        (
+                            (
+                                "${labels.status}",
+                                f"sum by (status) (rate({q.epp('inference_extension_scheduler_attempts_total')}"
+                                f"[{RATE_WINDOW}]))",
+                            ),
+                        ),
+                        unit="1/s",
+                    ),
+                    Chart(
+                        "Requests by model",
+                        (
+                            (
+                                "${labels.model_name}",
+                                f"sum by (model_name) (rate({q.epp('inference_objective_request_total')}"
+                                f"[{RATE_WINDOW}]))",
+                            ),
+                        ),
+                        unit="1/s",
+                    ),
+                    Chart(
+                        "Scheduling latency p99",
+                        (
+                            (
+                                "p99",
+                                "histogram_quantile(0.99, sum by (le) (rate("
+                                f"{q.epp('inference_extension_scheduler_e2e_duration_seconds_bucket')}"
+                                f"[{RATE_WINDOW}])))",
+                            ),
+                        ),
+                        unit="s",
+                    ),
+                    Chart("Ready pods in the InferencePool", (("${labels.name}", q.epp("inference_pool_ready_pods")),)),
+                ),
+            )
+        )
+    return out
+
+
+def _chart_widget(chart: Chart) -> dict[str, Any]:
+    xy: dict[str, Any] = {
+        "dataSets": [
+            {
+                "timeSeriesQuery": {"prometheusQuery": query, **({"unitOverride": chart.unit} if chart.unit else {})},
+                "plotType": "LINE",
+                "legendTemplate": legend,
+                "targetAxis": "Y1",
+            }
+            for legend, query in chart.queries
+        ],
+        "yAxis": {"scale": "LINEAR"},
+    }
+    if chart.threshold is not None:
+        xy["thresholds"] = [{"value": chart.threshold, "label": chart.threshold_label, "targetAxis": "Y1"}]
+    return {"title": chart.title, "xyChart": xy}
+
+
+def dashboard(settings: Settings) -> dict[str, Any]:
+    """The Cloud Monitoring dashboard (API v1 `Dashboard`): a mosaic, a section header and its charts per row."""
+    tiles: list[dict[str, Any]] = []
+    y = 0
+    per_line = COLUMNS // CHART_WIDTH
+    for row in rows(settings):
+        tiles.append(
+            {
+                "xPos": 0,
+                "yPos": y,
+                "width": COLUMNS,
+                "height": HEADER_HEIGHT,
+                "widget": {"title": row.title, "sectionHeader": {"subtitle": row.subtitle, "dividerBelow": True}},
+            }
+        )
+        y += HEADER_HEIGHT
+        for i, chart in enumerate(row.charts):
+            tiles.append(
+                {
+                    "xPos": (i % per_line) * CHART_WIDTH,
+                    "yPos": y + (i // per_line) * CHART_HEIGHT,
+                    "width": CHART_WIDTH,
+                    "height": CHART_HEIGHT,
+                    "widget": _chart_widget(chart),
+                }
+            )
+        y += -(-len(row.charts) // per_line) * CHART_HEIGHT
+    return {
+        "displayName": f"{settings.cluster.name}: TPU slices and serving",
+        "mosaicLayout": {"columns": COLUMNS, "tiles": tiles},
+        "labels": {PROJECT: ""},
+    }
+
+
+def dashboard_json(settings: Settings) -> str:
+    # Sorted keys: the same settings give the same string, so `pulumi up` twice is a no-op.
+    return json.dumps(dashboard(settings), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    key: str  # a short stable name (resource names derive from it)
+    display_name: str
+    query: str
+    minutes: int
+    config_key: str  # the config key of the threshold, named in the documentation
+    severity: str
+    explanation: str
+
+    def documentation(self) -> str:
+        return (
+            f"{self.explanation}\n\n"
+            f"Threshold: `{PROJECT}:{self.config_key}` = {self.minutes} minutes "
+            f"(`pulumi config set --path {self.config_key} <minutes>`)."
+        )
+
+
+def alert_rules(settings: Settings) -> list[AlertRule]:
+    """The failures the capacity plan warns about, as PromQL alert conditions."""
+    q = Queries(settings)
+    o = settings.observability
+    rules = [
+        AlertRule(
+            "workload-pending",
+            f"{settings.cluster.name}: workloads pending in ClusterQueue {settings.kueue.cluster_queue}",
+            f"sum({q.kueue('kueue_pending_workloads')}) > 0",
+            o.pending_workload_minutes,
+            "observability.pendingWorkloadMinutes",
+            "WARNING",
+            # Kueue v0.17.4 exports no per-workload age, so this is "the queue never drained for that long".
+            "At least one workload has been pending in the ClusterQueue without a break for the whole window: "
+            "not enough free slices of its shape, or a higher priority holds them. Compare with "
+            "`python -m components plan` and `kubectl get workloads -A`.",
+        ),
+        AlertRule(
+            "tpu-quota-full",
+            f"{settings.cluster.name}: TPU quota of ClusterQueue {settings.kueue.cluster_queue} fully used",
+            f"{q.tpu_usage()} >= {q.tpu_quota()}",
+            o.quota_full_minutes,
+            "observability.quotaFullMinutes",
+            "WARNING",
+            f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
+            "anything new waits or preempts lower priorities.",
+        ),
+    ]
+    if settings.serving.enabled:
+        for role in settings.serving.roles():
+            rules.append(
+                AlertRule(
+                    f"no-ready-{role}-leader",
+                    f"{settings.cluster.name}: no ready {role} leader ({settings.lws_name(role)})",
+                    f"({q.leaders_up(role)}) < 1",
+                    o.no_ready_leader_minutes,
+                    "observability.noReadyLeaderMinutes",
+                    "CRITICAL",
+                    f"No {role} vLLM leader answers /metrics: the {role} side of the serving stack cannot take "
+                    "requests (pods pending for slices, loading weights, or crashing).",
+                )
+            )
+    return rules
+
+
+def router_monitoring_values(settings: Settings) -> dict[str, Any]:
+    """llm-d router chart values that make it declare the EPP's PodMonitoring, token and RBAC for GMP.
+
+    llm-d/llm-d-router config/charts/routerlib/values.yaml (`monitoring`) and templates/_gke.yaml (at
+    ebab68792): with provider `gmp` and Prometheus + auth enabled the chart renders a service-account token
+    Secret, a ClusterRole for GET /metrics, the PodMonitoring on port `metrics` (9090) with that token, and the
+    RoleBinding that lets the `gmp-system/collector` service account read the Secret. The chart knows its own
+    pod labels, so it selects the EPP better than a copy of them here would.
+    """
+    return {
+        "interval": settings.observability.scrape_interval,
+        "provider": {"name": "gmp", "gmp": {"autopilot": False}},
+        "prometheus": {"enabled": True, "auth": {"enabled": True}},
+    }
+
+
+def kueue_chart_values(settings: Settings) -> dict[str, Any]:
+    """Kueue chart values for the quota metrics: v0.17.4's default manager configuration with
+    `metrics.enableClusterQueueResources: true`, only while scraping is on.
+
+    The chart takes the whole file as one value (`managerConfig.controllerManagerConfigYaml`); the test
+    compares it with the pinned chart's default, which must differ by that one key only. Another chart version
+    keeps its own default (a copy of an older default could break its controller); the quota chart and alert
+    then show no data.
+    """
+    if not settings.observability.scrapes or settings.addons.kueue.version != KUEUE_CONFIG_VERSION:
+        return {}
+    return {"managerConfig": {"controllerManagerConfigYaml": KUEUE_CONFIG.read_text()}}
