@@ -340,8 +340,9 @@ def all_queries(d: dict[str, Any]) -> list[str]:
 
 
 def metric_names(query: str) -> set[str]:
-    """Identifiers a PromQL query selects: a name followed by `{` (every query here names its labels)."""
-    return set(re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", query))
+    """Metrics a PromQL query selects: a name followed by `{` (every query here names its labels), or a quoted
+    UTF-8 name first inside the braces."""
+    return set(re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", query)) | set(re.findall(r'\{"([^"]+)"', query))
 
 
 def test_the_dashboard_is_valid_for_the_dashboard_api(dev: Run) -> None:

@@ -19,9 +19,11 @@ Metric names, each as exported by the version this program pins:
   `inference_objective_request_total{model_name,target_model_name}`, `inference_pool_ready_pods{name}`.
 * GKE system metrics (https://cloud.google.com/monitoring/api/metrics_kubernetes):
   `kubernetes.io/node/accelerator/tensorcore_utilization` and `kubernetes.io/container/accelerator/duty_cycle`,
-  queried in PromQL as `kubernetes_io:node_accelerator_tensorcore_utilization` (first `/` becomes `:`, other
-  `/` and `.` become `_`: https://cloud.google.com/monitoring/promql/promql-mapping) with the
-  `monitored_resource` label naming the resource type.
+  queried with PromQL's UTF-8 syntax, the quoted name inside the braces, and `monitored_resource` naming the
+  resource type (https://cloud.google.com/monitoring/promql, "Querying Cloud Monitoring metrics by using PromQL").
+
+Names made only of letters, digits, `_` and `:` (all of Kueue's, vLLM's `vllm:...`, the EPP's) need no
+quoting: https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences ("UTF-8 support").
 * `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target.
 
 Managed Prometheus labels every scraped series with `cluster`, `namespace` and `job` (= the PodMonitoring's
@@ -57,8 +59,8 @@ METRIC_SOURCES = {
     "inference_extension_scheduler_e2e_duration_seconds_bucket": _GAIE,
     "inference_objective_request_total": _GAIE,
     "inference_pool_ready_pods": _GAIE,
-    "kubernetes_io:node_accelerator_tensorcore_utilization": _GKE,
-    "kubernetes_io:container_accelerator_duty_cycle": _GKE,
+    "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
+    "kubernetes.io/container/accelerator/duty_cycle": _GKE,
     "up": "Managed Prometheus: the scrape health series of every target",
 }
 TPU_RESOURCE = "google.com/tpu"
@@ -99,6 +101,11 @@ def provisioned_chips(settings: Settings) -> int:
 
 def _selector(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _utf8_selector(metric: str, **labels: str) -> str:
+    """A Cloud Monitoring metric in PromQL's UTF-8 form: `{"kubernetes.io/...",label="value"}`."""
+    return "{" + ",".join([f'"{metric}"', *(f'{k}="{v}"' for k, v in labels.items())]) + "}"
 
 
 @dataclass(frozen=True)
@@ -143,20 +150,22 @@ class Queries:
         return f"sum({self.kueue('kueue_cluster_queue_nominal_quota', resource=TPU_RESOURCE)})"
 
     def node_tensorcore(self) -> str:
-        sel = _selector(monitored_resource="k8s_node", cluster_name=self.cluster)
-        return f"avg by (node_name) (kubernetes_io:node_accelerator_tensorcore_utilization{sel})"
+        sel = _utf8_selector(
+            "kubernetes.io/node/accelerator/tensorcore_utilization",
+            monitored_resource="k8s_node",
+            cluster_name=self.cluster,
+        )
+        return f"avg by (node_name) ({sel})"
 
     def workload_duty_cycle(self, name: str) -> str:
         # JobSet pods are <jobset>-<job>-<i>-<j>-<hash>, LWS pods <lws>-<group>[-<worker>]: the name is a prefix.
-        sel = (
-            _selector(
-                monitored_resource="k8s_container",
-                cluster_name=self.cluster,
-                namespace_name=self.namespace,
-            )[:-1]
-            + f',pod_name=~"{name}-.*"}}'
+        sel = _utf8_selector(
+            "kubernetes.io/container/accelerator/duty_cycle",
+            monitored_resource="k8s_container",
+            cluster_name=self.cluster,
+            namespace_name=self.namespace,
         )
-        return f"avg by (pod_name) (kubernetes_io:container_accelerator_duty_cycle{sel})"
+        return f'avg by (pod_name) ({sel[:-1]},pod_name=~"{name}-.*"}})'
 
     def vllm(self, metric: str, role: str) -> str:
         return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
