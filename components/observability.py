@@ -1,8 +1,8 @@
 """Observability: Managed Prometheus scrape objects, a Cloud Monitoring dashboard and alert policies.
 
 The cluster runs Google Cloud Managed Service for Prometheus (`monitoring_config.managed_prometheus`); this
-feeds it and shows it. What the dashboard charts and what the alerts watch is pure data in
-`components/model/monitoring.py`; this module declares it, in the same graph as what it watches.
+feeds it and shows it. What the alerts watch is pure data in `components/model/monitoring.py`, the dashboard's
+layout in `components/model/dashboard.py`; this module declares them, in the same graph as what they watch.
 
 Resource types (for importers): `kubernetes:monitoring.googleapis.com/v1:PodMonitoring`,
 `kubernetes:core/v1:ServiceAccount`, `kubernetes:core/v1:Secret`, `kubernetes:rbac.authorization.k8s.io/v1:
@@ -21,7 +21,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.model import monitoring
+from components.model import dashboard, monitoring
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 from components.serving import leader_metrics_target
@@ -115,7 +115,7 @@ class Observability(Component):
             self.dashboard = gcp.monitoring.Dashboard(
                 f"{name}-dashboard",
                 project=settings.project,
-                dashboard_json=monitoring.dashboard_json(settings),
+                dashboard_json=dashboard.dashboard_json(settings),
                 opts=self.child(depends_on=list(apis)),
             )
             self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
