@@ -46,6 +46,7 @@ class HelmAddon(Component):
         extra_values: dict[str, Any] | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:addons:HelmAddon", name, opts)
+        self.release = name
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": addon.namespace},

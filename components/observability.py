@@ -20,6 +20,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.addons import HelmAddon
 from components.base import Component
 from components.model import dashboard, monitoring
 from components.model.settings import Settings
@@ -27,19 +28,28 @@ from components.objects import KubernetesObject
 from components.serving import leader_metrics_target
 
 GMP_API = "monitoring.googleapis.com/v1"
-# Kueue's chart: release "kueue" of chart "kueue" is fullname "kueue" (charts/kueue/templates/_helpers.tpl
-# `kueue.fullname`, `kueue.selectorLabels` at v0.17.4); the manager container serves /metrics over HTTPS on its
-# port named `metrics` (8443, manager/manager.yaml) behind controller-runtime's authn/authz filter
-# (cmd/kueue/main.go: SecureServing, WithAuthenticationAndAuthorization), and the chart always ships the
-# ClusterRole `<fullname>-metrics-reader` (GET /metrics, rbac/metrics_reader_role.yaml).
-KUEUE_RELEASE = "kueue"
-KUEUE_SELECTOR = {
-    "app.kubernetes.io/name": "kueue",
-    "app.kubernetes.io/instance": KUEUE_RELEASE,
-    "control-plane": "controller-manager",
-}
+# Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
+# (charts/kueue/templates/_helpers.tpl `kueue.fullname`, `kueue.selectorLabels` at v0.17.4); the manager container
+# serves /metrics over HTTPS on its port named `metrics` (8443, manager/manager.yaml) behind controller-runtime's
+# authn/authz filter (cmd/kueue/main.go: SecureServing, WithAuthenticationAndAuthorization), and the chart always
+# ships the ClusterRole `<fullname>-metrics-reader` (GET /metrics, rbac/metrics_reader_role.yaml).
+KUEUE_CHART_NAME = "kueue"
 KUEUE_METRICS_PORT = "metrics"
-KUEUE_METRICS_READER = f"{KUEUE_RELEASE}-metrics-reader"
+
+
+def kueue_selector(release: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": KUEUE_CHART_NAME,
+        "app.kubernetes.io/instance": release,
+        "control-plane": "controller-manager",
+    }
+
+
+def kueue_metrics_reader(release: str) -> str:
+    fullname = release if KUEUE_CHART_NAME in release else f"{release}-{KUEUE_CHART_NAME}"
+    return f"{fullname[:63].rstrip('-')}-metrics-reader"
+
+
 TOKEN_KEY = "token"
 
 
@@ -68,7 +78,9 @@ def vllm_pod_monitoring(settings: Settings, role: str, namespace: pulumi.Input[s
     return pod_monitoring(monitoring.vllm_job(settings, role), namespace, selector, endpoint)
 
 
-def kueue_pod_monitoring(namespace: pulumi.Input[str], secret: pulumi.Input[str], interval: str) -> dict[str, Any]:
+def kueue_pod_monitoring(
+    release: str, namespace: pulumi.Input[str], secret: pulumi.Input[str], interval: str
+) -> dict[str, Any]:
     endpoint = {
         "port": KUEUE_METRICS_PORT,
         "scheme": "https",
@@ -79,7 +91,7 @@ def kueue_pod_monitoring(namespace: pulumi.Input[str], secret: pulumi.Input[str]
         "tls": {"insecureSkipVerify": True},
         "authorization": {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": TOKEN_KEY}}},
     }
-    return pod_monitoring(monitoring.KUEUE_JOB, namespace, KUEUE_SELECTOR, endpoint)
+    return pod_monitoring(monitoring.KUEUE_JOB, namespace, kueue_selector(release), endpoint)
 
 
 class Observability(Component):
@@ -91,7 +103,7 @@ class Observability(Component):
         settings: Settings,
         *,
         provider: k8s.Provider,
-        kueue: Any,  # the Kueue HelmAddon: its namespace and chart
+        kueue: HelmAddon,
         workload_namespace: pulumi.Input[str],
         apis: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
@@ -153,7 +165,7 @@ class Observability(Component):
             }
         )
 
-    def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: Any) -> None:
+    def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: HelmAddon) -> None:
         """Kueue's /metrics wants a bearer token allowed GET /metrics: a service account with the chart's
         metrics-reader ClusterRole, its token Secret, and read access to that Secret for GMP's collector (the
         pattern of GAIE's epplib `_gke.yaml` at v1.5.0 and llm-d's routerlib `_gke.yaml`)."""
@@ -179,7 +191,11 @@ class Observability(Component):
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-kueue-metrics-reader",
                 metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-metrics-reader"},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": KUEUE_METRICS_READER},
+                role_ref={
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": kueue_metrics_reader(kueue.release),
+                },
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
                 opts=in_kueue,
             ),
@@ -216,6 +232,8 @@ class Observability(Component):
         )
         self.pod_monitorings["kueue"] = KubernetesObject(
             f"{name}-kueue",
-            kueue_pod_monitoring(namespace, self.kueue_token.metadata.name, settings.observability.scrape_interval),
+            kueue_pod_monitoring(
+                kueue.release, namespace, self.kueue_token.metadata.name, settings.observability.scrape_interval
+            ),
             self.child(provider=provider, depends_on=[kueue.chart, *self.kueue_rbac]),
         )
