@@ -340,9 +340,11 @@ def all_queries(d: dict[str, Any]) -> list[str]:
 
 
 def metric_names(query: str) -> set[str]:
-    """Metrics a PromQL query selects: a name followed by `{` (every query here names its labels), or a quoted
-    UTF-8 name first inside the braces."""
-    return set(re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", query)) | set(re.findall(r'\{"([^"]+)"', query))
+    """Metrics a PromQL query selects: a name followed by `{` (every query here names its labels), a quoted
+    `__name__`, or a quoted UTF-8 name first inside the braces."""
+    plain = re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", query)
+    quoted = re.findall(r'\{"__name__"="([^"]+)"', query) + re.findall(r'\{"([^"]+)"(?!=)', query)
+    return set(plain) | set(quoted)
 
 
 def test_the_dashboard_is_valid_for_the_dashboard_api(dev: Run) -> None:
@@ -513,7 +515,7 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
     for role in ("prefill", "decode"):
         job = pod_monitoring(dev, f"observability-{role}-leaders")["metadata"]["name"]
         assert (
-            f'up{{cluster="qwen-serving-cluster",namespace="llm-d-pd-disaggregation",job="{job}"}}'
+            f'{{"__name__"="up",cluster="qwen-serving-cluster",namespace="llm-d-pd-disaggregation",job="{job}"}}'
             in queries[f"observability-no-ready-{role}-leader"]
         )
 

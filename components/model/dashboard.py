@@ -28,7 +28,7 @@ PERCENTILES = (0.5, 0.9, 0.99)
 @dataclass(frozen=True)
 class Chart:
     title: str
-    # (legend, PromQL) per line
+    # (legend, PromQL) per line; an empty legend lets Cloud Monitoring name the lines by their labels
     queries: tuple[tuple[str, str], ...]
     unit: str = ""
     threshold: float | None = None
@@ -51,10 +51,8 @@ def rows(settings: Settings) -> list[Row]:
             "Admission (Kueue)",
             f"ClusterQueue {settings.kueue.cluster_queue}: what waits, what runs, how much of the TPU quota it holds",
             (
-                Chart(
-                    "Pending workloads by ClusterQueue", (("${labels.cluster_queue} ${labels.status}", q.pending()),)
-                ),
-                Chart("Admitted workloads by ClusterQueue", (("${labels.cluster_queue}", q.admitted()),)),
+                Chart("Pending workloads by ClusterQueue", (("", q.pending()),)),
+                Chart("Admitted workloads by ClusterQueue", (("", q.admitted()),)),
                 Chart(
                     f"TPU chips: used vs quota ({chips} provisioned)",
                     (("used", q.tpu_usage()), ("quota", q.tpu_quota())),
@@ -68,11 +66,11 @@ def rows(settings: Settings) -> list[Row]:
             "TPU slices",
             "GKE TPU system metrics: TensorCore utilization per node, duty cycle of each workload's pods",
             (
-                Chart("TensorCore utilization by node", (("${labels.node_name}", q.node_tensorcore()),), unit="%"),
+                Chart("TensorCore utilization by node", (("", q.node_tensorcore()),), unit="%"),
                 *(
                     Chart(
                         f"{key} ({name}): TPU duty cycle by pod",
-                        (("${labels.pod_name}", q.workload_duty_cycle(name)),),
+                        (("", q.workload_duty_cycle(name)),),
                         unit="%",
                     )
                     for key, name in workload_names(settings).items()
@@ -107,13 +105,13 @@ def rows(settings: Settings) -> list[Row]:
                         Chart(
                             "Queue length",
                             (
-                                ("waiting ${labels.pod}", q.vllm("vllm:num_requests_waiting", role)),
-                                ("running ${labels.pod}", q.vllm("vllm:num_requests_running", role)),
+                                ("waiting", f"sum({q.vllm('vllm:num_requests_waiting', role)})"),
+                                ("running", f"sum({q.vllm('vllm:num_requests_running', role)})"),
                             ),
                         ),
                         Chart(
                             "KV-cache usage",
-                            (("${labels.pod}", q.vllm("vllm:kv_cache_usage_perc", role)),),
+                            (("", f"avg by (pod) ({q.vllm('vllm:kv_cache_usage_perc', role)})"),),
                             unit="10^2.%",
                         ),
                         Chart("Ready leaders (scraped)", (("ready", q.leaders_up(role)),)),
@@ -129,7 +127,7 @@ def rows(settings: Settings) -> list[Row]:
                         "Scheduling decisions by result",
                         (
                             (
-                                "${labels.status}",
+                                "",
                                 f"sum by (status) (rate({q.epp('inference_extension_scheduler_attempts_total')}"
                                 f"[{RATE_WINDOW}]))",
                             ),
@@ -140,7 +138,7 @@ def rows(settings: Settings) -> list[Row]:
                         "Requests by model",
                         (
                             (
-                                "${labels.model_name}",
+                                "",
                                 f"sum by (model_name) (rate({q.epp('inference_objective_request_total')}"
                                 f"[{RATE_WINDOW}]))",
                             ),
@@ -159,7 +157,7 @@ def rows(settings: Settings) -> list[Row]:
                         ),
                         unit="s",
                     ),
-                    Chart("Ready pods in the InferencePool", (("${labels.name}", q.epp("inference_pool_ready_pods")),)),
+                    Chart("Ready pods in the InferencePool", (("", q.epp("inference_pool_ready_pods")),)),
                 ),
             )
         )
@@ -172,8 +170,9 @@ def _chart_widget(chart: Chart) -> dict[str, Any]:
             {
                 "timeSeriesQuery": {"prometheusQuery": query, **({"unitOverride": chart.unit} if chart.unit else {})},
                 "plotType": "LINE",
-                "legendTemplate": legend,
                 "targetAxis": "Y1",
+                # No template: Cloud Monitoring then names each line by its labels (pod, node, status ...).
+                **({"legendTemplate": legend} if legend else {}),
             }
             for legend, query in chart.queries
         ],

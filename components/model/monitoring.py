@@ -22,8 +22,9 @@ Metric names, each as exported by the version this program pins:
   queried with PromQL's UTF-8 syntax, the quoted name inside the braces, and `monitored_resource` naming the
   resource type (https://cloud.google.com/monitoring/promql, "Querying Cloud Monitoring metrics by using PromQL").
 
-Names made only of letters, digits, `_` and `:` (all of Kueue's, vLLM's `vllm:...`, the EPP's) need no
-quoting: https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences ("UTF-8 support").
+Names made only of letters, digits, `_` and `:` (Kueue's, the EPP's) need no quoting
+(https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences, "UTF-8 support"); vLLM's
+`vllm:...` names would not either, but are written `{"__name__"="vllm:..."}` as Google's vLLM dashboard does.
 * `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target.
 
 Managed Prometheus labels every scraped series with `cluster`, `namespace` and `job` (= the PodMonitoring's
@@ -147,7 +148,10 @@ class Queries:
         return f'avg by (pod_name) ({sel[:-1]},pod_name=~"{name}-.*"}})'
 
     def vllm(self, metric: str, role: str) -> str:
-        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
+        # The quoted-name form Google's own vLLM dashboard uses for the `vllm:` names
+        # (GoogleCloudPlatform/monitoring-dashboard-samples dashboards/vllm/vllm-prometheus-2.json).
+        labels = _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
+        return '{"__name__"="' + metric + '",' + labels[1:]
 
     def request_rate(self, role: str) -> str:
         return f"sum(rate({self.vllm('vllm:request_success_total', role)}[{RATE_WINDOW}]))"
