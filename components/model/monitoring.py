@@ -25,7 +25,8 @@ Metric names, each as exported by the version this program pins:
 Names made only of letters, digits, `_` and `:` (Kueue's, the EPP's) need no quoting
 (https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences, "UTF-8 support"); vLLM's
 `vllm:...` names would not either, but are written `{"__name__"="vllm:..."}` as Google's vLLM dashboard does.
-* `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target.
+* `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target
+  (`prometheus.googleapis.com/up/gauge`, prometheus-engine BENCHMARK.md@v0.17.2).
 
 Managed Prometheus labels every scraped series with `cluster`, `namespace` and `job` (= the PodMonitoring's
 name), so every query names its own job and this cluster: nothing from another stack in the project leaks in.
@@ -61,13 +62,16 @@ METRIC_SOURCES = {
     "inference_pool_ready_pods": _GAIE,
     "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
     "kubernetes.io/container/accelerator/duty_cycle": _GKE,
-    "up": "Managed Prometheus: the scrape health series of every target",
+    # the per-target scrape health series GMP writes (prometheus.googleapis.com/up/gauge,
+    # GoogleCloudPlatform/prometheus-engine BENCHMARK.md@v0.17.2)
+    "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
 }
 TPU_RESOURCE = "google.com/tpu"
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
 KUEUE_METRICS_SA = "kueue-metrics-scraper"
-# GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot).
+# GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
+# GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
 GMP_COLLECTOR = ("gmp-system", "collector")
 KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
 KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG is
