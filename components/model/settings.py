@@ -187,6 +187,12 @@ class Settings(Model):
                 f"later for sub-slicing ({', '.join(subslices)}); see "
                 "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
             )
+        o = self.observability
+        if o.enabled and not o.scraping and (o.dashboard or o.alerts):
+            out.append(
+                f"{PROJECT}:observability.scraping = false: the dashboard's Kueue, vLLM and router charts and every "
+                "alert read scraped metrics, so they will show no data (only the TPU system metrics remain)"
+            )
         return out
 
     # Derived values -------------------------------------------------------------------------
