@@ -1,7 +1,7 @@
 """gke-tpu-slicing: TPU7x dynamic slicing on GKE, declared as one dependency graph.
 
 Reads like the architecture: settings, network, cluster, capacity, add-ons, queues, workloads,
-serving, exports. Bad configuration stops here, before the first resource is registered.
+serving, observability, exports. Bad configuration stops here, before the first resource is registered.
 """
 
 import pulumi
@@ -11,6 +11,7 @@ from components.capacity import TpuCapacity
 from components.cluster import Cluster
 from components.identity import NodeIdentity
 from components.network import Network
+from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
@@ -57,6 +58,18 @@ serving = (
     if settings.serving.enabled
     else None
 )
+observability = (
+    Observability(
+        "observability",
+        settings,
+        provider=k8s,
+        kueue=addons.kueue,
+        workload_namespace=queues.namespace.metadata.name,
+        apis=services.ready,
+    )
+    if settings.observability.enabled
+    else None
+)
 
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
@@ -74,3 +87,5 @@ if serving is not None:
     pulumi.export("inferencePool", serving.pool_name)
     pulumi.export("servingLeaders", serving.leaders)
     pulumi.export("verifyCommand", serving.verify_command)
+if observability is not None and observability.dashboard_url is not None:
+    pulumi.export("dashboardUrl", observability.dashboard_url)

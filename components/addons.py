@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
+from components.model.monitoring import kueue_chart_values
 from components.model.settings import Settings
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
@@ -39,24 +40,30 @@ def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
     return out
 
 
-def chart_values(addon: HelmAddonSettings) -> dict[str, Any]:
+def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The values this program sets on an add-on's chart (keys checked against the pinned values.yaml)."""
-    return nested(addon.resources_path, addon.controller_resources.manifest())
+    return {**nested(addon.resources_path, addon.controller_resources.manifest()), **(extra or {})}
 
 
 class HelmAddon(Component):
     """One controller: its namespace and its chart, ready (Deployments available) before dependents start."""
 
     def __init__(
-        self, name: str, addon: HelmAddonSettings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        addon: HelmAddonSettings,
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+        extra_values: dict[str, Any] | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:addons:HelmAddon", name, opts)
+        self.release = name
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": addon.namespace},
             opts=self.child(provider=provider),
         )
-        self.values = chart_values(addon)
+        self.values = chart_values(addon, extra_values)
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
             name=name,
@@ -117,7 +124,8 @@ class Addons:
     def __init__(self, settings: Settings, provider: k8s.Provider) -> None:
         a = settings.addons
         self.jobset = HelmAddon("jobset", a.jobset, provider)
-        self.kueue = HelmAddon("kueue", a.kueue, provider)
+        # Observability turns on Kueue's ClusterQueue resource metrics (the TPU quota chart and alert).
+        self.kueue = HelmAddon("kueue", a.kueue, provider, extra_values=kueue_chart_values(settings))
         self.lws = HelmAddon("lws", a.lws, provider)
         # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
         self.slice_controller = SliceController(

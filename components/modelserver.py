@@ -29,6 +29,8 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 # WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LEADER_INDEX = "0"
+# ... and with its LWS's name (SetNameLabelKey), which tells the two roles' leaders apart.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
 HF_SECRET = "llm-d-hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
@@ -96,6 +98,19 @@ def leader_selector(settings: Settings) -> dict[str, str]:
     the LWS worker index narrows it to the leader of each group.
     """
     return {"llm-d.ai/guide": settings.serving.guide, WORKER_INDEX_LABEL: LEADER_INDEX}
+
+
+def leader_metrics_target(settings: Settings, role: str) -> tuple[dict[str, str], str]:
+    """The labels selecting exactly the leaders of one role's LWS, and the named port vLLM serves /metrics on.
+
+    vLLM serves /metrics on its API port (`vllm serve --port`); only the leader runs the API server.
+    """
+    selector = {
+        **model_labels(settings, role),
+        LWS_NAME_LABEL: settings.lws_name(role),
+        WORKER_INDEX_LABEL: LEADER_INDEX,
+    }
+    return selector, ROLES[role].vllm_port_name
 
 
 def metrics_port(role: str) -> int:

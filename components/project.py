@@ -9,6 +9,16 @@ from components.base import Component
 from components.model.settings import Settings
 
 APIS = ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices")
+# Dashboards and alert policies are Cloud Monitoring API objects; GKE's managed Prometheus writes through the
+# same API but does not enable it for us, so it is enabled here whenever either is declared.
+MONITORING_API = "monitoring"
+
+
+def apis(settings: Settings) -> tuple[str, ...]:
+    o = settings.observability
+    return APIS + ((MONITORING_API,) if o.has_dashboard or o.has_alerts else ())
+
+
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
@@ -27,7 +37,7 @@ class ProjectServices(Component):
                 disable_dependent_services=False,
                 opts=self.child(),
             )
-            for api in APIS
+            for api in apis(settings)
         }
         self.ai_zones = gcp.compute.PreviewFeature(
             f"{name}-{AI_ZONES_FEATURE}",

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.model.monitoring import router_monitoring_values
 from components.model.settings import Settings
 from components.modelserver import ROUTER_PORT, leader_selector
 
@@ -108,5 +109,7 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
                 "targetPorts": [{"number": ROUTER_PORT}],
                 "matchLabels": leader_selector(settings),
             },
+            # Managed Prometheus scraping of the EPP, declared by the chart itself (observability.scraping).
+            **({"monitoring": router_monitoring_values(settings)} if settings.observability.scrapes else {}),
         },
     }

@@ -125,7 +125,27 @@ def _is_url(text: Any) -> ct.BoolType:
     return ct.BoolType(parse_request_uri_ok(str(text)))
 
 
-KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {"split": _split, "isURL": _is_url}
+def _heterogeneous(name: str, equal: bool) -> Callable[[Any, Any], Any]:
+    """`==`/`!=` across types, as cel-go evaluates them (heterogeneous equality, the default since cel-go
+    v0.10, which kube-apiserver uses): values of different types are unequal, not an error. cel-python
+    raises "no such overload" instead, e.g. for `self != 0` on an int-or-string port that holds a name."""
+    base = base_functions[name]
+
+    def compare(a: Any, b: Any) -> Any:
+        try:
+            return base(a, b)
+        except TypeError:
+            return ct.BoolType(not equal)
+
+    return compare
+
+
+KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "split": _split,
+    "isURL": _is_url,
+    "_==_": _heterogeneous("_==_", equal=True),
+    "_!=_": _heterogeneous("_!=_", equal=False),
+}
 SUPPORTED = frozenset(base_functions) | MACROS | frozenset(KUBERNETES_FUNCTIONS)
 
 

@@ -36,6 +36,16 @@ def test_pass_fail_and_evaluation_error() -> None:
     assert "no such member" in outcomes[2].detail
 
 
+def test_equality_across_types_is_false_not_an_error() -> None:
+    """cel-go's heterogeneous equality (kube-apiserver): PodMonitoring's `self != 0` on an int-or-string port."""
+    port = {"x-kubernetes-int-or-string": True, "x-kubernetes-validations": [{"rule": "self != 0", "message": "m"}]}
+    schema = {"type": "object", "properties": {"port": port}}
+    assert _statuses({"port": "metrics"}, schema) == ["passed"]
+    assert _statuses({"port": 8080}, schema) == ["passed"]
+    assert _statuses({"port": 0}, schema) == ["failed"]
+    assert _statuses({"x": "a"}, _schema(["self.x == 1"])) == ["failed"]
+
+
 def test_defaults_are_applied_before_the_rules() -> None:
     schema = _schema(["self.mode == 'Auto'"], mode={"type": "string", "default": "Auto"})
     assert _statuses({}, schema) == ["passed"]

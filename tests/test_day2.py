@@ -90,8 +90,13 @@ ONE_KEY = [
     (
         "more cubes",
         {f"{P}:tpu": {"cubes": 3}},
-        # a new pool, and the ClusterQueue's TPU quota (chips provisioned) grows with it
-        ({"capacity-tpu7-pool-3"}, set(), {"queues-cluster-queue"}),
+        # a new pool; the ClusterQueue's TPU quota (chips provisioned) grows with it, and so do the
+        # dashboard's provisioned-chips line and the quota-full alert's threshold
+        (
+            {"capacity-tpu7-pool-3"},
+            set(),
+            {"queues-cluster-queue", "observability-dashboard", "observability-tpu-quota-full"},
+        ),
     ),
     (
         "a newer add-on version",

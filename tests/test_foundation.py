@@ -32,7 +32,8 @@ def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:
     services = sorted(r.inputs["service"] for r in dev.of_type("gcp:projects/service:Service"))
     assert services == sorted(
         f"{api}.googleapis.com"
-        for api in ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices")
+        # monitoring: the observability section's dashboard and alert policies (on in the dev stack)
+        for api in ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices", "monitoring")
     )
     assert all(r.inputs["disableOnDestroy"] is False for r in dev.of_type("gcp:projects/service:Service"))
     feature = dev.get("gcp:compute/previewFeature:PreviewFeature", "project-ai-zones-visibility")

@@ -7,6 +7,7 @@ import yaml
 
 from components.model import geometry
 from components.model.geometry import Topology, TpuSystem
+from components.model.monitoring import KUEUE_CONFIG
 from tests import upstream
 from tests.harness import Registration, Run, assert_rejected, normalize, run_program
 
@@ -40,7 +41,10 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
         c = charts[name]
         assert (c["name"], c["chart"], c["version"], c["namespace"]) == (release, chart, version, namespace)
         assert c["skipAwait"] is False  # wait for the controllers (and webhooks) to be ready
-    assert normalize(charts["kueue-chart"]["values"]) == {
+    kueue_values = normalize(charts["kueue-chart"]["values"])
+    # Observability's addition (tests/test_observability.py checks it against the pinned chart).
+    assert kueue_values.pop("managerConfig")["controllerManagerConfigYaml"] == KUEUE_CONFIG.read_text()
+    assert kueue_values == {
         "controllerManager": {
             "manager": {
                 "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}}

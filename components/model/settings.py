@@ -55,6 +55,7 @@ from components.model.k8s_settings import (
     ResourceRequirements,
     ServingSettings,
 )
+from components.model.observability_settings import ObservabilitySettings
 
 # ---------------------------------------------------------------------------------------------
 # The root
@@ -70,6 +71,7 @@ class Settings(Model):
     kueue: KueueSettings = Field(default_factory=dict)
     demos: DemosSettings = Field(default_factory=dict)
     serving: ServingSettings = Field(default_factory=dict)
+    observability: ObservabilitySettings = Field(default_factory=dict)
     hf_token: SecretStr | None = None
 
     @field_validator("project")
@@ -192,6 +194,12 @@ class Settings(Model):
                 f"{PROJECT}:cluster.version = {self.cluster.version}: GKE documents {MIN_SUBSLICING_VERSION} or "
                 f"later for sub-slicing ({', '.join(subslices)}); see "
                 "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
+            )
+        o = self.observability
+        if o.enabled and not o.scraping and (o.dashboard or o.alerts):
+            out.append(
+                f"{PROJECT}:observability.scraping = false: the dashboard's Kueue, vLLM and router charts and every "
+                "alert read scraped metrics, so they will show no data (only the TPU system metrics remain)"
             )
         return out
 

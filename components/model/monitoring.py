@@ -1,0 +1,264 @@
+"""What the observability layer watches, as pure data: scrape jobs, PromQL queries, alert rules, chart values.
+
+No Pulumi here (components/observability.py declares the resources; components/model/dashboard.py lays the
+queries out as the dashboard), so tests read the same definitions the program deploys.
+
+Metric names, each as exported by the version this program pins:
+
+* Kueue v0.17.4, `pkg/metrics/metrics.go`: `kueue_pending_workloads{cluster_queue,status}`,
+  `kueue_admitted_active_workloads{cluster_queue}`, `kueue_cluster_queue_resource_usage` and
+  `kueue_cluster_queue_nominal_quota{cluster_queue,flavor,resource}` (the last two only with the manager
+  configuration's `metrics.enableClusterQueueResources: true`, `cmd/kueue/main.go` -> `WithResourceMetrics`).
+* vLLM (the serving image is a vllm-tpu nightly of 2026-04-30), `vllm/v1/metrics/loggers.py`
+  `PrometheusStatLogger`: `vllm:request_success_total`, `vllm:time_to_first_token_seconds`,
+  `vllm:inter_token_latency_seconds` (`vllm:time_per_output_token_seconds` is hidden behind
+  `--show-hidden-metrics-for-version` since 0.11), `vllm:num_requests_waiting`, `vllm:num_requests_running`,
+  `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc` was its pre-0.10 name).
+* Gateway API Inference Extension v1.5.0 (the EPP), `pkg/epp/metrics/metrics.go`:
+  `inference_extension_scheduler_attempts_total{status}`, `inference_extension_scheduler_e2e_duration_seconds`,
+  `inference_objective_request_total{model_name,target_model_name}`, `inference_pool_ready_pods{name}`.
+* GKE system metrics (https://cloud.google.com/monitoring/api/metrics_kubernetes):
+  `kubernetes.io/node/accelerator/tensorcore_utilization` and `kubernetes.io/container/accelerator/duty_cycle`,
+  queried with PromQL's UTF-8 syntax, the quoted name inside the braces, and `monitored_resource` naming the
+  resource type (https://cloud.google.com/monitoring/promql, "Querying Cloud Monitoring metrics by using PromQL").
+
+Names made only of letters, digits, `_` and `:` (Kueue's, the EPP's) need no quoting
+(https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences, "UTF-8 support"); vLLM's
+`vllm:...` names would not either, but are written `{"__name__"="vllm:..."}` as Google's vLLM dashboard does.
+* `up`: the per-target scrape health series Managed Prometheus writes for every PodMonitoring target
+  (`prometheus.googleapis.com/up/gauge`, prometheus-engine BENCHMARK.md@v0.17.2).
+
+Managed Prometheus labels every scraped series with `cluster`, `namespace` and `job` (= the PodMonitoring's
+name), so every query names its own job and this cluster: nothing from another stack in the project leaks in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.model.settings import PROJECT, Settings
+
+_KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
+_VLLM = "vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger, the image's vLLM >= 0.11)"
+_GAIE = "kubernetes-sigs/gateway-api-inference-extension pkg/epp/metrics/metrics.go@v1.5.0"
+_GKE = "https://cloud.google.com/monitoring/api/metrics_kubernetes (TPU system metrics)"
+# Every metric a query names, and where its name comes from (tests check that no query names another).
+METRIC_SOURCES = {
+    "kueue_pending_workloads": _KUEUE,
+    "kueue_admitted_active_workloads": _KUEUE,
+    "kueue_cluster_queue_resource_usage": _KUEUE,
+    "kueue_cluster_queue_nominal_quota": _KUEUE,
+    "vllm:request_success_total": _VLLM,
+    "vllm:time_to_first_token_seconds_bucket": _VLLM,
+    "vllm:inter_token_latency_seconds_bucket": _VLLM,
+    "vllm:num_requests_waiting": _VLLM,
+    "vllm:num_requests_running": _VLLM,
+    "vllm:kv_cache_usage_perc": _VLLM,
+    "inference_extension_scheduler_attempts_total": _GAIE,
+    "inference_extension_scheduler_e2e_duration_seconds_bucket": _GAIE,
+    "inference_objective_request_total": _GAIE,
+    "inference_pool_ready_pods": _GAIE,
+    "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
+    "kubernetes.io/container/accelerator/duty_cycle": _GKE,
+    # the per-target scrape health series GMP writes (prometheus.googleapis.com/up/gauge,
+    # GoogleCloudPlatform/prometheus-engine BENCHMARK.md@v0.17.2)
+    "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
+}
+TPU_RESOURCE = "google.com/tpu"
+RATE_WINDOW = "5m"
+KUEUE_JOB = "kueue-controller-metrics"
+KUEUE_METRICS_SA = "kueue-metrics-scraper"
+# GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
+# GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
+GMP_COLLECTOR = ("gmp-system", "collector")
+KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
+KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG is
+
+
+def vllm_job(settings: Settings, role: str) -> str:
+    """The PodMonitoring (and so the Prometheus `job`) of one role's vLLM leaders."""
+    return f"{settings.lws_name(role)}-leaders"
+
+
+def epp_job(settings: Settings) -> str:
+    """The llm-d router chart names its EPP PodMonitoring after the release (routerlib `_gke.yaml`)."""
+    return settings.serving.guide
+
+
+def workload_names(settings: Settings) -> dict[str, str]:
+    """Config key -> object name of every enabled slice consumer (JobSet or LeaderWorkerSet)."""
+    names = {"demos.subslicing": settings.demos.subslicing.name, "demos.superslicing": settings.demos.superslicing.name}
+    out = {}
+    for key in settings.workload_topologies():
+        out[key] = names[key] if key in names else settings.lws_name(key.split(".", 1)[1])
+    return out
+
+
+def provisioned_chips(settings: Settings) -> int:
+    return settings.tpu.cubes * settings.tpu.cube.chips
+
+
+def _selector(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _utf8_selector(metric: str, **labels: str) -> str:
+    """A Cloud Monitoring metric in PromQL's UTF-8 form: `{"kubernetes.io/...",label="value"}`."""
+    return "{" + ",".join([f'"{metric}"', *(f'{k}="{v}"' for k, v in labels.items())]) + "}"
+
+
+class Queries:
+    """PromQL for this stack: every query is scoped to this cluster and to the job that scrapes its source."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.cluster = settings.cluster.name
+        self.namespace = settings.kueue.namespace
+        self.cq = settings.kueue.cluster_queue
+
+    def kueue(self, metric: str, **labels: str) -> str:
+        return metric + _selector(cluster=self.cluster, job=KUEUE_JOB, cluster_queue=self.cq, **labels)
+
+    def pending(self) -> str:
+        return f"sum by (cluster_queue, status) ({self.kueue('kueue_pending_workloads')})"
+
+    def admitted(self) -> str:
+        return f"sum by (cluster_queue) ({self.kueue('kueue_admitted_active_workloads')})"
+
+    def tpu_usage(self) -> str:
+        return f"sum({self.kueue('kueue_cluster_queue_resource_usage', resource=TPU_RESOURCE)})"
+
+    def tpu_quota(self) -> str:
+        return f"sum({self.kueue('kueue_cluster_queue_nominal_quota', resource=TPU_RESOURCE)})"
+
+    def node_tensorcore(self) -> str:
+        sel = _utf8_selector(
+            "kubernetes.io/node/accelerator/tensorcore_utilization",
+            monitored_resource="k8s_node",
+            cluster_name=self.cluster,
+        )
+        return f"avg by (node_name) ({sel})"
+
+    def workload_duty_cycle(self, name: str) -> str:
+        # JobSet pods are <jobset>-<job>-<i>-<j>-<hash>, LWS pods <lws>-<group>[-<worker>]: the name is a prefix.
+        sel = _utf8_selector(
+            "kubernetes.io/container/accelerator/duty_cycle",
+            monitored_resource="k8s_container",
+            cluster_name=self.cluster,
+            namespace_name=self.namespace,
+        )
+        return f'avg by (pod_name) ({sel[:-1]},pod_name=~"{name}-.*"}})'
+
+    def vllm(self, metric: str, role: str) -> str:
+        # The quoted-name form Google's own vLLM dashboard uses for the `vllm:` names
+        # (GoogleCloudPlatform/monitoring-dashboard-samples dashboards/vllm/vllm-prometheus-2.json).
+        labels = _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
+        return '{"__name__"="' + metric + '",' + labels[1:]
+
+    def request_rate(self, role: str) -> str:
+        return f"sum(rate({self.vllm('vllm:request_success_total', role)}[{RATE_WINDOW}]))"
+
+    def quantile(self, q: float, histogram: str, role: str) -> str:
+        return f"histogram_quantile({q}, sum by (le) (rate({self.vllm(histogram + '_bucket', role)}[{RATE_WINDOW}])))"
+
+    def leaders_up(self, role: str) -> str:
+        # `or vector(0)`: no target at all (no leader pod) is 0 ready leaders, not "no data".
+        return f"sum({self.vllm('up', role)}) or vector(0)"
+
+    def epp(self, metric: str) -> str:
+        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=epp_job(self.s))
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    key: str  # a short stable name (resource names derive from it)
+    display_name: str
+    query: str
+    minutes: int
+    config_key: str  # the config key of the threshold, named in the documentation
+    severity: str
+    explanation: str
+
+    def documentation(self) -> str:
+        return (
+            f"{self.explanation}\n\n"
+            f"Threshold: `{PROJECT}:{self.config_key}` = {self.minutes} minutes "
+            f"(`pulumi config set --path {self.config_key} <minutes>`)."
+        )
+
+
+def alert_rules(settings: Settings) -> list[AlertRule]:
+    """The failures the capacity plan warns about, as PromQL alert conditions."""
+    q = Queries(settings)
+    o = settings.observability
+    rules = [
+        AlertRule(
+            "workload-pending",
+            f"{settings.cluster.name}: workloads pending in ClusterQueue {settings.kueue.cluster_queue}",
+            f"sum({q.kueue('kueue_pending_workloads')}) > 0",
+            o.pending_workload_minutes,
+            "observability.pendingWorkloadMinutes",
+            "WARNING",
+            # Kueue v0.17.4 exports no per-workload age, so this is "the queue never drained for that long".
+            "At least one workload has been pending in the ClusterQueue without a break for the whole window: "
+            "not enough free slices of its shape, or a higher priority holds them. Compare with "
+            "`python -m components plan` and `kubectl get workloads -A`.",
+        ),
+        AlertRule(
+            "tpu-quota-full",
+            f"{settings.cluster.name}: TPU quota of ClusterQueue {settings.kueue.cluster_queue} fully used",
+            f"{q.tpu_usage()} >= {q.tpu_quota()}",
+            o.quota_full_minutes,
+            "observability.quotaFullMinutes",
+            "WARNING",
+            f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
+            "anything new waits or preempts lower priorities.",
+        ),
+    ]
+    if settings.serving.enabled:
+        for role in settings.serving.roles():
+            rules.append(
+                AlertRule(
+                    f"no-ready-{role}-leader",
+                    f"{settings.cluster.name}: no ready {role} leader ({settings.lws_name(role)})",
+                    f"({q.leaders_up(role)}) < 1",
+                    o.no_ready_leader_minutes,
+                    "observability.noReadyLeaderMinutes",
+                    "CRITICAL",
+                    f"No {role} vLLM leader answers /metrics: the {role} side of the serving stack cannot take "
+                    "requests (pods pending for slices, loading weights, or crashing).",
+                )
+            )
+    return rules
+
+
+def router_monitoring_values(settings: Settings) -> dict[str, Any]:
+    """llm-d router chart values that make it declare the EPP's PodMonitoring, token and RBAC for GMP.
+
+    llm-d/llm-d-router config/charts/routerlib/values.yaml (`monitoring`) and templates/_gke.yaml (at
+    ebab68792): with provider `gmp` and Prometheus + auth enabled the chart renders a service-account token
+    Secret, a ClusterRole for GET /metrics, the PodMonitoring on port `metrics` (9090) with that token, and the
+    RoleBinding that lets the `gmp-system/collector` service account read the Secret. The chart knows its own
+    pod labels, so it selects the EPP better than a copy of them here would.
+    """
+    return {
+        "interval": settings.observability.scrape_interval,
+        "provider": {"name": "gmp", "gmp": {"autopilot": False}},
+        "prometheus": {"enabled": True, "auth": {"enabled": True}},
+    }
+
+
+def kueue_chart_values(settings: Settings) -> dict[str, Any]:
+    """Kueue chart values for the quota metrics: v0.17.4's default manager configuration with
+    `metrics.enableClusterQueueResources: true`, only while scraping is on.
+
+    The chart takes the whole file as one value (`managerConfig.controllerManagerConfigYaml`); the test
+    compares it with the pinned chart's default, which must differ by that one key only. Another chart version
+    keeps its own default (a copy of an older default could break its controller); the quota chart and alert
+    then show no data.
+    """
+    if not settings.observability.scrapes or settings.addons.kueue.version != KUEUE_CONFIG_VERSION:
+        return {}
+    return {"managerConfig": {"controllerManagerConfigYaml": KUEUE_CONFIG.read_text()}}

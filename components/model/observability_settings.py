@@ -1,0 +1,63 @@
+"""Settings of the observability section: Managed Prometheus scraping, the dashboard and the alerts."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+
+from components.model.checks import Model
+
+# projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
+# (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
+NOTIFICATION_CHANNEL_RE = re.compile(r"^projects/[a-z0-9][-a-z0-9]{4,29}/notificationChannels/[0-9]+$")
+_DURATION_RE = re.compile(r"^[1-9][0-9]*(s|m)$")
+
+
+class ObservabilitySettings(Model):
+    # Off removes every scrape object, the dashboard and the alerts.
+    enabled: bool = True
+    # Each part on its own: PodMonitorings (and Kueue's resource metrics), the dashboard, the alert policies.
+    scraping: bool = True
+    dashboard: bool = True
+    alerts: bool = True
+    # How often Managed Prometheus scrapes vLLM and Kueue (a Prometheus duration, seconds or minutes).
+    scrape_interval: str = "30s"
+    # Alert thresholds, in minutes: how long the condition must hold before the policy fires.
+    pending_workload_minutes: int = Field(30, ge=1, le=1440)
+    no_ready_leader_minutes: int = Field(10, ge=1, le=1440)
+    quota_full_minutes: int = Field(30, ge=1, le=1440)
+    # Cloud Monitoring notification channels the alerts notify; none by default (incidents only in the console).
+    notification_channels: list[str] = Field(default_factory=list)
+
+    @field_validator("scrape_interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        if not _DURATION_RE.match(v):
+            raise ValueError("a Prometheus duration in seconds or minutes, such as 30s or 1m")
+        return v
+
+    @field_validator("notification_channels")
+    @classmethod
+    def _channels(cls, v: list[str]) -> list[str]:
+        for channel in v:
+            if not NOTIFICATION_CHANNEL_RE.match(channel):
+                raise ValueError(
+                    f"{channel!r} is not a notification channel name: each must be "
+                    "projects/<project>/notificationChannels/<numeric id>"
+                )
+        if len(set(v)) != len(v):
+            raise ValueError("each notification channel at most once")
+        return v
+
+    @property
+    def scrapes(self) -> bool:
+        return self.enabled and self.scraping
+
+    @property
+    def has_dashboard(self) -> bool:
+        return self.enabled and self.dashboard
+
+    @property
+    def has_alerts(self) -> bool:
+        return self.enabled and self.alerts

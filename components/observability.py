@@ -1,0 +1,239 @@
+"""Observability: Managed Prometheus scrape objects, a Cloud Monitoring dashboard and alert policies.
+
+The cluster runs Google Cloud Managed Service for Prometheus (`monitoring_config.managed_prometheus`); this
+feeds it and shows it. What the alerts watch is pure data in `components/model/monitoring.py`, the dashboard's
+layout in `components/model/dashboard.py`; this module declares them, in the same graph as what they watch.
+
+Resource types (for importers): `kubernetes:monitoring.googleapis.com/v1:PodMonitoring`,
+`kubernetes:core/v1:ServiceAccount`, `kubernetes:core/v1:Secret`, `kubernetes:rbac.authorization.k8s.io/v1:
+{ClusterRoleBinding,Role,RoleBinding}`, `gcp:monitoring/dashboard:Dashboard`,
+`gcp:monitoring/alertPolicy:AlertPolicy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.addons import HelmAddon
+from components.base import Component
+from components.model import dashboard, monitoring
+from components.model.settings import Settings
+from components.modelserver import leader_metrics_target
+from components.objects import KubernetesObject
+
+GMP_API = "monitoring.googleapis.com/v1"
+# Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
+# (charts/kueue/templates/_helpers.tpl `kueue.fullname`, `kueue.selectorLabels` at v0.17.4); the manager container
+# serves /metrics over HTTPS on its port named `metrics` (8443, manager/manager.yaml) behind controller-runtime's
+# authn/authz filter (cmd/kueue/main.go: SecureServing, WithAuthenticationAndAuthorization), and the chart always
+# ships the ClusterRole `<fullname>-metrics-reader` (GET /metrics, rbac/metrics_reader_role.yaml).
+KUEUE_CHART_NAME = "kueue"
+KUEUE_METRICS_PORT = "metrics"
+
+
+def kueue_selector(release: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": KUEUE_CHART_NAME,
+        "app.kubernetes.io/instance": release,
+        "control-plane": "controller-manager",
+    }
+
+
+def kueue_metrics_reader(release: str) -> str:
+    fullname = release if KUEUE_CHART_NAME in release else f"{release}-{KUEUE_CHART_NAME}"
+    return f"{fullname[:63].rstrip('-')}-metrics-reader"
+
+
+TOKEN_KEY = "token"
+
+
+def dashboard_url(project: str, dashboard_id: str) -> str:
+    """The console page of a custom dashboard: the last segment of `projects/<p>/dashboards/<id>` (the API's
+    name, and the provider's id: https://cloud.google.com/monitoring/api/ref_v3/rest/v1/projects.dashboards/get)."""
+    short_id = dashboard_id.rsplit("/", 1)[-1]
+    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{short_id}?project={project}"
+
+
+def pod_monitoring(
+    name: pulumi.Input[str], namespace: pulumi.Input[str], selector: dict[str, str], endpoint: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": GMP_API,
+        "kind": "PodMonitoring",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": dict(selector)}, "endpoints": [endpoint]},
+    }
+
+
+def vllm_pod_monitoring(settings: Settings, role: str, namespace: pulumi.Input[str]) -> dict[str, Any]:
+    """Scrapes the leaders of one role, on the port the LWS builder gives vLLM."""
+    selector, port = leader_metrics_target(settings, role)
+    endpoint = {"port": port, "path": "/metrics", "interval": settings.observability.scrape_interval}
+    return pod_monitoring(monitoring.vllm_job(settings, role), namespace, selector, endpoint)
+
+
+def kueue_pod_monitoring(
+    release: str, namespace: pulumi.Input[str], secret: pulumi.Input[str], interval: str
+) -> dict[str, Any]:
+    endpoint = {
+        "port": KUEUE_METRICS_PORT,
+        "scheme": "https",
+        "path": "/metrics",
+        "interval": interval,
+        # The controller's serving certificate is self-signed (no cert-manager); the chart's own ServiceMonitor
+        # sets the same (values.yaml metrics.serviceMonitor.tlsConfig.insecureSkipVerify: true).
+        "tls": {"insecureSkipVerify": True},
+        "authorization": {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": TOKEN_KEY}}},
+    }
+    return pod_monitoring(monitoring.KUEUE_JOB, namespace, kueue_selector(release), endpoint)
+
+
+class Observability(Component):
+    """Scrape objects for Kueue and the vLLM leaders (the EPP's come from its chart), the dashboard, the alerts."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        *,
+        provider: k8s.Provider,
+        kueue: HelmAddon,
+        workload_namespace: pulumi.Input[str],
+        apis: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gke-tpu-slicing:observability:Observability", name, opts)
+        o = settings.observability
+        self.pod_monitorings: dict[str, KubernetesObject] = {}
+        self.alert_policies: dict[str, gcp.monitoring.AlertPolicy] = {}
+        self.dashboard: gcp.monitoring.Dashboard | None = None
+        self.dashboard_url: pulumi.Output[str] | None = None
+        if o.scrapes:
+            self._scrape_kueue(name, settings, provider, kueue)
+            if settings.serving.enabled:
+                for role in settings.serving.roles():
+                    self.pod_monitorings[role] = KubernetesObject(
+                        f"{name}-{role}-leaders",
+                        vllm_pod_monitoring(settings, role, workload_namespace),
+                        self.child(provider=provider),
+                    )
+        if o.has_dashboard:
+            self.dashboard = gcp.monitoring.Dashboard(
+                f"{name}-dashboard",
+                project=settings.project,
+                dashboard_json=dashboard.dashboard_json(settings),
+                opts=self.child(depends_on=list(apis)),
+            )
+            self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
+        if o.has_alerts:
+            for rule in monitoring.alert_rules(settings):
+                self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
+                    f"{name}-{rule.key}",
+                    project=settings.project,
+                    display_name=rule.display_name,
+                    combiner="OR",
+                    severity=rule.severity,
+                    conditions=[
+                        {
+                            "display_name": rule.display_name,
+                            "condition_prometheus_query_language": {
+                                "query": rule.query,
+                                "duration": f"{rule.minutes * 60}s",
+                                "evaluation_interval": "60s",
+                                # The policy is created before the first scrape: its metrics do not exist yet.
+                                "disable_metric_validation": True,
+                            },
+                        }
+                    ],
+                    documentation={"content": rule.documentation(), "mime_type": "text/markdown"},
+                    notification_channels=list(o.notification_channels),
+                    # Which deployment the policy watches, when several share a project (a GKE cluster name is
+                    # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
+                    user_labels={"cluster": settings.cluster.name},
+                    opts=self.child(depends_on=list(apis)),
+                )
+        self.register_outputs(
+            {
+                "podMonitorings": [pm.object_name for pm in self.pod_monitorings.values()],
+                "dashboardUrl": self.dashboard_url,
+                "alertPolicies": [p.name for p in self.alert_policies.values()],
+            }
+        )
+
+    def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: HelmAddon) -> None:
+        """Kueue's /metrics wants a bearer token allowed GET /metrics: a service account with the chart's
+        metrics-reader ClusterRole, its token Secret, and read access to that Secret for GMP's collector (the
+        pattern of GAIE's epplib `_gke.yaml` at v1.5.0 and llm-d's routerlib `_gke.yaml`)."""
+        namespace = kueue.namespace.metadata.name
+        # The ClusterRole and the pods come from the chart.
+        in_kueue = self.child(provider=provider, depends_on=[kueue.chart])
+        sa = k8s.core.v1.ServiceAccount(
+            f"{name}-kueue-scraper",
+            metadata={"name": monitoring.KUEUE_METRICS_SA, "namespace": namespace},
+            opts=in_kueue,
+        )
+        self.kueue_token = k8s.core.v1.Secret(
+            f"{name}-kueue-scraper-token",
+            metadata={
+                "name": f"{monitoring.KUEUE_METRICS_SA}-token",
+                "namespace": namespace,
+                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=in_kueue,
+        )
+        self.kueue_rbac = [
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-kueue-metrics-reader",
+                metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-metrics-reader"},
+                role_ref={
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": kueue_metrics_reader(kueue.release),
+                },
+                subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
+                opts=in_kueue,
+            ),
+            k8s.rbac.v1.Role(
+                f"{name}-kueue-token-read",
+                metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-token-read", "namespace": namespace},
+                rules=[
+                    {
+                        "apiGroups": [""],
+                        "resources": ["secrets"],
+                        "verbs": ["get", "list", "watch"],
+                        "resourceNames": [self.kueue_token.metadata.name],
+                    }
+                ],
+                opts=in_kueue,
+            ),
+        ]
+        gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
+        self.kueue_rbac.append(
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-kueue-token-read-collector",
+                metadata={
+                    "name": f"{gmp_namespace}:{gmp_sa}:{monitoring.KUEUE_METRICS_SA}-token-read",
+                    "namespace": namespace,
+                },
+                role_ref={
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": self.kueue_rbac[1].metadata.name,
+                },
+                subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
+                opts=in_kueue,
+            )
+        )
+        self.pod_monitorings["kueue"] = KubernetesObject(
+            f"{name}-kueue",
+            kueue_pod_monitoring(
+                kueue.release, namespace, self.kueue_token.metadata.name, settings.observability.scrape_interval
+            ),
+            self.child(provider=provider, depends_on=[kueue.chart, *self.kueue_rbac]),
+        )
