@@ -5,6 +5,7 @@ Mutable and internal to `planner.plan_workloads`; the rules it implements are in
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -112,19 +113,27 @@ class Simulation:
         if level == 0:
             free_cubes = [c for c in range(self.n) if self.free[c][0]]
             return [(c, 0, 0) for c in free_cubes[: u.count]]
-        occ = list(self.occ)
+        # Cubes with the same occupancy rank the same (free block, used hosts, node), so only one cube
+        # per occupancy pattern is a candidate: the lowest index. Scanning patterns instead of cubes
+        # keeps a slice's choice independent of the cube count (144 cubes have a handful of patterns).
+        by_pattern: dict[int, list[int]] = {}
+        for cube, o in enumerate(self.occ):
+            by_pattern.setdefault(o, []).append(cube)  # ascending: already a heap
         chosen: list[tuple[int, int, int]] = []
         for _ in range(u.count):
-            best: tuple[int, int, int, int] | None = None  # (-free block level, -used hosts, cube, index)
-            for cube, o in enumerate(occ):
+            best: tuple[int, int, int, int, int] | None = None  # (-free block, -used hosts, cube, index, pattern)
+            for o, cubes in by_pattern.items():
                 fit = tree.best_fit(o, level)
                 if fit is not None:
-                    rank = (-fit[0], -o.bit_count(), cube, fit[1])
+                    rank = (-fit[0], -o.bit_count(), cubes[0], fit[1], o)
                     if best is None or rank < best:
                         best = rank
             assert best is not None, "no free node although the unit fits"
-            _, _, cube, index = best
-            occ[cube] |= tree.masks[level][index]
+            _, _, cube, index, o = best
+            heapq.heappop(by_pattern[o])
+            if not by_pattern[o]:
+                del by_pattern[o]
+            heapq.heappush(by_pattern.setdefault(o | tree.masks[level][index], []), cube)
             chosen.append((cube, level, index))
         return chosen
 
