@@ -49,3 +49,11 @@ def reaches(nodes: dict[str, graph.Node], start: str, target: str) -> bool:
                 seen.add(pred)
                 todo.append(pred)
     return False
+
+
+def test_network_waits_for_the_compute_api_only() -> None:
+    """The AI-zones preview feature is for zonal resources: the VPC need not wait for it (it did once)."""
+    nodes = creation_graph(1)
+    network = next(n for n in nodes.values() if n.type == "gcp:compute/network:Network")
+    waited = {nodes[u].label for u in network.waits_for if not nodes[u].component}
+    assert waited == {"Service project-compute"}, waited
