@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,21 @@ def marginal(rows: dict[int, dict[str, Any]]) -> list[dict[str, float]]:
     return out
 
 
+def linear_fit(rows: dict[int, dict[str, Any]]) -> dict[str, float] | None:
+    """Least squares of the fastest warm run against the cube count: R^2 near 1 is linear growth."""
+    if len(rows) < 3:
+        return None
+    xs = sorted(rows)
+    ys = [rows[x]["cpu"]["min"] for x in xs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return {"seconds": intercept, "msPerCube": 1000 * slope, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
+
+
 def align(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -101,6 +117,12 @@ def render(result: dict[str, Any]) -> str:
             f"2 -> 64 cubes: resources x{g['resources']:.2f}, warm evaluation (min) x{g['warmCpu']:.2f}, "
             f"cold evaluation x{g['coldCpu']:.2f}",
         ]
+    fit = result.get("fit") or linear_fit(rows)
+    if fit:
+        lines.append(
+            f"warm CPU (min) = {fit['seconds']:.2f} s + {fit['msPerCube']:.1f} ms per cube "
+            f"(least squares over every count, R^2 = {fit['r2']:.3f})"
+        )
     if result["marginal"]:
         lines.append(
             "warm CPU (min) per added resource: "
@@ -148,6 +170,7 @@ def main() -> int:
         "evaluation": evaluation,
         "growth2to64": growth(rows, 2, 64),
         "marginal": marginal(rows),
+        "fit": linear_fit(rows),
         "planning": [planning.measure(c, s, args.repeats, seed=5) for c, s in PLANNING_CASES],
     }
     print(json.dumps(result, indent=2) if args.json else render(result))
