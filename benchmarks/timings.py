@@ -18,7 +18,7 @@ from benchmarks.graph import Node
 
 ESTIMATE = "estimate"
 NODE_POOLS = "https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools"
-TPU_POOLS = "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus"
+TPU_POOLS = "https://cloud.google.com/tpu/docs/tpus-in-gke"
 IAM = "https://cloud.google.com/iam/docs/access-change-propagation"
 HELM_WAIT = "https://helm.sh/docs/helm/helm_install/"
 
