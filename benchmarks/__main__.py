@@ -29,10 +29,12 @@ def evaluate(cubes: int, repeats: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.evaluation", str(cubes), str(repeats)],
         cwd=ROOT,
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
     )
+    if out.returncode != 0:
+        raise SystemExit(f"evaluating {cubes} cubes failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

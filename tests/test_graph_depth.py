@@ -6,12 +6,14 @@ for the pools) would add a step per cube and show here as a deeper graph at 8 cu
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from benchmarks import graph, scenario, timings
 from tests.harness import run_program
 
 
+@functools.cache  # read-only use: one program run per size for the whole module
 def creation_graph(cubes: int) -> dict[str, graph.Node]:
     run = run_program(scenario.overrides(cubes))
     assert run.error is None, run.error
