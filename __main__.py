@@ -25,7 +25,9 @@ capacity_plan = plan_capacity(settings)
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
 
-network = Network("network", settings, after_apis)
+# The VPC, its subnets and firewall call only the Compute API; the AI-zones feature matters from the
+# cluster on (benchmarks: waiting for it put the feature on the modeled critical path).
+network = Network("network", settings, pulumi.ResourceOptions(depends_on=[services.services["compute"]]))
 identity = NodeIdentity("identity", settings, after_apis)
 # Nodes start only once their service account holds its role, or GKE runs them degraded.
 after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.model import geometry
+from components.model.admission import Simulation
 from components.model.geometry import Cube, GeometryError, SliceKind, Topology
-from components.model.planner import Plan, Status, Workload, _Simulation, plan_workloads
+from components.model.planner import Plan, Status, Workload, plan_workloads
 
 TPU7X = geometry.system("tpu7x-standard-4t")
 assert TPU7X.cube is not None
@@ -243,6 +244,6 @@ def test_skipping_hopeless_retries_changes_nothing(scenario: tuple[Cube, int, li
     every pending workload on every pass gives the same plan."""
     cube, n_cubes, workloads, quota = scenario
     fast = plan_workloads(cube, n_cubes, workloads, quota=quota)
-    with mock.patch.object(_Simulation, "_stale", lambda self, u: True):
+    with mock.patch.object(Simulation, "_stale", lambda self, u: True):
         slow = plan_workloads(cube, n_cubes, workloads, quota=quota)
     assert slow == fast

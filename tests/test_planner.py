@@ -23,7 +23,8 @@ from components.__main__ import main as components_main
 from components.cli.plan import main as plan_main
 from components.model import planner
 from components.model.geometry import SliceKind, Topology
-from components.model.planner import PartitionTree, Plan, Status, Workload, plan_workloads
+from components.model.partitions import PartitionTree
+from components.model.planner import Plan, Status, Workload, plan_workloads
 from components.model.settings import ConfigError, Settings, load
 from tests.harness import set_arguments
 

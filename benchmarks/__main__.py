@@ -1,0 +1,183 @@
+"""Runs every benchmark and prints one table (or `--json`).
+
+    python -m benchmarks [--repeats 5] [--cubes 1,2,8,32,64,144] [--json]
+
+Each cube count is evaluated in a fresh process (`benchmarks/evaluation.py`), one after another, so
+that cold start and peak memory are that run's alone and two runs never compete for the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import planning, scenario  # noqa: E402
+
+PLANNING_CASES = ((64, 300), (144, 300), (144, 700))
+
+
+def evaluate(cubes: int, repeats: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.evaluation", str(cubes), str(repeats)],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"evaluating {cubes} cubes failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def growth(rows: dict[int, dict[str, Any]], a: int, b: int) -> dict[str, float] | None:
+    if a not in rows or b not in rows:
+        return None
+    ra, rb = rows[a], rows[b]
+    return {
+        "resources": rb["resources"] / ra["resources"],
+        "warmCpu": rb["cpu"]["min"] / ra["cpu"]["min"],
+        "coldCpu": rb["coldCpu"] / ra["coldCpu"],
+        "ratioOfSequential": rb["sequentialSeconds"] / ra["sequentialSeconds"],
+    }
+
+
+def marginal(rows: dict[int, dict[str, Any]]) -> list[dict[str, float]]:
+    """Warm CPU per added resource between consecutive cube counts: flat when evaluation is linear.
+
+    Uses the fastest run of each count: on a shared machine the others measure the neighbours too.
+    """
+    counts = sorted(rows)
+    out = []
+    for a, b in itertools.pairwise(counts):
+        added = rows[b]["resources"] - rows[a]["resources"]
+        if added > 0:
+            ms = 1000 * (rows[b]["cpu"]["min"] - rows[a]["cpu"]["min"]) / added
+            out.append({"from": a, "to": b, "msPerAddedResource": ms})
+    return out
+
+
+def linear_fit(rows: dict[int, dict[str, Any]]) -> dict[str, float] | None:
+    """Least squares of the fastest warm run against the cube count: R^2 near 1 is linear growth."""
+    if len(rows) < 3:
+        return None
+    xs = sorted(rows)
+    ys = [rows[x]["cpu"]["min"] for x in xs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return {"seconds": intercept, "msPerCube": 1000 * slope, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
+
+
+def align(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = {r["cubes"]: r for r in result["evaluation"]}
+    table = [
+        [
+            "CUBES", "RESOURCES", "COLD CPU s", "WARM CPU s min/med/max", "ms/RESOURCE", "PEAK MiB",
+            "DEPTH", "CRITICAL PATH s", "SEQUENTIAL s", "SPEED-UP",
+        ]
+    ]  # fmt: skip
+    for c in sorted(rows):
+        r = rows[c]
+        cpu = r["cpu"]
+        table.append(
+            [
+                str(c),
+                str(r["resources"]),
+                f"{r['coldCpu']:.2f}",
+                f"{cpu['min']:.2f}/{cpu['median']:.2f}/{cpu['max']:.2f}",
+                f"{1000 * cpu['median'] / r['resources']:.1f}",
+                f"{r['peakRssMiB']:.0f}",
+                str(r["depth"]),
+                f"{r['criticalSeconds']:.0f}",
+                f"{r['sequentialSeconds']:.0f}",
+                f"{r['sequentialSeconds'] / r['criticalSeconds']:.1f}x",
+            ]
+        )
+    title = "Program evaluation (mock runtime, preview), creation-order graph, modeled time to ready"
+    lines = [title, "", align(table)]
+    g = result["growth2to64"]
+    if g:
+        lines += [
+            "",
+            f"2 -> 64 cubes: resources x{g['resources']:.2f}, warm evaluation (min) x{g['warmCpu']:.2f}, "
+            f"cold evaluation x{g['coldCpu']:.2f}",
+        ]
+    fit = result.get("fit") or linear_fit(rows)
+    if fit:
+        lines.append(
+            f"warm CPU (min) = {fit['seconds']:.2f} s + {fit['msPerCube']:.1f} ms per cube "
+            f"(least squares over every count, R^2 = {fit['r2']:.3f})"
+        )
+    if result["marginal"]:
+        lines.append(
+            "warm CPU (min) per added resource: "
+            + ", ".join(f"{m['from']}->{m['to']} {m['msPerAddedResource']:.1f} ms" for m in result["marginal"])
+        )
+    depths = {r["depth"] for r in rows.values()}
+    lines.append(f"depth: {'constant' if len(depths) == 1 else 'VARIES'} ({', '.join(str(d) for d in sorted(depths))})")
+    first = rows[min(rows)]
+    for key, title in (("depthPath", "longest path"), ("criticalPath", "modeled critical path")):
+        # The same chain of resource types (which of the identical pools is on it is a tie).
+        same = len({tuple(label.split()[0] for label in r[key]) for r in rows.values()}) == 1
+        lines.append(f"{title} ({'the same for every count' if same else f'at {min(rows)} cubes'}):")
+        lines.append("  " + " > ".join(first[key]))
+    plan_table = [["CUBES", "CHIPS", "WORKLOADS", "SLICES", "KUEUE WORKLOADS", "PREEMPTIONS", "CPU ms min/med/max"]]
+    for p in result["planning"]:
+        cpu = p["cpu"]
+        plan_table.append(
+            [
+                str(p["cubes"]),
+                str(p["chips"]),
+                str(p["workloads"]),
+                str(p["slices"]),
+                str(p["kueueWorkloads"]),
+                str(p["preemptions"]),
+                f"{cpu['min'] * 1000:.0f}/{cpu['median'] * 1000:.0f}/{cpu['max'] * 1000:.0f}",
+            ]
+        )
+    lines += ["", "Slice planning (benchmarks/planning.py mix)", "", align(plan_table)]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Runs every benchmark and prints one table.")
+    parser.add_argument("--repeats", type=int, default=5, help="warm runs per cube count and planning runs")
+    parser.add_argument("--cubes", default=",".join(str(c) for c in scenario.CUBE_COUNTS))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    evaluation = []
+    for cubes in (int(c) for c in args.cubes.split(",")):
+        print(f"evaluating {cubes} cubes ...", file=sys.stderr, flush=True)
+        evaluation.append(evaluate(cubes, args.repeats))
+    rows = {r["cubes"]: r for r in evaluation}
+    print("planning ...", file=sys.stderr, flush=True)
+    result = {
+        "evaluation": evaluation,
+        "growth2to64": growth(rows, 2, 64),
+        "marginal": marginal(rows),
+        "fit": linear_fit(rows),
+        "planning": [planning.measure(c, s, args.repeats, seed=5) for c, s in PLANNING_CASES],
+    }
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

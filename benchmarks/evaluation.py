@@ -1,0 +1,104 @@
+"""Benchmarks 1-3 for one cube count, in a process of its own (so its peak memory is this run's).
+
+    python -m benchmarks.evaluation CUBES [REPEATS]     # prints one JSON object
+
+1. Program evaluation under the mock runtime with `preview=True`, timed around the program only
+   (the harness's reading of stack outputs afterwards is left out): the first run in a fresh process
+   (what `pulumi preview` pays: imports of the provider SDKs included), then REPEATS warm runs.
+   CPU time (`time.process_time`) is the figure: wall time on a shared machine measures the neighbours.
+2. The creation-order graph of the last run (`benchmarks/graph.py`): its depth and longest path.
+3. The modeled time to ready (`benchmarks/timings.py`) along the critical path, and the same steps
+   one after another (the reference scripts' order).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.process_time()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import runpy  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pulumi  # noqa: E402
+from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
+from pulumi.runtime.sync_await import _sync_await  # noqa: E402
+
+from benchmarks import graph, scenario, timings  # noqa: E402
+from components.stack import as_runtime_config  # noqa: E402
+from tests.harness import MAIN, PROJECT, ROOT, Mocks, RecordingMonitor, Registration, merge, stack_file_config  # noqa: E402
+
+_IMPORTS = time.process_time() - _T0
+
+
+def run_once(cubes: int) -> tuple[float, float, list[Registration]]:
+    """One evaluation of `__main__.py` for `cubes` cubes: (cpu seconds, wall seconds, registrations)."""
+    config = merge(stack_file_config(), scenario.overrides(cubes))
+    pulumi.runtime.set_all_config(as_runtime_config(config), [])
+    mocks = Mocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", preview=True, monitor=monitor)
+    saved = {lvl: getattr(pulumi.log, lvl) for lvl in ("info", "warn")}
+    for lvl in saved:  # the plan table and contention warnings would go to the engine; keep stdout for JSON
+        setattr(pulumi.log, lvl, lambda *a, **k: None)
+    cwd = os.getcwd()
+    try:
+        os.chdir(ROOT)
+        cpu, wall = time.process_time(), time.perf_counter()
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        os.chdir(cwd)
+        for lvl, fn in saved.items():
+            setattr(pulumi.log, lvl, fn)
+    return cpu, wall, monitor.registrations
+
+
+def measure(cubes: int, repeats: int) -> dict[str, Any]:
+    first_cpu, _, regs = run_once(cubes)
+    cpu, wall = [], []
+    for _ in range(repeats):
+        c, w, regs = run_once(cubes)
+        cpu.append(c)
+        wall.append(w)
+    nodes = graph.build(regs)
+    depth, depth_path = graph.depth(nodes)
+    critical, critical_path = graph.longest_path(nodes, timings.seconds)
+    steps = graph.steps(nodes)
+    return {
+        "cubes": cubes,
+        "resources": len(regs),
+        "steps": len(steps),
+        "tpuPools": sum(1 for n in steps if timings.is_tpu_pool(n)),
+        "importCpu": _IMPORTS,
+        "firstRunCpu": first_cpu,
+        "coldCpu": _IMPORTS + first_cpu,
+        "cpu": {"min": min(cpu), "median": statistics.median(cpu), "max": max(cpu)},
+        "wallMedian": statistics.median(wall),
+        "peakRssMiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "depth": depth,
+        "depthPath": [n.label for n in depth_path],
+        "criticalSeconds": critical,
+        "criticalPath": [n.label for n in critical_path],
+        "sequentialSeconds": sum(timings.seconds(n) for n in steps),
+    }
+
+
+def main(argv: list[str]) -> int:
+    cubes = int(argv[0])
+    repeats = int(argv[1]) if len(argv) > 1 else 5
+    print(json.dumps(measure(cubes, repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

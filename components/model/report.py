@@ -1,0 +1,277 @@
+"""The planner's results and their two renderings: the table (`python -m components plan`, the preview
+warning) and the JSON form (`as_dict()`, the `capacityPlan` stack output)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from components.model.demand import Workload
+from components.model.geometry import Topology
+
+TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
+
+
+class Status(StrEnum):
+    ADMITTED = "admitted"
+    PENDING = "pending"  # never admitted
+    PREEMPTED = "preempted"  # admitted, then evicted by a higher priority, not readmitted
+    PARTIAL = "partial"  # only for a whole LeaderWorkerSet: some replica groups admitted, some not
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one slice (or, for a super-slice, its part in one cube) sits."""
+
+    key: str  # the workload's config key
+    unit: str  # the Kueue workload: the key for a JobSet, key[group] for an LWS replica group
+    slice_index: int  # index among the workload's slices (the replica group of an LWS)
+    topology: Topology  # the whole slice's shape
+    cube: int
+    offset: tuple[int, ...]  # chip coordinates of the part's corner inside the cube
+    extent: Topology  # the part inside this cube: the slice itself, or the whole cube for a super-slice
+    part: int = 0  # which cube of a super-slice (0 for a sub-slice)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.key,
+            "unit": self.unit,
+            "slice": self.slice_index,
+            "topology": str(self.topology),
+            "offset": list(self.offset),
+            "extent": str(self.extent),
+            "part": self.part,
+        }
+
+
+@dataclass(frozen=True)
+class CubePlan:
+    index: int
+    pool: str
+    chips: int
+    used_chips: int
+    placements: tuple[Placement, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "pool": self.pool,
+            "chips": self.chips,
+            "usedChips": self.used_chips,
+            "placements": [p.as_dict() for p in self.placements],
+        }
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """One eviction during the simulation: `by` (strictly higher priority) preempted `victim`."""
+
+    victim: str  # Kueue workload label
+    victim_key: str
+    victim_priority: int
+    by: str
+    by_key: str
+    by_priority: int
+    by_priority_class: str
+    step: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "victim": self.victim,
+            "victimPriority": self.victim_priority,
+            "by": self.by,
+            "byPriority": self.by_priority,
+            "step": self.step,
+        }
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """The outcome for one Kueue workload."""
+
+    label: str
+    key: str
+    group: int | None  # the LWS replica group; None for a JobSet
+    slices: int
+    chips: int
+    status: Status
+    reason: str
+    preempted_by: str | None
+    cubes: tuple[int, ...]
+    waiting_for: str = ""  # why it is not admitted (empty when admitted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.label,
+            "status": self.status.value,
+            "reason": self.reason,
+            "preemptedBy": self.preempted_by,
+            "cubes": list(self.cubes),
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """The outcome for one config key (a JobSet, or every replica group of an LWS)."""
+
+    workload: Workload
+    status: Status
+    reason: str
+    admitted_slices: int
+    admitted_chips: int
+    units: tuple[UnitPlan, ...]
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "key": w.key,
+            "name": w.name,
+            "topology": str(w.topology),
+            "kind": w.kind.value,
+            "slices": w.slices,
+            "chips": w.chips,
+            "priority": w.priority,
+            "priorityValue": w.priority_value,
+            "gang": w.gang,
+            "status": self.status.value,
+            "reason": self.reason,
+            "admittedSlices": self.admitted_slices,
+            "admittedChips": self.admitted_chips,
+            "units": [u.as_dict() for u in self.units],
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    machine_type: str
+    cube_topology: Topology
+    cube_chips: int
+    quota: int | None
+    cubes: tuple[CubePlan, ...]
+    workloads: tuple[WorkloadPlan, ...]
+    preemptions: tuple[Preemption, ...]
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def chips_provisioned(self) -> int:
+        return len(self.cubes) * self.cube_chips
+
+    @property
+    def chips_requested(self) -> int:
+        return sum(w.workload.chips for w in self.workloads)
+
+    @property
+    def chips_admitted(self) -> int:
+        return sum(w.admitted_chips for w in self.workloads)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def workload(self, key: str) -> WorkloadPlan:
+        for w in self.workloads:
+            if w.key == key:
+                return w
+        raise KeyError(key)
+
+    def unit(self, label: str) -> UnitPlan:
+        for w in self.workloads:
+            for u in w.units:
+                if u.label == label:
+                    return u
+        raise KeyError(label)
+
+    def placements(self) -> list[Placement]:
+        return [p for c in self.cubes for p in c.placements]
+
+    def error_message(self) -> str:
+        n = len(self.errors)
+        return f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "machineType": self.machine_type,
+            "cubeTopology": str(self.cube_topology),
+            "totals": {
+                "cubes": len(self.cubes),
+                "chipsProvisioned": self.chips_provisioned,
+                "chipsRequested": self.chips_requested,
+                "chipsAdmitted": self.chips_admitted,
+                "tpuQuota": self.quota,
+            },
+            "cubes": [c.as_dict() for c in self.cubes],
+            "workloads": [w.as_dict() for w in self.workloads],
+            "preemptions": [p.as_dict() for p in self.preemptions],
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+        }
+
+    def table(self) -> str:
+        """A compact fixed-width summary: totals, one row per workload, one row per (cube, workload)."""
+        n = len(self.cubes)
+        head = (
+            f"TPU plan: {n} x {self.cube_topology} cube{'s' if n != 1 else ''} ({self.machine_type}) = "
+            f"{self.chips_provisioned} chips provisioned; {self.chips_requested} requested, "
+            f"{self.chips_admitted} admitted"
+        )
+        if self.quota is not None:
+            head += f"; kueue.tpuQuota {self.quota}"
+        rows = [["WORKLOAD", "TOPOLOGY", "SLICES", "CHIPS", "PRIORITY", "STATUS", "REASON"]]
+        for w in self.workloads:
+            wl = w.workload
+            rows.append(
+                [
+                    wl.key,
+                    str(wl.topology),
+                    f"{w.admitted_slices}/{wl.slices}",
+                    str(wl.chips),
+                    wl.priority,
+                    w.status.value,
+                    w.reason,
+                ]
+            )
+        cube_rows = [["CUBE", "POOL", "USED", "WORKLOAD", "SLICES", "SHAPE", "WHERE"]]
+        for c in self.cubes:
+            first = [str(c.index), c.pool, f"{c.used_chips}/{c.chips}"]
+            groups: dict[str, list[Placement]] = {}
+            for p in c.placements:
+                groups.setdefault(p.key, []).append(p)
+            if not groups:
+                cube_rows.append([*first, "-", "", "", "free"])
+            for key, ps in groups.items():
+                if ps[0].extent == ps[0].topology:
+                    where = " ".join(",".join(str(x) for x in p.offset) for p in ps)
+                else:
+                    where = " ".join(f"cube {p.part + 1}/{p.topology.chips // c.chips}" for p in ps)
+                cube_rows.append([*first, key, ranges(p.slice_index for p in ps), str(ps[0].topology), where])
+                first = ["", "", ""]
+        lines = [head, "", *_align(rows)]
+        if self.preemptions:
+            shown = [f"{p.by} preempts {p.victim}" for p in self.preemptions[:TABLE_PREEMPTIONS]]
+            if len(self.preemptions) > TABLE_PREEMPTIONS:
+                shown.append(f"... {len(self.preemptions) - TABLE_PREEMPTIONS} more in the stack output")
+            lines += ["", "PREEMPTIONS  " + "; ".join(shown)]
+        return "\n".join([*lines, "", *_align(cube_rows)])
+
+
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def ranges(values: Iterable[int]) -> str:
+    """0,1,2,3,5 -> '0-3,5'."""
+    out: list[str] = []
+    for v in sorted(set(values)):
+        if out and out[-1].split("-")[-1] == str(v - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{v}"
+        else:
+            out.append(str(v))
+    return ",".join(out)
