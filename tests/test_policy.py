@@ -28,7 +28,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.serving import HF_SECRET
 from policy import rules
-from tests.harness import ROOT, Registration, Run, run_program, unwrap
+from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
@@ -398,6 +398,16 @@ class TestPackOverGrpc:
         request = analyze_request(secret)
         request.options.ClearField("additionalSecretOutputs")
         assert [d.policyName for d in prod_pack.analyze(request)] == ["hf-token-secret-encrypted"]
+
+    def test_a_value_unknown_during_preview_is_advisory_not_a_violation(self, prod_pack: Pack, with_token: Run) -> None:
+        """A new service account's email is unknown in the first preview: the rule runs at `up` instead."""
+        pool = tpu_pools(with_token)[0]
+        unknown = mutated(pool, lambda i: i["nodeConfig"].update(serviceAccount=UNKNOWN))
+        found = prod_pack.analyze(analyze_request(pool, unknown))
+        assert [(d.policyName, d.enforcementLevel) for d in found] == [
+            ("node-pool-not-default-service-account", analyzer_pb2.ADVISORY)
+        ]
+        assert "during preview" in found[0].message
 
     def test_policy_config_changes_the_protected_stacks(self, with_token: Run) -> None:
         pack = Pack("prod")
