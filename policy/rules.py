@@ -32,6 +32,7 @@ PACK_NAME = "gke-tpu-slicing"
 NETWORK = "gcp:compute/network:Network"
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
+RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 K8S_SECRET = "kubernetes:core/v1:Secret"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
@@ -123,14 +124,27 @@ def no_default_service_account(args: ResourceValidationArgs, report: ReportViola
             report(f"{where}.serviceAccount is the Compute Engine default service account ({account})")
 
 
-def protected_cluster_deletion_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != CLUSTER:
-        return
+def _protected_stack(args: ResourceValidationArgs) -> str | None:
+    """The stack's name when the policy's `protectedStacks` lists it."""
     stack = current_stack()
-    if stack not in _config(args, "protectedStacks", PROTECTED_STACKS):
+    return stack if stack in _config(args, "protectedStacks", PROTECTED_STACKS) else None
+
+
+def protected_cluster_deletion_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != CLUSTER or not (stack := _protected_stack(args)):
         return
     if args.props.get("deletionProtection") is not True:
         report(f"stack {stack!r} is protected: its cluster needs deletionProtection: true")
+
+
+def protected_capacity_pulumi_protect(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # What a mistaken `pulumi up` or `destroy` must not delete: the cluster, its node pools and the
+    # workload policy the TPU pools are placed by.
+    if args.resource_type not in (CLUSTER, NODE_POOL, RESOURCE_POLICY) or not (stack := _protected_stack(args)):
+        return
+    if not args.opts.protect:
+        kind = args.resource_type.rsplit(":", 1)[-1]
+        report(f"stack {stack!r} is protected: this {kind} needs the `protect` resource option")
 
 
 def hf_token_secret_encrypted(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -217,6 +231,12 @@ POLICIES = [
         "protected-stack-cluster-deletion-protection",
         "Clusters of protected stacks (policy config protectedStacks) have deletion protection on.",
         protected_cluster_deletion_protection,
+        {"protectedStacks": {"type": "array", "items": {"type": "string"}, "default": PROTECTED_STACKS}},
+    ),
+    _policy(
+        "protected-stack-pulumi-protect",
+        "In protected stacks, the cluster, its node pools and the workload policy carry Pulumi's `protect` option.",
+        protected_capacity_pulumi_protect,
         {"protectedStacks": {"type": "array", "items": {"type": "string"}, "default": PROTECTED_STACKS}},
     ),
     _policy(

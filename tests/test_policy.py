@@ -33,17 +33,21 @@ from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
-# Additional secret outputs by URN, as the program registered them (the harness does not record options).
+# Resource options by URN, as the program registered them (the harness does not record these).
 SECRET_OUTPUTS: dict[str, list[str]] = {}
+PROTECTED: dict[str, bool] = {}
+# The rules that apply to protected stacks only, each configured with its own `protectedStacks`.
+STACK_POLICIES = ("protected-stack-cluster-deletion-protection", "protected-stack-pulumi-protect")
 
 
 def run(stack: str = "dev", overrides: dict[str, Any] | None = None, **kwargs: Any) -> Run:
-    """run_program, also keeping each registration's additional secret outputs (a resource option)."""
+    """run_program, also keeping each registration's additional secret outputs and `protect` option."""
     original = MockMonitor.RegisterResource
 
     def register(monitor: MockMonitor, request: Any) -> Any:
         response = original(monitor, request)
         SECRET_OUTPUTS[response.urn] = list(request.additionalSecretOutputs)
+        PROTECTED[response.urn] = bool(request.protect)
         return response
 
     MockMonitor.RegisterResource = register  # type: ignore[method-assign]
@@ -82,7 +86,7 @@ def args_for(
     """What pulumi_policy's Analyze builds from the engine's request for this resource."""
     props = unknown_checking_proxy(deserialize_properties(copy.deepcopy(reg.inputs if inputs is None else inputs)))
     opts = PolicyResourceOptions(
-        protect=False,
+        protect=changes.get("protect", PROTECTED.get(reg.urn, False)),
         ignore_changes=[],
         delete_before_replace=None,
         aliases=[],
@@ -109,12 +113,12 @@ def policy(name: str) -> rules.ResourceValidationPolicy:
     return next(p for p in rules.POLICIES if p.name == name)
 
 
-def all_violations(run: Run, stack: str = "dev") -> list[str]:
+def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:
     return [
         f"{p.name}: {reg.type}::{reg.name}: {message}"
         for reg in run.registrations
         for p in rules.POLICIES
-        for message in violations(p, args_for(reg), stack)
+        for message in violations(p, args_for(reg, **changes), stack)
     ]
 
 
@@ -136,7 +140,7 @@ def tpu_pools(run: Run) -> list[Registration]:
 
 def test_every_rule_is_mandatory_and_uniquely_named() -> None:
     names = [p.name for p in rules.POLICIES]
-    assert len(names) == len(set(names)) == 8
+    assert len(names) == len(set(names)) == 9
     assert {p.enforcement_level for p in rules.POLICIES} == {EnforcementLevel.MANDATORY}
 
 
@@ -167,9 +171,9 @@ def test_the_dev_stack_with_an_hf_token_passes_every_rule(with_token: Run) -> No
     assert all_violations(with_token) == []
 
 
-def test_a_protected_stack_with_deletion_protection_passes() -> None:
+def test_a_protected_stack_with_deletion_protection_and_protect_passes() -> None:
     protected = run(overrides={"gke-tpu-slicing:cluster": {"deletionProtection": True}})
-    assert all_violations(protected, stack="prod") == []
+    assert all_violations(protected, stack="prod", protect=True) == []
 
 
 def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) -> None:
@@ -261,6 +265,16 @@ def test_cluster_of_a_protected_stack_without_deletion_protection_violates(dev: 
     assert violations(p, args_for(cluster, protected), stack="prod") == []
 
 
+@pytest.mark.parametrize("which", ["cluster-gke", "cluster-system", "capacity-tpu7-pool-1", "capacity-policy"])
+def test_unprotected_capacity_of_a_protected_stack_violates(dev: Run, which: str) -> None:
+    reg = next(r for r in dev.registrations if r.name == which)
+    p = policy("protected-stack-pulumi-protect")
+    assert PROTECTED[reg.urn] is False  # the dev stack protects nothing
+    assert violations(p, args_for(reg), stack="dev") == []
+    assert violations(p, args_for(reg), stack="prod") != []
+    assert violations(p, args_for(reg, protect=True), stack="prod") == []
+
+
 def test_protected_stacks_come_from_the_policy_config(dev: Run) -> None:
     cluster = dev.get(rules.CLUSTER, "cluster-gke")
     p = policy("protected-stack-cluster-deletion-protection")
@@ -332,7 +346,9 @@ def analyze_request(reg: Registration, inputs: dict[str, Any] | None = None) -> 
         urn=reg.urn,
         properties=to_struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
         options=analyzer_pb2.AnalyzerResourceOptions(
-            parent=reg.parent, additionalSecretOutputs=SECRET_OUTPUTS.get(reg.urn, [])
+            parent=reg.parent,
+            protect=PROTECTED.get(reg.urn, False),
+            additionalSecretOutputs=SECRET_OUTPUTS.get(reg.urn, []),
         ),
     )
     provider = provider_of(reg)
@@ -379,11 +395,18 @@ class TestPackOverGrpc:
         }
 
     def test_real_resources_pass_and_mutations_fail(self, prod_pack: Pack, with_token: Run) -> None:
-        # stack "prod" is protected: the dev stack's cluster (deletion protection off) is the one violation.
-        found = [
+        # Stack "prod" is protected: the dev stack's cluster (deletion protection off) and its unprotected
+        # cluster, pools and workload policy are the only violations.
+        found = {
             (d.policyName, r.name) for r in with_token.registrations for d in prod_pack.analyze(analyze_request(r))
+        }
+        unprotected = [
+            r for r in with_token.registrations if r.type in (rules.CLUSTER, rules.NODE_POOL, rules.RESOURCE_POLICY)
         ]
-        assert found == [("protected-stack-cluster-deletion-protection", "cluster-gke")]
+        assert len(unprotected) == 5  # cluster, system pool, 2 TPU pools, workload policy
+        assert found == {("protected-stack-cluster-deletion-protection", "cluster-gke")} | {
+            ("protected-stack-pulumi-protect", r.name) for r in unprotected
+        }
         assert all(
             d.enforcementLevel == analyzer_pb2.MANDATORY
             for d in prod_pack.analyze(analyze_request(with_token.get(rules.CLUSTER, "cluster-gke")))
@@ -403,10 +426,9 @@ class TestPackOverGrpc:
         """A new service account's email is unknown in the first preview: the rule runs at `up` instead."""
         pool = tpu_pools(with_token)[0]
         unknown = mutated(pool, lambda i: i["nodeConfig"].update(serviceAccount=UNKNOWN))
-        found = prod_pack.analyze(analyze_request(pool, unknown))
-        assert [(d.policyName, d.enforcementLevel) for d in found] == [
-            ("node-pool-not-default-service-account", analyzer_pb2.ADVISORY)
-        ]
+        rule = "node-pool-not-default-service-account"
+        found = [d for d in prod_pack.analyze(analyze_request(pool, unknown)) if d.policyName == rule]
+        assert [d.enforcementLevel for d in found] == [analyzer_pb2.ADVISORY]
         assert "during preview" in found[0].message
 
     def test_policy_config_changes_the_protected_stacks(self, with_token: Run) -> None:
@@ -415,12 +437,12 @@ class TestPackOverGrpc:
             config = analyzer_pb2.PolicyConfig(
                 enforcementLevel=analyzer_pb2.MANDATORY, properties=to_struct({"protectedStacks": ["staging"]})
             )
+            cluster = analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))
+            assert {d.policyName for d in pack.analyze(cluster)} == set(STACK_POLICIES)
             pack.stub.Configure(
-                analyzer_pb2.ConfigureAnalyzerRequest(
-                    policyConfig={"protected-stack-cluster-deletion-protection": config}
-                ),
+                analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=dict.fromkeys(STACK_POLICIES, config)),
                 timeout=30,
             )
-            assert pack.analyze(analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))) == []
+            assert pack.analyze(cluster) == []
         finally:
             pack.close()
