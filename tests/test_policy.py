@@ -144,6 +144,13 @@ def test_every_rule_is_mandatory_and_uniquely_named() -> None:
     assert {p.enforcement_level for p in rules.POLICIES} == {EnforcementLevel.MANDATORY}
 
 
+def test_every_rule_is_in_the_readme_table() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Policy pack") :]
+    table = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
+    assert table == {p.name for p in rules.POLICIES}
+
+
 def test_policy_requirements_pin_the_repository_versions() -> None:
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
