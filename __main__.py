@@ -14,9 +14,10 @@ from components.network import Network
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity
+from components.stack import load_settings, plan_capacity, require_cli
 from components.workloads import demo_workloads
 
+require_cli()
 settings = load_settings()
 capacity_plan = plan_capacity(settings)
 
@@ -28,14 +29,19 @@ identity = NodeIdentity("identity", settings, after_apis)
 # Nodes start only once their service account holds its role, or GKE runs them degraded.
 after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
 cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, identity.email, after_identity)
-capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
 
-# Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool, so they
-# install while the TPU pools are still being created; only workloads wait for the pools.
+# Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
 k8s = cluster.provider
 addons = Addons(settings, k8s)
+# The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
+# the Kueue Workloads' slice finalizers until their Slices are gone (README "Teardown").
+capacity = TpuCapacity(
+    "capacity", settings, cluster.cluster, identity.email, after_identity, after=[addons.slice_controller]
+)
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
-demos = demo_workloads(settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools)
+demos = demo_workloads(
+    settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools, slice_controller=addons.slice_controller
+)
 serving = (
     Serving(
         "serving",
@@ -46,6 +52,7 @@ serving = (
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
         pools=capacity.pools,
+        project_api=services.services["cloudresourcemanager"],
     )
     if settings.serving.enabled
     else None

@@ -13,6 +13,11 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("components.cli.plan", "print the TPU capacity plan of a stack file (no Pulumi, no cloud)"),
+    "render": ("components.cli.render", "render a stack's Kubernetes manifests and Google Cloud resources offline"),
+    "import-file": (
+        "components.cli.import_file",
+        "print a `pulumi import --file` file adopting a deployment the reference scripts made",
+    ),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
 }
 
@@ -24,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.main(args[1:]))
     parser = argparse.ArgumentParser(
         prog="python -m components",
-        description="commands:\n" + "\n".join(f"  {name:8} {text}" for name, (_, text) in COMMANDS.items()),
+        description="commands:\n" + "\n".join(f"  {name:11} {text}" for name, (_, text) in COMMANDS.items()),
         epilog="Run `python -m components <command> --help` for a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,5 +1,5 @@
 """Cluster add-ons: JobSet, Kueue and LeaderWorkerSet from their OCI charts, the slice controller's
-user-space manifest, and the Gateway API Inference Extension CRDs (SPEC 6).
+user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself (SPEC 6).
 
 Charts use `helm.v4.Chart`: it renders client-side, so `pulumi preview` diffs every object of the
 chart, and it waits for each Deployment to be available and each Service to have endpoints (the
@@ -17,7 +17,18 @@ from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
 from components.model.settings import Settings
 
-GAIE_CRDS = "https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref={version}"
+GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
+# GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
+# InferencePool CRD itself from 1.34 on (llm-d's GKE gateway guide; this program requires 1.35.2+):
+# applying it again fails with AlreadyExists (pulumi-kubernetes >= 4.29 creates client-side), and
+# `pulumi destroy` would delete GKE's CRD with every InferencePool in the cluster. So it is left to GKE.
+GKE_MANAGED_CRDS = ("inference.networking.k8s.io_inferencepools",)
+GAIE_KUSTOMIZATION_CRDS = (
+    "inference.networking.x-k8s.io_inferencemodelrewrites",
+    "inference.networking.x-k8s.io_inferenceobjectives",
+    "inference.networking.x-k8s.io_inferencepoolimports",
+    *GKE_MANAGED_CRDS,
+)
 
 
 def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -62,7 +73,14 @@ class HelmAddon(Component):
 
 
 class SliceController(Component):
-    """The user-space part of the GKE slice controller (the Kueue admission check `accelerator.gke.io/slice`)."""
+    """The user-space part of the GKE slice controller (the Kueue admission check `accelerator.gke.io/slice`).
+
+    Not redundant with the cluster's `slice_controller_config` add-on: the add-on installs the Slice CRD
+    (`slices.accelerator.gke.io`) and the controller that forms slices; this manifest is the Kueue
+    admission-check controller that turns admitted Workloads into Slices and holds a finalizer on each
+    Workload until its Slices are deleted (llm-d's TPU dynamic-slicing guide installs both). Workloads
+    therefore depend on it, so `pulumi destroy` removes it only after them (README "Teardown").
+    """
 
     def __init__(
         self, name: str, settings: Settings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
@@ -76,16 +94,21 @@ class SliceController(Component):
         self.register_outputs({"manifestUrl": url})
 
 
+def inference_extension_crd_urls(version: str) -> list[str]:
+    """The pinned files of GAIE's CRDs this program applies: all of config/crd but what GKE manages."""
+    return [GAIE_CRD.format(version=version, name=n) for n in GAIE_KUSTOMIZATION_CRDS if n not in GKE_MANAGED_CRDS]
+
+
 class InferenceExtensionCrds(Component):
-    """The Gateway API Inference Extension CRDs (InferencePool, InferenceObjective) at a pinned tag."""
+    """The Gateway API Inference Extension CRDs GKE does not install (InferenceObjective and friends), pinned."""
 
     def __init__(
         self, name: str, settings: Settings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ):
         super().__init__("gke-tpu-slicing:addons:InferenceExtensionCrds", name, opts)
-        source = GAIE_CRDS.format(version=settings.addons.inference_extension.version)
-        self.crds = k8s.kustomize.v2.Directory(f"{name}-crds", directory=source, opts=self.child(providers=[provider]))
-        self.register_outputs({"source": source})
+        files = inference_extension_crd_urls(settings.addons.inference_extension.version)
+        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=files, opts=self.child(providers=[provider]))
+        self.register_outputs({"files": files, "managedByGke": list(GKE_MANAGED_CRDS)})
 
 
 class Addons:

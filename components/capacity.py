@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -38,7 +40,9 @@ class TpuCapacity(Component):
         cluster: gcp.container.Cluster,
         node_service_account: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
+        after: Sequence[pulumi.Resource] = (),
     ) -> None:
+        """`after`: what the pools (not the policy) wait for, and so what `pulumi destroy` deletes after them."""
         super().__init__("gke-tpu-slicing:capacity:TpuCapacity", name, opts)
         tpu = settings.tpu
         self.policy = gcp.compute.ResourcePolicy(
@@ -51,7 +55,11 @@ class TpuCapacity(Component):
                 "accelerator_topology": tpu.cube_topology,
                 "accelerator_topology_mode": tpu.accelerator_topology_mode,
             },
-            opts=self.child(),
+            # Every field of a resource policy is ForceNew and the name is fixed: delete first. Pulumi
+            # then also replaces the pools (their placement_policy is ForceNew) before deleting it.
+            # cluster.protect covers the capacity too: losing a pool (or the policy it is placed by)
+            # stops every slice on its cube, and recreating it waits for a cube of reserved VMs in one placement.
+            opts=self.child(delete_before_replace=True, protect=settings.cluster.protect),
         )
         self.pools = [
             gcp.container.NodePool(
@@ -70,7 +78,8 @@ class TpuCapacity(Component):
                     "workload_metadata_config": {"mode": "GKE_METADATA"},
                     "reservation_affinity": reservation_affinity(settings),
                 },
-                opts=self.child(),
+                # placement_policy, reservation_affinity and service_account are ForceNew; the name is fixed.
+                opts=self.child(depends_on=list(after), delete_before_replace=True, protect=settings.cluster.protect),
             )
             for i in range(tpu.cubes)
         ]

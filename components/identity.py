@@ -25,7 +25,8 @@ class NodeIdentity(Component):
             account_id=settings.node_service_account_id,
             display_name=f"GKE nodes of {settings.cluster.name}",
             project=settings.project,
-            opts=self.child(),
+            # account_id is ForceNew and fixed (derived from the cluster name): delete first.
+            opts=self.child(delete_before_replace=True),
         )
         self.bindings = [
             gcp.projects.IAMMember(
@@ -33,7 +34,9 @@ class NodeIdentity(Component):
                 project=settings.project,
                 role=role,
                 member=self.account.member,
-                opts=self.child(),
+                # A replaced account keeps its email: creating the "new" binding first would be a no-op,
+                # and deleting the old one afterwards would remove the role. Delete first.
+                opts=self.child(delete_before_replace=True),
             )
             for role in NODE_ROLES
         ]

@@ -8,6 +8,11 @@ import pulumi_gcp as gcp
 from components.base import Component
 from components.model.settings import Settings
 
+# Every resource here has a fixed name. A replacement under the same name (a shrunk subnet range, a
+# firewall's direction: ForceNew in the provider) must delete the old one first, or GCE answers 409.
+# MTU, routing mode, a grown range and the firewall's source ranges update in place.
+REPLACE_DELETE_FIRST = {"delete_before_replace": True}
+
 
 class Network(Component):
     def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -21,7 +26,7 @@ class Network(Component):
             routing_mode="REGIONAL",
             # TPU7x data-center networking wants jumbo frames.
             mtu=net.mtu,
-            opts=self.child(),
+            opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.tpu_subnet = gcp.compute.Subnetwork(
             f"{name}-tpu",
@@ -31,7 +36,7 @@ class Network(Component):
             network=self.network.id,
             ip_cidr_range=net.tpu_subnet_cidr,
             private_ip_google_access=True,
-            opts=self.child(),
+            opts=self.child(**REPLACE_DELETE_FIRST),
         )
         # The regional internal L7 Gateway (gke-l7-rilb) runs its Envoy proxies in this range.
         self.proxy_subnet = gcp.compute.Subnetwork(
@@ -43,7 +48,7 @@ class Network(Component):
             ip_cidr_range=net.proxy_subnet_cidr,
             purpose="REGIONAL_MANAGED_PROXY",
             role="ACTIVE",
-            opts=self.child(),
+            opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.firewall = gcp.compute.Firewall(
             f"{name}-allow-internal",
@@ -53,7 +58,7 @@ class Network(Component):
             direction="INGRESS",
             allows=[{"protocol": "all"}],
             source_ranges=net.internal_source_ranges,
-            opts=self.child(),
+            opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.register_outputs(
             {

@@ -8,17 +8,22 @@ Pulumi sends is exactly the manifest the conformance tests validate.
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import _utilities as k8s_utilities
+
+# The provider plugin version to run these objects with: the installed pulumi-kubernetes SDK's, as its own
+# resources request (read through the public package metadata; the pins are plain releases, so no
+# PEP 440 -> semver conversion is needed).
+K8S_PROVIDER_VERSION = metadata.version("pulumi_kubernetes")
 
 
 class KubernetesObject(pulumi.CustomResource):
     metadata: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=K8S_PROVIDER_VERSION))
         super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
 
     @property

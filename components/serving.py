@@ -315,6 +315,7 @@ class Serving(Component):
         inference_extension: pulumi.Resource,
         proxy_subnet: pulumi.Resource,
         pools: list[pulumi.Resource],
+        project_api: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:serving:Serving", name, opts)
@@ -334,7 +335,11 @@ class Serving(Component):
             f"{name}-gcs-fuse-ksa", metadata={"name": FUSE_KSA, "namespace": namespace}, opts=in_cluster
         )
         # The project number is looked up, not asked for: workload identity principals need it.
-        number = gcp.organizations.get_project_output(project_id=settings.project).number
+        # In a brand-new project the lookup must wait for the Cloud Resource Manager API (`project_api`).
+        number = gcp.organizations.get_project_output(
+            project_id=settings.project,
+            opts=pulumi.InvokeOutputOptions(depends_on=[project_api] if project_api else None),
+        ).number
         principal = workload_identity_principal(settings, number, namespace, self.service_account.metadata.name)
         self.bucket_iam = [
             gcp.storage.BucketIAMMember(

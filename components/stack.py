@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi.runtime.config as runtime_config
+import yaml
 
 from components.model import planner
 from components.model.settings import PROJECT, ConfigError, Settings, load
+
+PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
+
+
+def required_cli() -> str:
+    """The CLI version range Pulumi.yaml declares (`requiredPulumiVersion`), the one place it is written."""
+    return str(yaml.safe_load(PROJECT_FILE.read_text())["requiredPulumiVersion"])
+
+
+def require_cli() -> None:
+    """Stops a CLI outside the declared range, including CLIs too old to read `requiredPulumiVersion`."""
+    pulumi.require_pulumi_version(required_cli())
 
 
 def _project_config() -> dict[str, Any]:
@@ -20,16 +34,21 @@ def _project_config() -> dict[str, Any]:
     return {key[len(prefix) :]: value for key, value in merged.items() if key.startswith(prefix)}
 
 
+def clock() -> datetime:
+    """The time date checks run against (tests pin it)."""
+    return datetime.now(UTC)
+
+
 def load_settings() -> Settings:
     raw = _project_config()
     project = pulumi.Config("gcp").get("project")
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(f"{PROJECT}:{k}"))
     try:
-        settings = load(raw, project, secret_keys)
+        settings = load(raw, project, secret_keys, now=clock())
     except ConfigError as err:
         # One message, then stop: nothing has been registered yet.
         raise pulumi.RunError(str(err)) from None
-    for warning in settings.warnings(datetime.now(UTC)):
+    for warning in settings.warnings():
         pulumi.log.warn(warning)
     if "hfToken" in raw and "hfToken" not in secret_keys:
         pulumi.log.warn(f"{PROJECT}:hfToken is stored in plain text: set it with `pulumi config set --secret hfToken`")

@@ -83,7 +83,14 @@ class SlicingJobSet(Component):
                 "spec": jobset_spec(slice_, demo.replicas),
             },
             # The labels name the LocalQueue and priority class; the rest of the Kueue objects must exist too.
-            self.child(provider=provider, depends_on=queues.objects),
+            self.child(
+                provider=provider,
+                depends_on=queues.objects,
+                # JobSet's webhook rejects updates to a JobSet's spec (immutable), so a changed topology or
+                # replica count replaces it; delete-first, since the name is fixed.
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
         )
         self.register_outputs(
             {"name": demo.name, "topology": demo.topology, "pods": self.pods, "chips": slice_.chips * demo.replicas}
@@ -96,9 +103,14 @@ def demo_workloads(
     provider: k8s.Provider,
     jobset: pulumi.Resource,
     pools: list[pulumi.Resource],
+    slice_controller: pulumi.Resource,
 ) -> dict[str, SlicingJobSet]:
-    """The demos enabled under `demos`, after the JobSet controller, the Kueue objects and the TPU pools."""
-    opts = pulumi.ResourceOptions(depends_on=[jobset, *pools])
+    """The demos enabled under `demos`, after the JobSet controller, the Kueue objects and the TPU pools.
+
+    And after the slice controller: `pulumi destroy` deletes each JobSet (foreground: Pulumi waits for its
+    Kueue Workload) while the controller that holds the Workload's slice finalizer is still running.
+    """
+    opts = pulumi.ResourceOptions(depends_on=[jobset, *pools, slice_controller])
     demos = {"subslicing": settings.demos.subslicing, "superslicing": settings.demos.superslicing}
     return {
         key: SlicingJobSet(key, settings, demo, queues, provider, opts) for key, demo in demos.items() if demo.enabled

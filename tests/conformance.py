@@ -2,57 +2,20 @@
 
 Every object is validated strictly (unknown fields are errors) against the upstream schema of its pinned version:
 
-* custom resources against the CRDs in the directory named by ``$GKE_TPU_SLICING_CRDS`` (``.ci/run`` sets it to
-  ``../shared/schemas/crds``; a relative path is resolved against the repository root). The directory holds the
-  upstream CRD manifests of Kueue v0.17.4, JobSet v0.11.1, LeaderWorkerSet v0.8.0, Gateway API Inference Extension
-  v1.5.0 and Gateway API v1.4.1 (standard channel);
+* custom resources against the pinned upstream CRDs under ``schemas/crds`` and ``schemas/monitoring`` of the
+  upstream root (see tests/upstream.py: ``../shared`` in CI, else the cache ``python -m tests.upstream fetch``
+  fills): Kueue v0.17.4, JobSet v0.11.1, LeaderWorkerSet v0.8.0, Gateway API Inference Extension v1.5.0,
+  Gateway API v1.4.1 (standard channel) and Google Cloud Managed Service for Prometheus v0.17.2;
 * built-in kinds against the Kubernetes 1.36 strict JSON schemas shipped by the ``kubernetes-validate`` package.
+
+The CEL rules of the CRDs (``x-kubernetes-validations``) are evaluated separately, by tests/cel_rules.py.
 
 Getting the CRDs
 ----------------
 The registry indexes CRDs by content (``spec.group``, ``spec.versions[].name``, ``spec.names.kind``), not by file
-name: any ``*.yaml``/``*.yml``/``*.json`` file under the directory, multi-document files included, is read. These are
-the upstream files, at the pinned tags:
-
-Kueue v0.17.4 (``config/components/crd/bases/``):
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_cohorts.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_topologies.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml
-JobSet v0.11.1 (``config/components/crd/bases/``):
-    https://raw.githubusercontent.com/kubernetes-sigs/jobset/v0.11.1/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
-LeaderWorkerSet v0.8.0 (``config/crd/bases/``):
-    https://raw.githubusercontent.com/kubernetes-sigs/lws/v0.8.0/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml
-Gateway API Inference Extension v1.5.0 (``config/crd/bases/``):
-    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml
-Gateway API v1.4.1 (``config/crd/standard/``):
-    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_gateways.yaml
-    https://raw.githubusercontent.com/kubernetes-sigs/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml
-
-To fetch them (run from the repository root; the names match those of ``../shared/schemas/crds``)::
-
-    set -eu
-    dest=../shared/schemas/crds   # or any directory; then export GKE_TPU_SLICING_CRDS="$dest"
-    gh=https://raw.githubusercontent.com/kubernetes-sigs
-    mkdir -p "$dest"
-    get() { curl -fsSL --retry 3 -o "$dest/$1" "$2"; }
-    for r in admissionchecks clusterqueues cohorts localqueues resourceflavors topologies workloadpriorityclasses; do
-      get "kueue-v0.17.4_$r.yaml" "$gh/kueue/v0.17.4/config/components/crd/bases/kueue.x-k8s.io_$r.yaml"
-    done
-    get jobset-v0.11.1_jobsets.yaml "$gh/jobset/v0.11.1/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
-    get lws-v0.8.0_leaderworkersets.yaml \\
-      "$gh/lws/v0.8.0/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-    for f in inference.networking.k8s.io_inferencepools inference.networking.x-k8s.io_inferenceobjectives; do
-      get "gaie-v1.5.0_$f.yaml" "$gh/gateway-api-inference-extension/v1.5.0/config/crd/bases/$f.yaml"
-    done
-    for r in gatewayclasses gateways httproutes; do
-      get "gateway-api-v1.4.1_$r.yaml" "$gh/gateway-api/v1.4.1/config/crd/standard/gateway.networking.k8s.io_$r.yaml"
-    done
+name: any ``*.yaml``/``*.yml``/``*.json`` file under its directories, multi-document files included, is read. The
+files, their upstream URLs (each project's ``config/.../crd/...`` at its tag) and hashes are pinned in
+``tests/upstream_files.toml``.
 
 How strictness is enforced
 --------------------------
@@ -72,7 +35,7 @@ parent too): closing them would reject valid objects (Gateway API's ``spec.addre
   API server does;
 * formats are checked leniently: ``int32``/``int64`` ranges, ``ipv4``/``ipv6``, ``date-time`` (RFC 3339) and
   ``byte`` (base64); any other format (``quantity`` ...) is not checked;
-* CEL rules (``x-kubernetes-validations``) are not evaluated.
+* CEL rules (``x-kubernetes-validations``) are not evaluated here (see tests/cel_rules.py).
 
 Built-in kinds use exactly the schema files ``kubernetes_validate.validate(obj, "1.36.0", strict=True)`` uses
 (``v1.36.0-local-strict``), but through the same validator as the CRDs, so that *all* errors are collected (the
@@ -105,8 +68,10 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
+from tests import upstream
+
 ROOT = Path(__file__).resolve().parent.parent
-CRD_DIR_ENV = "GKE_TPU_SLICING_CRDS"
+CRD_DIRS = ("schemas/crds", "schemas/monitoring")  # under the upstream root; every CRD in them is indexed
 K8S_VERSION = "1.36.0"
 K8S_SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
 K8S_DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
@@ -115,7 +80,6 @@ CRD_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_MESSAGE = 400
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FALSY = {"", "0", "false", "no", "off", "n", "f"}
 
 GVK = tuple[str, str]  # (apiVersion, kind), e.g. ("kueue.x-k8s.io/v1beta2", "Topology")
 
@@ -123,50 +87,20 @@ GVK = tuple[str, str]  # (apiVersion, kind), e.g. ("kueue.x-k8s.io/v1beta2", "To
 # --------------------------------------------------------------------------------------------- environment
 
 
-def crd_dir() -> Path | None:
-    """The CRD directory named by ``$GKE_TPU_SLICING_CRDS`` (relative to the repository root), or None if unset.
-
-    The path is returned whether or not it exists; `require_crd_dir` checks that.
-    """
-    value = os.environ.get(CRD_DIR_ENV, "").strip()
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else (ROOT / path).resolve()
-
-
-def in_ci() -> bool:
-    """True when ``$CI`` is set to a truthy value (anything but empty, 0, false, f, no, n, off)."""
-    return os.environ.get("CI", "").strip().lower() not in _FALSY
-
-
 def _crd_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix.lower() in CRD_SUFFIXES)
 
 
-def require_crd_dir() -> Path:
-    """The CRD directory for a test: `pytest.fail` in CI when it is unset, missing or empty, `pytest.skip` elsewhere."""
-    import pytest
+def crd_dirs(base: Path | None = None) -> list[Path]:
+    """The CRD directories under the upstream root (or ``base``)."""
+    base = upstream.root() if base is None else base
+    return [base / d for d in CRD_DIRS]
 
-    path = crd_dir()
-    if path is None:
-        problem = f"${CRD_DIR_ENV} is not set"
-    elif not path.is_dir():
-        problem = f"${CRD_DIR_ENV} points at {path}, which is not a directory"
-    elif not _crd_files(path):
-        problem = f"${CRD_DIR_ENV} points at {path}, which holds no {'/'.join(CRD_SUFFIXES)} files"
-    else:
-        return path
-    message = (
-        f"{problem}. The strict conformance check needs the pinned upstream CRDs (Kueue v0.17.4, JobSet v0.11.1, "
-        "LWS v0.8.0, Gateway API Inference Extension v1.5.0, Gateway API v1.4.1): run with "
-        f"{CRD_DIR_ENV}=../shared/schemas/crds (what .ci/run sets), or download them with the curl loop in the "
-        "docstring of tests/conformance.py and point the variable at that directory."
-    )
-    if in_ci():
-        pytest.fail(f"CI={os.environ.get('CI')}: {message}", pytrace=False)
-    pytest.skip(message)
-    raise AssertionError("unreachable")  # pragma: no cover (pytest.skip raises)
+
+def require_registry() -> SchemaRegistry:
+    """The registry of every pinned CRD, for a test: skips (fails in CI) when a pinned CRD file is missing."""
+    base = upstream.require(*CRD_DIRS)
+    return SchemaRegistry.load(*crd_dirs(base))
 
 
 # --------------------------------------------------------------------------------------------- the validator
@@ -433,23 +367,27 @@ def _is_int_or_string(branches: list[Any]) -> bool:
 
 
 class SchemaRegistry:
-    """The served versions of every CRD under a directory, indexed by ``(apiVersion, kind)``; validates objects."""
+    """The served versions of every CRD under some directories, indexed by ``(apiVersion, kind)``; validates objects."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
-        if not self.directory.is_dir():
-            raise FileNotFoundError(f"CRD directory {self.directory} does not exist")
+    def __init__(self, *directories: str | os.PathLike[str]) -> None:
+        if not directories:
+            raise ValueError("no CRD directory given")
+        self.directories = tuple(Path(d) for d in directories)
+        for directory in self.directories:
+            if not directory.is_dir():
+                raise FileNotFoundError(f"CRD directory {directory} does not exist")
         self._schemas: dict[GVK, dict[str, Any]] = {}
         self._sources: dict[GVK, Path] = {}
         self._crds: dict[GVK, dict[str, Any]] = {}
         self._validators: dict[GVK, Any] = {}
-        for path in _crd_files(self.directory):
-            self._load(path)
+        for directory in self.directories:
+            for path in _crd_files(directory):
+                self._load(path)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> SchemaRegistry:
-        """A cached registry per (resolved) directory: loading the CRDs takes a moment."""
-        return _registry(Path(directory).resolve())
+    def load(cls, *directories: str | os.PathLike[str]) -> SchemaRegistry:
+        """A cached registry per (resolved) directories: loading the CRDs takes a moment."""
+        return _registry(tuple(Path(d).resolve() for d in directories))
 
     def _load(self, path: Path) -> None:
         try:
@@ -513,20 +451,20 @@ class SchemaRegistry:
 
 
 @functools.cache
-def _registry(directory: Path) -> SchemaRegistry:
-    return SchemaRegistry(directory)
+def _registry(directories: tuple[Path, ...]) -> SchemaRegistry:
+    return SchemaRegistry(*directories)
 
 
 def default_registry() -> SchemaRegistry | None:
-    """The cached registry of ``$GKE_TPU_SLICING_CRDS``, or None when it is unset or not a directory."""
-    path = crd_dir()
-    return SchemaRegistry.load(path) if path is not None and path.is_dir() else None
+    """The cached registry of the pinned CRDs under the upstream root, or None when a directory is missing."""
+    dirs = crd_dirs()
+    return SchemaRegistry.load(*dirs) if all(d.is_dir() for d in dirs) else None
 
 
 def validate(obj: Mapping[str, Any], registry: SchemaRegistry | None = None) -> list[str]:
     """Every error of ``obj`` against its schema, as ``"<JSONPath>: <message>"`` strings; [] when it is valid.
 
-    Custom resources are looked up in ``registry`` (default: the CRDs of ``$GKE_TPU_SLICING_CRDS``), then
+    Custom resources are looked up in ``registry`` (default: the pinned CRDs under the upstream root), then
     built-in kinds in Kubernetes 1.36. A kind found in neither is an error ("no schema for <apiVersion>/<kind>").
     """
     if not isinstance(obj, Mapping):
@@ -543,7 +481,7 @@ def validate(obj: Mapping[str, Any], registry: SchemaRegistry | None = None) -> 
     if validator is not None:
         return _collect(validator, obj)
     if registry is not None:
-        where = f"not in the CRDs in {registry.directory}"
+        where = f"not in the CRDs in {', '.join(str(d) for d in registry.directories)}"
     else:
-        where = f"no CRDs loaded: ${CRD_DIR_ENV} is not set"
+        where = f"no CRDs loaded: {', '.join(str(d) for d in crd_dirs())} missing; run `{upstream.FETCH_COMMAND}`"
     return [f"$: no schema for {api_version}/{kind} ({where}; not a built-in kind of Kubernetes {K8S_VERSION})"]

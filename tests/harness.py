@@ -1,38 +1,101 @@
 """Runs the real `__main__.py` under Pulumi's mock runtime and records what it registers.
 
-Every RegisterResource request is kept whole (type, name, parent, provider, dependencies,
-property dependencies, inputs), so tests can assert exact properties and the dependency graph.
+The recording itself is `components/cli/mockrun.py` (the offline render uses it too); this adds
+realistic fakes for computed values, the stack files with their placeholders filled in, and the
+graph queries tests assert with.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import runpy
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockMonitor
-from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.cli.mockrun import (
+    PROJECT,
+    UNKNOWN,
+    Registration,
+    contains_secret,
+    execute,
+    is_secret,
+    is_unknown,
+    normalize,
+    unwrap,
+)
 from components.cli.plan import stack_config
-from components.stack import as_runtime_config
+from components.model.checks import PLACEHOLDER_RE
+
+__all__ = [
+    "UNKNOWN",
+    "Registration",
+    "contains_secret",
+    "is_secret",
+    "is_unknown",
+    "normalize",
+    "unwrap",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
-MAIN = ROOT / "__main__.py"
-PROJECT = "gke-tpu-slicing"
-SECRET_SIG = rpc._special_sig_key  # the key marking a serialized secret
-UNKNOWN = rpc.UNKNOWN
 PROJECT_NUMBER = "123456789012"
+# The program's clock in every run (date checks must not make tests depend on the day they run).
+CLOCK = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+
+# What tests put where a stack file says <REPLACE-ME...>, by config path. A placeholder without an
+# entry here fails every run of that stack, naming it, so a new placeholder cannot go untested.
+PLACEHOLDER_VALUES: dict[str, Any] = {
+    "gcp:project": "my-tpu-project",
+    f"{PROJECT}:tpu.reservation.name": "tpu7x-reservation",
+    f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
+}
 
 
-def stack_file_config(stack: str = "dev") -> dict[str, Any]:
-    """What `pulumi up` would hand the program: project-level values and declared defaults, then the stack file."""
-    return stack_config(ROOT, stack)
+def placeholders(value: Any, path: str) -> list[str]:
+    """Config paths (`gcp:project`, `gke-tpu-slicing:tpu.reservation.name`) of every placeholder in `value`."""
+    if isinstance(value, str):
+        return [path] if PLACEHOLDER_RE.search(value) else []
+    if isinstance(value, dict):
+        sep = "" if not path else "."
+        return [hit for k, v in value.items() for hit in placeholders(v, f"{path}{sep}{k}")]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in placeholders(v, f"{path}[{i}]")]
+    return []
+
+
+def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    for path in placeholders(config, ""):
+        if path not in PLACEHOLDER_VALUES:
+            raise KeyError(f"{path} is a placeholder in a stack file: give it a test value in PLACEHOLDER_VALUES")
+        top, _, rest = path.partition(".") if not path.startswith("gcp:") else (path, "", "")
+        parts = [top, *[p for p in re.split(r"\.|\[|\]\.?", rest) if p]]
+        node: Any = out
+        for part in parts[:-1]:
+            node = node[int(part) if isinstance(node, list) else part]
+        last = parts[-1]
+        node[int(last) if isinstance(node, list) else last] = PLACEHOLDER_VALUES[path]
+    return out
+
+
+def set_arguments(stack: str) -> list[str]:
+    """`--set KEY=VALUE` arguments of the offline commands that fill the stack file's placeholders."""
+    out: list[str] = []
+    for path in placeholders(stack_config(ROOT, stack), ""):
+        out += ["--set", f"{path}={PLACEHOLDER_VALUES[path]}"]
+    return out
+
+
+def stack_file_config(stack: str = "dev", *, filled: bool = True) -> dict[str, Any]:
+    """What `pulumi up` would hand the program: project-level values and declared defaults, then the
+    stack file; its placeholders replaced by PLACEHOLDER_VALUES unless `filled=False`."""
+    config = stack_config(ROOT, stack)
+    return fill_placeholders(config) if filled else config
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -48,77 +111,16 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class Registration:
-    type: str
-    name: str
-    urn: str
-    custom: bool
-    remote: bool
-    parent: str
-    provider: str
-    dependencies: list[str]
-    property_dependencies: dict[str, list[str]]
-    inputs: dict[str, Any]
-    id: str = ""
-    outputs: dict[str, Any] = field(default_factory=dict)
-
-    def plain(self, key: str | None = None) -> Any:
-        """Inputs with secrets unwrapped (tests of secrecy look at `inputs` directly)."""
-        value = unwrap(self.inputs if key is None else self.inputs.get(key))
-        return value
-
-
-def is_unknown(value: Any) -> bool:
-    """An input the engine does not know yet (a preview before the resource exists)."""
-    if is_secret(value):
-        return is_unknown(value["value"])
-    return value == UNKNOWN or isinstance(value, pulumi.output.Unknown)
-
-
-def is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(SECRET_SIG) == rpc._special_secret_sig
-
-
-def contains_secret(value: Any) -> bool:
-    if is_secret(value):
-        return True
-    if isinstance(value, dict):
-        return any(contains_secret(v) for v in value.values())
-    if isinstance(value, list):
-        return any(contains_secret(v) for v in value)
-    return False
-
-
-def normalize(value: Any) -> Any:
-    """Numbers cross the Pulumi wire as doubles: give integral ones back their integer type."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: normalize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    return value
-
-
-def unwrap(value: Any) -> Any:
-    if is_secret(value):
-        return unwrap(value["value"])
-    if isinstance(value, dict):
-        return {k: unwrap(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
-    return value
-
-
 class Mocks(pulumi.runtime.Mocks):
     """Returns inputs as state plus the computed fields the program reads.
 
     `known_cluster=False` models the first preview of a fresh stack: the cluster has no endpoint yet.
     """
 
-    def __init__(self, known_cluster: bool = True) -> None:
+    def __init__(self, known_cluster: bool = True, cluster_hash: str = "a1b2c3d4e5f6") -> None:
         self.known_cluster = known_cluster
+        # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
+        self.cluster_hash = cluster_hash
         self.calls: list[pulumi.runtime.MockCallArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -133,7 +135,12 @@ class Mocks(pulumi.runtime.Mocks):
             state.update(email=email, member=f"serviceAccount:{email}")
         if args.typ == "gcp:container/cluster:Cluster":
             if self.known_cluster:
-                state.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="})
+                dns = f"gke-{self.cluster_hash}-{PROJECT_NUMBER}.{state.get('location')}.gke.goog"
+                state.update(
+                    endpoint="203.0.113.10",
+                    masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="},
+                    controlPlaneEndpointsConfig={"dnsEndpointConfig": {"endpoint": dns}},
+                )
             else:
                 state.pop("endpoint", None)
                 state.pop("masterAuth", None)
@@ -146,37 +153,6 @@ class Mocks(pulumi.runtime.Mocks):
         return {}, []
 
 
-class RecordingMonitor(MockMonitor):
-    def __init__(self, mocks: Mocks) -> None:
-        super().__init__(mocks)
-        self.registrations: list[Registration] = []
-        self.component_outputs: dict[str, dict[str, Any]] = {}
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            self.registrations.append(
-                Registration(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    custom=request.custom,
-                    remote=request.remote,
-                    parent=request.parent,
-                    provider=request.provider,
-                    dependencies=list(request.dependencies),
-                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=True) if request.object else {},
-                    id=response.id,
-                )
-            )
-        return response
-
-    def RegisterResourceOutputs(self, request: Any) -> Any:
-        self.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
-        return super().RegisterResourceOutputs(request)
-
-
 @dataclass
 class Run:
     registrations: list[Registration]
@@ -186,6 +162,7 @@ class Run:
     mocks: Mocks
     component_outputs: dict[str, dict[str, Any]]
     logs: list[tuple[str, str]]
+    required_cli: list[str] = field(default_factory=list)  # ranges passed to pulumi.require_pulumi_version
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -245,41 +222,38 @@ def run_program(
     secrets: dict[str, str] | None = None,
     preview: bool = False,
     mocks: Mocks | None = None,
+    filled: bool = True,
+    now: datetime = CLOCK,
 ) -> Run:
-    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu')."""
-    config = merge(stack_file_config(stack), overrides or {})
+    """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
+
+    `now` is the program's clock (components.stack.clock).
+    """
+    config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
-    pulumi.runtime.set_all_config(as_runtime_config(config), list((secrets or {}).keys()))
     mocks = mocks or Mocks()
-    monitor = RecordingMonitor(mocks)
-    logs: list[tuple[str, str]] = []
-    # A fresh root stack per run, or exports of an earlier run would leak into this one.
-    pulumi.runtime.settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
-    original_log = {lvl: getattr(pulumi.log, lvl) for lvl in ("info", "warn", "error")}
-    for lvl in original_log:
-        setattr(pulumi.log, lvl, lambda msg, *a, _lvl=lvl, **k: logs.append((_lvl, str(msg))))
-    error: BaseException | None = None
-    cwd = os.getcwd()
-    try:
-        os.chdir(ROOT)
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
-    except BaseException as err:
-        error = err
-    finally:
-        os.chdir(cwd)
-        for lvl, fn in original_log.items():
-            setattr(pulumi.log, lvl, fn)
+    result = execute(
+        config, stack=stack, secret_keys=list((secrets or {}).keys()), preview=preview, mocks=mocks, now=now
+    )
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
     root = pulumi.runtime.get_root_resource()
-    if error is None and root is not None:
+    if result.error is None and root is not None:
         for key, value in root.outputs.items():  # type: ignore[attr-defined]
             out = pulumi.Output.from_input(value)
             outputs[key] = _sync_await(out.future(with_unknowns=True))
             if _sync_await(out.is_secret()):
                 secret_outputs.add(key)
-    return Run(monitor.registrations, outputs, secret_outputs, error, mocks, monitor.component_outputs, logs)
+    return Run(
+        result.registrations,
+        outputs,
+        secret_outputs,
+        result.error,
+        mocks,
+        result.component_outputs,
+        result.logs,
+        result.required_cli,
+    )
 
 
 def assert_rejected(

@@ -1,15 +1,13 @@
 """The strict validator of tests/conformance.py rejects what it must, so the conformance test cannot be vacuous.
 
-Run locally with the shared CRDs:
-``GKE_TPU_SLICING_CRDS=../shared/schemas/crds pytest tests/test_conformance_validator.py``.
+The pinned CRDs come from the upstream root of tests/upstream.py (``../shared`` in CI, else the cache that
+``python -m tests.upstream fetch`` fills).
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +15,8 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests import conformance
-from tests.conformance import CRD_DIR_ENV, ROOT, SchemaRegistry, require_crd_dir, validate
+from tests import conformance, upstream
+from tests.conformance import SchemaRegistry, validate
 
 # Every (apiVersion, kind) the pinned CRDs serve: the conformance test relies on all of them being indexed.
 PINNED = [
@@ -45,6 +43,11 @@ PINNED = [
         )
     ],
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    *[
+        (f"monitoring.googleapis.com/{version}", kind)
+        for version in ("v1", "v1alpha1")
+        for kind in ("ClusterPodMonitoring", "PodMonitoring")
+    ],
 ]
 
 UPSTREAM = {  # project -> (repository, pinned tag, CRD folder), as the module docstring must list them
@@ -58,7 +61,7 @@ UPSTREAM = {  # project -> (repository, pinned tag, CRD folder), as the module d
 
 @pytest.fixture(scope="module")
 def registry() -> SchemaRegistry:
-    return SchemaRegistry.load(require_crd_dir())
+    return conformance.require_registry()
 
 
 def _errors(registry: SchemaRegistry, obj: dict[str, Any]) -> list[str]:
@@ -486,13 +489,13 @@ def test_int_or_string_rejects_anything_else(registry: SchemaRegistry, target_po
     assert len(errors) == 1 and errors[0].startswith("$.spec.ports[0].targetPort: "), errors
 
 
-def test_module_level_validate_uses_the_env_registry(registry: SchemaRegistry, monkeypatch) -> None:
-    monkeypatch.setenv(CRD_DIR_ENV, str(registry.directory))
+def test_module_level_validate_uses_the_upstream_root(registry: SchemaRegistry, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(upstream.ROOT_ENV, str(registry.directories[0].parent.parent))
     assert validate(TOPOLOGY) == []
-    monkeypatch.delenv(CRD_DIR_ENV)
+    monkeypatch.setenv(upstream.ROOT_ENV, str(tmp_path))  # an empty root: no CRDs
     assert validate(NAMESPACE) == []
     (error,) = validate(TOPOLOGY)
-    assert error.startswith("$: no schema for kueue.x-k8s.io/v1beta2/Topology") and CRD_DIR_ENV in error
+    assert error.startswith("$: no schema for kueue.x-k8s.io/v1beta2/Topology") and upstream.FETCH_COMMAND in error
 
 
 # --------------------------------------------------------------------------------------------- schema transforms
@@ -586,64 +589,31 @@ def test_conflicting_definitions_of_a_kind_are_an_error(tmp_path: Path) -> None:
         SchemaRegistry(tmp_path)
 
 
-# --------------------------------------------------------------------------------------------- environment
+# --------------------------------------------------------------------------------------------- upstream URLs
 
 
-def test_crd_dir_resolves_relative_paths_against_the_repo_root(monkeypatch) -> None:
-    monkeypatch.setenv(CRD_DIR_ENV, "../shared/schemas/crds")
-    assert conformance.crd_dir() == (ROOT / "../shared/schemas/crds").resolve()
-    monkeypatch.setenv(CRD_DIR_ENV, "/abs/crds")
-    assert conformance.crd_dir() == Path("/abs/crds")
-    monkeypatch.delenv(CRD_DIR_ENV)
-    assert conformance.crd_dir() is None
-
-
-@pytest.mark.parametrize(("value", "expected"), [("true", True), ("1", True), ("", False), ("false", False)])
-def test_in_ci(monkeypatch, value: str, expected: bool) -> None:
-    monkeypatch.setenv("CI", value)
-    assert conformance.in_ci() is expected
-
-
-@pytest.mark.parametrize("setting", [None, "/nonexistent/crds", "empty"])
-def test_require_crd_dir_fails_in_ci_and_skips_elsewhere(monkeypatch, tmp_path: Path, setting: str | None) -> None:
-    if setting is None:
-        monkeypatch.delenv(CRD_DIR_ENV, raising=False)
-    else:
-        monkeypatch.setenv(CRD_DIR_ENV, str(tmp_path) if setting == "empty" else setting)
-    monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match=CRD_DIR_ENV):
-        require_crd_dir()
-    monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception, match=r"curl loop in the docstring of tests/conformance\.py"):
-        require_crd_dir()
-
-
-# --------------------------------------------------------------------------------------------- download recipe
-
-
-def _docstring_urls() -> list[str]:
-    return re.findall(r"https://raw\.githubusercontent\.com/\S+\.yaml", conformance.__doc__ or "")
-
-
-def test_docstring_lists_the_upstream_url_of_every_crd_at_its_pinned_tag(registry: SchemaRegistry) -> None:
-    expected = set()
+def test_every_crd_is_pinned_at_its_controller_gen_name_and_tag(registry: SchemaRegistry) -> None:
+    """Each CRD file's pinned URL is its project's ``<group>_<plural>.yaml`` at the tag its name carries."""
+    urls = {entry.path: entry.url for entry in upstream.load()}
+    checked = 0
     for gvk in registry.kinds():
+        source = registry.source(*gvk)
+        relative = f"{source.parent.name}/{source.name}"
+        if not relative.startswith("crds/"):
+            continue  # schemas/monitoring: prometheus-engine keeps them in charts/operator/crds, checked below
         crd = registry.crd(*gvk)
-        repo, tag, folder = UPSTREAM[registry.source(*gvk).name.split("-v")[0]]
+        repo, tag, folder = UPSTREAM[source.name.split("-v")[0]]
         name = f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"  # controller-gen's file name
-        expected.add(f"https://raw.githubusercontent.com/kubernetes-sigs/{repo}/{tag}/{folder}/{name}")
-    assert sorted(set(_docstring_urls())) == sorted(expected)
-
-
-def test_docstring_curl_loop_fetches_every_url_into_the_expected_names(registry: SchemaRegistry, tmp_path) -> None:
-    doc = conformance.__doc__ or ""
-    block = doc.split("To fetch them", 1)[1].split("::\n", 1)[1].split("\nHow strictness", 1)[0]
-    script = textwrap.dedent(block).replace("dest=../shared/schemas/crds", f"dest={tmp_path / 'out'}")
-    fake = tmp_path / "bin" / "curl"
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done\nprintf %s "$3" > "$2"\n')
-    fake.chmod(0o755)
-    subprocess.run(["bash", "-c", f'PATH="{fake.parent}:$PATH"\n{script}'], check=True, timeout=30)
-    fetched = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
-    assert sorted(fetched) == sorted(p.name for p in registry.directory.iterdir())
-    assert sorted(fetched.values()) == sorted(set(_docstring_urls()))
+        assert (
+            urls[f"schemas/{relative}"]
+            == f"https://raw.githubusercontent.com/kubernetes-sigs/{repo}/{tag}/{folder}/{name}"
+        )
+        checked += 1
+    assert checked == len(PINNED) - 4
+    monitoring = [url for path, url in urls.items() if path.startswith("schemas/monitoring/")]
+    assert monitoring and all(
+        url.startswith(
+            "https://raw.githubusercontent.com/GoogleCloudPlatform/prometheus-engine/v0.17.2/charts/operator/crds/"
+        )
+        for url in monitoring
+    )

@@ -78,7 +78,8 @@ def test_cluster_flags(dev: Run) -> None:
     assert c["name"] == "qwen-serving-cluster"
     assert c["location"] == "us-central1"  # regional: the zone minus its suffix
     assert c["releaseChannel"] == {"channel": "RAPID"}
-    assert c["minMasterVersion"] == "1.36.0-gke.2459000"
+    # Not the codelab's 1.36.0-gke.2459000: GKE's documented floor for sub-slices, which the demos use.
+    assert c["minMasterVersion"] == "1.36.0-gke.3712000"
     assert c["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
     assert c["datapathProvider"] == "ADVANCED_DATAPATH"
     assert c["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
@@ -93,16 +94,23 @@ def test_cluster_flags(dev: Run) -> None:
         "dnsCacheConfig": {"enabled": True},
         "sliceControllerConfig": {"enabled": True},
     }
-    # Pulumi.dev.yaml moves the codelab's exclusion window forward and turns deletion protection off.
-    assert c["maintenancePolicy"]["maintenanceExclusions"] == [
-        {
-            "exclusionName": "no-upgrade-next-month",
-            "startTime": "2026-12-01T00:00:00Z",
-            "endTime": "2026-12-29T00:00:00Z",
-            "exclusionOptions": {"scope": "NO_UPGRADES"},
-        }
-    ]
+    # Pulumi.dev.yaml sets no exclusion (a fixed window expires) and turns deletion protection off.
+    assert "maintenancePolicy" not in c
     assert c["deletionProtection"] is False
+    window = {"start": "2026-12-01T00:00:00Z", "end": "2026-12-29T00:00:00Z"}
+    with_window = run_program({f"{P}:cluster": {"maintenanceExclusion": window}})
+    assert with_window.error is None, with_window.error
+    assert with_window.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
+        "dailyMaintenanceWindow": {"startTime": "03:00"},
+        "maintenanceExclusions": [
+            {
+                "exclusionName": "no-upgrade-next-month",
+                "startTime": "2026-12-01T00:00:00Z",
+                "endTime": "2026-12-29T00:00:00Z",
+                "exclusionOptions": {"scope": "NO_UPGRADES"},
+            }
+        ],
+    }
     net = dev.get("gcp:compute/network:Network", "network-main")
     sub = dev.get("gcp:compute/subnetwork:Subnetwork", "network-tpu")
     assert net.urn in dev.get(CLUSTER, "cluster-gke").property_dependencies["network"]
@@ -165,10 +173,8 @@ def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run)
     assert account.inputs["accountId"] == "qwen-serving-cluster-nodes"
     roles = [(b.inputs["role"], b.inputs["member"]) for b in dev.of_type("gcp:projects/iAMMember:IAMMember")]
     assert roles == [("roles/container.defaultNodeServiceAccount", f"serviceAccount:{email}")]
-    configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)] + [
-        dev.get(CLUSTER, "cluster-gke").inputs["nodeConfig"]
-    ]
-    assert len(configs) == 4
+    configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)]
+    assert len(configs) == 3  # system + two TPU pools; the cluster itself has no node_config (test_day2)
     for cfg in configs:
         assert cfg["serviceAccount"] == email
         assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
@@ -188,9 +194,9 @@ def test_everything_waits_for_the_apis(dev: Run) -> None:
 
 def test_kubernetes_provider(dev: Run) -> None:
     provider = dev.get("pulumi:providers:kubernetes", "cluster-k8s")
-    assert provider.inputs["clusterIdentifier"] == (
-        "projects/my-tpu-project/locations/us-central1/clusters/qwen-serving-cluster"
-    )
+    # The cluster instance: its id and GKE's per-cluster DNS endpoint (test_day2 covers replacement).
+    assert provider.inputs["clusterIdentifier"] == "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
+    assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
     assert is_secret(provider.inputs["kubeconfig"])
     kubeconfig = json.loads(provider.inputs["kubeconfig"]["value"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://203.0.113.10"
@@ -237,8 +243,8 @@ def test_first_preview_of_a_fresh_stack_with_unknown_kubeconfig() -> None:
     assert run.error is None, run.error
     provider = run.get("pulumi:providers:kubernetes", "cluster-k8s")
     assert is_unknown(provider.inputs.get("kubeconfig", UNKNOWN))
-    # The identifier is known even now, so the provider is not replaced once the cluster exists.
-    assert provider.inputs["clusterIdentifier"].endswith("/clusters/qwen-serving-cluster")
+    # The identifier names a cluster instance, so it is unknown until the cluster exists.
+    assert is_unknown(provider.inputs.get("clusterIdentifier", UNKNOWN))
     assert {r.type for r in run.registrations} >= {CLUSTER, POOL, "pulumi:providers:kubernetes"}
 
 
@@ -356,13 +362,9 @@ def warnings_of(run: Run) -> list[str]:
 
 def test_preview_warnings(dev: Run) -> None:
     # The codelab's version predates GKE's documented sub-slicing floor: warned, not refused.
-    assert any("cluster.version = 1.36.0-gke.2459000" in w and "1.36.0-gke.3712000" in w for w in warnings_of(dev))
-    newer = run_program({f"{P}:cluster": {"version": "1.36.0-gke.3712000"}})
-    assert not any("cluster.version" in w for w in warnings_of(newer))
-    past = run_program(
-        {f"{P}:cluster": {"maintenanceExclusion": {"start": "2026-05-18T00:00:00Z", "end": "2026-08-15T00:00:00Z"}}}
-    )
-    assert any("maintenanceExclusion.end = 2026-08-15T00:00:00Z is in the past" in w for w in warnings_of(past))
+    assert not any("cluster.version" in w for w in warnings_of(dev))
+    older = run_program({f"{P}:cluster": {"version": "1.36.0-gke.2459000"}})
+    assert any("cluster.version = 1.36.0-gke.2459000" in w and "1.36.0-gke.3712000" in w for w in warnings_of(older))
     plain = run_program({f"{P}:hfToken": "hf_plain_text"})
     assert any("hfToken is stored in plain text" in w for w in warnings_of(plain))
     assert not any("hf_plain_text" in m for _, m in plain.logs)

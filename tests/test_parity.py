@@ -6,16 +6,15 @@ README); a difference that is not listed fails, and so does a listed one that di
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.harness import ROOT, Run, normalize, run_program
+from tests import upstream
+from tests.harness import Run, normalize, run_program
 
-REFERENCE_ENV = "GKE_TPU_SLICING_REFERENCE"
 NAMESPACE = "llm-d-pd-disaggregation"
 BUCKET = "gemma3-weights"
 
@@ -30,17 +29,7 @@ IMPROVEMENTS: dict[str, tuple[Any, Any, str]] = {
 
 
 def reference_dir() -> Path:
-    value = os.environ.get(REFERENCE_ENV)
-    path = (ROOT / value).resolve() if value else None
-    if path is None or not path.is_dir():
-        message = (
-            f"{REFERENCE_ENV} does not point at the reference manifests (set it to a checkout of "
-            "GoogleCloudPlatform/devrel-demos ai-ml/dynamic-slicing at 62d320c2; see README)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return upstream.path("reference/codelab")
 
 
 def load_reference(name: str) -> list[dict[str, Any]]:

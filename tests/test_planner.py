@@ -25,6 +25,7 @@ from components.model import planner
 from components.model.geometry import SliceKind, Topology
 from components.model.planner import PartitionTree, Plan, Status, Workload, plan_workloads
 from components.model.settings import ConfigError, Settings, load
+from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
@@ -380,7 +381,7 @@ def test_table() -> None:
 
 
 def test_cli_on_the_dev_stack(capsys: pytest.CaptureFixture[str]) -> None:
-    assert plan_main(["plan", "--stack", "dev"]) == 0
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
     out = capsys.readouterr().out
     assert "2 x 4x4x4 cubes (tpu7x-standard-4t) = 128 chips provisioned; 240 requested, 112 admitted" in out
     rows = {line.split()[0]: line.split()[5] for line in out.splitlines() if line.startswith(("demos.", "serving."))}
@@ -395,7 +396,7 @@ def test_cli_on_the_dev_stack(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(warnings) == 2 and f"{P}:demos.superslicing" in warnings[1]
 
     # The same through the `python -m components` dispatcher, as JSON.
-    assert components_main(["plan", "--stack", "dev", "--json"]) == 0
+    assert components_main(["plan", "--stack", "dev", "--json", *set_arguments("dev")]) == 0
     assert json.loads(capsys.readouterr().out)["totals"]["chipsProvisioned"] == 128
 
 
@@ -437,7 +438,7 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_python_dash_m_components_plan() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "components", "plan", "--stack", "dev"],
+        [sys.executable, "-m", "components", "plan", "--stack", "dev", *set_arguments("dev")],
         cwd=ROOT,
         capture_output=True,
         text=True,

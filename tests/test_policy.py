@@ -123,9 +123,13 @@ def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:
 
 
 def mutated(reg: Registration, edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    inputs = copy.deepcopy(reg.inputs)
-    edit(inputs)
-    return inputs
+    return mutated_inputs(reg.inputs, edit)
+
+
+def mutated_inputs(inputs: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    out = copy.deepcopy(inputs)
+    edit(out)
+    return out
 
 
 def tpu_pools(run: Run) -> list[Registration]:
@@ -235,12 +239,21 @@ def test_reservation_rules_ignore_non_tpu_pools(dev: Run) -> None:
     [None, "default", "123456789012-compute@developer.gserviceaccount.com"],
     ids=["unset", "default", "compute-default"],
 )
-@pytest.mark.parametrize("which", ["system-pool", "tpu-pool", "cluster-default-pool"])
+@pytest.mark.parametrize("which", ["system-pool", "tpu-pool", "kept-default-pool"])
 def test_default_compute_service_account_violates(dev: Run, account: str | None, which: str) -> None:
-    reg = {
-        "system-pool": dev.get(rules.NODE_POOL, "cluster-system"),
-        "tpu-pool": tpu_pools(dev)[0],
-        "cluster-default-pool": dev.get(rules.CLUSTER, "cluster-gke"),
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    # A cluster that keeps its default pool: that pool runs as the cluster's nodeConfig says.
+    kept = mutated(
+        cluster,
+        lambda i: i.update(
+            removeDefaultNodePool=False,
+            nodeConfig={"machineType": "n2-standard-32", "serviceAccount": "nodes@p.iam.gserviceaccount.com"},
+        ),
+    )
+    reg, inputs = {
+        "system-pool": (dev.get(rules.NODE_POOL, "cluster-system"), None),
+        "tpu-pool": (tpu_pools(dev)[0], None),
+        "kept-default-pool": (cluster, kept),
     }[which]
 
     def edit(inputs: dict[str, Any]) -> None:
@@ -249,8 +262,19 @@ def test_default_compute_service_account_violates(dev: Run, account: str | None,
             inputs["nodeConfig"]["serviceAccount"] = account
 
     p = policy("node-pool-not-default-service-account")
-    assert violations(p, args_for(reg, mutated(reg, edit))) != []
-    assert violations(p, args_for(reg)) == []
+    assert violations(p, args_for(reg, inputs)) == []
+    assert violations(p, args_for(reg, mutated(reg, edit) if inputs is None else mutated_inputs(inputs, edit))) != []
+
+
+def test_a_removed_default_pool_needs_no_node_config(dev: Run) -> None:
+    """The program's cluster removes its default pool and sets no nodeConfig (it would force replacement)."""
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    assert "nodeConfig" not in cluster.inputs
+    p = policy("node-pool-not-default-service-account")
+    assert violations(p, args_for(cluster)) == []
+    kept = mutated(cluster, lambda i: i.update(removeDefaultNodePool=False))
+    assert violations(p, args_for(cluster, kept)) != []
 
 
 def test_cluster_inline_node_pools_are_checked_too(dev: Run) -> None:

@@ -235,7 +235,7 @@ def test_gateway_and_router(without_token: Run) -> None:
     assert values["router"]["epp"]["pluginsConfigFile"] == "pd-config.yaml"
     assert gw.urn in router.property_dependencies["values"]
     assert without_token.depends_on(
-        router, without_token.get("kubernetes:kustomize/v2:Directory", "inference-extension-crds")
+        router, without_token.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
     )
 
 

@@ -4,13 +4,17 @@ Reads `Pulumi.yaml` (project config and declared defaults) and `Pulumi.<stack>.y
 merges them, validates them with the same Settings model the program uses, and prints the plan table,
 then its warnings. Exit status: 0 when the plan is feasible (warnings allowed), 1 when it has errors
 (an impossible request, or invalid configuration), 2 for usage errors (argparse, missing stack file).
-Meant for pull-request review: run it on the changed stack file and read the table.
+Meant for pull-request review: run it on the changed stack file and read the table. `--set KEY=VALUE`
+overrides one value as `pulumi config set --path` would, e.g. to fill a stack file's placeholders.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import itertools
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +44,7 @@ def _secure_to_placeholder(value: Any) -> Any:
     return value
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
@@ -56,7 +60,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def stack_config(directory: Path, stack: str) -> dict[str, Any]:
     """Project-level values and declared defaults from Pulumi.yaml, then the stack file on top."""
-    project = _read_yaml(directory / "Pulumi.yaml")
+    project = read_yaml(directory / "Pulumi.yaml")
     name = project.get("name", PROJECT)
     config: dict[str, Any] = {}
     for key, value in (project.get("config") or {}).items():
@@ -68,8 +72,45 @@ def stack_config(directory: Path, stack: str) -> dict[str, Any]:
                 config[full] = value["default"]
         else:
             config[full] = value
-    config.update(_read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
+    config.update(read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
     return _secure_to_placeholder(config)
+
+
+def secret_keys(directory: Path, stack: str) -> list[str]:
+    """Full config keys whose stack-file value is (or holds) an encrypted `{secure: ...}` value."""
+    config = read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {}
+    return sorted(key for key, value in config.items() if _secure_to_placeholder(value) != value)
+
+
+def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
+    """`KEY=VALUE` as `pulumi config set --path KEY VALUE` would store it, on a copy of `config`.
+
+    KEY is `gcp:project`, or a project key with or without the `gke-tpu-slicing:` prefix, with
+    `.` and `[n]` for nested items (`tpu.reservation.name`). VALUE is read as a YAML scalar.
+    """
+    key, sep, text = assignment.partition("=")
+    if not sep or not key:
+        raise StackFileError(f"--set {assignment!r}: expected KEY=VALUE")
+    if ":" not in key.split(".", 1)[0]:
+        key = f"{PROJECT}:{key}"
+    top, _, rest = key.partition(".")
+    parts: list[str | int] = [top, *[int(x) if x.isdigit() else x for x in re.split(r"\.|\[|\]\.?", rest) if x]]
+    value = yaml.safe_load(text) if text else ""
+    if isinstance(value, dict | list):
+        value = text  # only scalars: structured values go in the stack file
+    out = copy.deepcopy(config)
+    node: Any = out
+    for part, after in itertools.pairwise(parts):
+        child = node[part] if isinstance(node, list) else node.get(part)
+        if not isinstance(child, dict | list):
+            child = [] if isinstance(after, int) else {}
+            node[part] = child
+        node = child
+    last = parts[-1]
+    if isinstance(node, list) and isinstance(last, int):
+        node.extend([None] * (last + 1 - len(node)))
+    node[last] = value
+    return out
 
 
 def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -78,6 +119,25 @@ def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     raw = {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}
     project = config.get("gcp:project")
     return raw, project if isinstance(project, str) else None
+
+
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config value, as `pulumi config set --path` would (repeatable), e.g. "
+        "--set gcp:project=my-project --set tpu.reservation.name=my-reservation",
+    )
+
+
+def read_stack(directory: Path, stack: str, assignments: Sequence[str]) -> dict[str, Any]:
+    """The stack's config as `pulumi up` would merge it, with `--set` overrides on top."""
+    config = stack_config(directory, stack)
+    for assignment in assignments:
+        config = apply_set(config, assignment)
+    return config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml (default: the repository root)"
     )
+    add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (the stack output) instead")
     return parser
 
@@ -102,7 +163,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         args_list = args_list[1:]
     args = _parser().parse_args(args_list)
     try:
-        raw, project = settings_input(stack_config(args.dir, args.stack))
+        raw, project = settings_input(read_stack(args.dir, args.stack, args.set))
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2

@@ -24,8 +24,8 @@ PROJECT = "gke-tpu-slicing"
 # The first GKE release with the TPU slice controller (super-slicing, Rapid channel), per
 # https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing ("Requirements")
 MIN_SLICE_CONTROLLER_VERSION = "1.35.2-gke.1842000"
-# ... and for sub-slices (topologies smaller than 4x4x4), per the same page. The codelab's own default
-# (1.36.0-gke.2459000) predates it, so it is a warning, not an error.
+# ... and for sub-slices (topologies smaller than 4x4x4), per the same page. The default cluster version;
+# an older one is a warning, not an error (the codelab's 1.36.0-gke.2459000 predates it and works).
 MIN_SUBSLICING_VERSION = "1.36.0-gke.3712000"
 _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # GCE resource names (RFC 1035); GKE cluster names are limited to 40 characters, node pools to 40.
@@ -35,6 +35,9 @@ _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
 CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+# A value a stack file leaves for its owner to fill in, e.g. "<REPLACE-ME: the staging project ID>".
+# The program refuses to run while one is left anywhere in the configuration (README "Stacks and environments").
+PLACEHOLDER_RE = re.compile(r"<REPLACE-ME\b[^>]*>")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
 
 # Limits that bite after `pulumi up` if not checked here.

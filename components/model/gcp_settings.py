@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -16,6 +17,7 @@ from pydantic import (
 from components.model import geometry
 from components.model.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
+    MIN_SUBSLICING_VERSION,
     MTU_MAX,
     MTU_MIN,
     Model,
@@ -88,9 +90,11 @@ class NetworkSettings(Model):
 
 
 class MaintenanceExclusion(Model):
+    """A window without upgrades. No default dates: any fixed default is in the past some day."""
+
     name: str = "no-upgrade-next-month"
-    start: datetime = datetime.fromisoformat("2026-05-18T00:00:00+00:00")
-    end: datetime = datetime.fromisoformat("2026-08-15T00:00:00+00:00")
+    start: datetime
+    end: datetime
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_UPGRADES"
 
     @field_validator("start", "end")
@@ -101,9 +105,18 @@ class MaintenanceExclusion(Model):
         return v
 
     @model_validator(mode="after")
-    def _ordered(self) -> MaintenanceExclusion:
+    def _ordered(self, info: ValidationInfo) -> MaintenanceExclusion:
         if self.end <= self.start:
             raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
+        # An exclusion that is over protects nothing, and GKE rejects adding one that has ended.
+        now = (info.context or {}).get("now")
+        if now is not None and self.end <= now:
+            raise SettingError(
+                "end",
+                self.rfc3339(self.end),
+                f"a time in the future (it is {self.rfc3339(now.replace(microsecond=0))}): move the window "
+                "forward, or set cluster.maintenanceExclusion to null for none",
+            )
         return self
 
     def rfc3339(self, when: datetime) -> str:
@@ -112,14 +125,20 @@ class MaintenanceExclusion(Model):
 
 class ClusterSettings(Model):
     name: str = "qwen-serving-cluster"
-    version: str = "1.36.0-gke.2459000"
+    # GKE's documented floor for sub-slices, which every default workload uses (2x2x2).
+    version: str = MIN_SUBSLICING_VERSION
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = "RAPID"
     system_machine_type: str = "n2-standard-32"
     system_node_count: int = Field(1, ge=1)
     deletion_protection: bool = True
+    # Pulumi's `protect` option on the cluster, its node pools and the workload policy: any update that
+    # would delete or replace them (destroy included) fails before it starts. Off by default, as in
+    # Pulumi, so a dev stack tears down freely; staging and prod turn it on in their stack files.
+    protect: bool = False
     # HH:MM (GMT) start of the daily maintenance window; pulumi-gcp needs one beside an exclusion.
     daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
-    maintenance_exclusion: MaintenanceExclusion | None = Field(default_factory=dict)
+    # None by default: a default window would lie in the past some day (an error, see MaintenanceExclusion).
+    maintenance_exclusion: MaintenanceExclusion | None = None
 
     @field_validator("name")
     @classmethod
@@ -141,6 +160,11 @@ class ClusterSettings(Model):
     def _machine(cls, v: str) -> str:
         machine_shape(v)
         return v
+
+    @property
+    def system_pool_name(self) -> str:
+        # The pool that replaces GKE's default pool (README "Deliberate differences" 3).
+        return "system"
 
 
 class ReservationSettings(Model):

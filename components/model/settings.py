@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import (
@@ -28,6 +28,7 @@ from components.model.checks import (
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
     MIN_SUBSLICING_VERSION,
+    PLACEHOLDER_RE,
     PROJECT,
     SLICE_NAME_MAX,
     SYSTEM_PODS_CPU_MILLIS,
@@ -128,9 +129,22 @@ class Settings(Model):
                 f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
             )
 
+    def _check_reservation_project(self) -> None:
+        r = self.tpu.reservation
+        # GKE cannot bind a node pool to a block of a reservation shared from another project;
+        # cluster-toolkit's gke-tpu-7x blueprint checks the same as a precondition (issue #8).
+        if self.tpu.cubes > 0 and r.consume_type == "SPECIFIC" and r.block and r.project not in (None, self.project):
+            raise SettingError(
+                "tpu.reservation.project",
+                r.project,
+                f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
+                f"block ({r.block}) shared from another project; cluster-toolkit refuses it as a precondition",
+            )
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
         self._check_system_pool_fit()
+        self._check_reservation_project()
         priorities = self.kueue.priorities
         workloads = self.workload_topologies()
         for key, (topology, priority) in workloads.items():
@@ -169,15 +183,9 @@ class Settings(Model):
                 )
         return self
 
-    def warnings(self, now: datetime) -> list[str]:
+    def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
         out = []
-        ex = self.cluster.maintenance_exclusion
-        if ex is not None and ex.end <= now:
-            out.append(
-                f"{PROJECT}:cluster.maintenanceExclusion.end = {ex.rfc3339(ex.end)} is in the past: "
-                "the exclusion protects nothing; move the window forward"
-            )
         subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
             out.append(
@@ -198,10 +206,6 @@ class Settings(Model):
     @property
     def workload_pool(self) -> str:
         return f"{self.project}.svc.id.goog"
-
-    @property
-    def cluster_identifier(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}/clusters/{self.cluster.name}"
 
     @property
     def node_service_account_id(self) -> str:
@@ -302,10 +306,63 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
     return lines
 
 
-def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str] = frozenset()) -> Settings:
+def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(config path, value) of every string holding a `<REPLACE-ME...>` marker, in document order."""
+    if isinstance(value, str):
+        return [(path, value)] if PLACEHOLDER_RE.search(value) else []
+    if isinstance(value, Mapping):
+        return [hit for k, v in value.items() for hit in _placeholders(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _placeholders(v, f"{path}[{i}]")]
+    return []
+
+
+def _without(value: Any, path: list[str | int]) -> Any:
+    """A copy of `value` without the item at `path` (so its default, or 'not set', applies instead)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(value, Mapping) and isinstance(head, str):
+        if not rest:
+            return {k: v for k, v in value.items() if k != head}
+        return {**value, head: _without(value[head], rest)}
+    if isinstance(value, list) and isinstance(head, int):
+        if not rest:
+            return value[:head] + value[head + 1 :]
+        return [*value[:head], _without(value[head], rest), *value[head + 1 :]]
+    return value
+
+
+def _split_path(path: str) -> list[str | int]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p]
+
+
+def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
+    key = _config_key(path)
+    if path == "project":
+        how = "pulumi config set gcp:project <value>"
+    else:
+        secret = " --secret" if path.split(".", 1)[0] in _SECRET_KEYS | secret_keys else ""
+        path_flag = f" --path '{path}'" if re.search(r"[.\[]", path) else f" {path}"
+        how = f"pulumi config set{secret}{path_flag} <value>"
+    return (
+        f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
+        f"environment's value there or with `{how}`"
+    )
+
+
+def load(
+    raw: Mapping[str, Any],
+    project: str | None,
+    secret_keys: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 
-    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error.
+    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error. `now` is the
+    clock for date checks (a maintenance exclusion must not be over); default: the current time. A value
+    holding a `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset,
+    and other problems of the same key are not reported on top.
     """
     data: dict[str, Any] = {}
     problems: list[str] = []
@@ -321,10 +378,22 @@ def load(raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str
         data[key] = value
     if project is not None:
         data["project"] = project
+    # gcp:project first, then the project's keys in stack-file order.
+    placeholders = sorted(_placeholders(data, ""), key=lambda hit: hit[0] != ".project")
+    placeholder_keys = []
+    for path, value in placeholders:
+        path = path.lstrip(".")
+        problems.append(_placeholder_problem(path, value, secret_keys))
+        placeholder_keys.append(_config_key(path))
+        data = _without(data, _split_path(path))
     try:
-        settings = Settings.model_validate(data)
+        settings = Settings.model_validate(data, context={"now": now or datetime.now(UTC)})
     except ValidationError as err:
-        problems.extend(describe(err, secret_keys))
+        problems.extend(
+            line
+            for line in describe(err, secret_keys)
+            if not any(line.startswith((f"{key} ", f"{key}.", f"{key}[")) for key in placeholder_keys)
+        )
         settings = None
     if problems:
         raise ConfigError(

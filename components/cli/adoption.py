@@ -1,0 +1,318 @@
+"""What the program declares for a stack's settings, as `pulumi import` needs it (issue 12).
+
+`adoption(settings)` lists every resource the program registers: the importable ones with their type,
+logical name, parent component and import id, and the ones left to `pulumi up` with the reason. The
+logical names mirror __main__.py and components/*.py; tests/test_import_file.py runs the program under
+the mock runtime and fails on any difference, and on any resource type this module does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+
+from components.identity import NODE_ROLES
+from components.model import import_ids as ids
+from components.model.settings import Settings
+from components.project import AI_ZONES_FEATURE, APIS
+from components.queues import KUEUE_V1BETA1, KUEUE_V1BETA2
+from components.serving import BUCKET_ROLES, FUSE_KSA, GATEWAY_API, HF_SECRET, LWS_API, ROLES
+from components.workloads import JOBSET_API
+
+GCP_VERSION = version("pulumi_gcp")
+CLUSTER_COMPONENT = "gke-tpu-slicing:cluster:Cluster"
+# (logical name, type, parent component) of the one Kubernetes provider (components/cluster.py)
+K8S_PROVIDER = ("cluster-k8s", "pulumi:providers:kubernetes", "cluster")
+NAMESPACE = "kubernetes:core/v1:Namespace"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One resource as the program registers it: type, logical name, parent component, import id."""
+
+    type: str
+    name: str
+    parent: str
+    id: str
+    kubernetes: bool = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A resource (or a whole family) the file leaves to `pulumi up`, with the reason and what `up` does."""
+
+    name: str
+    type: str
+    reason: str
+    after_import: str
+    parent: str | None = None
+    on_request: bool = False
+
+
+@dataclass
+class Adoption:
+    entries: list[Entry] = field(default_factory=list)
+    components: dict[str, str] = field(default_factory=dict)  # logical name -> component type
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+# Resource types this command knows how to import, and types it leaves to `pulumi up` on purpose.
+# tests/test_import_file.py fails on any type the program registers that is in neither.
+NOT_IMPORTED_TYPES = {
+    K8S_PROVIDER[1]: "`pulumi import` cannot import a provider; `pulumi up --target` records it (no cloud call)",
+    "kubernetes:helm.sh/v4:Chart": "a chart's objects are named by the chart's render at run time, which needs "
+    "the chart (not available offline); the chart component adopts them on `up`",
+    "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
+    "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
+}
+
+
+def _kube(type_: str, name: str, parent: str, object_name: str, namespace: str | None = None) -> Entry:
+    return Entry(type_, name, parent, ids.kubernetes_object(name=object_name, namespace=namespace), kubernetes=True)
+
+
+def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
+    """Every resource the program declares for these settings: importable entries and skipped ones.
+
+    The logical names mirror __main__.py and components/*.py; the test runs the program under the mock
+    runtime and fails on any difference.
+    """
+    s, out = settings, Adoption()
+    project, region = s.project, s.region
+    c = out.components
+
+    c["project"] = "gke-tpu-slicing:project:ProjectServices"
+    for api in APIS:
+        service = f"{api}.googleapis.com"
+        out.entries.append(
+            Entry(
+                "gcp:projects/service:Service",
+                f"project-{api}",
+                "project",
+                ids.project_service(project=project, service=service),
+            )
+        )
+    out.entries.append(
+        Entry(
+            "gcp:compute/previewFeature:PreviewFeature",
+            f"project-{AI_ZONES_FEATURE}",
+            "project",
+            ids.preview_feature(project=project, name=AI_ZONES_FEATURE),
+        )
+    )
+
+    c["network"] = "gke-tpu-slicing:network:Network"
+    net = s.network
+    out.entries += [
+        Entry(
+            "gcp:compute/network:Network",
+            "network-main",
+            "network",
+            ids.network(project=project, name=net.network_name),
+        ),
+        Entry(
+            "gcp:compute/subnetwork:Subnetwork",
+            "network-tpu",
+            "network",
+            ids.subnetwork(project=project, region=region, name=net.tpu_subnet_name),
+        ),
+        Entry(
+            "gcp:compute/subnetwork:Subnetwork",
+            "network-proxy",
+            "network",
+            ids.subnetwork(project=project, region=region, name=net.proxy_subnet_name),
+        ),
+        Entry(
+            "gcp:compute/firewall:Firewall",
+            "network-allow-internal",
+            "network",
+            ids.firewall(project=project, name=net.firewall_name),
+        ),
+    ]
+
+    c["identity"] = "gke-tpu-slicing:identity:NodeIdentity"
+    email = ids.service_account_email(project=project, account_id=s.node_service_account_id)
+    out.entries.append(
+        Entry(
+            "gcp:serviceaccount/account:Account",
+            "identity-nodes",
+            "identity",
+            ids.service_account(project=project, email=email),
+        )
+    )
+    for role in NODE_ROLES:
+        out.entries.append(
+            Entry(
+                "gcp:projects/iAMMember:IAMMember",
+                f"identity-{role.rsplit('/', 1)[-1]}",
+                "identity",
+                ids.project_iam_member(project=project, role=role, member=f"serviceAccount:{email}"),
+            )
+        )
+
+    c["cluster"] = CLUSTER_COMPONENT
+    out.entries += [
+        Entry(
+            "gcp:container/cluster:Cluster",
+            "cluster-gke",
+            "cluster",
+            ids.cluster(project=project, location=region, name=s.cluster.name),
+        ),
+        Entry(
+            "gcp:container/nodePool:NodePool",
+            "cluster-system",
+            "cluster",
+            ids.node_pool(project=project, location=region, cluster=s.cluster.name, name=s.cluster.system_pool_name),
+        ),
+    ]
+    out.skipped.append(
+        Skipped(
+            K8S_PROVIDER[0],
+            K8S_PROVIDER[1],
+            NOT_IMPORTED_TYPES[K8S_PROVIDER[1]],
+            "recorded in the stack by `pulumi up --target <provider URN>` between the two parts",
+        )
+    )
+
+    c["capacity"] = "gke-tpu-slicing:capacity:TpuCapacity"
+    tpu = s.tpu
+    out.entries.append(
+        Entry(
+            "gcp:compute/resourcePolicy:ResourcePolicy",
+            "capacity-policy",
+            "capacity",
+            ids.resource_policy(project=project, region=region, name=tpu.workload_policy_name),
+        )
+    )
+    for i in range(tpu.cubes):
+        pool = tpu.pool_name(i)
+        out.entries.append(
+            Entry(
+                "gcp:container/nodePool:NodePool",
+                f"capacity-{pool}",
+                "capacity",
+                ids.node_pool(project=project, location=region, cluster=s.cluster.name, name=pool),
+            )
+        )
+
+    chart_after = (
+        "created by the first `pulumi up`, run with PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true so that each "
+        "object is applied over the existing one instead of failing with AlreadyExists"
+    )
+    for key, addon in s.addons.helm_addons().items():
+        c[key] = "gke-tpu-slicing:addons:HelmAddon"
+        out.entries.append(_kube(NAMESPACE, f"{key}-namespace", key, addon.namespace))
+        out.skipped.append(
+            Skipped(
+                f"{key}-chart",
+                "kubernetes:helm.sh/v4:Chart",
+                NOT_IMPORTED_TYPES["kubernetes:helm.sh/v4:Chart"],
+                chart_after,
+            )
+        )
+    out.skipped += [
+        Skipped(
+            "slice-controller-manifest",
+            "kubernetes:yaml/v2:ConfigFile",
+            NOT_IMPORTED_TYPES["kubernetes:yaml/v2:ConfigFile"],
+            chart_after,
+        ),
+        Skipped(
+            "inference-extension-crds",
+            "kubernetes:yaml/v2:ConfigGroup",
+            NOT_IMPORTED_TYPES["kubernetes:yaml/v2:ConfigGroup"],
+            chart_after,
+        ),
+    ]
+
+    c["queues"] = "gke-tpu-slicing:queues:SliceQueues"
+    q, ns = s.kueue, s.kueue.namespace
+    out.entries += [
+        _kube(NAMESPACE, "queues-namespace", "queues", ns),
+        _kube(f"kubernetes:{KUEUE_V1BETA2}:Topology", "queues-topology", "queues", q.topology_name),
+        _kube(f"kubernetes:{KUEUE_V1BETA2}:ResourceFlavor", "queues-flavor", "queues", q.flavor_name),
+        _kube(f"kubernetes:{KUEUE_V1BETA2}:AdmissionCheck", "queues-admission-check", "queues", q.admission_check_name),
+        _kube(f"kubernetes:{KUEUE_V1BETA2}:ClusterQueue", "queues-cluster-queue", "queues", q.cluster_queue),
+        _kube(f"kubernetes:{KUEUE_V1BETA2}:LocalQueue", "queues-local-queue", "queues", q.local_queue, ns),
+    ]
+    for priority in q.priorities:
+        out.entries.append(
+            _kube(
+                f"kubernetes:{KUEUE_V1BETA1}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
+            )
+        )
+
+    demos = {"subslicing": s.demos.subslicing, "superslicing": s.demos.superslicing}
+    for key, demo in demos.items():
+        if demo.enabled:
+            c[key] = "gke-tpu-slicing:workloads:SlicingJobSet"
+            out.entries.append(_kube(f"kubernetes:{JOBSET_API}:JobSet", f"{key}-jobset", key, demo.name, ns))
+
+    if s.serving.enabled:
+        c["serving"] = "gke-tpu-slicing:serving:Serving"
+        if s.hf_token is not None:
+            out.entries.append(_kube("kubernetes:core/v1:Secret", "serving-hf-token", "serving", HF_SECRET, ns))
+        out.entries.append(_kube("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa", "serving", FUSE_KSA, ns))
+        for role in BUCKET_ROLES:
+            name = f"serving-weights-{role.rsplit('.', 1)[-1].lower()}"
+            if project_number is None:
+                out.skipped.append(
+                    Skipped(
+                        name,
+                        "gcp:storage/bucketIAMMember:BucketIAMMember",
+                        "its member names the project number: pass --project-number "
+                        f"(gcloud projects describe {project} --format='value(projectNumber)')",
+                        "created by `pulumi up`; adding a member that is already bound leaves the policy as it is",
+                    )
+                )
+                continue
+            member = ids.workload_identity_principal(
+                project_number=project_number, workload_pool=s.workload_pool, namespace=ns, ksa=FUSE_KSA
+            )
+            out.entries.append(
+                Entry(
+                    "gcp:storage/bucketIAMMember:BucketIAMMember",
+                    name,
+                    "serving",
+                    ids.bucket_iam_member(bucket=s.serving.weights_bucket, role=role, member=member),
+                )
+            )
+        out.entries.append(
+            _kube(f"kubernetes:{GATEWAY_API}:Gateway", "serving-gateway", "serving", s.serving.gateway.name, ns)
+        )
+        out.skipped.append(
+            Skipped(
+                "serving-router",
+                "kubernetes:helm.sh/v4:Chart",
+                NOT_IMPORTED_TYPES["kubernetes:helm.sh/v4:Chart"],
+                chart_after,
+            )
+        )
+        for role_name in ROLES:
+            out.entries.append(
+                _kube(
+                    f"kubernetes:{LWS_API}:LeaderWorkerSet",
+                    f"serving-{role_name}",
+                    "serving",
+                    s.lws_name(role_name),
+                    ns,
+                )
+            )
+    return out
+
+
+def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
+    """Moves the named entries to the skipped list: objects the deployment does not have (the scripts
+    make no node service account and no `system` pool; a finished demo JobSet may be gone)."""
+    known = {e.name for e in plan.entries}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ValueError(f"--skip {', '.join(unknown)}: not in the file; one of: {', '.join(sorted(known))}")
+    kept = [e for e in plan.entries if e.name not in names]
+    dropped = [
+        Skipped(e.name, e.type, "left out with --skip", "created by `pulumi up`", e.parent, on_request=True)
+        for e in plan.entries
+        if e.name in names
+    ]
+    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped])

@@ -1,0 +1,196 @@
+"""`python -m components import-file --stack dev`: adopt a deployment the reference scripts already made.
+
+Prints, on stdout, a file for `pulumi import --file` (Pulumi's bulk-import format, `pulumi import --help`:
+`{"nameTable": {name: URN}, "resources": [{type, name, id, parent, provider, component, version}]}`)
+naming every resource the stack declares that can be imported: the logical names the program registers,
+the parent components (created empty by the import, `component: true`), and ids in each provider's
+documented import format (components/model/import_ids.py), all computed from the stack file.
+
+Two parts, because `pulumi import` cannot import a provider: a Kubernetes object must name a provider
+that is already in the stack (nameTable URN; pulumi/pulumi pkg/resource/deploy/import.go looks it up in
+the existing state). So: `--part cloud`, then `pulumi up $(... --targets)` (records the Kubernetes
+provider), then `--part kubernetes`. `--part all` (the default) is both in one file, for a stack that
+already has the provider. What the program declares is catalogued in adoption.py. `--explain` lists
+what is left to `pulumi up` and why.
+Bad configuration stops with the same messages as `pulumi preview`, and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from components.cli.adoption import CLUSTER_COMPONENT, GCP_VERSION, K8S_PROVIDER, Adoption, adoption, skip
+from components.cli.plan import ROOT, StackFileError, add_set_argument, read_stack, read_yaml, settings_input
+from components.model import planner
+from components.model.settings import PROJECT, ConfigError, load
+
+Part = Literal["cloud", "kubernetes", "all"]
+
+
+def targets(plan: Adoption, stack: str, project: str = PROJECT) -> list[str]:
+    """`pulumi up` targets that put the Kubernetes provider into the stack: the provider, and the Google
+    Cloud resources left out with --skip (they are what the provider waits for: the system pool, and
+    through it the node identity); a targeted update refuses to create a resource whose dependencies
+    are neither in the stack nor targeted."""
+    urns = [provider_urn(stack, project)]
+    for s in plan.skipped:
+        if s.on_request and s.type.startswith("gcp:"):
+            parent_type = plan.components[s.parent] if s.parent else None
+            urns.append(urn(stack, project, s.type, s.name, parent_type=parent_type))
+    return [f"--target={u}" for u in urns]
+
+
+def urn(stack: str, project: str, type_: str, name: str, parent_type: str | None = None) -> str:
+    """The URN the engine gives a resource: its parent's qualified type, `$`, its own type; a child of the
+    stack has no parent type (generateURN in pulumi/pulumi pkg/resource/deploy/deployment.go)."""
+    qualified = f"{parent_type}${type_}" if parent_type else type_
+    return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
+
+
+def provider_urn(stack: str, project: str = PROJECT) -> str:
+    name, type_, _ = K8S_PROVIDER
+    return urn(stack, project, type_, name, parent_type=CLUSTER_COMPONENT)
+
+
+def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = PROJECT) -> dict[str, Any]:
+    """The bulk-import JSON for one part: components first (parents must be known), then resources."""
+
+    def in_part(kubernetes: bool) -> bool:
+        return part == "all" or kubernetes == (part == "kubernetes")
+
+    wanted = [e for e in plan.entries if in_part(e.kubernetes)]
+    # A component is created by the part that holds its children, including children left out with
+    # --skip: `pulumi up` (or the targeted step) creates those under a parent that must exist.
+    members = [(e.parent, e.kubernetes) for e in plan.entries] + [
+        (s.parent, s.type.startswith("kubernetes:")) for s in plan.skipped if s.on_request and s.parent
+    ]
+    # Components the cloud part already created are referred to by URN in the kubernetes part.
+    in_cloud = {parent for parent, kubernetes in members if not kubernetes}
+    name_table: dict[str, str] = {}
+    resources: list[dict[str, Any]] = []
+    for parent in dict.fromkeys(parent for parent, kubernetes in members if in_part(kubernetes)):
+        if part == "kubernetes" and parent in in_cloud:
+            name_table[parent] = urn(stack, project, plan.components[parent], parent)
+        else:
+            resources.append({"type": plan.components[parent], "name": parent, "component": True})
+    if any(e.kubernetes for e in wanted):
+        name_table[K8S_PROVIDER[0]] = provider_urn(stack, project)
+    for e in wanted:
+        spec: dict[str, Any] = {"type": e.type, "name": e.name, "id": e.id, "parent": e.parent}
+        if e.kubernetes:
+            spec["provider"] = K8S_PROVIDER[0]
+        else:
+            # The program registers gcp resources with this SDK's version; the same default provider
+            # (default_<version>) keeps `pulumi preview` from seeing a provider change.
+            spec["version"] = GCP_VERSION
+        resources.append(spec)
+    return {"nameTable": name_table, "resources": resources} if name_table else {"resources": resources}
+
+
+def explain(plan: Adoption, stack: str, project: str = PROJECT) -> str:
+    lines = [
+        f"stack {stack}: {len(plan.entries)} resources to import "
+        f"({sum(not e.kubernetes for e in plan.entries)} Google Cloud, {sum(e.kubernetes for e in plan.entries)} "
+        f"Kubernetes) under {len(plan.components)} components; {len(plan.skipped)} left to `pulumi up`:",
+    ]
+    for s in plan.skipped:
+        lines += [f"  {s.name} ({s.type})", f"      why: {s.reason}", f"      after the import: {s.after_import}"]
+    lines += [
+        "Between the cloud and kubernetes parts, `pulumi up` these targets (`--targets` prints them):",
+        *(f"  {target}" for target in targets(plan, stack, project)),
+    ]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components import-file",
+        description="Print a `pulumi import --file` file that adopts a deployment made with the reference "
+        "scripts: every resource of the stack, with the program's logical names and the providers' import ids.",
+    )
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument(
+        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml (default: the repository root)"
+    )
+    parser.add_argument(
+        "--part",
+        choices=("cloud", "kubernetes", "all"),
+        default="all",
+        help="cloud: Google Cloud resources; kubernetes: objects through the cluster's provider (needs the "
+        "provider in the stack); all: both (default)",
+    )
+    parser.add_argument(
+        "--project-number",
+        help="the project's number, for the weights bucket's IAM members (their member names it); "
+        "without it those are left to `pulumi up`",
+    )
+    add_set_argument(parser)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--explain", action="store_true", help="print what is left to `pulumi up` and why, not the file")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave this logical name out (the deployment does not have it); repeatable",
+    )
+    what.add_argument(
+        "--targets",
+        action="store_true",
+        help="print the `pulumi up --target=URN` arguments that record the Kubernetes provider, not the file",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Exit 0 with the file on stdout; 1 for invalid configuration or an impossible plan; 2 for usage."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.project_number is not None and not re.fullmatch(r"[1-9][0-9]{5,19}", args.project_number):
+        print(f"error: --project-number {args.project_number!r}: the project's number, digits only", file=err)
+        return 2
+    stack_file = args.dir / f"Pulumi.{args.stack}.yaml"
+    if not stack_file.is_file():
+        print(f"error: no stack named '{args.stack}' found: {stack_file} does not exist", file=err)
+        return 2
+    try:
+        project = read_yaml(args.dir / "Pulumi.yaml").get("name", PROJECT)
+        raw, gcp_project = settings_input(read_stack(args.dir, args.stack, args.set))
+        settings = load(raw, gcp_project)
+    except StackFileError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    except ConfigError as e:
+        print(f"error: {e}", file=err)
+        return 1
+    # `pulumi preview` stops on a plan the reservation can never hold; so does this.
+    capacity = planner.plan(settings)
+    if capacity.errors:
+        print(f"error: {capacity.error_message()}", file=err)
+        return 1
+    try:
+        plan = skip(adoption(settings, args.project_number), args.skip)
+    except ValueError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    if args.targets:
+        print("\n".join(targets(plan, args.stack, project)), file=out)
+    elif args.explain:
+        print(explain(plan, args.stack, project), file=out)
+    else:
+        print(json.dumps(import_file(plan, args.stack, args.part, project), indent=2), file=out)
+        print(
+            f"{len(plan.skipped)} resources are left to `pulumi up` (run with --explain for the list and reasons)",
+            file=err,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""`python -m components render --stack NAME --out DIR`: what a stack would apply, as files, offline.
+
+Runs the real `__main__.py` under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no
+Pulumi CLI, no cluster. Writes into DIR:
+
+* `kubernetes/<namespace>/<kind>-<name>.yaml`: every Kubernetes object the program applies itself,
+  one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
+  Pulumi secret redacted;
+* `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
+  Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
+  which cannot be rendered offline;
+* `google-cloud.md`: one table row per Google Cloud resource with its key properties, and
+  `google-cloud.yaml`: every input of every Google Cloud resource;
+* `RENDER.md`: the index, and the capacity plan `pulumi preview` would print.
+
+Values only the cloud knows (resource IDs, the cluster endpoint, the project number) appear as
+markers such as `<network-main.id>`. Output is byte-identical from run to run, so a pull request can
+carry it and a reviewer can diff it. Invalid configuration fails exactly as `pulumi preview` does,
+with nothing written. Exit status: 0 rendered, 1 the program refused the configuration, 2 usage
+errors (arguments, a missing stack file, an output directory that is not a previous render).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import pulumi
+import yaml
+
+from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
+from components.cli.plan import ROOT, StackFileError, add_set_argument, read_stack, secret_keys
+from components.model.checks import PROJECT
+
+INDEX = "RENDER.md"
+REDACTED = "<redacted>"
+SECRET = "<secret>"
+UNKNOWN = "<unknown until apply>"
+# Components whose objects the Kubernetes provider renders at run time from a source it fetches.
+REMOTE = {
+    "kubernetes:helm.sh/v4:Chart": "Helm chart",
+    "kubernetes:yaml/v2:ConfigFile": "manifest fetched by URL",
+    "kubernetes:yaml/v2:ConfigGroup": "manifests fetched by URL",
+}
+# The properties a reviewer looks at first, per Google Cloud type (google-cloud.yaml has all of them).
+KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "gcp:projects/service:Service": ("service", "disableOnDestroy"),
+    "gcp:compute/previewFeature:PreviewFeature": ("name", "activationStatus"),
+    "gcp:compute/network:Network": ("name", "mtu", "routingMode", "autoCreateSubnetworks"),
+    "gcp:compute/subnetwork:Subnetwork": ("name", "region", "ipCidrRange", "purpose", "role"),
+    "gcp:compute/firewall:Firewall": ("name", "direction", "sourceRanges", "allows"),
+    "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "gcp:container/cluster:Cluster": (
+        "name",
+        "location",
+        "minMasterVersion",
+        "releaseChannel.channel",
+        "deletionProtection",
+        "maintenancePolicy.maintenanceExclusions",
+        "nodeConfig.serviceAccount",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "name",
+        "nodeLocations",
+        "nodeCount",
+        "nodeConfig.machineType",
+        "nodeConfig.serviceAccount",
+        "nodeConfig.reservationAffinity",
+        "placementPolicy.policyName",
+    ),
+    "gcp:compute/resourcePolicy:ResourcePolicy": ("name", "region", "workloadPolicy"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
+}
+
+
+class RenderError(Exception):
+    """The program refused the stack's configuration (the message `pulumi preview` would print)."""
+
+
+def redact(value: Any) -> Any:
+    """Pulumi secrets become `<secret>`, unknowns a marker; integral floats integers again."""
+    if is_secret(value):
+        return SECRET
+    if is_unknown(value):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return normalize(value)
+
+
+def manifest(reg: Registration) -> dict[str, Any]:
+    """The object as sent, with Secret data keys kept and their values redacted (secret or not)."""
+    inputs = dict(reg.inputs)
+    if inputs.get("kind") == "Secret" and inputs.get("apiVersion") == "v1":
+        for key in ("data", "stringData"):
+            value = unwrap(inputs.get(key))
+            if isinstance(value, dict):
+                inputs[key] = dict.fromkeys(value, REDACTED)
+    return redact(inputs)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (embedded configs, shell scripts) as literal blocks, as a human would write them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump(value: Any) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=120)
+
+
+def short(urn: str) -> str:
+    """The Pulumi name at the end of a URN (or provider reference `urn::id`)."""
+    return urn.split("::")[3] if urn.count("::") >= 3 else urn
+
+
+def _path(value: dict[str, Any], dotted: str) -> Any:
+    node: Any = value
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text.replace("|", "\\|")
+
+
+@dataclass
+class Rendered:
+    files: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _kubernetes_files(registrations: list[Registration]) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for reg in registrations:
+        obj = manifest(reg)
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "_cluster"
+        name = meta.get("name") or f"{reg.name}-<autonamed>"
+        path = f"kubernetes/{namespace}/{str(obj['kind']).lower()}-{name}.yaml"
+        if path in files:
+            raise ValueError(f"two objects render to {path}")
+        header = f"# {reg.type} {reg.name!r} via provider {short(reg.provider)!r}, parent {short(reg.parent)!r}\n"
+        files[path] = header + dump(obj)
+    return files
+
+
+def _not_rendered(registrations: list[Registration]) -> str:
+    items = []
+    for reg in sorted(registrations, key=lambda r: r.name):
+        inputs = redact(reg.inputs)
+        item: dict[str, Any] = {"resource": reg.name, "what": REMOTE[reg.type], "type": reg.type}
+        item.update({k: v for k, v in inputs.items() if k != "skipAwait"})
+        items.append(item)
+    note = (
+        "# Not rendered offline: the Kubernetes provider pulls these Helm charts and fetches these manifests\n"
+        "# when `pulumi preview`/`up` runs against the cluster, so their objects exist only there. What the\n"
+        "# program decides about them (chart ref, version, namespace, values, source) is listed here.\n"
+    )
+    return note + dump(items)
+
+
+def _google_cloud(registrations: list[Registration]) -> tuple[str, str]:
+    regs = sorted(registrations, key=lambda r: (r.type, r.name))
+    rows = ["| resource | type | project | protect | key properties |", "|---|---|---|---|---|"]
+    full: dict[str, Any] = {}
+    for reg in regs:
+        inputs = redact(reg.inputs)
+        keys = KEY_PROPERTIES.get(reg.type) or tuple(k for k, v in sorted(inputs.items()) if not isinstance(v, dict))
+        props = "; ".join(f"{k}={_cell(_path(inputs, k))}" for k in keys if _path(inputs, k) is not None)
+        kind = reg.type.rsplit(":", 1)[-1]
+        rows.append(f"| `{reg.name}` | {kind} | {inputs.get('project', '')} | {reg.protect} | {props} |")
+        full[reg.name] = {"type": reg.type, "protect": reg.protect, "inputs": inputs}
+    table = "# Google Cloud resources\n\n" + "\n".join(rows) + "\n"
+    return table, dump(full)
+
+
+def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> Rendered:
+    """Every file of the render, by relative path. Raises RenderError when the program refuses the config."""
+    run = execute(config, stack=stack, secret_keys=list(secrets))
+    if run.error is not None:
+        # Pulumi prints a RunError's message alone, anything else as the exception it is.
+        error = run.error
+        raise RenderError(str(error) if isinstance(error, pulumi.RunError) else f"{type(error).__name__}: {error}")
+    kubernetes = [r for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
+    remote = [r for r in run.registrations if r.type in REMOTE]
+    gcp = [r for r in run.registrations if r.custom and r.type.startswith("gcp:")]
+    providers = sorted(
+        (r for r in run.registrations if r.type.startswith("pulumi:providers:kubernetes")), key=lambda r: r.name
+    )
+    out = Rendered()
+    out.files.update(_kubernetes_files(kubernetes))
+    out.files["not-rendered.yaml"] = _not_rendered(remote)
+    out.files["google-cloud.md"], out.files["google-cloud.yaml"] = _google_cloud(gcp)
+    out.counts = {"kubernetes": len(kubernetes), "not rendered": len(remote), "google cloud": len(gcp)}
+    info = [msg for level, msg in run.logs if level == "info"]
+    out.warnings = [msg for level, msg in run.logs if level == "warn"]
+    lines = [
+        f"# Offline render of stack `{stack}`",
+        "",
+        "Generated by `python -m components render` under Pulumi's mock runtime: no cloud, no Pulumi CLI.",
+        "Values only the cloud knows appear as markers such as `<network-main.id>`; secrets as "
+        f"`{SECRET}`, Secret data as `{REDACTED}`.",
+        "",
+        f"* `kubernetes/`: {len(kubernetes)} objects the program applies, one file each, by namespace "
+        "(`_cluster` = cluster-scoped)",
+        f"* `not-rendered.yaml`: {len(remote)} charts and fetched manifests the provider renders at run time "
+        "(not rendered offline)",
+        f"* `google-cloud.md` (table) and `google-cloud.yaml` (all inputs): {len(gcp)} Google Cloud resources",
+        "",
+        "Kubernetes provider(s): "
+        + ", ".join(f"`{p.name}` (clusterIdentifier `{redact(p.inputs).get('clusterIdentifier')}`)" for p in providers),
+        "",
+        "## Program output",
+        "",
+        "```",
+        *("\n".join(info) or "(none)").splitlines(),
+        "```",
+        "",
+        "## Files",
+        "",
+        *(f"* `{path}`" for path in sorted(out.files)),
+    ]
+    out.files[INDEX] = "\n".join(lines) + "\n"
+    return out
+
+
+def write(files: dict[str, str], out: Path) -> None:
+    """Replaces `out` with exactly these files (a previous render is removed, so stale objects go too)."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / INDEX).is_file())):
+        raise StackFileError(f"{out} exists and is not a previous render (no {INDEX}): choose another --out")
+    staging = out.with_name(f".{out.name}.render-tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    for rel, text in sorted(files.items()):
+        path = staging / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components render",
+        description="Render every Kubernetes manifest a stack would apply, and a table of its Google Cloud "
+        "resources, into a directory. Offline: Pulumi's mock runtime, no cloud, no Pulumi CLI.",
+    )
+    parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--out", required=True, type=Path, help="output directory (replaced if a previous render)")
+    parser.add_argument(
+        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml and the stack files (default: the repo)"
+    )
+    add_set_argument(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["render"]:
+        args_list = args_list[1:]
+    args = _parser().parse_args(args_list)
+    try:
+        config = read_stack(args.dir, args.stack, args.set)
+        secrets = set(secret_keys(args.dir, args.stack))
+    except StackFileError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    if f"{PROJECT}:hfToken" in config:
+        secrets.add(f"{PROJECT}:hfToken")  # a token given with --set is still a secret
+    try:
+        result = render(config, args.stack, sorted(secrets))
+    except RenderError as e:
+        print(f"error: {e}", file=err)
+        return 1
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=err)
+    try:
+        write(result.files, args.out)
+    except StackFileError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    counts = ", ".join(f"{n} {what}" for what, n in result.counts.items())
+    print(f"stack {args.stack}: rendered {counts} into {args.out}", file=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Day 2: a second `pulumi up` changes nothing, one config key moves only what it must, replacements
+of fixed-name resources go delete-first, and `pulumi destroy` deletes in an order that finishes.
+
+Provider facts the options rely on are cited where they are used (components/*.py) and in the README
+("What a config change does", "Teardown"); these tests pin the options and the graph.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.model.checks import gke_version_tuple
+from components.model.settings import ConfigError, load
+from tests.harness import (
+    ROOT,
+    Mocks,
+    Registration,
+    Run,
+    _sync_await,
+    assert_rejected,
+    normalize,
+    run_program,
+    unwrap,
+)
+
+P = "gke-tpu-slicing"
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+CHART = "kubernetes:helm.sh/v4:Chart"
+SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+# GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
+SUBSLICING_FLOOR = "1.36.0-gke.3712000"
+
+
+def tpu_pools(run: Run) -> list[Registration]:
+    return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. The cluster is not replaced on the second `up`
+
+
+def test_cluster_has_no_node_config_and_ignores_the_default_pool_size(dev: Run) -> None:
+    cluster = dev.get(CLUSTER, "cluster-gke")
+    # node_config is ForceNew and GKE stops returning it once the default pool is removed.
+    assert "nodeConfig" not in cluster.inputs
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    assert cluster.inputs["initialNodeCount"] == 1  # the provider requires it with remove_default_node_pool
+    assert cluster.options["ignoreChanges"] == ["initialNodeCount"]
+    # The system machine type lives on the system pool only.
+    assert dev.get(POOL, "cluster-system").inputs["nodeConfig"]["machineType"] == "n2-standard-32"
+    assert "n2-standard-32" not in json.dumps(cluster.inputs)
+
+
+def snapshot(run: Run) -> dict[tuple[str, str], Any]:
+    """What `pulumi preview` diffs: each resource's inputs (secrets unwrapped, numbers normalized)."""
+    assert run.error is None, run.error
+    return {(r.type, r.name): normalize(unwrap(r.inputs)) for r in run.registrations if r.custom or r.remote}
+
+
+def changes(before: Run, after: Run) -> tuple[set[str], set[str], set[str]]:
+    """(added, removed, changed) resource names between two runs."""
+    a, b = snapshot(before), snapshot(after)
+    added = {name for (_, name) in b.keys() - a.keys()}
+    removed = {name for (_, name) in a.keys() - b.keys()}
+    changed = {key[1] for key in a.keys() & b.keys() if a[key] != b[key]}
+    return added, removed, changed
+
+
+def test_a_second_run_registers_identical_inputs(dev: Run) -> None:
+    # Nothing in the program depends on the time or on randomness: a second `up` has nothing to do.
+    assert changes(dev, run_program()) == (set(), set(), set())
+
+
+# One key changed at a time -> exactly the resources whose inputs may differ (added, removed, changed).
+ONE_KEY = [
+    (
+        "another system machine type",
+        {f"{P}:cluster": {"systemMachineType": "n2-standard-48"}},
+        (set(), set(), {"cluster-system"}),
+    ),
+    (
+        "more cubes",
+        {f"{P}:tpu": {"cubes": 3}},
+        # a new pool, and the ClusterQueue's TPU quota (chips provisioned) grows with it
+        ({"capacity-tpu7-pool-3"}, set(), {"queues-cluster-queue"}),
+    ),
+    (
+        "a newer add-on version",
+        {f"{P}:addons": {"kueue": {"version": "0.17.5"}}},
+        (set(), set(), {"kueue-chart"}),
+    ),
+    (
+        "more serving replicas",
+        {f"{P}:serving": {"decode": {"replicas": 3}}},
+        (set(), set(), {"serving-decode"}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "expected"), ONE_KEY, ids=[c[0] for c in ONE_KEY])
+def test_one_key_moves_only_what_it_must(
+    dev: Run, case: str, overrides: dict, expected: tuple[set[str], set[str], set[str]]
+) -> None:
+    assert changes(dev, run_program(overrides)) == expected
+
+
+def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
+    bigger = run_program({f"{P}:cluster": {"systemMachineType": "n2-standard-48"}})
+    before, after = dev.get(POOL, "cluster-system").inputs, bigger.get(POOL, "cluster-system").inputs
+    # Only machine_type differs: the provider updates it in place (node_config.0.machine_type is not
+    # ForceNew on google_container_node_pool); the ForceNew identity fields stay the same.
+    diff = {k for k in before["nodeConfig"] if before["nodeConfig"][k] != after["nodeConfig"].get(k)}
+    assert diff == {"machineType"}
+    assert {k: v for k, v in before.items() if k != "nodeConfig"} == {
+        k: v for k, v in after.items() if k != "nodeConfig"
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Replacements of fixed-name resources go delete-first
+
+
+# Named resources exempt from delete-first, and why.
+NOT_REPLACEABLE = {
+    # A project-wide singleton whose only ForceNew input is its constant name: no config key replaces it.
+    "gcp:compute/previewFeature:PreviewFeature",
+}
+
+
+def test_every_fixed_name_cloud_resource_replaces_delete_first(dev: Run) -> None:
+    named = [
+        r
+        for r in dev.registrations
+        if r.custom and r.type.startswith("gcp:") and ({"name", "accountId"} & r.inputs.keys())
+    ]
+    assert {r.type for r in named} >= {
+        CLUSTER,
+        POOL,
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+        "gcp:compute/network:Network",
+        "gcp:compute/subnetwork:Subnetwork",
+        "gcp:compute/firewall:Firewall",
+        "gcp:serviceaccount/account:Account",
+    }
+    for reg in named:
+        if reg.type not in NOT_REPLACEABLE:
+            assert reg.options["deleteBeforeReplace"] is True, f"{reg.type} {reg.name}"
+    # The node account keeps its email when replaced, so its role binding must go first too.
+    for binding in dev.of_type("gcp:projects/iAMMember:IAMMember"):
+        assert binding.options["deleteBeforeReplace"] is True
+
+
+def test_pools_reference_the_policy_so_a_policy_replacement_replaces_them_first(dev: Run) -> None:
+    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
+    for pool in tpu_pools(dev):
+        # Pulumi deletes dependents whose referencing input is ForceNew (placement_policy) before a
+        # delete-first replacement of what they reference.
+        assert policy.urn in pool.property_dependencies["placementPolicy"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. The Kubernetes provider does not outlive its cluster
+
+
+class RotatedIp(Mocks):
+    """The same cluster after an IP rotation: a new IP endpoint, the same DNS endpoint."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        id_, state = super().new_resource(args)
+        if args.typ == CLUSTER:
+            state["endpoint"] = "203.0.113.99"
+        return id_, state
+
+
+def identifier(run: Run) -> str:
+    assert run.error is None, run.error
+    return run.get("pulumi:providers:kubernetes", "cluster-k8s").inputs["clusterIdentifier"]
+
+
+def test_provider_identity_changes_with_the_cluster_instance_only(dev: Run) -> None:
+    provider = dev.get("pulumi:providers:kubernetes", "cluster-k8s")
+    assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
+    # A cluster replaced under the same name gets a new DNS endpoint: a new provider, new objects.
+    assert identifier(run_program(mocks=Mocks(cluster_hash="0f0f0f0f0f0f"))) != identifier(dev)
+    # An IP rotation of the same cluster does not replace every Kubernetes object.
+    assert identifier(run_program(mocks=RotatedIp())) == identifier(dev)
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. JobSet specs are immutable
+
+
+def test_jobsets_replace_on_spec_changes_delete_first(dev: Run) -> None:
+    jobsets = dev.of_type(JOBSET)
+    assert len(jobsets) == 2
+    for js in jobsets:
+        assert js.options["replaceOnChanges"] == ["spec"]
+        assert js.options["deleteBeforeReplace"] is True
+    # and changing a demo's shape is a change of exactly that JobSet
+    fewer = run_program({f"{P}:demos": {"subslicing": {"replicas": 4}}})
+    assert changes(dev, fewer)[2] == {"subslicing-jobset"}
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. Objects GKE installs itself
+
+
+def test_the_gke_managed_inference_pool_crd_is_not_applied(dev: Run) -> None:
+    group = dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
+    files = group.inputs["files"]
+    names = [f.rsplit("/", 1)[-1] for f in files]
+    # GKE (1.34+) installs the GA InferencePool CRD; the program's version floor is above that.
+    assert "inference.networking.k8s.io_inferencepools.yaml" not in names
+    # ...but still applies the rest of GAIE's config/crd, e.g. the InferenceObjective CRD.
+    assert "inference.networking.x-k8s.io_inferenceobjectives.yaml" in names
+    version = "v1.5.0"
+    assert all(f"/gateway-api-inference-extension/{version}/config/crd/bases/" in f for f in files)
+    assert gke_version_tuple("1.35.2-gke.1842000") > gke_version_tuple("1.34.0-gke.0")
+    assert dev.depends_on(dev.get(CHART, "serving-router"), group)
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. Teardown order
+
+
+def teardown_order(run: Run) -> list[str]:
+    """A deletion order Pulumi may use: every resource after everything that depends on it (Kahn)."""
+    urns = [r.urn for r in run.registrations]
+    dependents: dict[str, set[str]] = {u: set() for u in urns}
+    for reg in run.registrations:
+        for edge in run.direct_edges(reg):
+            if edge in dependents and edge != reg.parent:  # a parent is not deleted before its children
+                dependents[edge].add(reg.urn)
+    order: list[str] = []
+    remaining = dict(dependents)
+    while remaining:
+        ready = sorted(u for u, deps in remaining.items() if not deps & remaining.keys())
+        assert ready, "dependency cycle"
+        order.extend(ready)
+        for u in ready:
+            del remaining[u]
+    return order
+
+
+def test_destroy_deletes_workloads_then_pools_then_the_slice_controller(dev: Run) -> None:
+    order = teardown_order(dev)
+    position = {urn: i for i, urn in enumerate(order)}
+    workloads = dev.of_type(JOBSET) + dev.of_type(LWS)
+    pools = tpu_pools(dev)
+    slice_controller = dev.get(*SLICE_CONTROLLER)
+    kueue, jobset = dev.get(CHART, "kueue-chart"), dev.get(CHART, "jobset-chart")
+    assert len(workloads) == 4 and len(pools) == 2
+    for w in workloads:
+        for pool in pools:
+            assert position[w.urn] < position[pool.urn], f"{w.name} before {pool.name}"
+            assert dev.depends_on(w, pool)
+        assert dev.depends_on(w, slice_controller), w.name
+    for pool in pools:
+        # the slice controller releases the Workloads' slice finalizers, so it goes after the pools
+        assert dev.depends_on(pool, slice_controller), pool.name
+        assert position[pool.urn] < position[slice_controller.urn]
+    # ...and before Kueue and JobSet, whose objects it watches; the cluster goes last of all.
+    assert position[slice_controller.urn] < position[kueue.urn]
+    assert position[slice_controller.urn] < position[jobset.urn]
+    assert dev.depends_on(slice_controller, kueue) and dev.depends_on(slice_controller, jobset)
+    cluster = dev.get(CLUSTER, "cluster-gke")
+    assert all(position[r.urn] < position[cluster.urn] for r in dev.registrations if dev.depends_on(r, cluster))
+
+
+def test_the_slice_controller_does_not_wait_for_the_pools(dev: Run) -> None:
+    # It installs on the system pool; only the pools wait for it (and so are deleted before it).
+    slice_controller = dev.get(*SLICE_CONTROLLER)
+    for pool in tpu_pools(dev):
+        assert not dev.depends_on(slice_controller, pool)
+    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
+    assert not dev.depends_on(policy, slice_controller)
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. The CLI floor is declared
+
+
+def test_cli_floor_is_declared_and_checked(dev: Run) -> None:
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    declared = project["requiredPulumiVersion"]
+    assert declared.startswith(">=")
+    floor = tuple(int(p) for p in declared.removeprefix(">=").split("."))
+    assert floor >= (3, 130, 0)  # pulumi/pulumi#16868: charts preview against a cluster not yet created
+    # The program asks the engine for the same range, so CLIs that predate the key stop too.
+    assert dev.required_cli == [declared]
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. State location does not depend on the working directory
+
+
+def test_no_directory_relative_backend() -> None:
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    url = (project.get("backend") or {}).get("url", "")
+    assert not url.startswith(("file://./", "file://.")), url
+    readme = (ROOT / "README.md").read_text()
+    assert "pulumi login gs://" in readme
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. Defaults GKE accepts on any day; no shared reservation blocks
+
+
+def test_a_past_maintenance_exclusion_is_an_error() -> None:
+    assert_rejected(
+        {f"{P}:cluster": {"maintenanceExclusion": {"start": "2026-05-18T00:00:00Z", "end": "2026-08-15T00:00:00Z"}}},
+        ["gke-tpu-slicing:cluster.maintenanceExclusion.end", "2026-08-15T00:00:00Z", "in the future"],
+        prefix="invalid stack configuration (1 problem)",
+    )
+
+
+@pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
+def test_the_defaults_are_valid_on_any_day(year: int) -> None:
+    now = datetime(year, 6, 1, tzinfo=UTC)
+    settings = load({"tpu": {"reservation": {"name": "r"}}}, "my-tpu-project", now=now)
+    assert settings.cluster.maintenance_exclusion is None
+    # ...while an explicit window is judged against that day.
+    window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
+    with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
+        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window}, "my-tpu-project", now=now)
+
+
+def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
+    version = dev.get(CLUSTER, "cluster-gke").inputs["minMasterVersion"]
+    assert gke_version_tuple(version) >= gke_version_tuple(SUBSLICING_FLOOR)
+
+
+def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:
+    assert_rejected(
+        {f"{P}:tpu": {"reservation": {"project": "other-project", "block": "block-0"}}},
+        ["gke-tpu-slicing:tpu.reservation.project", "'other-project'", "my-tpu-project", "cluster-toolkit"],
+        prefix="invalid stack configuration (1 problem)",
+    )
+    # The stack's own project, spelled out, is fine.
+    same = run_program({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})
+    assert same.error is None, same.error
+
+
+# ------------------------------------------------------------------------------------------------
+# 10. The project lookup waits for the Cloud Resource Manager API
+
+
+def test_project_lookup_waits_for_the_resource_manager_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    invoke_output = pulumi.runtime.invoke_output
+
+    def recording(token: str, props: Any, opts: Any = None, typ: Any = None, **kwargs: Any) -> Any:
+        if token == "gcp:organizations/getProject:getProject":
+            seen.append(opts)
+        return invoke_output(token, props, opts, typ, **kwargs)
+
+    monkeypatch.setattr(pulumi.runtime, "invoke_output", recording)
+    run = run_program()
+    assert run.error is None, run.error
+    assert len(seen) == 1 and seen[0] is not None
+    deps = seen[0].depends_on if isinstance(seen[0].depends_on, list) else [seen[0].depends_on]
+    crm = run.get("gcp:projects/service:Service", "project-cloudresourcemanager")
+    assert crm.inputs["service"] == "cloudresourcemanager.googleapis.com"
+    urns = [_sync_await(d.urn.future()) for d in deps]
+    assert crm.urn in urns

@@ -1,0 +1,507 @@
+"""`python -m components import-file` agrees with the program (issue 12).
+
+The program runs under the mock runtime for the same stack file; every resource it registers must be
+in the import file with its exact type, logical name and parent, or on the command's documented
+not-imported list. A resource type nobody taught the command about fails here, so new resources force
+an update. Ids are checked against the providers' documented import formats (quoted with sources) and
+against what the program actually registers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi_gcp as gcp
+import pytest
+import yaml
+
+from components.cli import adoption, import_file
+from components.cli.plan import settings_input, stack_config
+from components.model import import_ids as ids
+from components.model.settings import Settings, load
+from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, fill_placeholders, merge, run_program, set_arguments
+
+P = "gke-tpu-slicing"
+STACK_ROOT = "pulumi:pulumi:Stack"
+# The keys of Pulumi's bulk-import file (importFile / importSpec in pulumi/pulumi
+# pkg/cmd/pulumi/operations/import.go).
+FILE_KEYS = {"nameTable", "resources", "providerInputs"}
+SPEC_KEYS = {
+    "type",
+    "name",
+    "id",
+    "parent",
+    "provider",
+    "version",
+    "pluginDownloadUrl",
+    "properties",
+    "component",
+    "remote",
+    "logicalName",
+}
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    if "--dir" not in args and "dev" in args:  # the repository's dev stack: fill its placeholders
+        args = (*args, *set_arguments("dev"))
+    code = import_file.main(list(args), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def import_json(*args: str) -> dict[str, Any]:
+    code, out, err = cli(*args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def stack_dir(tmp_path: Path, name: str, config: dict[str, Any]) -> Path:
+    """A copy of the project file beside one stack file, for stacks the repository does not ship."""
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return tmp_path
+
+
+def dev_config() -> dict[str, Any]:
+    return fill_placeholders(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Agreement with the program
+
+
+def engine_urn(run: Run, reg: Registration) -> str:
+    """The URN the engine gives a registration: parents' types chained with `$`, the root stack left out
+    (generateURN in pulumi/pulumi pkg/resource/deploy). The mock monitor abbreviates this, so rebuild it."""
+    chain = [reg.type]
+    parent = parent_of(run, reg)
+    while parent is not None:
+        chain.insert(0, parent.type)
+        parent = parent_of(run, parent)
+    return f"urn:pulumi:dev::{P}::{'$'.join(chain)}::{reg.name}"
+
+
+def parent_of(run: Run, reg: Registration) -> Registration | None:
+    """The parent registration; None for a child of the stack (the harness does not record the stack)."""
+    if not reg.parent or reg.parent.endswith(f"::{STACK_ROOT}::{P}-dev"):
+        return None
+    return run.by_urn(reg.parent)
+
+
+def parent_name(run: Run, reg: Registration) -> str | None:
+    parent = parent_of(run, reg)
+    return None if parent is None else parent.name
+
+
+def check_agreement(
+    run: Run, data: dict[str, Any], project_number: str | None, stack: str = "dev", directory: Path = ROOT
+) -> None:
+    assert set(data) <= FILE_KEYS
+    specs = data["resources"]
+    for spec in specs:
+        assert set(spec) <= SPEC_KEYS, spec
+    assert len({s["name"] for s in specs}) == len(specs), "names in an import file must be unique"
+    customs = {(s["type"], s["name"]): s for s in specs if not s.get("component")}
+    components = {s["name"]: s for s in specs if s.get("component")}
+    known = set(components) | set(data.get("nameTable", {}))
+    plan = adoption.adoption(_settings(stack, directory), project_number)
+    skipped = {(s.name, s.type) for s in plan.skipped}
+
+    matched = set()
+    for reg in run.registrations:
+        if reg.type.startswith(f"{P}:"):
+            continue  # our own components: checked through their children below
+        key = (reg.type, reg.name)
+        if key in customs:
+            spec = customs[key]
+            matched.add(key)
+            assert spec.get("parent") == parent_name(run, reg), (key, spec.get("parent"))
+            assert spec.get("id"), key
+            if reg.type.startswith("kubernetes:"):
+                provider = run.by_urn(reg.provider.rsplit("::", 1)[0])
+                assert data["nameTable"][spec["provider"]] == engine_urn(run, provider)
+            else:
+                assert "provider" not in spec  # gcp resources use the default provider, as the program does
+            continue
+        assert (reg.name, reg.type) in skipped, (
+            f"{reg.type} {reg.name!r} is registered by the program but unknown to import-file: import it "
+            "(components/cli/adoption.py) or list it as not imported, with the reason"
+        )
+        assert reg.type in adoption.NOT_IMPORTED_TYPES or reg.type.startswith("gcp:storage/bucketIAMMember")
+    assert set(customs) == matched, f"in the file but not registered: {set(customs) - matched}"
+
+    # Parents: every parent named in the file is a component of the program with that exact type (and URN).
+    registered_components = {r.name: r for r in run.registrations if r.type.startswith(f"{P}:")}
+    for spec in specs:
+        parent = spec.get("parent")
+        if parent is None:
+            continue
+        assert parent in known, spec
+        comp = registered_components[parent]
+        if parent in components:
+            assert components[parent]["type"] == comp.type
+        else:
+            assert data["nameTable"][parent] == engine_urn(run, comp)
+
+
+@pytest.fixture(scope="module")
+def dev_all() -> dict[str, Any]:
+    return import_json("--stack", "dev", "--project-number", PROJECT_NUMBER)
+
+
+def _settings(stack: str, directory: Path = ROOT) -> Settings:
+    return load(*settings_input(fill_placeholders(stack_config(directory, stack))))
+
+
+def test_the_file_names_every_resource_the_program_registers(dev: Run, dev_all: dict[str, Any]) -> None:
+    check_agreement(dev, dev_all, PROJECT_NUMBER)
+    kinds = {s["type"] for s in dev_all["resources"]}
+    # the dev stack has every kind of resource this command imports
+    assert {
+        "gcp:projects/service:Service",
+        "gcp:compute/previewFeature:PreviewFeature",
+        "gcp:compute/network:Network",
+        "gcp:compute/subnetwork:Subnetwork",
+        "gcp:compute/firewall:Firewall",
+        "gcp:serviceaccount/account:Account",
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:container/cluster:Cluster",
+        "gcp:container/nodePool:NodePool",
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ServiceAccount",
+    } <= kinds
+
+
+def test_the_hf_token_secret_is_imported_by_name_only(tmp_path: Path) -> None:
+    token = "hf_never_printed"
+    run = run_program(secrets={f"{P}:hfToken": token})
+    assert run.error is None, run.error
+    directory = stack_dir(tmp_path, "dev", {**dev_config(), f"{P}:hfToken": {"secure": "v1:AAAA"}})
+    code, out, err = cli("--stack", "dev", "--dir", str(directory), "--project-number", PROJECT_NUMBER)
+    assert code == 0, err
+    assert token not in out + err
+    data = json.loads(out)
+    check_agreement(run, data, PROJECT_NUMBER, directory=directory)
+    secret = next(s for s in data["resources"] if s["type"] == "kubernetes:core/v1:Secret")
+    assert secret["id"] == "llm-d-pd-disaggregation/llm-d-hf-token"
+
+
+def test_without_the_project_number_the_bucket_members_are_left_to_up(dev: Run) -> None:
+    data = import_json("--stack", "dev")
+    check_agreement(dev, data, None)
+    assert not [s for s in data["resources"] if s["type"] == "gcp:storage/bucketIAMMember:BucketIAMMember"]
+    code, out, _ = cli("--stack", "dev", "--explain")
+    assert code == 0 and "serving-weights-objectuser" in out and "--project-number" in out
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {f"{P}:serving": {"enabled": False}, f"{P}:demos": {"superslicing": {"enabled": False}}},
+        {f"{P}:tpu": {"cubes": 4, "poolPrefix": "cube"}, f"{P}:network": {"prefix": "other"}},
+    ],
+    ids=["demos-only", "four-cubes-renamed"],
+)
+def test_other_settings_move_the_file_with_the_program(tmp_path: Path, overrides: dict[str, Any]) -> None:
+    run = run_program(overrides)
+    assert run.error is None, run.error
+    directory = stack_dir(tmp_path, "alt", merge(dev_config(), overrides))
+    code, out, err = cli("--stack", "alt", "--dir", str(directory), "--project-number", PROJECT_NUMBER)
+    assert code == 0, err
+    # the harness names the stack "dev"; URNs carry the stack name, so compare with the dev URNs
+    data = json.loads(out)
+    data["nameTable"] = {k: v.replace("urn:pulumi:alt::", "urn:pulumi:dev::") for k, v in data["nameTable"].items()}
+    check_agreement(run, data, PROJECT_NUMBER, "alt", directory)
+
+
+def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run, dev_all: dict[str, Any]) -> None:
+    cloud = import_json("--stack", "dev", "--part", "cloud", "--project-number", PROJECT_NUMBER)
+    kube = import_json("--stack", "dev", "--part", "kubernetes", "--project-number", PROJECT_NUMBER)
+    assert "nameTable" not in cloud  # nothing it needs is in the stack yet
+    assert not [s for s in cloud["resources"] if s["type"].startswith("kubernetes:")]
+    assert all(s["type"].startswith("kubernetes:") or s.get("component") for s in kube["resources"])
+    customs = [s for s in dev_all["resources"] if not s.get("component")]
+    split = [s for s in cloud["resources"] + kube["resources"] if not s.get("component")]
+    assert sorted(map(json.dumps, split)) == sorted(map(json.dumps, customs))
+    # serving holds bucket IAM (cloud part) and Kubernetes objects: the second part names it by URN
+    assert kube["nameTable"]["serving"] == engine_urn(dev, dev.get(f"{P}:serving:Serving", "serving"))
+    assert "serving" in {s["name"] for s in cloud["resources"] if s.get("component")}
+    check_agreement(
+        dev, {"nameTable": kube["nameTable"], "resources": cloud["resources"] + kube["resources"]}, PROJECT_NUMBER
+    )
+
+
+def test_targets_are_the_provider_and_what_was_skipped_as_the_program_registers_them(dev: Run) -> None:
+    code, out, _ = cli("--stack", "dev", "--targets")
+    assert code == 0
+    assert out.split() == [f"--target={engine_urn(dev, dev.get('pulumi:providers:kubernetes', 'cluster-k8s'))}"]
+    # a deployment made with the reference scripts has no node identity and no `system` pool
+    scripts = ("identity-nodes", "identity-container.defaultNodeServiceAccount", "cluster-system")
+    code, out, _ = cli("--stack", "dev", "--targets", *(f"--skip={name}" for name in scripts))
+    assert code == 0
+    cloud = import_json("--stack", "dev", "--part", "cloud", *(f"--skip={name}" for name in scripts))
+    # the targeted update creates the skipped account under its parent, which the import made
+    assert {"type": f"{P}:identity:NodeIdentity", "name": "identity", "component": True} in cloud["resources"]
+    expected = {
+        engine_urn(dev, reg)
+        for reg in dev.registrations
+        if reg.name in scripts or reg.type == "pulumi:providers:kubernetes"
+    }
+    assert {line.removeprefix("--target=") for line in out.split()} == expected
+
+
+def test_skipped_names_leave_the_file_and_join_the_explanation(dev: Run) -> None:
+    data = import_json("--stack", "dev", "--skip", "subslicing-jobset", "--skip", "cluster-system")
+    names = {s["name"] for s in data["resources"]}
+    assert "subslicing-jobset" not in names and "cluster-system" not in names
+    # the component stays: `pulumi up` creates the skipped JobSet under it
+    assert {"type": f"{P}:workloads:SlicingJobSet", "name": "subslicing", "component": True} in data["resources"]
+    code, out, _ = cli("--stack", "dev", "--explain", "--skip", "cluster-system")
+    assert code == 0 and "cluster-system (gcp:container/nodePool:NodePool)" in out and "--skip" in out
+
+
+def test_skipping_an_unknown_name_is_an_error() -> None:
+    code, out, err = cli("--stack", "dev", "--skip", "cluster-sytem")
+    assert code == 2 and out == ""
+    assert "cluster-sytem" in err and "cluster-system" in err
+
+
+def test_explain_lists_every_skipped_resource_with_a_reason(dev: Run) -> None:
+    code, out, _ = cli("--stack", "dev", "--explain", "--project-number", PROJECT_NUMBER)
+    assert code == 0
+    for reg in dev.registrations:
+        if reg.type in adoption.NOT_IMPORTED_TYPES:
+            assert f"{reg.name} ({reg.type})" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Ids: the documented formats
+
+
+def documented_formats(resource: type) -> list[str]:
+    """The id formats in the "## Import" section of an installed pulumi-gcp resource's docstring."""
+    # the docs sit on the @overload constructors, so read the module's source
+    doc = inspect.getsource(sys.modules[resource.__module__])
+    section = doc.split("## Import", 1)[1].split(":param", 1)[0]
+    return re.findall(r"^\s*\* `([^`]+)`$", section, re.MULTILINE)
+
+
+def template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{\{\w+\}\})", template)
+    return re.compile("".join("[^/ ]+" if re.fullmatch(r"\{\{\w+\}\}", p) else re.escape(p) for p in parts))
+
+
+# Types whose pulumi-gcp 10.2.0 docstring lists the accepted formats.
+DOCSTRING_TYPES = {
+    "gcp:projects/service:Service": gcp.projects.Service,
+    "gcp:compute/previewFeature:PreviewFeature": gcp.compute.PreviewFeature,
+    "gcp:compute/network:Network": gcp.compute.Network,
+    "gcp:compute/subnetwork:Subnetwork": gcp.compute.Subnetwork,
+    "gcp:compute/firewall:Firewall": gcp.compute.Firewall,
+    "gcp:container/cluster:Cluster": gcp.container.Cluster,
+    "gcp:container/nodePool:NodePool": gcp.container.NodePool,
+    "gcp:compute/resourcePolicy:ResourcePolicy": gcp.compute.ResourcePolicy,
+}
+# Types whose formats come from the terraform-provider-google / pulumi-kubernetes docs (quoted below).
+QUOTED_FORMATS = {
+    # terraform google_service_account: "Service accounts can be imported using their URI"
+    "gcp:serviceaccount/account:Account": r"projects/[^/ ]+/serviceAccounts/[^/ ]+@[^/ ]+",
+    # terraform google_project_iam: "IAM member imports use space-delimited identifiers"
+    "gcp:projects/iAMMember:IAMMember": r"[^/ ]+ roles/[^ ]+ [a-zA-Z]+:[^ ]+",
+    # pulumi-gcp storage.BucketIAMMember: resource in question `b/{{name}}`, then role, then member
+    "gcp:storage/bucketIAMMember:BucketIAMMember": r"b/[^/ ]+ roles/[^ ]+ [a-zA-Z]+:[^ ]+",
+}
+CLUSTER_SCOPED = {"Namespace", "Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "WorkloadPriorityClass"}
+
+
+def test_every_id_matches_a_documented_format(dev_all: dict[str, Any]) -> None:
+    for spec in dev_all["resources"]:
+        if spec.get("component"):
+            continue
+        type_, id_ = spec["type"], spec["id"]
+        if type_ in DOCSTRING_TYPES:
+            formats = documented_formats(DOCSTRING_TYPES[type_])
+            assert formats, f"no documented formats found for {type_}"
+            # the most qualified form (listed first) leaves nothing to the provider's defaults
+            assert template_regex(formats[0]).fullmatch(id_), (type_, id_, formats[0])
+        elif type_ in QUOTED_FORMATS:
+            assert re.fullmatch(QUOTED_FORMATS[type_], id_), (type_, id_)
+        else:
+            assert type_.startswith("kubernetes:"), f"no documented id format for {type_}"
+            kind = type_.rsplit(":", 1)[1]
+            pattern = r"[a-z0-9.-]+" if kind in CLUSTER_SCOPED else r"[a-z0-9-]+/[a-z0-9.-]+"
+            assert re.fullmatch(pattern, id_), (type_, id_)
+
+
+def registered_id(run: Run, reg: Registration) -> str:
+    """The id the provider would look up for what the program registered, by the documented formats."""
+    i = reg.plain()
+    cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke").plain()
+    by_type = {
+        "gcp:projects/service:Service": lambda: f"{i['project']}/{i['service']}",
+        "gcp:compute/previewFeature:PreviewFeature": lambda: (
+            f"projects/{i['project']}/global/previewFeatures/{i['name']}"
+        ),
+        "gcp:compute/network:Network": lambda: f"projects/{i['project']}/global/networks/{i['name']}",
+        "gcp:compute/subnetwork:Subnetwork": lambda: (
+            f"projects/{i['project']}/regions/{i['region']}/subnetworks/{i['name']}"
+        ),
+        "gcp:compute/firewall:Firewall": lambda: f"projects/{i['project']}/global/firewalls/{i['name']}",
+        "gcp:serviceaccount/account:Account": lambda: (
+            f"projects/{i['project']}/serviceAccounts/{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
+        ),
+        "gcp:projects/iAMMember:IAMMember": lambda: f"{i['project']} {i['role']} {i['member']}",
+        "gcp:container/cluster:Cluster": lambda: (
+            f"projects/{i['project']}/locations/{i['location']}/clusters/{i['name']}"
+        ),
+        "gcp:container/nodePool:NodePool": lambda: f"{i['project']}/{i['location']}/{cluster['name']}/{i['name']}",
+        "gcp:compute/resourcePolicy:ResourcePolicy": lambda: (
+            f"projects/{i['project']}/regions/{i['region']}/resourcePolicies/{i['name']}"
+        ),
+        "gcp:storage/bucketIAMMember:BucketIAMMember": lambda: f"b/{i['bucket']} {i['role']} {i['member']}",
+    }
+    if reg.type in by_type:
+        return by_type[reg.type]()
+    meta = i["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def test_every_id_names_what_the_program_declares(dev: Run, dev_all: dict[str, Any]) -> None:
+    """The node pools name the cluster and the IAM members the account by Output: under the mocks those
+    resolve to the mocks' values, which is what a real deployment resolves them to."""
+    specs = {(s["type"], s["name"]): s for s in dev_all["resources"] if not s.get("component")}
+    for reg in dev.registrations:
+        if (reg.type, reg.name) in specs:
+            assert specs[(reg.type, reg.name)]["id"] == registered_id(dev, reg), reg.name
+
+
+# One documented example per type: the builder, fed the documentation's placeholders (or its example
+# values), gives back the documentation's string.
+EXAMPLES = [
+    # pulumi-gcp projects.Service "## Import": `{{project_id}}/{{service}}`
+    (ids.project_service, {"project": "{{project_id}}", "service": "{{service}}"}, "{{project_id}}/{{service}}"),
+    # pulumi-gcp compute.PreviewFeature: `projects/{{project}}/global/previewFeatures/{{name}}`
+    (
+        ids.preview_feature,
+        {"project": "{{project}}", "name": "{{name}}"},
+        "projects/{{project}}/global/previewFeatures/{{name}}",
+    ),
+    # pulumi-gcp compute.Network: `projects/{{project}}/global/networks/{{name}}`
+    (ids.network, {"project": "{{project}}", "name": "{{name}}"}, "projects/{{project}}/global/networks/{{name}}"),
+    # pulumi-gcp compute.Subnetwork: `projects/{{project}}/regions/{{region}}/subnetworks/{{name}}`
+    (
+        ids.subnetwork,
+        {"project": "{{project}}", "region": "{{region}}", "name": "{{name}}"},
+        "projects/{{project}}/regions/{{region}}/subnetworks/{{name}}",
+    ),
+    # pulumi-gcp compute.Firewall: `projects/{{project}}/global/firewalls/{{name}}`
+    (ids.firewall, {"project": "{{project}}", "name": "{{name}}"}, "projects/{{project}}/global/firewalls/{{name}}"),
+    # terraform-provider-google website/docs/r/google_service_account.html.markdown, "Import":
+    # `terraform import google_service_account.my_sa
+    #   projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com`
+    (
+        ids.service_account,
+        {"project": "my-project", "email": "my-sa@my-project.iam.gserviceaccount.com"},
+        "projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com",
+    ),
+    # terraform-provider-google website/docs/r/google_project_iam.html.markdown, "Import":
+    # `terraform import google_project_iam_member.my_project "your-project-id roles/viewer user:foo@example.com"`
+    (
+        ids.project_iam_member,
+        {"project": "your-project-id", "role": "roles/viewer", "member": "user:foo@example.com"},
+        "your-project-id roles/viewer user:foo@example.com",
+    ),
+    # pulumi-gcp container.Cluster: `projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}`
+    (
+        ids.cluster,
+        {"project": "{{project_id}}", "location": "{{location}}", "name": "{{cluster_id}}"},
+        "projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}",
+    ),
+    # pulumi-gcp container.NodePool: `{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}`
+    (
+        ids.node_pool,
+        {"project": "{{project_id}}", "location": "{{location}}", "cluster": "{{cluster_id}}", "name": "{{pool_id}}"},
+        "{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}",
+    ),
+    # pulumi-gcp compute.ResourcePolicy: `projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}`
+    (
+        ids.resource_policy,
+        {"project": "{{project}}", "region": "{{region}}", "name": "{{name}}"},
+        "projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}",
+    ),
+    # pulumi-gcp storage.BucketIAMMember "## Import" (terraform google_storage_bucket_iam):
+    # `terraform import google_storage_bucket_iam_member.editor
+    #   "b/{{bucket}} roles/storage.objectViewer user:jane@example.com"`
+    (
+        ids.bucket_iam_member,
+        {"bucket": "{{bucket}}", "role": "roles/storage.objectViewer", "member": "user:jane@example.com"},
+        "b/{{bucket}} roles/storage.objectViewer user:jane@example.com",
+    ),
+    # pulumi-kubernetes reads ids with ParseFqName: "namespace/name", or "name" (FqName with no namespace)
+    (ids.kubernetes_object, {"name": "my-app", "namespace": "default"}, "default/my-app"),
+    (ids.kubernetes_object, {"name": "kueue-system"}, "kueue-system"),
+]
+
+
+@pytest.mark.parametrize(
+    ("builder", "parts", "documented"), EXAMPLES, ids=[f"{e[0].__name__}-{e[2]}" for e in EXAMPLES]
+)
+def test_documented_example(builder: Any, parts: dict[str, str], documented: str) -> None:
+    assert builder(**parts) == documented
+
+
+@pytest.mark.parametrize("type_", sorted(DOCSTRING_TYPES))
+def test_quoted_templates_are_the_installed_docs(type_: str) -> None:
+    """The templates quoted above are the ones the installed pulumi-gcp documents, listed first."""
+    quoted = {e[2] for e in EXAMPLES}
+    assert documented_formats(DOCSTRING_TYPES[type_])[0] in quoted
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: the messages of `pulumi preview`, nothing on stdout
+
+
+def test_unknown_stack() -> None:
+    code, out, err = cli("--stack", "nope")
+    assert code == 2 and out == ""
+    assert "no stack named 'nope'" in err
+
+
+def test_invalid_config_gets_the_preview_message(tmp_path: Path) -> None:
+    bad = {f"{P}:network": {"proxySubnetCidr": "10.10.4.0/26"}, f"{P}:tpu": {"cubes": -1}}
+    run = run_program(bad)
+    assert run.error is not None and run.registrations == []
+    directory = stack_dir(tmp_path, "bad", merge(dev_config(), bad))
+    code, out, err = cli("--stack", "bad", "--dir", str(directory))
+    assert code == 1 and out == ""
+    assert err == f"error: {run.error}\n"
+
+
+def test_impossible_plan_gets_the_preview_message(tmp_path: Path) -> None:
+    bad = {f"{P}:demos": {"superslicing": {"topology": "4x4x12"}}}
+    run = run_program(bad)
+    assert run.error is not None and run.registrations == []
+    directory = stack_dir(tmp_path, "bad", merge(dev_config(), bad))
+    code, out, err = cli("--stack", "bad", "--dir", str(directory))
+    assert code == 1 and out == ""
+    assert err == f"error: {run.error}\n"
+
+
+def test_bad_project_number() -> None:
+    code, out, err = cli("--stack", "dev", "--project-number", "my-project")
+    assert code == 2 and out == "" and "--project-number" in err
+
+
+def test_the_command_is_registered() -> None:
+    from components.__main__ import COMMANDS
+
+    assert COMMANDS["import-file"][0] == "components.cli.import_file"

@@ -1,0 +1,169 @@
+"""`python -m components render`: every object the program applies, offline, byte-identical from run to run."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.cli.plan import secret_keys
+from components.cli.render import INDEX, REDACTED
+from components.cli.render import main as render_main
+from tests.harness import ROOT, Run, normalize, run_program, set_arguments, unwrap
+
+P = "gke-tpu-slicing"
+TOKEN = "hf_render_test_token"
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The dev stack rendered twice: in this process, and as `python -m components render` in another
+    process with another hash seed (so set or dict ordering that varies between processes shows)."""
+    base = tmp_path_factory.mktemp("render")
+    args = ["--stack", "dev", *set_arguments("dev"), "--set", f"hfToken={TOKEN}"]
+    assert render_main(["render", "--out", str(base / "a"), *args]) == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "components", "render", "--out", str(base / "b"), *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stack dev: rendered 19 kubernetes, 6 not rendered")
+    assert TOKEN not in done.stdout + done.stderr
+    return base / "a", base / "b"
+
+
+@pytest.fixture(scope="module")
+def program() -> Run:
+    run = run_program(secrets={f"{P}:hfToken": TOKEN})
+    assert run.error is None, run.error
+    return run
+
+
+def test_two_renders_are_byte_identical(rendered: tuple[Path, Path]) -> None:
+    a, b = rendered
+    assert files_of(a) == files_of(b)
+    assert filecmp.dircmp(a, b).diff_files == []
+
+
+def test_every_kubernetes_object_is_one_file_with_the_programs_manifest(
+    rendered: tuple[Path, Path], program: Run
+) -> None:
+    a, _ = rendered
+    objects = [r for r in program.registrations if r.custom and r.type.startswith("kubernetes:")]
+    files = sorted((a / "kubernetes").rglob("*.yaml"))
+    assert len(files) == len(objects)
+    by_identity = {}
+    for path in files:
+        obj = yaml.safe_load(path.read_text())
+        meta = obj["metadata"]
+        by_identity[(obj["kind"], meta.get("namespace"), meta["name"])] = obj
+        assert path.parent.name == meta.get("namespace", "_cluster")
+    for reg in objects:
+        expected = normalize(unwrap(reg.inputs))
+        meta = expected["metadata"]
+        got = by_identity[(expected["kind"], meta.get("namespace"), meta["name"])]
+        if expected["kind"] == "Secret":
+            assert set(got["stringData"]) == set(expected["stringData"])
+            assert set(got["stringData"].values()) == {REDACTED}
+            continue
+        # No Kubernetes object carries a value only the cloud knows, so the files are the manifests exactly.
+        assert got == expected, f"{expected['kind']} {meta['name']}"
+
+
+def test_secrets_never_reach_the_files(rendered: tuple[Path, Path]) -> None:
+    a, _ = rendered
+    for path, data in files_of(a).items():
+        assert TOKEN.encode() not in data, path
+
+
+def test_charts_are_listed_not_rendered(rendered: tuple[Path, Path], program: Run) -> None:
+    a, _ = rendered
+    text = (a / "not-rendered.yaml").read_text()
+    assert text.startswith("# Not rendered offline")
+    listed = {item["resource"]: item for item in yaml.safe_load(text)}
+    charts = program.of_type("kubernetes:helm.sh/v4:Chart")
+    assert len(charts) == 4
+    for chart in charts:
+        item = listed[chart.name]
+        assert (item["chart"], item["version"], item["namespace"]) == (
+            chart.inputs["chart"],
+            chart.inputs["version"],
+            chart.inputs["namespace"],
+        )
+        assert item["values"] == normalize(unwrap(chart.inputs["values"]))
+    assert listed["slice-controller-manifest"]["file"].startswith("https://")
+    crd_files = listed["inference-extension-crds"]["files"]
+    assert crd_files and all(f.startswith("https://") and "/v1." in f for f in crd_files)
+
+
+def test_google_cloud_table_has_every_resource(rendered: tuple[Path, Path], program: Run) -> None:
+    a, _ = rendered
+    table = (a / "google-cloud.md").read_text().splitlines()
+    gcp = [r for r in program.registrations if r.custom and r.type.startswith("gcp:")]
+    rows = [line for line in table if line.startswith("| `")]
+    assert sorted(row.split("`")[1] for row in rows) == sorted(r.name for r in gcp)
+    pool = next(row for row in rows if row.startswith("| `capacity-tpu7-pool-1`"))
+    assert "SPECIFIC_RESERVATION" in pool and "nodeCount=16" in pool
+    full = yaml.safe_load((a / "google-cloud.yaml").read_text())
+    assert full["network-main"]["inputs"]["mtu"] == 8896
+    assert full["cluster-gke"]["inputs"]["network"] == "<network-main.id>", "cloud-only values are markers"
+    index = (a / INDEX).read_text()
+    assert "TPU plan: 2 x 4x4x4 cubes" in index and "not rendered offline" in index
+
+
+def test_invalid_config_fails_like_preview_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    bad = ["--set", "network.proxySubnetCidr=10.10.4.0/26"]
+    assert render_main(["--stack", "dev", "--out", str(out), *set_arguments("dev"), *bad]) == 1
+    err = capsys.readouterr().err
+    preview = run_program({f"{P}:network": {"proxySubnetCidr": "10.10.4.0/26"}})
+    assert err == f"error: {preview.error}\n"
+    assert not out.exists()
+    # A placeholder left in: the same refusal, by name.
+    assert render_main(["--stack", "staging", "--out", str(out)]) == 1
+    assert "gcp:project = '<REPLACE-ME" in capsys.readouterr().err
+    assert not out.exists()
+    assert render_main(["--stack", "nosuchstack", "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_refuses_to_overwrite_a_directory_that_is_not_a_render(tmp_path: Path) -> None:
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert render_main(["--stack", "dev", "--out", str(out), *set_arguments("dev")]) == 2
+    assert files_of(out) == {"notes.txt": b"keep me"}
+
+
+def test_rerender_removes_stale_files(rendered: tuple[Path, Path], tmp_path: Path) -> None:
+    a, _ = rendered
+    out = tmp_path / "again"
+    out.mkdir()
+    (out / INDEX).write_text("previous render")
+    (out / "kubernetes").mkdir()
+    (out / "kubernetes" / "stale.yaml").write_text("kind: Gone\n")
+    args = ["--stack", "dev", *set_arguments("dev"), "--set", f"hfToken={TOKEN}"]
+    assert render_main(["--out", str(out), *args]) == 0
+    assert files_of(out) == files_of(a)
+
+
+def test_encrypted_stack_values_are_secret_keys(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.enc.yaml").write_text(
+        yaml.safe_dump({"config": {"gcp:project": "p-123456", f"{P}:hfToken": {"secure": "v1:abc"}}})
+    )
+    assert secret_keys(tmp_path, "enc") == [f"{P}:hfToken"]

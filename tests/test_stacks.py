@@ -1,0 +1,236 @@
+"""Every stack file, run whole under the mock runtime: what holds in every environment, what differs on purpose.
+
+Stack files are discovered by glob, so a new `Pulumi.<name>.yaml` is checked without touching this file.
+Placeholders are filled from tests/harness.py PLACEHOLDER_VALUES; unfilled, each one is refused by name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from components.cli.plan import stack_config
+from components.model.checks import MTU_MAX, PLACEHOLDER_RE
+from components.model.geometry import Topology, system
+from components.model.settings import ConfigError, load
+from tests.harness import (
+    ROOT,
+    STACKS,
+    Registration,
+    Run,
+    contains_secret,
+    is_secret,
+    placeholders,
+    run_program,
+    stack_file_config,
+)
+
+P = "gke-tpu-slicing"
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+NETWORK = "gcp:compute/network:Network"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+REMOTE = ("kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+
+
+def stack_value(stack: str, section: str, path: str, default: Any = None) -> Any:
+    """A value as the stack file (merged with Pulumi.yaml) sets it, or `default` when unset."""
+    node: Any = stack_file_config(stack).get(f"{P}:{section}", {})
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def stack(request: pytest.FixtureRequest) -> tuple[str, Run]:
+    run = run_program(stack=request.param, secrets={f"{P}:hfToken": "hf_stack_test_token"})
+    assert run.error is None, f"{request.param}: {run.error}"
+    return request.param, run
+
+
+def test_the_three_environments_exist() -> None:
+    assert {"dev", "staging", "prod"} <= set(STACKS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Invariants: true in every environment
+
+
+def tpu_pools(run: Run) -> list[Registration]:
+    return [r for r in run.of_type(POOL) if r.name.startswith("capacity-")]
+
+
+def test_tpu_network_uses_the_largest_mtu(stack: tuple[str, Run]) -> None:
+    _, run = stack
+    (network,) = run.of_type(NETWORK)
+    assert network.inputs["mtu"] == MTU_MAX == 8896
+
+
+def test_every_tpu_pool_is_reservation_bound_and_placed_by_the_workload_policy(stack: tuple[str, Run]) -> None:
+    name, run = stack
+    (policy,) = run.of_type(POLICY)
+    assert policy.inputs["workloadPolicy"]["type"] == "HIGH_THROUGHPUT"
+    pools = tpu_pools(run)
+    assert len(pools) == stack_value(name, "tpu", "cubes", 2) > 0
+    machine = pools[0].inputs["nodeConfig"]["machineType"]
+    vms = system(machine).vms(Topology.parse(stack_value(name, "tpu", "cubeTopology", "4x4x4")))
+    for pool in pools:
+        affinity = pool.inputs["nodeConfig"]["reservationAffinity"]
+        assert affinity["consumeReservationType"] == "SPECIFIC_RESERVATION", pool.name
+        assert affinity["values"] and all(v.startswith("projects/") for v in affinity["values"])
+        assert pool.inputs["placementPolicy"] == {"type": "COMPACT", "policyName": policy.inputs["name"]}
+        assert policy.urn in pool.property_dependencies["placementPolicy"], "placed by the policy's Output"
+        assert pool.inputs["nodeCount"] == vms
+
+
+def test_every_node_runs_as_the_dedicated_service_account(stack: tuple[str, Run]) -> None:
+    _, run = stack
+    (account,) = run.of_type(ACCOUNT)
+    email = f"{account.inputs['accountId']}@{account.inputs['project']}.iam.gserviceaccount.com"
+    # Every node is in a node pool: the cluster declares no node_config of its own (its default pool is removed).
+    assert "nodeConfig" not in run.get(CLUSTER, "cluster-gke").inputs
+    configs = [p.inputs["nodeConfig"] for p in run.of_type(POOL)]
+    assert len(configs) >= 2  # the system pool and the TPU pools
+    for node_config in configs:
+        assert node_config["serviceAccount"] == email
+        assert not node_config["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
+
+
+def test_every_kubernetes_object_goes_through_the_explicit_provider(stack: tuple[str, Run]) -> None:
+    _, run = stack
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    objects = [r for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
+    assert objects, "no Kubernetes objects"
+    for reg in objects:
+        assert reg.provider.startswith(provider.urn + "::"), f"{reg.type} {reg.name}: {reg.provider!r}"
+    # Charts and fetched manifests are components: they hand the provider to the objects they render.
+    remote = [r for r in run.registrations if r.type in REMOTE]
+    assert remote
+    for reg in remote:
+        assert reg.remote and reg.providers["kubernetes"].startswith(provider.urn + "::"), reg.name
+
+
+def test_secrets_stay_secret(stack: tuple[str, Run]) -> None:
+    _, run = stack
+    assert "kubeconfig" in run.secret_outputs
+    assert is_secret(run.of_type("pulumi:providers:kubernetes")[0].inputs["kubeconfig"])
+    if stack_value(stack[0], "serving", "enabled", True):
+        (secret,) = run.of_type("kubernetes:core/v1:Secret")
+        assert contains_secret(secret.inputs)
+    for reg in run.registrations:
+        text = repr(reg.inputs)
+        assert "hf_stack_test_token" not in text or contains_secret(reg.inputs), f"{reg.type} {reg.name}"
+
+
+def test_protection_follows_one_key_on_exactly_the_expensive_resources(stack: tuple[str, Run]) -> None:
+    name, run = stack
+    protect = stack_value(name, "cluster", "protect", False)
+    expensive = [run.get(CLUSTER, "cluster-gke"), *run.of_type(POOL), *run.of_type(POLICY)]
+    assert {r.name: r.protect for r in expensive} == dict.fromkeys((r.name for r in expensive), protect)
+    cheap = [r for r in run.registrations if r.custom and r not in expensive]
+    assert [r.name for r in cheap if r.protect] == []
+
+
+def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
+    name, run = stack
+    if name == "dev":  # torn down freely; a fixed window would expire (README "Stacks and environments")
+        assert "maintenancePolicy" not in run.get(CLUSTER, "cluster-gke").inputs
+        return
+    policy = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]
+    (exclusion,) = policy["maintenanceExclusions"]
+    assert exclusion["startTime"] < exclusion["endTime"]
+
+
+def test_no_code_branches_on_the_stack_name() -> None:
+    """Differences live in stack files only: nothing reads the stack's name or names an environment."""
+    sources = [ROOT / "__main__.py", *sorted((ROOT / "components").rglob("*.py"))]
+    offenders = []
+    for path in sources:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            # `plan --stack` defaulting to dev picks a file to read; it is not a branch on the name.
+            if "get_stack(" in line or (re.search(r"""["'](dev|staging|prod)["']""", line) and "--stack" not in line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Differences on purpose
+
+
+def test_dev_is_the_codelab_sized_stack() -> None:
+    run = run_program(stack="dev")
+    assert len(tpu_pools(run)) == 2
+    assert len(run.of_type(JOBSET)) == 2 and len(run.of_type(LWS)) == 2
+    cluster = run.get(CLUSTER, "cluster-gke")
+    assert cluster.inputs["deletionProtection"] is False and cluster.protect is False
+
+
+@pytest.mark.parametrize("name", ["staging", "prod"])
+def test_staging_and_prod_serve_only_and_are_protected(name: str) -> None:
+    run = run_program(stack=name)
+    assert run.error is None, run.error
+    assert run.of_type(JOBSET) == [], "no demo JobSets competing for the cubes"
+    assert len(run.of_type(LWS)) == 2
+    cluster = run.get(CLUSTER, "cluster-gke")
+    assert cluster.inputs["deletionProtection"] is True
+    assert cluster.protect and all(p.protect for p in run.of_type(POOL))
+    assert len(tpu_pools(run)) > stack_value("dev", "tpu", "cubes")
+    # Serving's sub-slices run on a version GKE documents for them (dev keeps the codelab's, with a warning).
+    assert [msg for level, msg in run.logs if level == "warn" and "cluster.version" in msg] == []
+
+
+def test_staging_runs_what_prod_runs() -> None:
+    """Promotion tries in staging exactly the versions prod will get."""
+    for section, path in [("cluster", "version"), ("cluster", "releaseChannel"), ("serving", "image")]:
+        assert stack_value("staging", section, path) == stack_value("prod", section, path), f"{section}.{path}"
+
+
+def test_prod_has_at_least_the_capacity_of_staging() -> None:
+    assert stack_value("prod", "tpu", "cubes") >= stack_value("staging", "tpu", "cubes")
+
+
+# ---------------------------------------------------------------------------------------------
+# Placeholders
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_each_placeholder_is_refused_by_name_before_anything_is_registered(name: str) -> None:
+    raw = stack_config(ROOT, name)
+    expected = placeholders(raw, "")
+    assert "gcp:project" in expected, "every stack's project is the owner's to fill in"
+    run = run_program(stack=name, filled=False)
+    assert run.error is not None and run.registrations == []
+    lines = str(run.error).splitlines()[1:]
+    assert [line.strip().split(" = ", 1)[0] for line in lines] == expected
+    assert all("a placeholder left in the stack file" in line for line in lines)
+
+
+def test_placeholders_are_refused_wherever_they_are_and_other_problems_still_reported() -> None:
+    raw = {
+        "tpu": {"reservation": {"name": "<REPLACE-ME: reservation>"}},
+        "network": {"internalSourceRanges": ["10.0.0.0/8", "<REPLACE-ME>"]},
+        "hfToken": "<REPLACE-ME: token hf_abc>",
+        "zone": "nowhere",
+    }
+    with pytest.raises(ConfigError) as err:
+        load(raw, "<REPLACE-ME: project>")
+    lines = str(err.value).splitlines()
+    assert lines[0] == "invalid stack configuration (5 problems):"
+    keys = [line.strip().split(" = ", 1)[0] for line in lines[1:]]
+    assert keys == [
+        "gcp:project",
+        f"{P}:tpu.reservation.name",
+        f"{P}:network.internalSourceRanges[1]",
+        f"{P}:hfToken",
+        f"{P}:zone",
+    ]
+    assert "token hf_abc" not in str(err.value), "a secret key's value is never echoed"
+    assert "pulumi config set --path 'tpu.reservation.name' <value>" in str(err.value)
+    assert PLACEHOLDER_RE.search("<REPLACE-ME>") and not PLACEHOLDER_RE.search("REPLACE-ME")

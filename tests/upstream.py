@@ -1,0 +1,225 @@
+"""The upstream files the tests read (CRDs, chart values, reference manifests, the Pulumi project schema).
+
+They are pinned in ``tests/upstream_files.toml`` (URL at a tag or commit, sha256) and read from one root:
+
+1. ``$GKE_TPU_SLICING_UPSTREAM`` when set (relative paths are resolved against the repository root);
+2. else ``../shared`` next to the repository, when it exists (this project's CI, which has no internet);
+3. else the cache ``$XDG_CACHE_HOME/gke-tpu-slicing/upstream`` (default ``~/.cache/...``), outside the tree,
+   which ``python -m tests.upstream fetch`` fills (and verifies) from the pinned URLs.
+
+A test asks for what it needs with `require` (a directory or file, relative to the root): when a pinned file
+under it is missing or differs from its pinned hash, the test skips with one line naming the files and the
+fetch command, or fails where ``$CI`` is set.
+
+Commands (run from the repository root)::
+
+    python -m tests.upstream fetch    # download what is missing into $GKE_TPU_SLICING_UPSTREAM or the cache
+    python -m tests.upstream check    # print the root; exit 1 when a pinned file is missing or differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LIST = REPO / "tests" / "upstream_files.toml"
+ROOT_ENV = "GKE_TPU_SLICING_UPSTREAM"
+SHARED = REPO.parent / "shared"
+FETCH_COMMAND = "python -m tests.upstream fetch"
+TIMEOUT = 30  # seconds per download
+_FALSY = {"", "0", "false", "no", "off", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Pinned:
+    path: str  # relative to the root, e.g. "schemas/crds/kueue-v0.17.4_topologies.yaml"
+    url: str
+    sha256: str
+    note: str = ""
+
+
+def load(list_file: Path = LIST) -> list[Pinned]:
+    """The pinned files, as listed."""
+    data = tomllib.loads(list_file.read_text())
+    files = [Pinned(**entry) for entry in data.get("file", [])]
+    for entry in files:
+        if Path(entry.path).is_absolute() or ".." in Path(entry.path).parts:
+            raise ValueError(f"{list_file}: path {entry.path!r} must be relative and inside the root")
+    return files
+
+
+def in_ci() -> bool:
+    """True when ``$CI`` is set to a truthy value (anything but empty, 0, false, f, no, n, off)."""
+    return os.environ.get("CI", "").strip().lower() not in _FALSY
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "gke-tpu-slicing" / "upstream"
+
+
+def _from_env() -> Path | None:
+    value = os.environ.get(ROOT_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (REPO / path).resolve()
+
+
+def root() -> Path:
+    """Where the upstream files are read from: ``$GKE_TPU_SLICING_UPSTREAM``, ``../shared``, or the cache."""
+    env = _from_env()
+    if env is not None:
+        return env
+    return SHARED.resolve() if SHARED.is_dir() else cache_dir()
+
+
+def fetch_dest() -> Path:
+    """Where `fetch` writes: never ``../shared`` (CI's read-only copy), the variable's directory or the cache."""
+    return _from_env() or cache_dir()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@functools.cache
+def _problem(file: Path, expected: str, _mtime: float) -> str | None:
+    return None if sha256(file) == expected else "differs from its pinned sha256"
+
+
+def problems(base: Path, files: Sequence[Pinned]) -> dict[str, str]:
+    """``{path: what is wrong}`` for each pinned file that is missing under ``base`` or has another hash."""
+    out = {}
+    for entry in files:
+        file = base / entry.path
+        if not file.is_file():
+            out[entry.path] = "missing"
+            continue
+        problem = _problem(file, entry.sha256, file.stat().st_mtime)
+        if problem:
+            out[entry.path] = problem
+    return out
+
+
+def under(prefix: str, files: Sequence[Pinned] | None = None) -> list[Pinned]:
+    """The pinned files at or under ``prefix`` (a file or directory relative to the root)."""
+    prefix = prefix.strip("/")
+    return [f for f in (load() if files is None else files) if f.path == prefix or f.path.startswith(prefix + "/")]
+
+
+def require(*prefixes: str) -> Path:
+    """The root, once every pinned file under ``prefixes`` is there with its hash; else skip (fail in CI).
+
+    Returns the root; use ``require("schemas/crds") / "schemas/crds"`` or `path`.
+    """
+    import pytest
+
+    base = root()
+    wanted = [f for prefix in prefixes for f in under(prefix)]
+    if not wanted:
+        raise ValueError(f"nothing in {LIST.name} is under {', '.join(prefixes)}")
+    bad = problems(base, wanted)
+    if not bad:
+        return base
+    listed = ", ".join(f"{p} ({why})" if why != "missing" else p for p, why in sorted(bad.items()))
+    message = f"{len(bad)} upstream file(s) not in {base}: {listed}; fetch them with `{FETCH_COMMAND}`"
+    if in_ci():
+        pytest.fail(f"CI={os.environ.get('CI')}: {message}", pytrace=False)
+    pytest.skip(message)
+    raise AssertionError("unreachable")  # pragma: no cover (pytest.skip raises)
+
+
+def path(prefix: str) -> Path:
+    """``root / prefix`` for a test, after `require` (skips or fails when files are missing)."""
+    return require(prefix) / prefix
+
+
+# --------------------------------------------------------------------------------------------- fetching
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+        return response.read()
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fetch(dest: Path, files: Sequence[Pinned], log: Callable[[str], object] = print) -> list[str]:
+    """Download every pinned file that is missing under ``dest`` or has another hash; verify, then write.
+
+    A file is written (atomically) only when its bytes have the pinned sha256. Returns the errors, one per
+    file that could not be fetched or did not verify ([] when ``dest`` is complete).
+    """
+    errors = []
+    todo = problems(dest, files)
+    offline = None
+    for entry in files:
+        if entry.path not in todo:
+            continue
+        if offline is not None:  # no network: do not wait for a timeout per file
+            errors.append(f"{entry.path}: not tried ({offline})")
+            continue
+        try:
+            data = _download(entry.url)
+        except urllib.error.HTTPError as err:
+            errors.append(f"{entry.path}: cannot download {entry.url}: {err}")
+            continue
+        except OSError as err:  # URLError (no route, DNS), timeouts: the network, not this file
+            errors.append(f"{entry.path}: cannot download {entry.url}: {err}")
+            offline = f"offline? {err}"
+            continue
+        got = hashlib.sha256(data).hexdigest()
+        if got != entry.sha256:
+            errors.append(f"{entry.path}: {entry.url} has sha256 {got}, pinned {entry.sha256}; not written")
+            continue
+        _write_atomically(dest / entry.path, data)
+        log(f"fetched {entry.path}")
+    return errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.upstream", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["fetch", "check"])
+    parser.add_argument("--list", type=Path, default=LIST, help="the pinned list (default: %(default)s)")
+    parser.add_argument("--dest", type=Path, help=f"fetch into this directory (default: ${ROOT_ENV} or the cache)")
+    args = parser.parse_args(argv)
+    files = load(args.list)
+    if args.command == "check":
+        base = args.dest or root()
+        bad = problems(base, files)
+        print(f"upstream files: {base} ({len(files) - len(bad)}/{len(files)} present and verified)")
+        for name, why in sorted(bad.items()):
+            print(f"  {name}: {why}")
+        return 1 if bad else 0
+    dest = args.dest or fetch_dest()
+    errors = fetch(dest, files)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(f"upstream files: {dest} ({len(files) - len(errors)}/{len(files)} verified)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
