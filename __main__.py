@@ -71,4 +71,6 @@ if serving is not None:
     pulumi.export("gatewayName", serving.gateway.object_name)
     pulumi.export("gatewayNamespace", queues.namespace.metadata.name)
     pulumi.export("servedModelName", settings.serving.model_served)
+    pulumi.export("inferencePool", serving.pool_name)
+    pulumi.export("servingLeaders", serving.leaders)
     pulumi.export("verifyCommand", serving.verify_command)

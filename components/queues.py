@@ -12,11 +12,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
+from components.model.geometry import Slice, SliceKind
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
-# WorkloadPriorityClass is served as v1beta1 in the reference and in Kueue v0.17.
+# The reference declares WorkloadPriorityClass at v1beta1, which Kueue v0.17 still serves but marks
+# deprecated (its CRD: `deprecated: true`, "Use v1beta2 instead"); stacks created before the move
+# registered it under this type, so the priority classes alias it and update in place.
 KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -25,10 +28,29 @@ SLICE_CONTROLLER = "accelerator.gke.io/slice"
 TPU_RESOURCE = "google.com/tpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+HEALTHY = "HEALTHY"
 
 
 def partition_label(shape: object) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-id"
+
+
+def partition_state_label(shape: object) -> str:
+    return f"cloud.google.com/gke-tpu-partition-{shape}-state"
+
+
+def healthy_partition_selector(slice_: Slice) -> dict[str, str]:
+    """The node selector that keeps a slice's pods off unhealthy partitions.
+
+    GKE labels every node with `...-partition-<shape>-state` for each partition shape of its cube
+    (https://docs.cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing#define_the_partition_health_selection);
+    llm-d lists `<shape>-state: HEALTHY` as required on dynamic-slice pods
+    (llm-d/llm-d docs/infrastructure/providers/gke/dynamic-slicing/README.md@6b047cfb). A sub-slice is one
+    partition of its own shape; a super-slice stitches whole cubes, so each of its nodes must sit in a
+    healthy cube-sized partition (there is no label for shapes larger than a cube).
+    """
+    shape = slice_.topology if slice_.kind is SliceKind.SUB else slice_.cube.topology
+    return {partition_state_label(shape): HEALTHY}
 
 
 def topology_levels(settings: Settings) -> list[str]:
@@ -146,13 +168,18 @@ class SliceQueues(Component):
             priority: KubernetesObject(
                 f"{name}-priority-{priority}",
                 {
-                    "apiVersion": KUEUE_V1BETA1,
+                    "apiVersion": KUEUE_V1BETA2,
                     "kind": "WorkloadPriorityClass",
                     "metadata": {"name": priority},
                     "value": value,
                     "description": priority_description(priority),
                 },
-                after_kueue,
+                pulumi.ResourceOptions.merge(
+                    after_kueue,
+                    pulumi.ResourceOptions(
+                        aliases=[pulumi.Alias(type_=f"kubernetes:{KUEUE_V1BETA1}:WorkloadPriorityClass")]
+                    ),
+                ),
             )
             for priority, value in q.priorities.items()
         }

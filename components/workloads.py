@@ -19,7 +19,7 @@ from components.model.geometry import Slice
 from components.model.k8s_settings import SubslicingDemo, SuperslicingDemo
 from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues
+from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
@@ -30,6 +30,7 @@ def demo_pod(slice_: Slice) -> dict[str, Any]:
     pod = copy.deepcopy(yaml.safe_load(DEMO_POD.read_text()))
     pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
     pod["spec"]["nodeSelector"][ACCELERATOR_LABEL] = slice_.cube.system.accelerator
+    pod["spec"]["nodeSelector"].update(healthy_partition_selector(slice_))
     chips = str(slice_.chips_per_pod)
     for container in pod["spec"]["containers"]:
         container["resources"] = {"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from components.model import geometry
 from components.model.geometry import Topology, TpuSystem
+from tests import upstream
 from tests.harness import Registration, Run, assert_rejected, normalize, run_program
 
 P = "gke-tpu-slicing"
@@ -104,8 +106,8 @@ def test_names_flow_as_outputs_not_literals(dev: Run) -> None:
     )
     local = dev.get(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue").property_dependencies
     assert cq in local["spec"] and ns in local["metadata"]
-    low = urn(f"{KUEUE}/v1beta1:WorkloadPriorityClass", "queues-priority-low-priority-1000")
-    medium = urn(f"{KUEUE}/v1beta1:WorkloadPriorityClass", "queues-priority-medium-priority-2000")
+    low = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-low-priority-1000")
+    medium = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-medium-priority-2000")
     assert {lq, ns, low} <= set(dev.get(JOBSET, "subslicing-jobset").property_dependencies["metadata"])
     assert {lq, ns, medium} <= set(dev.get(JOBSET, "superslicing-jobset").property_dependencies["metadata"])
     for chart in addon_charts(dev):
@@ -221,7 +223,7 @@ def test_priorities_and_names_are_configurable() -> None:
     assert run.error is None, run.error
     classes = {
         r.inputs["metadata"]["name"]: normalize(r.inputs["value"])
-        for r in run.of_type(f"{KUEUE}/v1beta1:WorkloadPriorityClass")
+        for r in run.of_type(f"{KUEUE}/v1beta2:WorkloadPriorityClass")
     }
     assert classes == {"batch-10": 10, "prod-99": 99}
     labels = run.get(JOBSET, "subslicing-jobset").inputs["metadata"]["labels"]
@@ -240,8 +242,11 @@ def test_demos_can_be_switched_off() -> None:
 BAD = [
     (
         "system pool too small for the controllers",
-        {f"{P}:cluster": {"systemMachineType": "n2-standard-8"}},
-        ["cluster.systemMachineType", "n2-standard-8", "10000m CPU"],
+        {
+            f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
+            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
+        },
+        ["cluster.systemMachineType", "n2-standard-8", "8000m CPU"],
     ),
     (
         "one controller bigger than a node",
@@ -270,3 +275,27 @@ BAD = [
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[b[0] for b in BAD])
 def test_bad_layer_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
     assert_rejected(overrides, expected)
+
+
+def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> None:
+    """The pinned Kueue CRD decides: the storage version, not a deprecated one; old stacks update in place."""
+    crd_dir = upstream.path("schemas/crds")
+    (crd,) = [
+        doc
+        for path in sorted(crd_dir.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+        and doc.get("kind") == "CustomResourceDefinition"
+        and doc["spec"]["names"]["kind"] == "WorkloadPriorityClass"
+    ]
+    (storage,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    assert storage["served"] and not storage.get("deprecated")
+    api = f"{crd['spec']['group']}/{storage['name']}"
+    classes = [r for r in dev.registrations if r.type.endswith(":WorkloadPriorityClass")]
+    assert len(classes) == 3
+    for reg in classes:
+        assert reg.inputs["apiVersion"] == api and reg.type == f"kubernetes:{api}:WorkloadPriorityClass"
+        # stacks created with v1beta1 adopt the same object instead of creating a second one with its name
+        assert {"spec": {"type": "kubernetes:kueue.x-k8s.io/v1beta1:WorkloadPriorityClass"}} in [
+            {"spec": {"type": a.get("spec", {}).get("type")}} for a in reg.aliases
+        ]

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
 import yaml
 
-from tests.harness import PROJECT_NUMBER, Run, assert_rejected, contains_secret, is_secret, normalize, run_program
+from components import serving
+from components.cli.plan import settings_input
+from components.model.settings import load
+from tests.harness import (
+    PROJECT_NUMBER,
+    Run,
+    assert_rejected,
+    contains_secret,
+    is_secret,
+    normalize,
+    run_program,
+    stack_file_config,
+)
 
 P = "gke-tpu-slicing"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -197,9 +210,94 @@ def test_gcs_fuse_identity_and_bucket_iam(without_token: Run) -> None:
     for role in ("prefill", "decode"):
         obj = lws(without_token, role)
         assert leader(obj)["serviceAccountName"] == worker(obj)["serviceAccountName"] == "gcs-fuse-ksa"
-        volume = leader(obj)["volumes"][1]["csi"]
-        assert volume["driver"] == "gcsfuse.csi.storage.gke.io"
-        assert volume["volumeAttributes"]["bucketName"] == "gemma3-weights"
+
+
+FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+
+
+def templates(obj: dict) -> list[dict]:
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    return [lwt["leaderTemplate"], lwt["workerTemplate"]]
+
+
+def test_streamed_weights_declare_no_fuse_mount(without_token: Run) -> None:
+    for role in ("prefill", "decode"):
+        obj = lws(without_token, role)
+        assert flag(vllm_args(obj), "--model").startswith("gs://gemma3-weights/")
+        assert flag(vllm_args(obj), "--load-format") == "runai_streamer"
+        for template in templates(obj):
+            assert [v for v in template["spec"]["volumes"] if "csi" in v] == []
+            assert "/data" not in [m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]]
+            assert "gke-gcsfuse/volumes" not in template["metadata"]["annotations"]
+
+
+def test_mounted_weights_declare_the_fuse_mount_and_read_from_it() -> None:
+    run = run_program({f"{P}:serving": {"weightsVia": "mount", "weightsBucket": "my-weights"}})
+    assert run.error is None, run.error
+    for role in ("prefill", "decode"):
+        obj = lws(run, role)
+        args = vllm_args(obj)
+        model = flag(args, "--model")
+        assert model.startswith("/data/models--Qwen--") and "--load-format" not in " ".join(args)
+        for template in templates(obj):
+            (fuse,) = [v for v in template["spec"]["volumes"] if "csi" in v]
+            assert fuse["csi"]["driver"] == FUSE_DRIVER
+            assert fuse["csi"]["volumeAttributes"]["bucketName"] == "my-weights"
+            mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
+            assert mounts[fuse["name"]] == "/data" and model.startswith(mounts[fuse["name"]] + "/")
+            assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+
+
+# The values keys of llm-d-router-gateway v0.10.0 (keys only; None = a leaf or a free-form map the templates
+# read whole), from llm-d/llm-d-router@71f4f0999f95b96c49a9d0c4afbd18dfdb943c26 (tag v0.10.0):
+# config/charts/llm-d-router-gateway/values.yaml, and under `router` (the routerlib subchart's alias)
+# config/charts/routerlib/values.yaml. Two keys the templates read that values.yaml only shows commented:
+# router.epp.flags (routerlib templates/_deployment.yaml, `$eppFlags`) and router.modelServers.matchLabels
+# (the gateway chart nulls router.modelServers, so its children are all user-supplied; templates/gke.yaml and
+# routerlib templates/_inferencepool.yaml read type, protocol, targetPorts and matchLabels).
+ROUTER_CHART_KEYS: dict = {
+    "provider": {"name": None, "istio": None, "gke": None},
+    "httpRoute": {
+        "create": None,
+        "inferenceGatewayName": None,
+        "inferenceGatewayNamespace": None,
+        "requestTimeout": None,
+    },
+    "router": {
+        "extraServicePorts": None,
+        "clusterDomain": None,
+        "epp": {
+            **dict.fromkeys(["replicas", "image", "extProcPort", "parsers", "metricsDataSource", "env", "flags"]),
+            **dict.fromkeys(["pluginsConfigFile", "pluginsCustomConfig", "extraContainerPorts", "resources"]),
+            **dict.fromkeys(["affinity", "tolerations", "podAnnotations"]),
+        },
+        "proxy": {"enabled": None},
+        "tokenizer": None,
+        "monitoring": {"interval": None, "provider": None, "prometheus": None},
+        "tracing": {"enabled": None, "otelExporterEndpoint": None, "sampling": None},
+        "inferencePool": {"create": None, "failureMode": None},
+        "inferenceObjectives": None,
+        "modelServers": {"type": None, "protocol": None, "targetPorts": None, "matchLabels": None},
+        "latencyPredictor": None,
+    },
+}
+
+
+def unknown_chart_keys(values: dict, keys: dict | None, path: str = "") -> list[str]:
+    if keys is None:
+        return []
+    out = []
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if key not in keys:
+            out.append(where)
+        elif isinstance(value, dict):
+            out += unknown_chart_keys(value, keys[key], where)
+    return out
+
+
+def router_values(run: Run) -> dict:
+    return normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain("values"))
 
 
 def test_gateway_and_router(without_token: Run) -> None:
@@ -216,37 +314,155 @@ def test_gateway_and_router(without_token: Run) -> None:
 
     router = without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router")
     r = normalize(router.plain())
-    assert (r["name"], r["chart"], r["version"], r["namespace"]) == (
+    # llm-d's published gateway-mode chart (guides/env.sh ROUTER_GATEWAY_CHART), at a release tag, not `v0`.
+    assert (r["name"], r["chart"], r["namespace"]) == (
         "pd-disaggregation",
-        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway-dev",
-        "v0",
+        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
         "llm-d-pd-disaggregation",
     )
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", r["version"]), r["version"]
     values = r["values"]
     assert values["provider"] == {"name": "gke"}
-    assert values["httpRoute"] == {
-        "create": True,
-        "inferenceGatewayName": "llm-d-inference-gateway",
-        "requestTimeout": "0s",
-    }
-    assert values["router"]["modelServers"]["matchLabels"] == {"llm-d.ai/guide": "pd-disaggregation"}
-    config = yaml.safe_load(values["router"]["epp"]["pluginsCustomConfig"]["pd-config.yaml"])
-    assert [p["name"] for p in config["schedulingProfiles"]] == ["prefill", "decode"]
-    assert values["router"]["epp"]["pluginsConfigFile"] == "pd-config.yaml"
+    assert values["httpRoute"] == {"create": True, "inferenceGatewayName": "llm-d-inference-gateway"}
+    assert values["router"]["modelServers"]["targetPorts"] == [{"number": 8000}]
     assert gw.urn in router.property_dependencies["values"]
     assert without_token.depends_on(
         router, without_token.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
     )
 
 
-def test_model_servers_carry_the_label_the_router_selects(without_token: Run) -> None:
-    router = normalize(without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
-    selector = router["values"]["router"]["modelServers"]["matchLabels"]
+def test_router_values_are_keys_of_the_pinned_chart(without_token: Run) -> None:
+    values = router_values(without_token)
+    assert unknown_chart_keys(values, ROUTER_CHART_KEYS) == []
+    # and the check can fail
+    assert unknown_chart_keys({"router": {"epp": {"replicaz": 1}}, "proxyy": {}}, ROUTER_CHART_KEYS) == [
+        "router.epp.replicaz",
+        "proxyy",
+    ]
+
+
+def test_router_sets_nothing_that_gateway_mode_ignores(without_token: Run) -> None:
+    values = router_values(without_token)
+    # No proxy (rendered only with router.proxy.enabled; the GKE Gateway proxies), no port 80 -> 8081 on the
+    # EPP Service (the proxy's listener), no HTTPRoute timeout (applied only when provider.name != gke).
+    assert "proxy" not in values["router"] and "extraServicePorts" not in values["router"]
+    assert "requestTimeout" not in values["httpRoute"]
+
+
+def test_epp_config_is_the_current_pd_schema(without_token: Run) -> None:
+    values = router_values(without_token)["router"]["epp"]
+    assert values["pluginsConfigFile"] in values["pluginsCustomConfig"]
+    config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
+    # v0.10.0 parses llm-d.ai/v1alpha1 only; the deprecated alias group is gone
+    assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
+    plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
+    handler = plugins["disagg-profile-handler"]
+    assert handler == {"deciders": {"prefill": "always-disagg-pd-decider"}}
+    assert "always-disagg-pd-decider" in plugins
+    # deprecated in llm-d-router v0.10.0: the flat decider alias and the headers handler
+    assert "deciderPluginName" not in json.dumps(config) and "disagg-headers-handler" not in plugins
+    assert plugins["prefix-cache-affinity-filter"] == {"peakPrefillThroughput": 33821}
+    assert [p["name"] for p in config["schedulingProfiles"]] == ["prefill", "decode"]
+    for profile in config["schedulingProfiles"]:
+        refs = [p["pluginRef"] for p in profile["plugins"]]
+        assert set(refs) <= set(plugins) and refs[0] == f"{profile['name']}-filter"
+
+
+@pytest.mark.parametrize(
+    ("version", "api"),
+    [
+        ("v0.10.0", "llm-d.ai/v1alpha1"),
+        ("v0.9.0", "llm-d.ai/v1alpha1"),
+        ("v0", "llm-d.ai/v1"),
+        ("v0.11.0", "llm-d.ai/v1"),
+    ],
+)
+def test_epp_config_api_follows_the_chart_version(version: str, api: str) -> None:
+    run = run_program({f"{P}:serving": {"router": {"version": version, "peakPrefillThroughput": 20000}}})
+    assert run.error is None, run.error
+    r = normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
+    assert r["version"] == version
+    config = yaml.safe_load(r["values"]["router"]["epp"]["pluginsCustomConfig"]["pd-config.yaml"])
+    assert config["apiVersion"] == api
+    assert {p["type"]: p.get("parameters") for p in config["plugins"]}["prefix-cache-affinity-filter"] == {
+        "peakPrefillThroughput": 20000
+    }
+
+
+def selector_matches(selector: dict, labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector (matchLabels and matchExpressions), evaluated."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def group_pods(obj: dict) -> list[tuple[str, dict[str, str]]]:
+    """(template, labels) of every pod of one LWS group, as LWS v0.8.0 labels them: the template's labels plus
+    leaderworkerset.sigs.k8s.io/worker-index (0 for the leader, 1..size-1 for the workers; api/leaderworkerset/v1
+    WorkerIndexLabelKey), plus the LWS name."""
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    out = []
+    for index in range(lwt["size"]):
+        template = "leaderTemplate" if index == 0 else "workerTemplate"
+        labels = {
+            **lwt[template]["metadata"]["labels"],
+            "leaderworkerset.sigs.k8s.io/name": obj["metadata"]["name"],
+            "leaderworkerset.sigs.k8s.io/worker-index": str(index),
+        }
+        out.append((template, labels))
+    return out
+
+
+@pytest.mark.parametrize("topology", ["2x2x2", "2x2x4"])
+def test_the_pool_selects_every_leader_and_no_worker(topology: str) -> None:
+    run = run_program({f"{P}:serving": {"prefill": {"topology": topology}, "decode": {"topology": topology}}})
+    assert run.error is None, run.error
+    # The chart copies router.modelServers.matchLabels into the InferencePool's spec.selector.matchLabels
+    # (routerlib templates/_inferencepool.yaml@v0.10.0).
+    selector = {"matchLabels": router_values(run)["router"]["modelServers"]["matchLabels"]}
     for role in ("prefill", "decode"):
-        obj = lws(without_token, role)
-        for template in ("leaderTemplate", "workerTemplate"):
-            labels = obj["spec"]["leaderWorkerTemplate"][template]["metadata"]["labels"]
-            assert selector.items() <= labels.items()
+        pods = group_pods(lws(run, role))
+        assert len(pods) > 1  # a multi-host group: workers exist to be excluded
+        for template, labels in pods:
+            assert selector_matches(selector, labels) == (template == "leaderTemplate"), (role, template, labels)
+            # the guide label alone (the reference's selector) would have taken the workers too
+            assert selector_matches({"matchLabels": {"llm-d.ai/guide": "pd-disaggregation"}}, labels)
+        # the endpoint picker's role filters read llm-d.ai/role from the selected pods
+        leader_labels = pods[0][1]
+        assert leader_labels["llm-d.ai/role"] == role
+
+
+def test_selector_evaluation_can_fail() -> None:
+    assert not selector_matches({"matchLabels": {"a": "1"}}, {"a": "2"})
+    assert not selector_matches({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
+    assert selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"})
+
+
+def test_leader_selector_and_metrics_port_are_public(without_token: Run) -> None:
+    settings = load(*settings_input(stack_file_config()))
+    assert serving.leader_selector(settings) == router_values(without_token)["router"]["modelServers"]["matchLabels"]
+    for role in ("prefill", "decode"):
+        (port,) = [
+            p["containerPort"]
+            for p in leader(lws(without_token, role))["containers"][0]["ports"]
+            if p["containerPort"] == serving.metrics_port(role)
+        ]
+        assert port == flag_port(lws(without_token, role))
+
+
+def flag_port(obj: dict) -> int:
+    return int(flag(vllm_args(obj), "--port"))
 
 
 def test_serving_graph_order(without_token: Run) -> None:
@@ -285,7 +501,19 @@ def test_stack_outputs(without_token: Run) -> None:
         "llm-d-pd-disaggregation",
         "--model",
         "Qwen/Qwen3.5-397B-A17B-FP8",
+        "--pool",
+        "pd-disaggregation",
+        "--leaders",
+        "8",
+        "--timeout",
+        "14400",
     ]
+    # the pool is the router release's (named after the guide); one leader per replica of each role
+    assert (
+        out["inferencePool"]
+        == normalize(without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())["name"]
+    )
+    assert out["servingLeaders"] == sum(lws(without_token, r)["spec"]["replicas"] for r in ("prefill", "decode"))
 
 
 def test_serving_can_be_switched_off() -> None:
@@ -294,6 +522,124 @@ def test_serving_can_be_switched_off() -> None:
     assert run.of_type(LWS) == [] and run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") == []
     assert not [r for r in run.registrations if r.type == "kubernetes:helm.sh/v4:Chart" and r.name == "serving-router"]
     assert "gatewayName" not in run.outputs and "verifyCommand" not in run.outputs
+
+
+def vllm_leader(obj: dict) -> dict:
+    return leader(obj)["containers"][0]
+
+
+@pytest.mark.parametrize("budget", [14400, 3600, 7201])
+def test_leaders_are_probed_with_the_startup_budget(budget: int) -> None:
+    run = run_program({f"{P}:serving": {"startupTimeoutSeconds": budget}})
+    assert run.error is None, run.error
+    for role in ("prefill", "decode"):
+        obj = lws(run, role)
+        container, port = vllm_leader(obj), flag_port(obj)
+        # every probe asks vLLM itself (not decode's sidecar), on the port vLLM serves
+        assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models", "port": port}
+        assert container["startupProbe"]["httpGet"] == {"path": "/v1/models", "port": port}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": port}
+        assert port in [p["containerPort"] for p in container["ports"]]
+        startup = container["startupProbe"]
+        allowed = startup["initialDelaySeconds"] + startup["periodSeconds"] * startup["failureThreshold"]
+        assert budget <= allowed < budget + startup["periodSeconds"]
+        # workers run no HTTP server: no probes, and they are not endpoints of the pool anyway
+        assert not {"readinessProbe", "livenessProbe", "startupProbe"} & set(worker(obj)["containers"][0])
+    assert run.outputs["verifyCommand"].endswith(f"--timeout {budget}")
+
+
+def test_startup_budget_covers_the_pods_own_waits() -> None:
+    """The setting's floor is the sum of the waits manifests/vllm-pod.yaml allows itself."""
+    from components.model.k8s_settings import POD_STARTUP_WAITS_SECONDS
+
+    shared = yaml.safe_load(serving.VLLM_POD.read_text())
+    ray = int(re.search(r"--ray_init_timeout=(\d+)", shared["leaderScript"])[1])
+    engine = int(shared["env"]["VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT"])
+    assert ray + engine == POD_STARTUP_WAITS_SECONDS
+    assert_rejected(
+        {f"{P}:serving": {"startupTimeoutSeconds": ray + engine - 1}},
+        ["serving.startupTimeoutSeconds", str(ray + engine - 1), f"at least {ray + engine} seconds"],
+    )
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container["env"]}
+
+
+def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidecar(without_token: Run) -> None:
+    for role in ("prefill", "decode"):
+        obj = lws(without_token, role)
+        for container in (vllm_leader(obj), worker(obj)["containers"][0]):
+            assert env_of(container)["POD_IP"] == {
+                "name": "POD_IP",
+                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+            }
+        kv = json.loads(flag(vllm_args(obj), "--kv-transfer-config"))
+        # Kubernetes expands $(POD_IP) from the container's env in command strings
+        assert kv["kv_ip"] == "$(POD_IP)"
+        keep_alive = env_of(vllm_leader(obj)).get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE")
+        if role == "prefill":
+            assert keep_alive is not None and int(keep_alive["value"]) > serving.SIDECAR_IDLE_CONN_TIMEOUT_S
+        else:
+            assert keep_alive is None
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode", "decode_state"),
+    [("2x2x2", "2x2x2", "2x2x2"), ("2x2x1", "2x4x4", "2x4x4"), ("2x2x4", "4x4x8", "4x4x4")],
+    ids=["dev", "other sub-slices", "super-slice decode"],
+)
+def test_serving_pods_avoid_unhealthy_partitions(prefill: str, decode: str, decode_state: str) -> None:
+    """A sub-slice needs its own partition healthy; a super-slice, each cube-sized partition it stitches."""
+    run = run_program(
+        {
+            f"{P}:tpu": {"cubes": 4},
+            f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+            f"{P}:serving": {"prefill": {"topology": prefill}, "decode": {"topology": decode, "replicas": 1}},
+        }
+    )
+    assert run.error is None, run.error
+    for role, state in (("prefill", prefill), ("decode", decode_state)):
+        for template in templates(lws(run, role)):
+            assert template["spec"]["nodeSelector"] == {
+                "cloud.google.com/gke-tpu-accelerator": "tpu7x",
+                f"cloud.google.com/gke-tpu-partition-{state}-state": "HEALTHY",
+            }
+            # a partition shape GKE labels nodes with (a level of the Kueue Topology, from the same cube)
+            assert f"cloud.google.com/gke-tpu-partition-{state}-id" in run.outputs["kueueTopologyLevels"]
+
+
+def test_demo_jobsets_avoid_unhealthy_partitions() -> None:
+    run = run_program(
+        {
+            f"{P}:tpu": {"cubes": 4},
+            f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"topology": "4x8x8"}},
+        }
+    )
+    assert run.error is None, run.error
+    cube = "4x4x4"
+    for name, state in (("subslicing", "2x2x4"), ("superslicing", cube)):
+        jobset = normalize(run.get("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", f"{name}-jobset").plain())
+        pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        assert pod["spec"]["nodeSelector"][f"cloud.google.com/gke-tpu-partition-{state}-state"] == "HEALTHY"
+        assert f"cloud.google.com/gke-tpu-partition-{state}-id" in run.outputs["kueueTopologyLevels"]
+
+
+def test_the_system_pool_fit_counts_the_picker_and_no_proxy() -> None:
+    settings = load(*settings_input(stack_file_config()))
+    pods = settings.system_pool_pods()
+    assert "serving.router.eppResources" in pods
+    assert not [key for key in pods if "proxy" in key.lower()]
+    # 6000m of controllers (0.5 + 0.5 + 1 + 4 CPU) fit one n2-standard-8 once the 4-CPU proxy is not counted
+    run = run_program({f"{P}:cluster": {"systemMachineType": "n2-standard-8"}})
+    assert run.error is None, run.error
+
+
+def test_router_proxy_keys_are_gone() -> None:
+    assert_rejected(
+        {f"{P}:serving": {"router": {"proxyResources": {"requests": {"cpu": "4"}}}}},
+        ["serving.router.proxyResources", "unknown key", "eppResources"],
+    )
 
 
 BAD = [

@@ -458,7 +458,7 @@ def test_main_timeout_exits_non_zero(
     stub.script(COMPLETIONS, Step(delay=5))
     stub.script(CHAT, Step(delay=5))
     argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]
-    argv += ["--attempts", "2", "--timeout", str(READ_TIMEOUT), "--connect-timeout", "1"]
+    argv += ["--attempts", "2", "--read-timeout", str(READ_TIMEOUT), "--connect-timeout", "1"]
 
     assert run(argv, sleeps) == 1
 
@@ -524,16 +524,227 @@ def test_main_usage_errors_exit_2(
 
 
 def test_command_is_shell_quoted() -> None:
-    line = verify.command("llm-d-inference-gateway", "llm-d-pd", "Qwen/Qwen3.5 397B; rm -rf /")
+    line = verify.command(
+        "llm-d-inference-gateway", "llm-d-pd", "Qwen/Qwen3.5 397B; rm -rf /", pool="pd", leaders=8, timeout=14400
+    )
 
     assert shlex.split(line) == [
         "python", "-m", "components", "verify",
         "--gateway-name", "llm-d-inference-gateway", "--namespace", "llm-d-pd",
         "--model", "Qwen/Qwen3.5 397B; rm -rf /",
+        "--pool", "pd", "--leaders", "8", "--timeout", "14400",
     ]  # fmt: skip
+    # and the command parses as this module's own arguments
+    args = verify._parser().parse_args(shlex.split(line)[4:])
+    assert (args.pool, args.leaders, args.timeout) == ("pd", 8, 14400.0)
 
 
 def test_base_url() -> None:
     assert verify.base_url("10.0.0.5") == "http://10.0.0.5"
     assert verify.base_url("fd00::5", "https", 8443) == "https://[fd00::5]:8443"
     assert verify.base_url("gw.internal", port=80) == "http://gw.internal:80"
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting for the pool's leaders (a fake cluster: the InferencePool and the pods it selects)
+
+SELECTOR = {"llm-d.ai/guide": "pd-disaggregation", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+
+
+def pod(role: str, ready: bool, name: str = "") -> Any:
+    from kubernetes.client import V1ObjectMeta, V1Pod, V1PodCondition, V1PodStatus
+
+    condition = V1PodCondition(type="Ready", status="True" if ready else "False")
+    labels = {**SELECTOR, "llm-d.ai/role": role}
+    return V1Pod(
+        metadata=V1ObjectMeta(name=name or f"{role}-0", labels=labels), status=V1PodStatus(conditions=[condition])
+    )
+
+
+class FakeObjects:
+    """The Gateway and the InferencePool, by plural."""
+
+    def __init__(self, pool: dict[str, Any] | None) -> None:
+        self.objects = {"gateways": gateway_with("127.0.0.1"), "inferencepools": pool}
+        self.calls: list[tuple[str, ...]] = []
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any:
+        self.calls.append((group, version, namespace, plural, name))
+        found = self.objects.get(plural)
+        if found is None:
+            raise ApiException(status=404, reason="Not Found")
+        return found
+
+
+class FakePods:
+    """Answers each list with the next scripted pod list (the last one repeats)."""
+
+    def __init__(self, *lists: list[Any]) -> None:
+        self.lists = list(lists)
+        self.selectors: list[tuple[str, str]] = []
+
+    def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
+        from kubernetes.client import V1PodList
+
+        self.selectors.append((namespace, label_selector))
+        items = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        return V1PodList(items=items)
+
+
+class Clock:
+    """time.monotonic and time.sleep in one: sleeping advances the clock."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def pool_object() -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "spec": {"selector": {"matchLabels": SELECTOR}},
+    }
+
+
+def wait_argv(stub: Stub, *extra: str) -> list[str]:
+    return ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--pool", "pd", *extra]
+
+
+def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = FakeObjects(pool_object())
+    pods = FakePods(
+        [pod("prefill", False), pod("decode", False)],
+        [pod("prefill", True), pod("decode", False)],
+        [pod("prefill", True), pod("decode", False)],
+        [pod("prefill", True), pod("decode", True)],
+    )
+    clock = Clock()
+
+    code = verify.main(
+        wait_argv(stub, "--leaders", "2", "--poll", "60", "--timeout", "3600"),
+        api=objects,
+        pods=pods,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+    assert code == 0
+    assert objects.calls[0] == ("inference.networking.k8s.io", "v1", "ns", "inferencepools", "pd")
+    # the pool's own selector, as a label selector string
+    assert pods.selectors[0] == ("ns", "leaderworkerset.sigs.k8s.io/worker-index=0,llm-d.ai/guide=pd-disaggregation")
+    assert clock.sleeps == [60, 60, 60]
+    err = capsys.readouterr().err.splitlines()
+    progress = [line for line in err if line.startswith("leaders ready")]
+    # one line per change, not per poll
+    assert progress == [
+        "leaders ready: 0/2 (decode 0/1, prefill 0/1); waiting up to 3600s more "
+        "(selector leaderworkerset.sigs.k8s.io/worker-index=0,llm-d.ai/guide=pd-disaggregation)",
+        "leaders ready: 1/2 (decode 0/1, prefill 1/1); waiting up to 3540s more "
+        "(selector leaderworkerset.sigs.k8s.io/worker-index=0,llm-d.ai/guide=pd-disaggregation)",
+        "leaders ready: 2/2 (decode 1/1, prefill 1/1): all Ready",
+    ]
+    # the requests went out only after the leaders were ready
+    assert stub.paths() == [COMPLETIONS, CHAT]
+
+
+def test_main_gives_up_after_the_timeout_without_sending_requests(
+    stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = Clock()
+    pods = FakePods([pod("prefill", True), pod("decode", False)])
+
+    code = verify.main(
+        wait_argv(stub, "--timeout", "100", "--poll", "30"),
+        api=FakeObjects(pool_object()),
+        pods=pods,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+    assert code == 1
+    assert clock.sleeps == [30, 30, 30, 10]  # bounded by the timeout, not a whole poll past it
+    assert (
+        "error: InferencePool ns/pd: leaders ready: 1/2 (decode 0/1, prefill 1/1) after 100s" in capsys.readouterr().err
+    )
+    assert stub.received == []
+
+
+def test_expected_leaders_that_do_not_exist_yet_keep_it_waiting(stub: Stub) -> None:
+    """Kueue admits groups one by one: 2 ready pods are not 8 leaders."""
+    clock = Clock()
+    pods = FakePods([pod("prefill", True), pod("decode", True)])
+
+    code = verify.main(
+        wait_argv(stub, "--leaders", "8", "--timeout", "60", "--poll", "30"),
+        api=FakeObjects(pool_object()),
+        pods=pods,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+    assert code == 1 and stub.received == []
+
+
+def test_an_empty_pool_is_not_ready(stub: Stub) -> None:
+    clock = Clock()
+    code = verify.main(
+        wait_argv(stub, "--timeout", "30", "--poll", "30"),
+        api=FakeObjects(pool_object()),
+        pods=FakePods([]),
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    assert code == 1 and stub.received == []
+
+
+def test_a_missing_pool_is_a_clear_error(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
+    clock = Clock()
+    code = verify.main(wait_argv(stub), api=FakeObjects(None), pods=FakePods([]), sleep=clock.sleep, clock=clock)
+    assert code == 1
+    assert "error: InferencePool ns/pd not found (inference.networking.k8s.io/v1)" in capsys.readouterr().err
+    assert clock.sleeps == [] and stub.received == []
+
+
+def test_stack_outputs_name_the_pool_and_the_leader_count(stub: Stub, tmp_path: Any) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(
+        json.dumps(
+            {
+                "gatewayName": "gw",
+                "gatewayNamespace": "ns",
+                "servedModelName": MODEL,
+                "inferencePool": "pd",
+                "servingLeaders": 2,
+            }
+        )
+    )
+    clock = Clock()
+    objects = FakeObjects(pool_object())
+    pods = FakePods([pod("prefill", True), pod("decode", True)])
+
+    code = verify.main(
+        ["--stack-outputs", str(outputs), "--port", str(stub.port)],
+        api=objects,
+        pods=pods,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+    assert code == 0
+    assert objects.calls[0][3:] == ("inferencepools", "pd") and pods.selectors
+    assert verify.read_stack_outputs(str(outputs))["leaders"] == "2"
+
+
+def test_pool_with_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        verify.main(["--address", "127.0.0.1", "--model", MODEL, "--pool", "pd"])
+    assert exited.value.code == 2
+    assert "--pool needs the cluster" in capsys.readouterr().err

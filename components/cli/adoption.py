@@ -15,9 +15,10 @@ from importlib.metadata import version
 from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
+from components.modelserver import HF_SECRET, LWS_API, ROLES
 from components.project import AI_ZONES_FEATURE, APIS
-from components.queues import KUEUE_V1BETA1, KUEUE_V1BETA2
-from components.serving import BUCKET_ROLES, FUSE_KSA, GATEWAY_API, HF_SECRET, LWS_API, ROLES
+from components.queues import KUEUE_V1BETA2
+from components.serving import BUCKET_ROLES, FUSE_KSA, GATEWAY_API
 from components.workloads import JOBSET_API
 
 GCP_VERSION = version("pulumi_gcp")
@@ -239,7 +240,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     for priority in q.priorities:
         out.entries.append(
             _kube(
-                f"kubernetes:{KUEUE_V1BETA1}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
+                f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
             )
         )
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
@@ -52,6 +53,8 @@ class Registration:
     providers: dict[str, str] = field(default_factory=dict)  # a component's provider per package
     # Resource options as the engine receives them: deleteBeforeReplace, ignoreChanges, replaceOnChanges, ...
     options: dict[str, Any] = field(default_factory=dict)
+    # The resource's aliases as sent (e.g. {"spec": {"type": ...}}), or {"urn": ...} for URN aliases.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -132,6 +135,8 @@ class RecordingMonitor(MockMonitor):
                         "replaceOnChanges": list(request.replaceOnChanges),
                         "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
                     },
+                    aliases=[json_format.MessageToDict(a) for a in request.aliases]
+                    + [{"urn": u} for u in request.aliasURNs],
                 )
             )
         return response

@@ -1,10 +1,14 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
 
-Finds the Gateway's address (the official `kubernetes` client, or `--address` when port-forwarding),
-then POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
+With `--pool` (the stack's verifyCommand passes it), first waits until the InferencePool's leaders
+are Ready (bounded by `--timeout`, one progress line on stderr per change; see cluster.py): a 397B
+model takes far longer to load than any request retry would wait, and a leader is Ready only once
+vLLM serves /v1/models. Then finds the Gateway's address (the official
+`kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
+and POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
 retrying with bounded exponential backoff, and prints one line per request: status, attempts,
-latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails
-or the Gateway has no address, 2 for usage errors (argparse).
+latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails,
+the leaders are not Ready in time or the Gateway has no address, 2 for usage errors (argparse).
 
 Success, per the OpenAI API: HTTP 200 whose body is a JSON object with a non-empty `choices` list.
 
@@ -29,19 +33,31 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import os
 import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Literal, TextIO
 
 import requests
 
-GATEWAY_GROUP = "gateway.networking.k8s.io"
-GATEWAY_VERSION = "v1"
-GATEWAY_PLURAL = "gateways"
+from components.cli.cluster import (
+    POLL_S,
+    CustomObjects,
+    GatewayNotReady,
+    LeadersNotReady,
+    Pods,
+    VerifyError,
+    core_api,
+    custom_objects_api,
+    gateway_address,
+    wait_for_leaders,
+)
+from components.cli.cluster import one_line as _one_line
+
+__all__ = ["GatewayNotReady", "LeadersNotReady", "VerifyError", "gateway_address", "wait_for_leaders"]
+
 DEFAULT_GATEWAY_NAME = "llm-d-inference-gateway"
 
 PROMPT = "How are you today?"
@@ -53,77 +69,16 @@ KINDS: tuple[Kind, ...] = ("completions", "chat")
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 RETRY_STATUSES = frozenset({404, 408, 425, 429})
-_EXCERPT = 200
 
 # Keys of `pulumi stack output --json` that this entry point reads.
-STACK_OUTPUT_KEYS = {"gateway_name": "gatewayName", "namespace": "gatewayNamespace", "model": "servedModelName"}
-
-
-class VerifyError(RuntimeError):
-    """The check could not run (no cluster access, no Gateway, no address yet)."""
-
-
-class GatewayNotReady(VerifyError):
-    """The Gateway exists but has no address in its status yet."""
-
-
-class CustomObjects(Protocol):
-    """The part of `kubernetes.client.CustomObjectsApi` this module uses (tests inject a fake)."""
-
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any: ...
-
-
-# ---------------------------------------------------------------------------------------------
-# The Gateway address
-
-
-def custom_objects_api(kubeconfig: str | None = None, context: str | None = None) -> CustomObjects:
-    """A CustomObjectsApi from the kubeconfig (file, `$KUBECONFIG` or ~/.kube/config), else in-cluster.
-
-    Builds its own ApiClient rather than loading the global configuration, so importing this module
-    and calling it has no side effect on other users of the client.
-    """
-    from kubernetes import client, config  # lazy: the HTTP probe and `--address` need no cluster client
-
-    try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except config.ConfigException as exc:
-        if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            raise VerifyError(f"cannot load kubeconfig: {exc}") from exc
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException as exc2:
-            raise VerifyError(f"cannot load kubeconfig or in-cluster config: {exc2}") from exc2
-        api_client = client.ApiClient(configuration)
-    return client.CustomObjectsApi(api_client)
-
-
-def gateway_address(name: str, namespace: str, api: CustomObjects | None = None) -> str:
-    """`status.addresses[0].value` of the Gateway `namespace/name` (the load balancer IP or hostname).
-
-    Raises VerifyError when the Gateway cannot be read and GatewayNotReady when it has no address.
-    """
-    api = api if api is not None else custom_objects_api()
-    where = f"Gateway {namespace}/{name}"
-    try:
-        gateway = api.get_namespaced_custom_object(GATEWAY_GROUP, GATEWAY_VERSION, namespace, GATEWAY_PLURAL, name)
-    except Exception as exc:  # kubernetes ApiException, urllib3 errors: all mean "cannot read it"
-        status = getattr(exc, "status", None)
-        if status == 404:
-            raise VerifyError(f"{where} not found ({GATEWAY_GROUP}/{GATEWAY_VERSION})") from exc
-        reason = getattr(exc, "reason", None) or type(exc).__name__
-        detail = f"HTTP {status} {reason}" if status else f"{reason}: {_one_line(str(exc))}"
-        raise VerifyError(f"cannot read {where}: {detail}") from exc
-    status = (gateway.get("status") if isinstance(gateway, Mapping) else None) or {}
-    addresses = status.get("addresses") if isinstance(status, Mapping) else None
-    first = addresses[0] if isinstance(addresses, list) and addresses else None
-    value = first.get("value") if isinstance(first, Mapping) else None
-    if not isinstance(value, str) or not value.strip():
-        raise GatewayNotReady(
-            f"{where} has no address yet (status.addresses is empty); the load balancer may still be provisioning"
-        )
-    return value.strip()
+STACK_OUTPUT_KEYS = {
+    "gateway_name": "gatewayName",
+    "namespace": "gatewayNamespace",
+    "model": "servedModelName",
+    "pool": "inferencePool",
+    "leaders": "servingLeaders",
+}
+DEFAULT_WAIT_S = 14400.0  # serving.startupTimeoutSeconds' default: the leaders' own startup budget
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,11 +250,6 @@ def _retry_after(value: str | None) -> float | None:
     return seconds if seconds is not None and seconds >= 0 else None
 
 
-def _one_line(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
 def _session() -> requests.Session:
     session = requests.Session()
     # The Gateway is an internal address: proxies and .netrc from the environment would only misroute
@@ -323,10 +273,11 @@ def base_url(address: str, scheme: str = "http", port: int | None = None) -> str
 # Command line
 
 
-def command(gateway_name: str, namespace: str, model: str) -> str:
+def command(gateway_name: str, namespace: str, model: str, *, pool: str, leaders: int, timeout: int) -> str:
     """The shell command that runs this check, for the `verifyCommand` stack output."""
     args = ["python", "-m", "components", "verify"]
     args += ["--gateway-name", gateway_name, "--namespace", namespace, "--model", model]
+    args += ["--pool", pool, "--leaders", str(leaders), "--timeout", str(timeout)]
     return shlex.join(args)
 
 
@@ -339,7 +290,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stack-outputs",
         metavar="FILE",
         help="JSON from `pulumi stack output --json` ('-' for stdin); reads gatewayName, gatewayNamespace, "
-        "servedModelName. Explicit flags win.",
+        "servedModelName, inferencePool, servingLeaders. Explicit flags win.",
     )
     parser.add_argument("--gateway-name", help=f"Gateway name (default: {DEFAULT_GATEWAY_NAME})")
     parser.add_argument("--namespace", help="namespace of the Gateway")
@@ -349,9 +300,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port (default: the scheme's)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--pool",
+        help="InferencePool whose leaders must be Ready before the requests (default: no wait); "
+        "needs the cluster, so not with --address",
+    )
+    parser.add_argument(
+        "--leaders", type=_positive(int), help="how many leaders must be Ready (default: every pod the pool selects)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=DEFAULT_WAIT_S,
+        help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
+    )
+    parser.add_argument(
+        "--poll", type=_positive(float), default=POLL_S, help=f"seconds between readiness checks (default: {POLL_S:g})"
+    )
     parser.add_argument("--attempts", type=_positive(int), default=15, help="attempts per request (default: 15)")
     parser.add_argument(
-        "--timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
+        "--read-timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
     )
     parser.add_argument(
         "--connect-timeout", type=_positive(float), default=5.0, help="connect timeout per attempt (default: 5)"
@@ -394,6 +362,8 @@ def read_stack_outputs(source: str, stdin: TextIO | None = None) -> dict[str, st
     found: dict[str, str] = {}
     for field, key in STACK_OUTPUT_KEYS.items():
         value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            value = str(value)
         if isinstance(value, str) and value:
             found[field] = value
     return found
@@ -403,11 +373,14 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     api: CustomObjects | None = None,
+    pods: Pods | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Run the check; `argv` has no subcommand word. Returns 0 when both requests succeed, else 1.
 
-    `api` replaces the cluster look-up and `sleep` the backoff sleep (both for tests).
+    `api`/`pods` replace the cluster look-ups, `sleep` the backoff and polling sleeps and `clock` the
+    readiness deadline's clock (all for tests).
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -422,6 +395,30 @@ def main(
         parser.error("--model (or servedModelName in --stack-outputs) is required")
     if not args.address and not namespace:
         parser.error("--namespace (or gatewayNamespace in --stack-outputs) is required unless --address is given")
+    pool = args.pool or outputs.get("pool")
+    leaders = args.leaders or (int(outputs["leaders"]) if "leaders" in outputs else None)
+    if args.address and args.pool:
+        parser.error("--pool needs the cluster; with --address, wait for the leaders yourself")
+
+    if pool and not args.address:
+        try:
+            kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
+            core = pods if pods is not None else core_api(args.kubeconfig, args.context)
+            wait_for_leaders(
+                pool,
+                namespace,
+                api=kube,
+                pods=core,
+                expected=leaders,
+                timeout=args.timeout,
+                poll=args.poll,
+                sleep=sleep,
+                clock=clock,
+                log=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+        except VerifyError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
 
     if args.address:
         address = args.address
@@ -450,7 +447,7 @@ def main(
             attempts=args.attempts,
             backoff=backoff,
             connect_timeout=args.connect_timeout,
-            read_timeout=args.timeout,
+            read_timeout=args.read_timeout,
             sleep=sleep,
             on_retry=log,
         )

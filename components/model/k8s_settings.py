@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -244,24 +244,41 @@ class GatewaySettings(Model):
 
 
 class RouterSettings(Model):
-    chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway-dev"
-    # llm-d publishes this chart only under the tag v0 (what the codelab installs); pin a digest-backed
-    # semver tag here once llm-d publishes one.
-    version: str = "v0"
-    # The EPP and its Envoy sidecar run on the system pool; llm-d's base.values.yaml sizes them so.
+    # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
+    # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
+    # a release tag is the tightest pin upstream offers (llm-d/llm-d-router@71f4f099 = v0.10.0).
+    chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
+    version: str = "v0.10.0"
+    # The endpoint picker runs on the system pool; llm-d's guides/recipes/router/base.values.yaml sizes it so.
     epp_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
-    proxy_resources: ResourceRequirements = Field(default_factory=lambda: _resources("4", "8Gi", None, "16Gi"))
+    # prefix-cache-affinity-filter's TTFT estimate (tokens/s of one prefill server). llm-d's
+    # pd-disaggregation values measured 33821 on their reference fleet and ask to re-measure per
+    # hardware and model (guides/recipes/router/calibration/calibrate.sh).
+    peak_prefill_throughput: float = Field(33821, gt=0)
 
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
         if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
-            raise ValueError("a pinned chart version such as v0 or 1.2.3 (no ranges, no 'latest')")
+            raise ValueError("a pinned chart version such as v0.10.0 (no ranges, no 'latest')")
+        return v
+
+    @field_validator("chart")
+    @classmethod
+    def _chart(cls, v: str) -> str:
+        if not v.startswith("oci://"):
+            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
         return v
 
 
 class RoutingSidecarSettings(Model):
     image: str = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+
+
+# The waits the vLLM pod allows itself before it gives up (manifests/vllm-pod.yaml): the leader waits up to
+# --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
+# A startup probe shorter than their sum would kill a pod that is still legitimately starting.
+POD_STARTUP_WAITS_SECONDS = 1800 + 1800
 
 
 class ServingSettings(Model):
@@ -277,11 +294,28 @@ class ServingSettings(Model):
     max_num_seqs: int = Field(512, ge=1)
     kv_cache_dtype: str = "fp8"
     enable_expert_parallel: bool = True
+    # How vLLM reads the weights: "stream" = runai_streamer straight from gs:// (the reference's flags);
+    # "mount" = from the GCS FUSE CSI volume at /data, which is only declared in that case.
+    weights_via: Literal["stream", "mount"] = "stream"
+    # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
+    # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
+    # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
+    startup_timeout_seconds: int = 14400
     prefill: ServingRole = Field(default_factory=dict)
     decode: ServingRole = Field(default_factory=dict)
     gateway: GatewaySettings = Field(default_factory=dict)
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+
+    @field_validator("startup_timeout_seconds")
+    @classmethod
+    def _startup(cls, v: int) -> int:
+        if v < POD_STARTUP_WAITS_SECONDS:
+            raise ValueError(
+                f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
+                "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
+            )
+        return v
 
     # The guide names the router's Helm release (at most 53 characters) and labels every model server.
     _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))

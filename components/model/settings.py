@@ -99,8 +99,8 @@ class Settings(Model):
             for key, addon in self.addons.helm_addons().items()
         }
         if self.serving.enabled:
+            # The gateway-mode chart runs no proxy of its own: the GKE Gateway's load balancer is the proxy.
             pods["serving.router.eppResources"] = self.serving.router.epp_resources
-            pods["serving.router.proxyResources"] = self.serving.router.proxy_resources
         return pods
 
     def _check_system_pool_fit(self) -> None:

@@ -1,0 +1,281 @@
+"""The vLLM model servers of the P/D stack: one LeaderWorkerSet per role, from one builder (SPEC 9).
+
+Prefill and decode differ only where a `Role` says so (KV role, vLLM port, the decode side's routing
+sidecar, prefill's keep-alive). Group size and the tensor-parallel size derive from the slice topology.
+
+Only leaders serve: they run vLLM's API server, the workers only Ray. `leader_selector` is the one
+definition of "a pod that serves", used by the InferencePool and by anything else that must find
+the model servers (metrics scraping: `leader_selector` plus `metrics_port` and METRICS_PATH).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from components.model.settings import Settings
+from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, healthy_partition_selector
+from components.workloads import SLICE_TOPOLOGY_ANNOTATION
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+# LWS labels every pod with its index in the group; the leader is 0 (sigs.k8s.io/lws api/leaderworkerset/v1
+# WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LEADER_INDEX = "0"
+VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
+HF_SECRET = "llm-d-hf-token"
+HF_SECRET_KEY = "HF_TOKEN"
+EXCLUSIVE_TOPOLOGY = {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
+# The router selects model servers by port 8000: prefill serves there, decode's sidecar proxies it.
+ROUTER_PORT = 8000
+KV_TRANSFER_PORT = 9100
+SIDE_CHANNEL_PORT = 9600
+KV_CONNECTOR = {
+    "kv_connector": "TPUConnectorHMA",
+    "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
+}
+# The pod's own IP from the downward API; Kubernetes expands $(POD_IP) in the command before the shell runs,
+# as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice).
+POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+# vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s and resets
+# on reuse. The server must outlive the client's idle timeout; llm-d sets 120 s on prefill (same recipe).
+SIDECAR_IDLE_CONN_TIMEOUT_S = 90
+PREFILL_KEEP_ALIVE_S = 120
+# vLLM answers /v1/models once the model is loaded and /health while the engine is alive; llm-d's recipe
+# probes both on the vLLM port: startup and readiness on /v1/models, liveness on /health.
+READY_PATH = "/v1/models"
+HEALTH_PATH = "/health"
+METRICS_PATH = "/metrics"
+STARTUP_PERIOD_S = 30
+STARTUP_INITIAL_DELAY_S = 15
+WEIGHTS_MOUNT = "/data"
+
+
+@dataclass(frozen=True)
+class Role:
+    """What makes prefill and decode different; everything else comes from the shared builder."""
+
+    name: str
+    kv_role: str
+    vllm_port: int
+    vllm_port_name: str
+    routing_sidecar: bool
+    # The decode side's sidecar holds connections to prefill open; prefill's server must keep them.
+    keep_alive_s: int | None = None
+
+
+ROLES = {
+    "prefill": Role(
+        "prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False, keep_alive_s=PREFILL_KEEP_ALIVE_S
+    ),
+    # Decode sits behind llm-d's routing sidecar, which takes the router's port and moves vLLM aside.
+    "decode": Role("decode", "kv_consumer", 8200, "vllm", routing_sidecar=True),
+}
+
+
+def model_labels(settings: Settings, role: str) -> dict[str, str]:
+    return {
+        "llm-d.ai/guide": settings.serving.guide,
+        "llm-d.ai/model": settings.model_label,
+        "llm-d.ai/role": role,
+        "inference.networking.k8s.io/engine-type": "vllm",
+    }
+
+
+def leader_selector(settings: Settings) -> dict[str, str]:
+    """matchLabels that select the serving leaders of both roles and nothing else.
+
+    The guide label alone also matches every worker (they share the model labels but run no API server);
+    the LWS worker index narrows it to the leader of each group.
+    """
+    return {"llm-d.ai/guide": settings.serving.guide, WORKER_INDEX_LABEL: LEADER_INDEX}
+
+
+def metrics_port(role: str) -> int:
+    """The port of the vLLM server of a role's leader, which serves Prometheus metrics at METRICS_PATH."""
+    return ROLES[role].vllm_port
+
+
+def probes(settings: Settings, role: Role) -> dict[str, dict[str, Any]]:
+    """Startup, readiness and liveness of a leader's vLLM (llm-d's TPU7x dynamic-slice recipe, same numbers).
+
+    The startup budget is `serving.startupTimeoutSeconds`, in whole periods after the initial delay; the pod
+    is Ready (and so an endpoint of the pool) only once /v1/models answers.
+    """
+
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": role.vllm_port}}
+
+    budget = settings.serving.startup_timeout_seconds - STARTUP_INITIAL_DELAY_S
+    return {
+        "startupProbe": {
+            **get(READY_PATH),
+            "initialDelaySeconds": STARTUP_INITIAL_DELAY_S,
+            "periodSeconds": STARTUP_PERIOD_S,
+            "timeoutSeconds": 5,
+            "failureThreshold": -(-budget // STARTUP_PERIOD_S),
+        },
+        "readinessProbe": {**get(READY_PATH), "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
+        "livenessProbe": {**get(HEALTH_PATH), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+    }
+
+
+def weights_flags(settings: Settings) -> list[str]:
+    s = settings.serving
+    if s.weights_via == "mount":
+        return [f"--model={WEIGHTS_MOUNT}/{s.model_path}"]
+    return [f"--model=gs://{s.weights_bucket}/{s.model_path}", "--load-format=runai_streamer"]
+
+
+def vllm_command(settings: Settings, role: Role, script: str) -> str:
+    s = settings.serving
+    flags = [
+        *weights_flags(settings),
+        f"--served-model-name={s.model_served}",
+        f"--max-model-len={s.max_model_len}",
+        f"--max-num-batched-tokens={s.max_num_batched_tokens}",
+        f"--max-num-seqs={s.max_num_seqs}",
+        f"--tensor-parallel-size={settings.serving_slice(role.name).tensorcores}",
+        "--language-model-only",
+        "--limit-mm-per-prompt",
+        json.dumps({"image": 0, "video": 0}),
+        f"--kv-cache-dtype={s.kv_cache_dtype}",
+        *(["--enable-expert-parallel"] if s.enable_expert_parallel else []),
+        "--no-disable-hybrid-kv-cache-manager",
+        "--kv-transfer-config",
+        json.dumps({**KV_CONNECTOR, "kv_role": role.kv_role, "kv_ip": "$(POD_IP)"}, separators=(",", ":")),
+        f"--port={role.vllm_port}",
+        "--disable-access-log-for-endpoints=/health,/metrics,/v1/models",
+    ]
+    return script + " ".join(["vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
+
+
+def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if hf_secret is not None:
+        out.append({"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": HF_SECRET_KEY}}})
+    out += [{"name": k, "value": v} for k, v in common.items()]
+    out += [
+        POD_IP_ENV,
+        {"name": "TPU_SIDE_CHANNEL_PORT", "value": str(SIDE_CHANNEL_PORT)},
+        {"name": "TPU_KV_TRANSFER_PORT", "value": str(KV_TRANSFER_PORT)},
+        {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.serving.weights_bucket}/xla_cache"},
+    ]
+    return out
+
+
+def leader_worker_set(
+    settings: Settings,
+    role: Role,
+    *,
+    namespace: pulumi.Input[str],
+    queue_labels: dict[str, pulumi.Input[str]],
+    service_account: pulumi.Input[str],
+    hf_secret: pulumi.Input[str] | None,
+) -> dict[str, Any]:
+    """The LeaderWorkerSet of one role: `replicas` groups, each one slice of `topology`."""
+    spec = settings.serving.roles()[role.name]
+    slice_ = settings.serving_slice(role.name)
+    shared = yaml.safe_load(VLLM_POD.read_text())
+    labels = model_labels(settings, role.name)
+    # requests = limits: the whole VM's chips, and the CPU and memory of the role.
+    amounts = {TPU_RESOURCE: str(slice_.chips_per_pod), **spec.resources.model_dump(exclude_none=True)}
+    resources = {"limits": dict(amounts), "requests": dict(amounts)}
+    mount = settings.serving.weights_via == "mount"
+    volumes, mounts = [shared["spec"]["volumes"]["shm"]], [shared["volumeMounts"]["shm"]]
+    if mount:  # the FUSE volume exists only when vLLM reads the weights from it
+        fuse = copy.deepcopy(shared["spec"]["volumes"]["weights"])
+        fuse["csi"]["volumeAttributes"]["bucketName"] = settings.serving.weights_bucket
+        volumes.append(fuse)
+        mounts.append({**shared["volumeMounts"]["weights"], "mountPath": WEIGHTS_MOUNT})
+    container_env = env(settings, shared["env"], hf_secret)
+    transfer_ports = [
+        {"containerPort": KV_TRANSFER_PORT, "name": "tpu-kv-transfer"},
+        {"containerPort": SIDE_CHANNEL_PORT, "name": "tpu-pd-coord"},
+    ]
+    annotations = {SLICE_TOPOLOGY_ANNOTATION: str(slice_.topology)}
+    if mount:  # asks GKE to inject the FUSE sidecar
+        annotations["gke-gcsfuse/volumes"] = "true"
+
+    def pod(container: dict[str, Any], init: list[dict[str, Any]]) -> dict[str, Any]:
+        common = copy.deepcopy(shared["spec"])
+        pod_spec = {
+            "serviceAccountName": service_account,
+            "nodeSelector": {ACCELERATOR_LABEL: slice_.cube.system.accelerator, **healthy_partition_selector(slice_)},
+            "tolerations": common["tolerations"],
+            **({"initContainers": init} if init else {}),
+            "containers": [container],
+            "volumes": copy.deepcopy(volumes),
+        }
+        return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec}
+
+    leader_env = list(container_env)
+    if role.keep_alive_s is not None:
+        leader_env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(role.keep_alive_s)})
+    leader = {
+        "name": "vllm-leader",
+        "image": settings.serving.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": leader_env,
+        "command": ["sh", "-c", vllm_command(settings, role, shared["leaderScript"])],
+        "resources": copy.deepcopy(resources),
+        "ports": [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports],
+        **probes(settings, role),
+        "volumeMounts": copy.deepcopy(mounts),
+    }
+    worker = {
+        "name": "vllm-worker",
+        "image": settings.serving.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", shared["workerScript"]],
+        "resources": copy.deepcopy(resources),
+        "env": container_env,
+        "ports": copy.deepcopy(transfer_ports),
+        "volumeMounts": copy.deepcopy(mounts),
+    }
+    sidecar = [
+        {
+            "name": "routing-proxy",
+            "image": settings.serving.routing_sidecar.image,
+            "imagePullPolicy": "Always",
+            "args": [
+                f"--port={ROUTER_PORT}",
+                f"--vllm-port={role.vllm_port}",
+                "--connector=nixlv2",
+                "--zap-log-level=1",
+                "--secure-proxy=false",
+            ],
+            "ports": [{"containerPort": ROUTER_PORT, "name": "modelserver", "protocol": "TCP"}],
+            "resources": {},
+            # A native sidecar: an init container that keeps running beside vLLM.
+            "restartPolicy": "Always",
+            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+        }
+    ]
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": settings.lws_name(role.name),
+            "namespace": namespace,
+            "annotations": dict(EXCLUSIVE_TOPOLOGY),
+            "labels": {**labels, **queue_labels},
+        },
+        "spec": {
+            "replicas": spec.replicas,
+            "leaderWorkerTemplate": {
+                # One LWS group = one slice = one pod per TPU VM of the slice.
+                "size": slice_.vms,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": pod(leader, sidecar if role.routing_sidecar else []),
+                "workerTemplate": pod(worker, []),
+            },
+        },
+    }
