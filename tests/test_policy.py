@@ -1,0 +1,479 @@
+"""The policy pack (policy/): every rule on good and bad resources, and the pack as the Pulumi CLI runs it.
+
+Resources are the real ones the program registers under the mock runtime (tests/harness.py), handed
+to the rules the way pulumi_policy's analyzer hands them over: camelCase inputs through its
+unknown-checking proxy, the provider reference, the resource options. Each rule also gets one
+mutation of a real resource that must violate it. `TestPackOverGrpc` starts `policy/__main__.py`
+as the CLI does and calls its Analyze endpoint, so the pack's wiring (enforcement levels, config,
+stack name) is tested too.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from pulumi_policy import EnforcementLevel, PolicyProviderResource, PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from components.serving import HF_SECRET
+from policy import rules
+from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
+
+HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
+POLICY_DIR = ROOT / "policy"
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+# Resource options by URN, as the program registered them (the harness does not record these).
+SECRET_OUTPUTS: dict[str, list[str]] = {}
+PROTECTED: dict[str, bool] = {}
+# The rules that apply to protected stacks only, each configured with its own `protectedStacks`.
+STACK_POLICIES = ("protected-stack-cluster-deletion-protection", "protected-stack-pulumi-protect")
+
+
+def run(stack: str = "dev", overrides: dict[str, Any] | None = None, **kwargs: Any) -> Run:
+    """run_program, also keeping each registration's additional secret outputs and `protect` option."""
+    original = MockMonitor.RegisterResource
+
+    def register(monitor: MockMonitor, request: Any) -> Any:
+        response = original(monitor, request)
+        SECRET_OUTPUTS[response.urn] = list(request.additionalSecretOutputs)
+        PROTECTED[response.urn] = bool(request.protect)
+        return response
+
+    MockMonitor.RegisterResource = register  # type: ignore[method-assign]
+    try:
+        result = run_program(overrides, stack=stack, **kwargs)
+    finally:
+        MockMonitor.RegisterResource = original  # type: ignore[method-assign]
+    assert result.error is None, result.error
+    return result
+
+
+@pytest.fixture(scope="module")
+def dev() -> Run:
+    return run()
+
+
+@pytest.fixture(scope="module")
+def with_token() -> Run:
+    """The dev stack with an HF token: the only run that declares the HF token Secret."""
+    return run(secrets=HF_TOKEN)
+
+
+def provider_of(reg: Registration) -> PolicyProviderResource | None:
+    """The provider as the engine describes it to the pack: type and name from the reference's URN."""
+    if not reg.provider:
+        return None
+    urn = reg.provider.rsplit("::", 1)[0]  # a reference is "<urn>::<id>"
+    qualified_type, name = urn.split("::")[-2:]
+    # The URN qualifies the type with its parents' ("...:Cluster$pulumi:providers:kubernetes").
+    return PolicyProviderResource(qualified_type.split("$")[-1], {}, urn, name)
+
+
+def args_for(
+    reg: Registration, inputs: dict[str, Any] | None = None, config: dict[str, Any] | None = None, **changes: Any
+) -> ResourceValidationArgs:
+    """What pulumi_policy's Analyze builds from the engine's request for this resource."""
+    props = unknown_checking_proxy(deserialize_properties(copy.deepcopy(reg.inputs if inputs is None else inputs)))
+    opts = PolicyResourceOptions(
+        protect=changes.get("protect", PROTECTED.get(reg.urn, False)),
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=None,  # type: ignore[arg-type]
+        additional_secret_outputs=changes.get("additional_secret_outputs", SECRET_OUTPUTS.get(reg.urn, [])),
+        parent=reg.parent or None,
+    )
+    provider = changes["provider"] if "provider" in changes else provider_of(reg)
+    return ResourceValidationArgs(reg.type, props, reg.urn, reg.name, opts, provider, config)
+
+
+def violations(policy: rules.ResourceValidationPolicy, args: ResourceValidationArgs, stack: str = "dev") -> list[str]:
+    found: list[str] = []
+    original = rules.current_stack
+    rules.current_stack = lambda: stack
+    try:
+        policy.validate(args, lambda message, urn=None: found.append(message))
+    finally:
+        rules.current_stack = original
+    return found
+
+
+def policy(name: str) -> rules.ResourceValidationPolicy:
+    return next(p for p in rules.POLICIES if p.name == name)
+
+
+def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:
+    return [
+        f"{p.name}: {reg.type}::{reg.name}: {message}"
+        for reg in run.registrations
+        for p in rules.POLICIES
+        for message in violations(p, args_for(reg, **changes), stack)
+    ]
+
+
+def mutated(reg: Registration, edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    return mutated_inputs(reg.inputs, edit)
+
+
+def mutated_inputs(inputs: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    out = copy.deepcopy(inputs)
+    edit(out)
+    return out
+
+
+def tpu_pools(run: Run) -> list[Registration]:
+    return [
+        r for r in run.of_type(rules.NODE_POOL) if str(r.plain("nodeConfig").get("machineType", "")).startswith("tpu")
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pack itself
+
+
+def test_every_rule_is_mandatory_and_uniquely_named() -> None:
+    names = [p.name for p in rules.POLICIES]
+    assert len(names) == len(set(names)) == 9
+    assert {p.enforcement_level for p in rules.POLICIES} == {EnforcementLevel.MANDATORY}
+
+
+def test_every_rule_is_in_the_readme_table() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Policy pack") : readme.index("## Tests")]
+    table = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
+    assert table == {p.name for p in rules.POLICIES}
+
+
+def test_policy_requirements_pin_the_repository_versions() -> None:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line:
+            name, version = line.split("==")
+            pins[name.lower().replace("_", "-")] = version.strip()
+    policy_pins = [line for line in (POLICY_DIR / "requirements.txt").read_text().splitlines() if "==" in line]
+    assert {p.split("==")[0] for p in policy_pins} == {"pulumi", "pulumi-policy"}
+    for line in policy_pins:
+        name, version = line.split("==")
+        assert pins[name] == version, f"policy/requirements.txt pins {line}, constraints.txt {name}=={pins[name]}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The real program passes every rule
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_file_passes_every_rule_under_its_own_name(stack: str) -> None:
+    assert all_violations(run(stack), stack=stack) == []
+
+
+def test_the_dev_stack_with_an_hf_token_passes_every_rule(with_token: Run) -> None:
+    assert len(with_token.of_type(rules.K8S_SECRET)) == 1
+    assert all_violations(with_token) == []
+
+
+def test_a_protected_stack_with_deletion_protection_and_protect_passes() -> None:
+    protected = run(overrides={"gke-tpu-slicing:cluster": {"deletionProtection": True}})
+    assert all_violations(protected, stack="prod", protect=True) == []
+
+
+def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) -> None:
+    """Guards against a rule that passes because it never matches (wrong type token or property name)."""
+    assert len(dev.of_type(rules.NETWORK)) == 1
+    assert len(tpu_pools(dev)) == 2  # the dev stack's cubes
+    assert len(dev.of_type(rules.CLUSTER)) == 1
+    assert any(r.type.startswith("kubernetes:") for r in dev.registrations)
+    secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
+    assert unwrap(secret.inputs["metadata"])["name"] == rules.HF_SECRET == HF_SECRET
+
+
+# ---------------------------------------------------------------------------------------------------
+# One mutation of a real resource per rule
+
+
+def test_mtu_other_than_8896_violates(dev: Run) -> None:
+    network = dev.get(rules.NETWORK, "network-main")
+    p = policy("tpu-network-mtu")
+    assert violations(p, args_for(network, mutated(network, lambda i: i.update(mtu=1460)))) != []
+    assert violations(p, args_for(network, mutated(network, lambda i: i.pop("mtu")))) != []
+    assert violations(p, args_for(network)) == []
+
+
+@pytest.mark.parametrize("kind", ["ANY_RESERVATION", "NO_RESERVATION"])
+def test_tpu_pool_without_a_specific_reservation_violates(dev: Run, kind: str) -> None:
+    pool = tpu_pools(dev)[0]
+    p = policy("tpu-node-pool-specific-reservation")
+    edit = lambda i: i["nodeConfig"]["reservationAffinity"].update(consumeReservationType=kind)  # noqa: E731
+    assert violations(p, args_for(pool, mutated(pool, edit))) != []
+    assert violations(p, args_for(pool, mutated(pool, lambda i: i["nodeConfig"].pop("reservationAffinity")))) != []
+    unnamed = mutated(pool, lambda i: i["nodeConfig"]["reservationAffinity"].update(values=[]))
+    assert violations(p, args_for(pool, unnamed)) != []
+
+
+def test_tpu_pool_without_the_workload_policy_violates(dev: Run) -> None:
+    pool = tpu_pools(dev)[0]
+    p = policy("tpu-node-pool-workload-policy")
+    assert violations(p, args_for(pool, mutated(pool, lambda i: i.pop("placementPolicy")))) != []
+    assert violations(p, args_for(pool, mutated(pool, lambda i: i["placementPolicy"].pop("policyName")))) != []
+
+
+def test_reservation_rules_ignore_non_tpu_pools(dev: Run) -> None:
+    system = dev.get(rules.NODE_POOL, "cluster-system")
+    assert "reservationAffinity" not in system.plain("nodeConfig")
+    for name in ("tpu-node-pool-specific-reservation", "tpu-node-pool-workload-policy"):
+        assert violations(policy(name), args_for(system)) == []
+
+
+@pytest.mark.parametrize(
+    "account",
+    [None, "default", "123456789012-compute@developer.gserviceaccount.com"],
+    ids=["unset", "default", "compute-default"],
+)
+@pytest.mark.parametrize("which", ["system-pool", "tpu-pool", "kept-default-pool"])
+def test_default_compute_service_account_violates(dev: Run, account: str | None, which: str) -> None:
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    # A cluster that keeps its default pool: that pool runs as the cluster's nodeConfig says.
+    kept = mutated(
+        cluster,
+        lambda i: i.update(
+            removeDefaultNodePool=False,
+            nodeConfig={"machineType": "n2-standard-32", "serviceAccount": "nodes@p.iam.gserviceaccount.com"},
+        ),
+    )
+    reg, inputs = {
+        "system-pool": (dev.get(rules.NODE_POOL, "cluster-system"), None),
+        "tpu-pool": (tpu_pools(dev)[0], None),
+        "kept-default-pool": (cluster, kept),
+    }[which]
+
+    def edit(inputs: dict[str, Any]) -> None:
+        inputs["nodeConfig"].pop("serviceAccount")
+        if account is not None:
+            inputs["nodeConfig"]["serviceAccount"] = account
+
+    p = policy("node-pool-not-default-service-account")
+    assert violations(p, args_for(reg, inputs)) == []
+    assert violations(p, args_for(reg, mutated(reg, edit) if inputs is None else mutated_inputs(inputs, edit))) != []
+
+
+def test_a_removed_default_pool_needs_no_node_config(dev: Run) -> None:
+    """The program's cluster removes its default pool and sets no nodeConfig (it would force replacement)."""
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    assert "nodeConfig" not in cluster.inputs
+    p = policy("node-pool-not-default-service-account")
+    assert violations(p, args_for(cluster)) == []
+    kept = mutated(cluster, lambda i: i.update(removeDefaultNodePool=False))
+    assert violations(p, args_for(cluster, kept)) != []
+
+
+def test_cluster_inline_node_pools_are_checked_too(dev: Run) -> None:
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    inline = mutated(cluster, lambda i: i.update(nodePools=[{"name": "extra", "nodeConfig": {"machineType": "e2"}}]))
+    assert violations(policy("node-pool-not-default-service-account"), args_for(cluster, inline)) != []
+
+
+def test_cluster_of_a_protected_stack_without_deletion_protection_violates(dev: Run) -> None:
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    assert cluster.inputs["deletionProtection"] is False  # the dev stack turns it off
+    p = policy("protected-stack-cluster-deletion-protection")
+    assert violations(p, args_for(cluster), stack="dev") == []
+    for stack in rules.PROTECTED_STACKS:
+        assert violations(p, args_for(cluster), stack=stack) != []
+    unset = mutated(cluster, lambda i: i.pop("deletionProtection"))
+    assert violations(p, args_for(cluster, unset), stack="prod") != []
+    protected = mutated(cluster, lambda i: i.update(deletionProtection=True))
+    assert violations(p, args_for(cluster, protected), stack="prod") == []
+
+
+@pytest.mark.parametrize("which", ["cluster-gke", "cluster-system", "capacity-tpu7-pool-1", "capacity-policy"])
+def test_unprotected_capacity_of_a_protected_stack_violates(dev: Run, which: str) -> None:
+    reg = next(r for r in dev.registrations if r.name == which)
+    p = policy("protected-stack-pulumi-protect")
+    assert PROTECTED[reg.urn] is False  # the dev stack protects nothing
+    assert violations(p, args_for(reg), stack="dev") == []
+    assert violations(p, args_for(reg), stack="prod") != []
+    assert violations(p, args_for(reg, protect=True), stack="prod") == []
+
+
+def test_protected_stacks_come_from_the_policy_config(dev: Run) -> None:
+    cluster = dev.get(rules.CLUSTER, "cluster-gke")
+    p = policy("protected-stack-cluster-deletion-protection")
+    config = {"protectedStacks": ["dev"]}
+    assert violations(p, args_for(cluster, config=config), stack="dev") != []
+    assert violations(p, args_for(cluster, config=config), stack="prod") == []
+
+
+def test_hf_token_secret_without_secret_outputs_violates(with_token: Run) -> None:
+    secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
+    # The program's Secret: the value is a Pulumi secret and the typed resource marks both fields.
+    assert set(rules.SECRET_FIELDS) <= set(SECRET_OUTPUTS[secret.urn])
+    assert unwrap(secret.inputs["stringData"]) == {"HF_TOKEN": HF_TOKEN["gke-tpu-slicing:hfToken"]}
+    p = policy("hf-token-secret-encrypted")
+    assert violations(p, args_for(secret)) == []
+    # The same Secret declared as a generic object (no secret outputs) is rejected.
+    found = violations(p, args_for(secret, additional_secret_outputs=[]))
+    assert found != []
+    assert not any(HF_TOKEN["gke-tpu-slicing:hfToken"] in m for m in found)  # never echoes the token
+
+
+def test_hf_token_as_a_literal_env_value_violates(with_token: Run) -> None:
+    decode = with_token.get("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "serving-decode")
+
+    def literal(inputs: dict[str, Any]) -> None:
+        env = inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["env"]
+        entry = next(e for e in env if e["name"] == rules.HF_ENV)
+        assert "valueFrom" in entry  # the program reads it from the Secret
+        entry.pop("valueFrom")
+        entry["value"] = "hf_literal"
+
+    p = policy("hf-token-from-secret-ref")
+    assert violations(p, args_for(decode)) == []
+    assert violations(p, args_for(decode, mutated(decode, literal))) != []
+
+
+@pytest.mark.parametrize("provider", ["none", "default", "default_4_34_2"])
+def test_kubernetes_resource_without_the_explicit_provider_violates(dev: Run, provider: str) -> None:
+    p = policy("kubernetes-explicit-provider")
+    k8s = [r for r in dev.registrations if r.type.startswith("kubernetes:")]
+    assert k8s
+    for reg in k8s:
+        assert violations(p, args_for(reg)) == []
+        urn = f"urn:pulumi:dev::gke-tpu-slicing::pulumi:providers:kubernetes::{provider}"
+        other = None if provider == "none" else PolicyProviderResource(rules.K8S_PROVIDER, {}, urn, provider)
+        assert violations(p, args_for(reg, provider=other)) != [], reg.name
+
+
+def test_non_kubernetes_resources_need_no_kubernetes_provider(dev: Run) -> None:
+    network = dev.get(rules.NETWORK, "network-main")
+    assert violations(policy("kubernetes-explicit-provider"), args_for(network, provider=None)) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pack as the Pulumi CLI runs it: `python policy/`, then gRPC calls from the engine
+
+
+def to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(value)
+    return out
+
+
+def analyze_request(reg: Registration, inputs: dict[str, Any] | None = None) -> analyzer_pb2.AnalyzeRequest:
+    """The request the engine sends for one resource (secrets as signature objects, provider and options)."""
+    request = analyzer_pb2.AnalyzeRequest(
+        type=reg.type,
+        name=reg.name,
+        urn=reg.urn,
+        properties=to_struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
+        options=analyzer_pb2.AnalyzerResourceOptions(
+            parent=reg.parent,
+            protect=PROTECTED.get(reg.urn, False),
+            additionalSecretOutputs=SECRET_OUTPUTS.get(reg.urn, []),
+        ),
+    )
+    provider = provider_of(reg)
+    if provider is not None:
+        request.provider.CopyFrom(
+            analyzer_pb2.AnalyzerProviderResource(type=provider.resource_type, urn=provider.urn, name=provider.name)
+        )
+    return request
+
+
+class Pack:
+    def __init__(self, stack: str) -> None:
+        env = {**os.environ, "PULUMI_PROJECT": "gke-tpu-slicing", "PULUMI_STACK": stack, "PULUMI_DRY_RUN": "true"}
+        self.process = subprocess.Popen(
+            [sys.executable, str(POLICY_DIR)], cwd=POLICY_DIR, env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        port = int(self.process.stdout.readline())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = analyzer_pb2_grpc.AnalyzerStub(self.channel)
+
+    def analyze(self, request: analyzer_pb2.AnalyzeRequest) -> list[analyzer_pb2.AnalyzeDiagnostic]:
+        return list(self.stub.Analyze(request, timeout=30).diagnostics)
+
+    def close(self) -> None:
+        self.channel.close()
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def prod_pack() -> Iterator[Pack]:
+    pack = Pack("prod")
+    yield pack
+    pack.close()
+
+
+class TestPackOverGrpc:
+    def test_pack_declares_every_rule_mandatory(self, prod_pack: Pack) -> None:
+        info = prod_pack.stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+        assert info.name == rules.PACK_NAME
+        assert {p.name: p.enforcementLevel for p in info.policies} == {
+            p.name: analyzer_pb2.MANDATORY for p in rules.POLICIES
+        }
+
+    def test_real_resources_pass_and_mutations_fail(self, prod_pack: Pack, with_token: Run) -> None:
+        # Stack "prod" is protected: the dev stack's cluster (deletion protection off) and its unprotected
+        # cluster, pools and workload policy are the only violations.
+        found = {
+            (d.policyName, r.name) for r in with_token.registrations for d in prod_pack.analyze(analyze_request(r))
+        }
+        unprotected = [
+            r for r in with_token.registrations if r.type in (rules.CLUSTER, rules.NODE_POOL, rules.RESOURCE_POLICY)
+        ]
+        assert len(unprotected) == 5  # cluster, system pool, 2 TPU pools, workload policy
+        assert found == {("protected-stack-cluster-deletion-protection", "cluster-gke")} | {
+            ("protected-stack-pulumi-protect", r.name) for r in unprotected
+        }
+        assert all(
+            d.enforcementLevel == analyzer_pb2.MANDATORY
+            for d in prod_pack.analyze(analyze_request(with_token.get(rules.CLUSTER, "cluster-gke")))
+        )
+        network = with_token.get(rules.NETWORK, "network-main")
+        bad = prod_pack.analyze(analyze_request(network, mutated(network, lambda i: i.update(mtu=1500))))
+        assert [d.policyName for d in bad] == ["tpu-network-mtu"]
+
+    def test_secret_inputs_arrive_as_the_engine_sends_them(self, prod_pack: Pack, with_token: Run) -> None:
+        """The engine keeps secrets as signature objects; the pack must still read the Secret's name."""
+        secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
+        request = analyze_request(secret)
+        request.options.ClearField("additionalSecretOutputs")
+        assert [d.policyName for d in prod_pack.analyze(request)] == ["hf-token-secret-encrypted"]
+
+    def test_a_value_unknown_during_preview_is_advisory_not_a_violation(self, prod_pack: Pack, with_token: Run) -> None:
+        """A new service account's email is unknown in the first preview: the rule runs at `up` instead."""
+        pool = tpu_pools(with_token)[0]
+        unknown = mutated(pool, lambda i: i["nodeConfig"].update(serviceAccount=UNKNOWN))
+        rule = "node-pool-not-default-service-account"
+        found = [d for d in prod_pack.analyze(analyze_request(pool, unknown)) if d.policyName == rule]
+        assert [d.enforcementLevel for d in found] == [analyzer_pb2.ADVISORY]
+        assert "during preview" in found[0].message
+
+    def test_policy_config_changes_the_protected_stacks(self, with_token: Run) -> None:
+        pack = Pack("prod")
+        try:
+            config = analyzer_pb2.PolicyConfig(
+                enforcementLevel=analyzer_pb2.MANDATORY, properties=to_struct({"protectedStacks": ["staging"]})
+            )
+            cluster = analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))
+            assert {d.policyName for d in pack.analyze(cluster)} == set(STACK_POLICIES)
+            pack.stub.Configure(
+                analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=dict.fromkeys(STACK_POLICIES, config)),
+                timeout=30,
+            )
+            assert pack.analyze(cluster) == []
+        finally:
+            pack.close()

@@ -1,0 +1,88 @@
+"""The GitHub workflows agree with the repository: every stack file is previewed and promoted in order, the
+policy pack runs on both, the CLI matches the pinned SDK, and every setting they read is documented.
+
+actionlint (in .ci/run) checks that the workflows are valid; these check that they do what the README says.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+PROMOTION = ["dev", "staging", "prod"]
+
+
+def workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def pulumi_steps(wf: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        step["with"]
+        for job in wf["jobs"].values()
+        for step in job.get("steps", [])
+        if step.get("uses", "").startswith("pulumi/actions@")
+    ]
+
+
+def test_every_stack_file_is_previewed_on_pull_requests() -> None:
+    wf = workflow("preview.yml")
+    assert wf[True] == {"pull_request": {"branches": ["main"]}}  # YAML 1.1 reads the key `on` as True
+    preview = wf["jobs"]["preview"]
+    assert set(STACKS) <= set(preview["strategy"]["matrix"]["stack"]) == set(PROMOTION)
+    assert preview["needs"] == "test"
+    (step,) = pulumi_steps(wf)
+    assert step["command"] == "preview"
+    assert step["stack-name"] == "${{ matrix.stack }}"
+    assert step["policyPacks"] == "policy"
+    assert (step["diff"], step["comment-on-pr"], step["edit-pr-comment"]) == (True, True, True)
+    assert preview["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
+
+
+def test_main_promotes_one_commit_through_dev_staging_prod() -> None:
+    wf = workflow("deploy.yml")
+    assert wf[True] == {"push": {"branches": ["main"]}}
+    jobs = wf["jobs"]
+    assert list(jobs) == PROMOTION
+    assert set(STACKS) <= set(jobs)
+    for before, stage in pairwise(PROMOTION):
+        assert jobs[stage]["needs"] == before
+    for stage, job in jobs.items():
+        assert job["uses"] == "./.github/workflows/up.yml"
+        assert job["with"] == {"stack": stage, "sha": "${{ github.sha }}"}
+    up = workflow("up.yml")
+    (job,) = up["jobs"].values()
+    assert job["environment"] == "${{ inputs.stack }}"
+    assert job["concurrency"] == {"group": "up-${{ inputs.stack }}", "cancel-in-progress": False}
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ inputs.sha }}"
+    (step,) = pulumi_steps(up)
+    assert (step["command"], step["stack-name"], step["policyPacks"]) == ("up", "${{ inputs.stack }}", "policy")
+
+
+def test_the_cli_is_the_release_of_the_pinned_sdk() -> None:
+    pinned = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pinned is not None
+    for name in ("preview.yml", "up.yml"):
+        assert {s["pulumi-version"] for s in pulumi_steps(workflow(name))} == {pinned.group(1)}, name
+
+
+def test_no_job_gets_token_permissions_by_default() -> None:
+    for path in WORKFLOWS.glob("*.yml"):
+        assert yaml.safe_load(path.read_text())["permissions"] == {}, path.name
+
+
+def test_every_setting_the_workflows_read_is_documented() -> None:
+    used = {m for path in WORKFLOWS.glob("*.yml") for m in re.findall(r"\b(?:vars|secrets)\.(\w+)", path.read_text())}
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Team workflow") : readme.index("## Policy pack")]
+    assert used == {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", *re.findall(r"`(GCP_\w+)`", section)}
+    for name in used:
+        assert f"`{name}`" in section, name
