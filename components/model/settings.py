@@ -133,14 +133,15 @@ class Settings(Model):
 
     def _check_reservation_project(self) -> None:
         r = self.tpu.reservation
-        # GKE cannot bind a node pool to a block of a reservation shared from another project;
-        # cluster-toolkit's gke-tpu-7x blueprint checks the same as a precondition (issue #8).
+        # GKE cannot bind a node pool to a block of a reservation shared from another project (issue #8
+        # reports cluster-toolkit refusing it as a precondition; not found in the snapshot we could read).
         if self.tpu.cubes > 0 and r.consume_type == "SPECIFIC" and r.block and r.project not in (None, self.project):
             raise SettingError(
                 "tpu.reservation.project",
                 r.project,
                 f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
-                f"block ({r.block}) shared from another project; cluster-toolkit refuses it as a precondition",
+                f"block ({r.block}) shared from another project; use a reservation of this project, or the whole "
+                'shared reservation (tpu.reservation.block: "")',
             )
 
     @model_validator(mode="after")
