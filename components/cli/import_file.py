@@ -22,11 +22,10 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from components.cli.adoption import CLUSTER_COMPONENT, GCP_VERSION, K8S_PROVIDER, Adoption, adoption, skip
-from components.cli.plan import ROOT, StackFileError, add_set_argument, read_stack, read_yaml, settings_input
+from components.cli.plan import StackFileError, add_stack_arguments, read_stack, read_yaml, settings_input
 from components.model import planner
 from components.model.settings import PROJECT, ConfigError, load
 
@@ -114,10 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print a `pulumi import --file` file that adopts a deployment made with the reference "
         "scripts: every resource of the stack, with the program's logical names and the providers' import ids.",
     )
-    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
-    parser.add_argument(
-        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml (default: the repository root)"
-    )
+    add_stack_arguments(parser)
     parser.add_argument(
         "--part",
         choices=("cloud", "kubernetes", "all"),
@@ -130,7 +126,6 @@ def _parser() -> argparse.ArgumentParser:
         help="the project's number, for the weights bucket's IAM members (their member names it); "
         "without it those are left to `pulumi up`",
     )
-    add_set_argument(parser)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--explain", action="store_true", help="print what is left to `pulumi up` and why, not the file")
     parser.add_argument(

@@ -121,6 +121,18 @@ def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return raw, project if isinstance(project, str) else None
 
 
+def add_stack_arguments(parser: argparse.ArgumentParser, *, stack_required: bool = False) -> None:
+    """`--stack`, `--dir` and `--set`: which stack file the offline commands read, and overrides on top."""
+    if stack_required:
+        parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    else:
+        parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument(
+        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml and the stack files (default: the repo)"
+    )
+    add_set_argument(parser)
+
+
 def add_set_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
@@ -146,11 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the TPU capacity plan of a stack file: slices per cube, admitted / pending / "
         "preempted workloads, chips requested vs provisioned. No Pulumi, no cloud.",
     )
-    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
-    parser.add_argument(
-        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml (default: the repository root)"
-    )
-    add_set_argument(parser)
+    add_stack_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (the stack output) instead")
     return parser
 

@@ -35,7 +35,7 @@ import pulumi
 import yaml
 
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
-from components.cli.plan import ROOT, StackFileError, add_set_argument, read_stack, secret_keys
+from components.cli.plan import StackFileError, add_stack_arguments, read_stack, secret_keys
 from components.model.checks import PROJECT
 
 INDEX = "RENDER.md"
@@ -267,12 +267,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Render every Kubernetes manifest a stack would apply, and a table of its Google Cloud "
         "resources, into a directory. Offline: Pulumi's mock runtime, no cloud, no Pulumi CLI.",
     )
-    parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    add_stack_arguments(parser, stack_required=True)
     parser.add_argument("--out", required=True, type=Path, help="output directory (replaced if a previous render)")
-    parser.add_argument(
-        "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml and the stack files (default: the repo)"
-    )
-    add_set_argument(parser)
     return parser
 
 
