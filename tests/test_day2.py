@@ -347,7 +347,13 @@ def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
 def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:
     assert_rejected(
         {f"{P}:tpu": {"reservation": {"project": "other-project", "block": "block-0"}}},
-        ["gke-tpu-slicing:tpu.reservation.project", "'other-project'", "my-tpu-project", "cluster-toolkit"],
+        [
+            "gke-tpu-slicing:tpu.reservation.project",
+            "'other-project'",
+            "my-tpu-project",
+            "GKE does not support",
+            "tpu.reservation.block",
+        ],
         prefix="invalid stack configuration (1 problem)",
     )
     # The stack's own project, spelled out, is fine.
