@@ -37,6 +37,17 @@ HF_SECRET_KEY = "HF_TOKEN"
 EXCLUSIVE_TOPOLOGY = {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
 # The router selects model servers by port 8000: prefill serves there, decode's sidecar proxies it.
 ROUTER_PORT = 8000
+# Decode's routing sidecar, as llm-d's TPU7x dynamic-slice recipe runs it
+# (llm-d/llm-d@f518910e guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/decode.yaml): on the
+# router's port, NIXL v2 protocol towards prefill, plain HTTP like prefill's vLLM. Every flag is one that
+# llm-d-router v0.10.0's sidecar defines (pkg/sidecar/proxy/options.go@71f4f099: port, kv-connector,
+# secure-proxy; zap-log-level from controller-runtime's zap options). Hence a router of v0.10.0 or later:
+# that release dropped the deprecated --connector; and --secure-serving (another revision of the recipe,
+# llm-d/llm-d@b2abbc3b) is the endpoint picker's flag, not the sidecar's. No model-server port flag: the
+# sidecar forwards to 8200 by default from v0.10.0 on (defaultVLLMPort; llm-d/llm-d#2116 dropped
+# --vllm-port=8200 from the guides for it), so decode's vLLM listens there.
+SIDECAR_DEFAULT_MODEL_SERVER_PORT = 8200
+SIDECAR_ARGS = ("--kv-connector=nixlv2", "--zap-log-level=1", "--secure-proxy=false")
 KV_TRANSFER_PORT = 9100
 SIDE_CHANNEL_PORT = 9600
 KV_CONNECTOR = {
@@ -46,8 +57,9 @@ KV_CONNECTOR = {
 # The pod's own IP from the downward API; Kubernetes expands $(POD_IP) in the command before the shell runs,
 # as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice).
 POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-# vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s and resets
-# on reuse. The server must outlive the client's idle timeout; llm-d sets 120 s on prefill (same recipe).
+# vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s
+# (IdleConnTimeout, llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go) and resets on reuse. The server must
+# outlive the client's idle timeout; llm-d sets 120 s on prefill (same recipe).
 SIDECAR_IDLE_CONN_TIMEOUT_S = 90
 PREFILL_KEEP_ALIVE_S = 120
 # vLLM answers /v1/models once the model is loaded and /health while the engine is alive; llm-d's recipe
@@ -78,7 +90,7 @@ ROLES = {
         "prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False, keep_alive_s=PREFILL_KEEP_ALIVE_S
     ),
     # Decode sits behind llm-d's routing sidecar, which takes the router's port and moves vLLM aside.
-    "decode": Role("decode", "kv_consumer", 8200, "vllm", routing_sidecar=True),
+    "decode": Role("decode", "kv_consumer", SIDECAR_DEFAULT_MODEL_SERVER_PORT, "vllm", routing_sidecar=True),
 }
 
 
@@ -258,16 +270,11 @@ def leader_worker_set(
     sidecar = [
         {
             "name": "routing-proxy",
-            "image": settings.serving.routing_sidecar.image,
+            # The router's release of the sidecar (both come from one llm-d-router tag).
+            "image": settings.serving.routing_sidecar_image,
             "imagePullPolicy": "Always",
-            "args": [
-                f"--port={ROUTER_PORT}",
-                f"--vllm-port={role.vllm_port}",
-                "--connector=nixlv2",
-                "--zap-log-level=1",
-                "--secure-proxy=false",
-            ],
-            "ports": [{"containerPort": ROUTER_PORT, "name": "modelserver", "protocol": "TCP"}],
+            "args": [f"--port={ROUTER_PORT}", *SIDECAR_ARGS],
+            "ports": [{"containerPort": ROUTER_PORT, "name": "sidecar", "protocol": "TCP"}],
             "resources": {},
             # A native sidecar: an init container that keeps running beside vLLM.
             "restartPolicy": "Always",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pulumi
 import yaml
 
+from components.model.k8s_settings import router_release
 from components.model.monitoring import router_monitoring_values
 from components.model.settings import Settings
 from components.modelserver import ROUTER_PORT, leader_selector
@@ -24,9 +24,9 @@ def epp_config_api(chart_version: str) -> str:
     arrived on main after it (pkg/epp/config/loader/conversion_test.go@10bbcb7e), where v1alpha1 still
     loads, converted, with a deprecation notice. `v0` is main's floating tag, so it gets v1 like later releases.
     """
-    if chart_version.removeprefix("v") == "0":
+    release = router_release(chart_version)
+    if release is None:
         return EPP_CONFIG_V1
-    release = tuple(int(part) for part in re.findall(r"\d+", chart_version)[:3])
     return EPP_CONFIG_V1ALPHA1 if release < (0, 11) else EPP_CONFIG_V1
 
 

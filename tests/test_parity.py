@@ -92,6 +92,32 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             lambda ref, kv=kv: kv in ref,
             "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe",
         )
+        if role == "decode":
+            # The router's release of the sidecar (llm-d-router v0.10.0, which renamed the image in v0.9.0),
+            # run as llm-d's TPU7x dynamic-slice recipe runs it (llm-d/llm-d@f518910e decode.yaml).
+            sidecar = f"{lws}.leaderTemplate.spec.initContainers[routing-proxy]"
+            why = "the sidecar of the pinned llm-d-router v0.10.0, with llm-d's TPU7x recipe's flags and port"
+            out[f"{sidecar}.image"] = (
+                "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+                "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0",
+                why,
+            )
+            out[f"{sidecar}.args"] = (
+                # v0.10.0 removed --connector and forwards to 8200 by default
+                ["--port=8000", "--kv-connector=nixlv2", "--zap-log-level=1", "--secure-proxy=false"],
+                ["--port=8000", "--vllm-port=8200", "--connector=nixlv2", "--zap-log-level=1", "--secure-proxy=false"],
+                why,
+            )
+            out[f"{sidecar}.ports[sidecar]"] = (
+                {"containerPort": 8000, "name": "sidecar", "protocol": "TCP"},
+                "<absent>",
+                why,
+            )
+            out[f"{sidecar}.ports[modelserver]"] = (
+                "<absent>",
+                {"containerPort": 8000, "name": "modelserver", "protocol": "TCP"},
+                why,
+            )
         if role == "prefill":
             out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = (
                 {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},

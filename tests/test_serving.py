@@ -70,6 +70,37 @@ def flag(args: list[str], name: str) -> str:
     raise AssertionError(f"{name} not in {args}")
 
 
+# Decode's routing sidecar in llm-d's TPU7x recipe, llm-d/llm-d@f518910e175c01352a176b5363cb0ce9abb1c95c
+# guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/decode.yaml (initContainers[routing-proxy];
+# its image is the kustomize placeholder REPLACE_ROUTING_SIDECAR_IMAGE).
+UPSTREAM_SIDECAR = {
+    "name": "routing-proxy",
+    "imagePullPolicy": "Always",
+    "args": ["--port=8000", "--kv-connector=nixlv2", "--zap-log-level=1", "--secure-proxy=false"],
+    "ports": [{"name": "sidecar", "containerPort": 8000, "protocol": "TCP"}],
+    "resources": {},
+    "restartPolicy": "Always",
+    "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+}
+# Every flag llm-d-router v0.10.0's sidecar parses (llm-d/llm-d-router@71f4f0999f95b96c49a9d0c4afbd18dfdb943c26
+# pkg/sidecar/proxy/options.go AddFlags, plus controller-runtime v0.23's zap flags it binds); pflag exits on any
+# other. Not among them: --connector (removed in v0.10.0) and --secure-serving (the EPP's flag).
+SIDECAR_FLAGS_V0_10_0 = {
+    *("cert-path", "configuration", "configuration-file", "data-parallel-size", "decode-chunk-size"),
+    *("ec-connector", "enable-p2p-pull", "enable-prefiller-sampling", "enable-ssrf-protection", "enable-tls"),
+    *("inference-pool", "kv-connector", "max-idle-conns-per-host", "metrics-port", "model-server-port"),
+    *("mooncake-bootstrap-port", "p2p-connector-port", "pool-group", "port", "prefill-max-retries"),
+    *("prefill-retry-backoff", "secure-proxy", "tls-insecure-skip-verify", "tracing", "vllm-port"),
+    *(f"moriio-{f}" for f in ("decode-handshake-port", "decode-hosts", "decode-notify-port", "dp-size")),
+    *(f"moriio-{f}" for f in ("dp-size-local", "local-pod-ip", "parallel-decode-wait-timeout")),
+    *(f"moriio-{f}" for f in ("parallel-dispatch", "prefill-handshake-port", "prefill-notify-port")),
+    *(f"moriio-{f}" for f in ("remote-hosts", "tp-size", "write-mode")),
+    *(f"zap-{f}" for f in ("devel", "encoder", "log-level", "stacktrace-level", "time-encoding")),
+}
+# ... and where it forwards without --model-server-port/--vllm-port (same file, defaultVLLMPort).
+SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0 = 8200
+
+
 def test_group_size_tp_and_tpu_requests_derive_from_the_slice(without_token: Run) -> None:
     for role in ("prefill", "decode"):
         obj = lws(without_token, role)
@@ -110,15 +141,82 @@ def test_prefill_and_decode_differ_only_by_role(without_token: Run) -> None:
     assert [p["containerPort"] for p in leader(decode)["containers"][0]["ports"]] == [8200, 9100, 9600]
     assert "initContainers" not in leader(prefill)
     (sidecar,) = leader(decode)["initContainers"]
-    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
-    assert sidecar["restartPolicy"] == "Always"
-    assert sidecar["args"][:3] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2"]
+    assert sidecar == {**UPSTREAM_SIDECAR, "image": "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"}
     # Everything else is the same builder's output: swap the role-specific parts and compare.
     same = [a for a in p_args if not a.startswith(("--port=", '{"kv_connector'))]
     assert same == [a for a in d_args if not a.startswith(("--port=", '{"kv_connector'))]
     assert worker(prefill) == worker(decode)
     assert prefill["metadata"]["labels"]["llm-d.ai/role"] == "prefill"
     assert decode["metadata"]["labels"]["llm-d.ai/role"] == "decode"
+
+
+def sidecar_of(run: Run) -> dict:
+    (sidecar,) = leader(lws(run, "decode"))["initContainers"]
+    return sidecar
+
+
+def test_decode_sidecar_takes_only_flags_of_the_pinned_router_release(without_token: Run) -> None:
+    decode, sidecar = lws(without_token, "decode"), sidecar_of(without_token)
+    flags = [arg.removeprefix("--").split("=", 1)[0] for arg in sidecar["args"]]
+    assert set(flags) <= SIDECAR_FLAGS_V0_10_0, set(flags) - SIDECAR_FLAGS_V0_10_0
+    # No model-server port flag, so decode's vLLM must listen where the sidecar forwards by default.
+    assert not {"model-server-port", "vllm-port"} & set(flags)
+    assert int(flag(vllm_args(decode), "--port")) == SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0
+    # The sidecar listens on the port the pool targets; port names stay unique within the pod.
+    (target,) = router_values(without_token)["router"]["modelServers"]["targetPorts"]
+    assert int(flag(sidecar["args"], "--port")) == target["number"] == sidecar["ports"][0]["containerPort"]
+    names = [p["name"] for c in (*leader(decode)["initContainers"], *leader(decode)["containers"]) for p in c["ports"]]
+    assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize(
+    ("version", "tag"),
+    [
+        ("v0.10.0", "v0.10.0"),
+        ("v0.10.0-rc.1", "v0.10.0-rc.1"),
+        ("v0.11.0", "v0.11.0"),
+        ("0.11.0", "v0.11.0"),  # Helm matches the chart's tag v0.11.0 as semver; image tags are literal
+        ("v0", "main"),  # main's floating chart, whose images are tagged main
+    ],
+)
+def test_sidecar_image_follows_the_router_release(version: str, tag: str) -> None:
+    run = run_program({f"{P}:serving": {"router": {"version": version}}})
+    assert run.error is None, run.error
+    assert sidecar_of(run)["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{tag}"
+
+
+def test_sidecar_image_can_come_from_a_mirror() -> None:
+    mirror = f"us-docker.pkg.dev/p/mirror/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'0' * 64}"
+    run = run_program({f"{P}:serving": {"routingSidecar": {"image": mirror}}})
+    assert run.error is None, run.error
+    assert sidecar_of(run) == {**UPSTREAM_SIDECAR, "image": mirror}
+
+
+@pytest.mark.parametrize(
+    ("serving_overrides", "fragments"),
+    [
+        ({"router": {"version": "v0.9.0"}}, ["serving.router.version = 'v0.9.0'", "v0.10.0 or later", "8001"]),
+        (
+            {"routingSidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"}},
+            ["serving.routingSidecar.image = 'ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0'", "8001 instead of 8200"],
+        ),
+        (
+            {"routingSidecar": {"image": "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"}},
+            ["serving.routingSidecar.image", "8001 instead of 8200"],
+        ),
+        (
+            {"routingSidecar": {"image": "ghcr.io/llm-d/llm-d-router-disagg-sidecar"}},
+            ["serving.routingSidecar.image", "a pinned image reference"],
+        ),
+        (
+            {"routingSidecar": {"image": "ghcr.io/llm-d/llm-d-router-disagg-sidecar:main"}},
+            ["serving.routingSidecar.image", "no 'latest' or 'main'"],
+        ),
+    ],
+    ids=["router before v0.10.0", "retired sidecar", "v0.9.0 sidecar", "no tag", "floating tag"],
+)
+def test_sidecars_that_would_not_forward_to_decode_are_rejected(serving_overrides: dict, fragments: list) -> None:
+    assert_rejected({f"{P}:serving": serving_overrides}, fragments)
 
 
 def test_vllm_flags_come_from_settings() -> None:
@@ -377,7 +475,7 @@ def test_epp_config_is_the_current_pd_schema(without_token: Run) -> None:
     ("version", "api"),
     [
         ("v0.10.0", "llm-d.ai/v1alpha1"),
-        ("v0.9.0", "llm-d.ai/v1alpha1"),
+        ("v0.10.0-rc.1", "llm-d.ai/v1alpha1"),
         ("v0", "llm-d.ai/v1"),
         ("v0.11.0", "llm-d.ai/v1"),
     ],

@@ -243,6 +243,39 @@ class GatewaySettings(Model):
     _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
 
 
+# llm-d-router releases the endpoint picker, the P/D sidecar and both charts together from one tag
+# (llm-d/llm-d-router@v0.10.0 .github/workflows/ci-release.yaml: image `${repo}-disagg-sidecar` at the tag;
+# hack/push-chart.sh: chart version = that tag; .github/ISSUE_TEMPLATE/new-release.md lists all of them under
+# one ${VERSION}). The sidecar was renamed from llm-d-routing-sidecar in v0.9.0 (Makefile SIDECAR_IMAGE_NAME).
+SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
+RETIRED_SIDECAR_NAME = "llm-d-routing-sidecar"
+# The chart `v0` is main's, whose images are tagged `main` (.github/workflows/ci-dev.yaml; routerlib
+# values.yaml router.epp.image.tag: main).
+FLOATING_CHART_VERSION = "v0"
+FLOATING_IMAGE_TAG = "main"
+# The oldest router whose sidecar takes the flags the decode pods pass (components/modelserver.py).
+MIN_ROUTER_RELEASE = (0, 10)
+_RELEASE_TAG_RE = re.compile(r"^v?\d+\.\d+(\.\d+)?(-[0-9A-Za-z.-]+)?$")
+_IMAGE_RE = re.compile(
+    r"^(?P<repository>[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?P<digest>@sha256:[0-9a-f]{64})?$"
+)
+
+
+def router_release(chart_version: str) -> tuple[int, ...] | None:
+    """(major, minor[, patch]) of a pinned router chart version; None for `v0`, main's floating chart."""
+    if chart_version.removeprefix("v") == FLOATING_CHART_VERSION.removeprefix("v"):
+        return None
+    return tuple(int(part) for part in re.findall(r"\d+", chart_version.split("-", 1)[0])[:3])
+
+
+def router_image_tag(chart_version: str) -> str:
+    """The tag of the images released with a router chart version (`main` for `v0`)."""
+    if router_release(chart_version) is None:
+        return FLOATING_IMAGE_TAG
+    return "v" + chart_version.removeprefix("v")
+
+
 class RouterSettings(Model):
     # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
     # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
@@ -261,6 +294,13 @@ class RouterSettings(Model):
     def _version(cls, v: str) -> str:
         if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
             raise ValueError("a pinned chart version such as v0.10.0 (no ranges, no 'latest')")
+        release = router_release(v)
+        if release is not None and release < MIN_ROUTER_RELEASE:
+            raise ValueError(
+                "v0.10.0 or later (or v0, main's floating chart): the decode pods' routing sidecar is the same "
+                "llm-d-router release and takes that release's flags (it proxies to vLLM on 8200 by default only "
+                "from v0.10.0 on; v0.9.0 and earlier default to 8001)"
+            )
         return v
 
     @field_validator("chart")
@@ -272,7 +312,30 @@ class RouterSettings(Model):
 
 
 class RoutingSidecarSettings(Model):
-    image: str = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    # Unset: SIDECAR_REPOSITORY at the router's release (`ServingSettings.routing_sidecar_image`). Set it only
+    # to pull that release from a mirror or by digest: the decode pods pass it llm-d-router v0.10.0's flags.
+    image: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        match = _IMAGE_RE.match(v)
+        tag = match["tag"] if match else None
+        if not match or not (tag or match["digest"]) or tag in ("latest", FLOATING_IMAGE_TAG):
+            raise ValueError(
+                "a pinned image reference, <registry>/<path>:<release tag> or <registry>/<path>@sha256:<digest> "
+                f"(no 'latest' or 'main'), or unset for {SIDECAR_REPOSITORY}:<serving.router.version>"
+            )
+        release = router_release(tag) if tag and _RELEASE_TAG_RE.match(tag) else None
+        if match["repository"].endswith(f"/{RETIRED_SIDECAR_NAME}") or (release and release < MIN_ROUTER_RELEASE):
+            raise ValueError(
+                f"llm-d-router v0.10.0's sidecar or later ({SIDECAR_REPOSITORY}; unset = the router's release): "
+                "older ones (llm-d-routing-sidecar up to v0.8.0, llm-d-router-disagg-sidecar v0.9.0) forward to "
+                "vLLM on 8001 instead of 8200 under the flags the decode pods pass"
+            )
+        return v
 
 
 # The waits the vLLM pod allows itself before it gives up (manifests/vllm-pod.yaml): the leader waits up to
@@ -319,6 +382,11 @@ class ServingSettings(Model):
 
     # The guide names the router's Helm release (at most 53 characters) and labels every model server.
     _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))
+
+    @property
+    def routing_sidecar_image(self) -> str:
+        """The decode pods' sidecar: `routingSidecar.image` if set, else the router's release of it."""
+        return self.routing_sidecar.image or f"{SIDECAR_REPOSITORY}:{router_image_tag(self.router.version)}"
 
     @property
     def model_served(self) -> str:
