@@ -57,6 +57,29 @@ def build(registrations: Iterable[Any]) -> dict[str, Node]:
     return nodes
 
 
+def without_edges(nodes: dict[str, Node], drop: Callable[[Node, Node], bool]) -> dict[str, Node]:
+    """A copy of the graph without the waits `drop(node, waited_for)` selects (a what-if; the program is unchanged)."""
+    return {
+        urn: Node(n.urn, n.type, n.name, n.component, n.inputs, {w for w in n.waits_for if not drop(n, nodes[w])})
+        for urn, n in nodes.items()
+    }
+
+
+def waits_transitively(nodes: dict[str, Node], start: str, target: Callable[[Node], bool]) -> bool:
+    """Whether `start` waits, directly or through any chain, for a node `target` selects."""
+    seen: set[str] = set()
+    todo = list(nodes[start].waits_for)
+    while todo:
+        urn = todo.pop()
+        if urn in seen:
+            continue
+        seen.add(urn)
+        if target(nodes[urn]):
+            return True
+        todo.extend(nodes[urn].waits_for)
+    return False
+
+
 def longest_path(nodes: dict[str, Node], weight: Callable[[Node], float]) -> tuple[float, list[Node]]:
     """The heaviest chain of waits (the critical path) and its total weight; iterative, so any depth works."""
     best: dict[str, tuple[float, str | None]] = {}
