@@ -5,7 +5,7 @@ Edges (what a resource waits for before it is created), from the recorded Regist
 * `dependencies`: explicit `depends_on` plus every resource whose Output is an input (the property
   dependencies are a subset). The Python SDK has already expanded them: a `depends_on` on a local
   component became its descendants (pulumi/runtime/rpc.py `_add_dependency`), a remote component
-  (helm.v4.Chart, yaml.v2.ConfigFile, kustomize.v2.Directory) stays one node whose registration
+  (helm.v4.Chart, yaml.v2.ConfigFile, yaml.v2.ConfigGroup) stays one node whose registration
   returns only once its provider has created and awaited every child. The SDK awaits each one's
   URN, which resolves when the engine has finished creating it.
 * `parent`: a child's registration awaits its parent's URN. A local component's URN resolves as
@@ -100,7 +100,8 @@ def longest_path(nodes: dict[str, Node], weight: Callable[[Node], float]) -> tup
 
     for urn in nodes:
         visit(urn)
-    end = max(best, key=lambda u: best[u][0])
+    # Among equally long chains the end with the first label, so runs of different sizes name the same one.
+    end = min(best, key=lambda u: (-best[u][0], nodes[u].label))
     path: list[Node] = []
     cur: str | None = end
     while cur is not None:
