@@ -67,7 +67,7 @@ observability = (
         provider=k8s,
         kueue=addons.kueue,
         workload_namespace=queues.namespace.metadata.name,
-        apis=services.ready,
+        services=services,
     )
     if settings.observability.enabled
     else None

@@ -138,6 +138,16 @@ def render(result: dict[str, Any]) -> str:
         same = len({tuple(label.split()[0] for label in r[key]) for r in rows.values()}) == 1
         lines.append(f"{title} ({'the same for every count' if same else f'at {min(rows)} cubes'}):")
         lines.append("  " + " > ".join(first[key]))
+    costs = {r["criticalSeconds"] - r["criticalSecondsPoolsFree"] for r in rows.values()}
+    lines.append(
+        "TPU pools waiting for the slice controller (after Kueue and JobSet; kept for teardown order): "
+        + (f"+{costs.pop():.0f} s" if len(costs) == 1 else "+" + "/".join(f"{c:.0f}" for c in sorted(costs)) + " s")
+        + f" on the modeled critical path; without those waits {first['criticalSecondsPoolsFree']:.0f} s:"
+    )
+    lines.append("  " + " > ".join(first["criticalPathPoolsFree"]))
+    unmodeled = sorted({t for r in rows.values() for t in r.get("defaultFigures", [])})
+    if unmodeled:
+        lines.append(f"types without a figure in benchmarks/timings.py (default used): {', '.join(unmodeled)}")
     plan_table = [["CUBES", "CHIPS", "WORKLOADS", "SLICES", "KUEUE WORKLOADS", "PREEMPTIONS", "CPU ms min/med/max"]]
     for p in result["planning"]:
         cpu = p["cpu"]

@@ -18,9 +18,7 @@ import time
 _T0 = time.process_time()
 
 import json  # noqa: E402
-import os  # noqa: E402
 import resource  # noqa: E402
-import runpy  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -28,39 +26,26 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pulumi  # noqa: E402
-from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
-from pulumi.runtime.sync_await import _sync_await  # noqa: E402
-
 from benchmarks import graph, scenario, timings  # noqa: E402
-from components.stack import as_runtime_config  # noqa: E402
-from tests.harness import MAIN, PROJECT, ROOT, Mocks, RecordingMonitor, Registration, merge, stack_file_config  # noqa: E402
+from components.cli.mockrun import Registration, execute  # noqa: E402
+from tests.harness import CLOCK, Mocks, merge, stack_file_config  # noqa: E402
 
 _IMPORTS = time.process_time() - _T0
 
 
 def run_once(cubes: int) -> tuple[float, float, list[Registration]]:
-    """One evaluation of `__main__.py` for `cubes` cubes: (cpu seconds, wall seconds, registrations)."""
+    """One evaluation of `__main__.py` for `cubes` cubes: (cpu seconds, wall seconds, registrations).
+
+    The same in-process mock run as the tests and `python -m components render` (components/cli/mockrun.py),
+    with the tests' stack-file config (placeholders filled) and clock; setting up the mocks costs microseconds.
+    """
     config = merge(stack_file_config(), scenario.overrides(cubes))
-    pulumi.runtime.set_all_config(as_runtime_config(config), [])
-    mocks = Mocks()
-    monitor = RecordingMonitor(mocks)
-    pulumi.runtime.settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", preview=True, monitor=monitor)
-    saved = {lvl: getattr(pulumi.log, lvl) for lvl in ("info", "warn")}
-    for lvl in saved:  # the plan table and contention warnings would go to the engine; keep stdout for JSON
-        setattr(pulumi.log, lvl, lambda *a, **k: None)
-    cwd = os.getcwd()
-    try:
-        os.chdir(ROOT)
-        cpu, wall = time.process_time(), time.perf_counter()
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    finally:
-        os.chdir(cwd)
-        for lvl, fn in saved.items():
-            setattr(pulumi.log, lvl, fn)
-    return cpu, wall, monitor.registrations
+    cpu, wall = time.process_time(), time.perf_counter()
+    run = execute(config, stack="dev", preview=True, mocks=Mocks(), now=CLOCK)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if run.error is not None:
+        raise run.error
+    return cpu, wall, run.registrations
 
 
 def measure(cubes: int, repeats: int) -> dict[str, Any]:
@@ -73,6 +58,7 @@ def measure(cubes: int, repeats: int) -> dict[str, Any]:
     nodes = graph.build(regs)
     depth, depth_path = graph.depth(nodes)
     critical, critical_path = graph.longest_path(nodes, timings.seconds)
+    free, free_path = graph.longest_path(timings.pools_before_addons(nodes), timings.seconds)
     steps = graph.steps(nodes)
     return {
         "cubes": cubes,
@@ -90,6 +76,10 @@ def measure(cubes: int, repeats: int) -> dict[str, Any]:
         "criticalSeconds": critical,
         "criticalPath": [n.label for n in critical_path],
         "sequentialSeconds": sum(timings.seconds(n) for n in steps),
+        # What-if: the TPU pools not waiting for the slice controller (and so Kueue and JobSet) at creation.
+        "criticalSecondsPoolsFree": free,
+        "criticalPathPoolsFree": [n.label for n in free_path],
+        "defaultFigures": sorted({n.type for n in steps if timings.figure(n) is timings.UNKNOWN}),
     }
 
 

@@ -5,7 +5,7 @@ Edges (what a resource waits for before it is created), from the recorded Regist
 * `dependencies`: explicit `depends_on` plus every resource whose Output is an input (the property
   dependencies are a subset). The Python SDK has already expanded them: a `depends_on` on a local
   component became its descendants (pulumi/runtime/rpc.py `_add_dependency`), a remote component
-  (helm.v4.Chart, yaml.v2.ConfigFile, kustomize.v2.Directory) stays one node whose registration
+  (helm.v4.Chart, yaml.v2.ConfigFile, yaml.v2.ConfigGroup) stays one node whose registration
   returns only once its provider has created and awaited every child. The SDK awaits each one's
   URN, which resolves when the engine has finished creating it.
 * `parent`: a child's registration awaits its parent's URN. A local component's URN resolves as
@@ -57,6 +57,29 @@ def build(registrations: Iterable[Any]) -> dict[str, Node]:
     return nodes
 
 
+def without_edges(nodes: dict[str, Node], drop: Callable[[Node, Node], bool]) -> dict[str, Node]:
+    """A copy of the graph without the waits `drop(node, waited_for)` selects (a what-if; the program is unchanged)."""
+    return {
+        urn: Node(n.urn, n.type, n.name, n.component, n.inputs, {w for w in n.waits_for if not drop(n, nodes[w])})
+        for urn, n in nodes.items()
+    }
+
+
+def waits_transitively(nodes: dict[str, Node], start: str, target: Callable[[Node], bool]) -> bool:
+    """Whether `start` waits, directly or through any chain, for a node `target` selects."""
+    seen: set[str] = set()
+    todo = list(nodes[start].waits_for)
+    while todo:
+        urn = todo.pop()
+        if urn in seen:
+            continue
+        seen.add(urn)
+        if target(nodes[urn]):
+            return True
+        todo.extend(nodes[urn].waits_for)
+    return False
+
+
 def longest_path(nodes: dict[str, Node], weight: Callable[[Node], float]) -> tuple[float, list[Node]]:
     """The heaviest chain of waits (the critical path) and its total weight; iterative, so any depth works."""
     best: dict[str, tuple[float, str | None]] = {}
@@ -77,7 +100,8 @@ def longest_path(nodes: dict[str, Node], weight: Callable[[Node], float]) -> tup
 
     for urn in nodes:
         visit(urn)
-    end = max(best, key=lambda u: best[u][0])
+    # Among equally long chains the end with the first label, so runs of different sizes name the same one.
+    end = min(best, key=lambda u: (-best[u][0], nodes[u].label))
     path: list[Node] = []
     cur: str | None = end
     while cur is not None:

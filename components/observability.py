@@ -12,7 +12,6 @@ Resource types (for importers): `kubernetes:monitoring.googleapis.com/v1:PodMoni
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -25,6 +24,7 @@ from components.model import dashboard, monitoring
 from components.model.settings import Settings
 from components.modelserver import leader_metrics_target
 from components.objects import KubernetesObject
+from components.project import MONITORING_API, ProjectServices
 
 GMP_API = "monitoring.googleapis.com/v1"
 # Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
@@ -104,11 +104,15 @@ class Observability(Component):
         provider: k8s.Provider,
         kueue: HelmAddon,
         workload_namespace: pulumi.Input[str],
-        apis: Sequence[pulumi.Resource],
+        services: ProjectServices,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:observability:Observability", name, opts)
         o = settings.observability
+        # The dashboard and the policies are calls to the Monitoring API alone (their queries name metrics, not
+        # resources): waiting for every API and the AI-zones feature only delayed them (benchmarks, README).
+        monitoring_api = services.services.get(MONITORING_API)  # enabled whenever a dashboard or alert is declared
+        after_api = self.child(depends_on=[monitoring_api]) if monitoring_api is not None else None
         self.pod_monitorings: dict[str, KubernetesObject] = {}
         self.alert_policies: dict[str, gcp.monitoring.AlertPolicy] = {}
         self.dashboard: gcp.monitoring.Dashboard | None = None
@@ -127,7 +131,7 @@ class Observability(Component):
                 f"{name}-dashboard",
                 project=settings.project,
                 dashboard_json=dashboard.dashboard_json(settings),
-                opts=self.child(depends_on=list(apis)),
+                opts=after_api,
             )
             self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
         if o.has_alerts:
@@ -155,7 +159,7 @@ class Observability(Component):
                     # Which deployment the policy watches, when several share a project (a GKE cluster name is
                     # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
                     user_labels={"cluster": settings.cluster.name},
-                    opts=self.child(depends_on=list(apis)),
+                    opts=after_api,
                 )
         self.register_outputs(
             {
@@ -170,22 +174,28 @@ class Observability(Component):
         metrics-reader ClusterRole, its token Secret, and read access to that Secret for GMP's collector (the
         pattern of GAIE's epplib `_gke.yaml` at v1.5.0 and llm-d's routerlib `_gke.yaml`)."""
         namespace = kueue.namespace.metadata.name
-        # The ClusterRole and the pods come from the chart.
-        in_kueue = self.child(provider=provider, depends_on=[kueue.chart])
+        # Only what needs the chart waits for it: the binding to its ClusterRole (the API server checks a binding
+        # against the role it names, https://kubernetes.io/docs/reference/access-authn-authz/rbac/
+        # "Restrictions on role binding creation or update") and the scrape object (its pods). The account, its
+        # token and the token's Role need the namespace alone.
+        in_namespace = self.child(provider=provider)
         sa = k8s.core.v1.ServiceAccount(
             f"{name}-kueue-scraper",
             metadata={"name": monitoring.KUEUE_METRICS_SA, "namespace": namespace},
-            opts=in_kueue,
+            opts=in_namespace,
         )
+        token_name = f"{monitoring.KUEUE_METRICS_SA}-token"
+        # After the account (its name as an Output): the token controller fills the token of an existing account
+        # only (https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#token-controller).
         self.kueue_token = k8s.core.v1.Secret(
             f"{name}-kueue-scraper-token",
             metadata={
-                "name": f"{monitoring.KUEUE_METRICS_SA}-token",
+                "name": token_name,
                 "namespace": namespace,
                 "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
             },
             type="kubernetes.io/service-account-token",
-            opts=in_kueue,
+            opts=in_namespace,
         )
         self.kueue_rbac = [
             k8s.rbac.v1.ClusterRoleBinding(
@@ -197,8 +207,9 @@ class Observability(Component):
                     "name": kueue_metrics_reader(kueue.release),
                 },
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
-                opts=in_kueue,
+                opts=self.child(provider=provider, depends_on=[kueue.chart]),
             ),
+            # Names the Secret by the same string, not its Output: a Role may name objects that do not exist yet.
             k8s.rbac.v1.Role(
                 f"{name}-kueue-token-read",
                 metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-token-read", "namespace": namespace},
@@ -207,13 +218,14 @@ class Observability(Component):
                         "apiGroups": [""],
                         "resources": ["secrets"],
                         "verbs": ["get", "list", "watch"],
-                        "resourceNames": [self.kueue_token.metadata.name],
+                        "resourceNames": [token_name],
                     }
                 ],
-                opts=in_kueue,
+                opts=in_namespace,
             ),
         ]
         gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
+        # After its Role (the name as an Output), for the same check.
         self.kueue_rbac.append(
             k8s.rbac.v1.RoleBinding(
                 f"{name}-kueue-token-read-collector",
@@ -227,7 +239,7 @@ class Observability(Component):
                     "name": self.kueue_rbac[1].metadata.name,
                 },
                 subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
-                opts=in_kueue,
+                opts=in_namespace,
             )
         )
         self.pod_monitorings["kueue"] = KubernetesObject(

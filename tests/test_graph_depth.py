@@ -59,3 +59,80 @@ def test_network_waits_for_the_compute_api_only() -> None:
     network = next(n for n in nodes.values() if n.type == "gcp:compute/network:Network")
     waited = {nodes[u].label for u in network.waits_for if not nodes[u].component}
     assert waited == {"Service project-compute"}, waited
+
+
+def non_component_waits(nodes: dict[str, graph.Node], node: graph.Node) -> set[str]:
+    """Labels of the resources `node` waits for directly (looking through free component nodes)."""
+    out, seen, todo = set(), set(), list(node.waits_for)
+    while todo:
+        urn = todo.pop()
+        if urn in seen:
+            continue
+        seen.add(urn)
+        if nodes[urn].component:
+            todo.extend(nodes[urn].waits_for)
+        else:
+            out.add(nodes[urn].label)
+    return out
+
+
+def test_dashboard_and_alerts_wait_for_the_monitoring_api_alone() -> None:
+    """They are Monitoring API calls; they once waited for every API and the AI-zones feature too."""
+    nodes = creation_graph(1)
+    monitoring = [
+        n
+        for n in nodes.values()
+        if n.type in ("gcp:monitoring/dashboard:Dashboard", "gcp:monitoring/alertPolicy:AlertPolicy")
+    ]
+    assert len(monitoring) >= 2
+    for n in monitoring:
+        assert non_component_waits(nodes, n) == {"Service project-monitoring"}, n.label
+
+
+def test_kueue_scraping_waits_for_the_chart_only_where_it_must() -> None:
+    """The binding to the chart's ClusterRole and the scrape object wait for the chart; the account, its token
+    and the token's Role and RoleBinding need only the namespace, and the Role names the token by string."""
+    nodes = creation_graph(1)
+    by_label = {n.label: n for n in nodes.values() if not n.component}
+    chart = by_label["Chart kueue-chart"].urn
+
+    def waits(label: str, target: str) -> bool:
+        return graph.waits_transitively(nodes, by_label[label].urn, lambda n: n.urn == target)
+
+    early = [
+        "ServiceAccount observability-kueue-scraper",
+        "Secret observability-kueue-scraper-token",
+        "Role observability-kueue-token-read",
+        "RoleBinding observability-kueue-token-read-collector",
+    ]
+    for label in early:
+        assert not waits(label, chart), f"{label} waits for the Kueue chart"
+    assert waits("ClusterRoleBinding observability-kueue-metrics-reader", chart)
+    assert waits("PodMonitoring observability-kueue", chart)
+    # The orders the API server needs: the token after its account, the binding after its Role.
+    assert waits(early[1], by_label[early[0]].urn) and waits(early[3], by_label[early[2]].urn)
+    assert not waits(early[2], by_label[early[1]].urn), "the Role waits for the Secret it names"
+    # So the scraping objects add at most three steps one after another (e.g. account > token > scrape object).
+    chain, path = graph.longest_path(nodes, lambda n: 1.0 if n.name.startswith("observability-") else 0.0)
+    assert chain == 3, graph.summary(path)
+
+
+def test_every_resource_type_has_a_figure_in_the_time_model() -> None:
+    steps = graph.steps(creation_graph(8))
+    assert not {n.type for n in steps if timings.figure(n) is timings.UNKNOWN}
+
+
+def test_the_pools_wait_for_the_add_ons_only_through_edges_the_what_if_removes() -> None:
+    """benchmarks/timings.pools_before_addons is the README's 'without that dependency' figure: the pools do wait
+    for the slice controller (so the what-if is not empty), and nothing of the cluster once the edges are gone."""
+    nodes = creation_graph(1)
+    free = timings.pools_before_addons(nodes)
+    pools = [n for n in nodes.values() if timings.is_tpu_pool(n)]
+    assert pools
+    for pool in pools:
+        waited = non_component_waits(nodes, pool)
+        assert "ConfigFile slice-controller-manifest" in waited, waited
+        assert not graph.waits_transitively(free, pool.urn, timings.in_cluster)
+    # The what-if changes only the pools' waits.
+    changed = {u for u in nodes if nodes[u].waits_for != free[u].waits_for}
+    assert changed == {p.urn for p in pools}
