@@ -35,7 +35,7 @@ import pulumi
 import yaml
 
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
-from components.cli.plan import StackFileError, add_stack_arguments, read_stack, secret_keys
+from components.cli.plan import StackFileError, add_stack_arguments, config_error, read_stack, secret_keys
 from components.model.checks import PROJECT
 
 INDEX = "RENDER.md"
@@ -316,7 +316,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     try:
         result = render(config, args.stack, sorted(secrets))
     except RenderError as e:
-        print(f"error: {e}", file=err)
+        print(config_error(str(e), config), file=err)
         return 1
     for warning in result.warnings:
         print(f"warning: {warning}", file=err)
