@@ -178,6 +178,14 @@ def read_stack(directory: Path, stack: str, assignments: Sequence[str]) -> dict[
     return config
 
 
+def _shown(path: Path) -> str:
+    """The stack file as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components plan",
@@ -211,7 +219,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:
-        print(f"stack {args.stack}: {args.dir / f'Pulumi.{args.stack}.yaml'}", file=out)
+        print(f"stack {args.stack}: {_shown(args.dir / f'Pulumi.{args.stack}.yaml')}", file=out)
         print(result.table(), file=out)
         for warning in result.warnings:
             print(f"warning: {warning}", file=out)
