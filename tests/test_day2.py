@@ -331,12 +331,13 @@ def test_a_past_maintenance_exclusion_is_an_error() -> None:
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
-    settings = load({"tpu": {"reservation": {"name": "r"}}}, "my-tpu-project", now=now)
+    required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
+    settings = load({"tpu": {"reservation": {"name": "r"}}, **required}, "my-tpu-project", now=now)
     assert settings.cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
     window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window}, "my-tpu-project", now=now)
+        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window, **required}, "my-tpu-project", now=now)
 
 
 def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
