@@ -108,6 +108,32 @@ ONE_KEY = [
         {f"{P}:serving": {"decode": {"replicas": 3}}},
         (set(), set(), {"serving-decode"}),
     ),
+    (
+        # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
+        "another weights bucket",
+        {f"{P}:serving": {"weightsBucket": "other-weights"}},
+        (
+            set(),
+            set(),
+            {"serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"},
+        ),
+    ),
+    (
+        # the cache bucket (name is ForceNew: replaced delete-first), its members, the pods' VLLM_XLA_CACHE_PATH
+        "another XLA cache bucket",
+        {f"{P}:serving": {"xlaCacheBucket": "my-xla-cache"}},
+        (
+            set(),
+            set(),
+            {
+                "serving-xla-cache",
+                "serving-xla-cache-bucketviewer",
+                "serving-xla-cache-objectuser",
+                "serving-prefill",
+                "serving-decode",
+            },
+        ),
+    ),
 ]
 
 
