@@ -74,8 +74,9 @@ def xla_cache_bucket(name: str, settings: Settings, opts: pulumi.ResourceOptions
 
     What the provider replaces (terraform-provider-google-beta google-beta/services/storage/resource_storage_bucket.go
     at v7.45.0 / main 93c65b2d): `name`, `location` and `project` are ForceNew; uniform bucket-level access, public
-    access prevention, labels and the soft-delete policy update in place. Its name is fixed, so a replacement
-    deletes first. `location` is what the API stores, in capitals (the provider's StateFunc upper-cases it).
+    access prevention, labels and the soft-delete policy update in place (`expandBucketSoftDeletePolicy`
+    force-sends a retention of 0). Its name is fixed, so a replacement deletes first. `location` is what the API
+    stores, in capitals (the provider's StateFunc upper-cases it).
     On `destroy` (or a replacement) the cache's objects are deleted with it (`force_destroy`): they are compiled
     programs vLLM rebuilds on its next start, and without it the delete fails on a non-empty bucket. The soft-delete
     window is off for the same reason: keeping deleted cache entries for 7 days would only be billed
@@ -141,6 +142,11 @@ class Serving(Component):
         ).number
         principal = workload_identity_principal(settings, number, namespace, self.service_account.metadata.name)
         self.xla_cache = xla_cache_bucket(f"{name}-xla-cache", settings, self.child(depends_on=storage_api or []))
+        # What the provider replaces on the members (terraform-provider-google-beta v7.45.0 / main 93c65b2d, the newest
+        # source at hand for the 8.x line pulumi-gcp 10.2.0 bridges): `role`, `member` and `condition` are ForceNew
+        # (google-beta/tpgiamresource/resource_iam_member.go), `bucket` too, with a diff-suppress comparing names
+        # only, since the state holds `b/<bucket>` (google-beta/services/storage/iam_storage_bucket.go
+        # StorageBucketIamSchema). A new bucket or role is a new member, then the old binding is removed.
         self.bucket_iam = [
             *(
                 gcp.storage.BucketIAMMember(
