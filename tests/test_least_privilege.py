@@ -247,3 +247,19 @@ def test_a_disabled_serving_section_does_not_warn_about_exposure() -> None:
     # The opt-in is checked even while serving is off: turning serving on later must not expose it silently.
     with pytest.raises(ConfigError, match="exposeToInternet"):
         load(raw, project)
+
+
+def test_the_new_keys_report_their_problems_together() -> None:
+    """No bucket, an external class without the opt-in, alerts to nobody: three lines of one error."""
+    message = assert_rejected(
+        {
+            f"{P}:serving": {"weightsBucket": None, "gateway": {"className": EXTERNAL[0]}},
+            f"{P}:observability": {"notifyNobody": None},
+        },
+        [
+            f"{P}:serving.weightsBucket is not set",
+            f"{P}:serving.gateway.className = '{EXTERNAL[0]}'",
+            f"{P}:observability.notificationChannels = []",
+        ],
+    )
+    assert message.startswith("invalid stack configuration (3 problems)")

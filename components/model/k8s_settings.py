@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -426,9 +427,25 @@ class ServingSettings(Model):
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
 
-    @field_validator("weights_bucket", "xla_cache_bucket")
+    @field_validator("weights_bucket")
     @classmethod
-    def _bucket(cls, v: str | None) -> str | None:
+    def _weights_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # A field check (`enabled` comes first), so that it is reported with every other problem of the section.
+        if v is None and info.data.get("enabled", True):
+            raise ValueError(
+                "required while serving.enabled is true: the name of the bucket holding this environment's model "
+                "weights (no default: bucket names are global, and the pods get read access to this one only)"
+            )
+        return None if v is None else bucket_name(v)
+
+    @field_validator("xla_cache_bucket")
+    @classmethod
+    def _cache_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v == info.data.get("weights_bucket"):
+            raise ValueError(
+                "a bucket other than serving.weightsBucket: the stack creates the cache bucket and the pods may "
+                "write there, while they only read the weights"
+            )
         return None if v is None else bucket_name(v)
 
     @field_validator("startup_timeout_seconds")

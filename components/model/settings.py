@@ -147,21 +147,9 @@ class Settings(Model):
             )
 
     def _check_buckets(self) -> None:
+        # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
+        # derived from the project and the cluster.
         s = self.serving
-        if s.weights_bucket is None:
-            raise SettingError(
-                "serving.weightsBucket",
-                None,
-                "required while serving.enabled is true: the name of the bucket holding this environment's model "
-                "weights (no default: bucket names are global, and the pods get read access to this one only)",
-            )
-        if self.xla_cache_bucket == s.weights_bucket:
-            raise SettingError(
-                "serving.xlaCacheBucket",
-                s.xla_cache_bucket,
-                "a bucket other than serving.weightsBucket: the stack creates the cache bucket and the pods may "
-                "write there, while they only read the weights",
-            )
         if s.xla_cache_bucket is None:
             try:
                 bucket_name(self.xla_cache_bucket)
@@ -305,7 +293,20 @@ _STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in 
 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc)
+    """The config path of an error location: pydantic names a field by its Python name when its default is
+    what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
+    parts, model = [], Settings
+    for part in loc:
+        field = None
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            parts.append(str(part))
+            model = None
+            continue
+        parts.append(field.alias or str(part))
+        model = _model_at(tuple(loc[: len(parts)]))
+    return ".".join(parts)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -359,6 +360,8 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "missing":
             lines.append(f"{_config_key(path)} is not set: it is required")
+        elif e["input"] is None:  # a key that may be unset, but not here
+            lines.append(f"{_config_key(path)} is not set: {msg}")
         else:
             lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
     return lines
