@@ -107,7 +107,15 @@ def dev() -> Run:
     return run
 
 
-def test_the_weights_are_only_read(dev: Run) -> None:
+@pytest.fixture(scope="module", params=["dev", "staging", "prod"])
+def each_stack(request: pytest.FixtureRequest) -> Run:
+    run = run_program(stack=request.param)
+    assert run.error is None, run.error
+    return run
+
+
+def test_the_weights_are_only_read(each_stack: Run) -> None:
+    dev = each_stack
     granted = members(dev)
     assert granted["gemma3-weights"] == {"roles/storage.bucketViewer", "roles/storage.objectViewer"}
     assert granted["gemma3-weights"] <= READ_ONLY_ROLES
@@ -119,7 +127,8 @@ def test_the_weights_are_only_read(dev: Run) -> None:
             assert writes and all(not v.startswith("gs://gemma3-weights") for v in writes), writes
 
 
-def test_the_cache_bucket_is_the_one_place_the_pods_write(dev: Run) -> None:
+def test_the_cache_bucket_is_the_one_place_the_pods_write(each_stack: Run) -> None:
+    dev = each_stack
     (bucket,) = dev.of_type(BUCKET)
     inputs = bucket.inputs
     granted = members(dev)
