@@ -56,6 +56,7 @@ serving = (
         proxy_subnet=network.proxy_subnet,
         pools=capacity.pools,
         project_api=services.services["cloudresourcemanager"],
+        storage_api=[services.services["storage"]],
     )
     if settings.serving.enabled
     else None

@@ -193,7 +193,8 @@ def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str]
         POD_IP_ENV,
         {"name": "TPU_SIDE_CHANNEL_PORT", "value": str(SIDE_CHANNEL_PORT)},
         {"name": "TPU_KV_TRANSFER_PORT", "value": str(KV_TRANSFER_PORT)},
-        {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.serving.weights_bucket}/xla_cache"},
+        # The stack's own cache bucket, the one place the pods may write (components/serving.py).
+        {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.xla_cache_bucket}/xla_cache"},
     ]
     return out
 

@@ -7,6 +7,7 @@ that disappears.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 "HEALTHY",
                 "<absent>",
                 "only healthy partitions (the reference has it commented out)",
+            )
+            out[f"{c}.env[VLLM_XLA_CACHE_PATH].value"] = (
+                lambda ours, ref: re.fullmatch(r"gs://xla-cache-[0-9a-f]{20}/xla_cache", ours) is not None,
+                "gs://gemma3-weights/xla_cache",
+                "the XLA cache goes to the stack's own bucket, the one the pods may write; the weights are read-only",
             )
             out[f"{c}.env[POD_IP]"] = (
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

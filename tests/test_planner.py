@@ -30,7 +30,12 @@ from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}}
+# The keys every stack must set (no defaults): the reservation, the weights bucket, who hears of alerts.
+REQUIRED: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+}
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
 
@@ -413,6 +418,7 @@ def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixt
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"cubes": 2, "reservation": {"name": "r"}},
+            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
             f"{P}:demos": {"superslicing": {"topology": "4x4x12"}},
             f"{P}:hfToken": {"secure": "v1:abc"},
         },
@@ -429,6 +435,7 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"reservation": {"name": "r"}},
+            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
             f"{P}:demos": {"subslicing": {"topology": "2x2x3"}},
         },
     )

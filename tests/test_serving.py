@@ -302,9 +302,13 @@ def test_gcs_fuse_identity_and_bucket_iam(without_token: Run) -> None:
         f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
         "my-tpu-project.svc.id.goog/subject/ns/llm-d-pd-disaggregation/sa/gcs-fuse-ksa"
     )
+    cache = without_token.get("gcp:storage/bucket:Bucket", "serving-xla-cache").inputs["name"]
+    # Read on the weights, write on the stack's own XLA cache only (tests/test_least_privilege.py).
     assert members == [
         ("roles/storage.bucketViewer", "gemma3-weights", principal),
-        ("roles/storage.objectUser", "gemma3-weights", principal),
+        ("roles/storage.bucketViewer", cache, principal),
+        ("roles/storage.objectUser", cache, principal),
+        ("roles/storage.objectViewer", "gemma3-weights", principal),
     ]
     lookups = [c for c in without_token.mocks.calls if c.token == "gcp:organizations/getProject:getProject"]
     assert [c.args.get("projectId") for c in lookups] == ["my-tpu-project"]

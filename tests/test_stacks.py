@@ -218,6 +218,8 @@ def test_placeholders_are_refused_wherever_they_are_and_other_problems_still_rep
         "network": {"internalSourceRanges": ["10.0.0.0/8", "<REPLACE-ME>"]},
         "hfToken": "<REPLACE-ME: token hf_abc>",
         "zone": "nowhere",
+        "serving": {"weightsBucket": "my-weights"},
+        "observability": {"alerts": False},
     }
     with pytest.raises(ConfigError) as err:
         load(raw, "<REPLACE-ME: project>")

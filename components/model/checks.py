@@ -77,6 +77,36 @@ def gce_name(value: str, max_len: int, what: str) -> str:
     return value
 
 
+# Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits,
+# `-`, `_` and `.`, starting and ending with a letter or digit; 3-63 characters, or up to 222 with dots where each
+# dot-separated part stops at 63; not an IP address in dotted-decimal; not starting with "goog"; not containing
+# "google" or a close misspelling (the API may refuse more misspellings than the digit look-alikes checked here).
+_BUCKET_RE = re.compile(r"^[a-z0-9][-a-z0-9_.]*[a-z0-9]$")
+_GOOGLE_RE = re.compile(r"g[o0][o0]g[l1]e")
+BUCKET_RULES = (
+    "a Cloud Storage bucket name without gs://: 3-63 lowercase letters, digits, '-', '_' or '.' (up to 222 with "
+    "dots, at most 63 between two), starting and ending with a letter or digit, not an IP address, not starting "
+    'with "goog", not containing "google" (https://cloud.google.com/storage/docs/buckets#naming)'
+)
+
+
+def bucket_name(value: str) -> str:
+    if value.startswith("gs://"):
+        raise ValueError(f"the bucket's name alone, {value.removeprefix('gs://').split('/', 1)[0]!r}: {BUCKET_RULES}")
+    parts = value.split(".")
+    long_ok = len(value) <= (222 if len(parts) > 1 else 63) and all(len(p) <= 63 for p in parts)
+    if (
+        len(value) < 3
+        or not long_ok
+        or not _BUCKET_RE.match(value)
+        or re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", value)
+        or value.startswith("goog")
+        or _GOOGLE_RE.search(value)
+    ):
+        raise ValueError(BUCKET_RULES)
+    return value
+
+
 def dns_label(value: str, max_len: int = 63) -> str:
     if len(value) > max_len or not _DNS_LABEL_RE.match(value):
         raise ValueError(f"a DNS label: lowercase letters, digits and hyphens, at most {max_len} characters")
