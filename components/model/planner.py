@@ -306,9 +306,8 @@ def rollouts(
         new = with_new.workload(w.key + NEW_SET)
         waiting = next((u.waiting_for for u in new.units if u.status is not Status.ADMITTED), "")
         victims = tuple(dict.fromkeys(p.victim_key for p in with_new.preemptions if p.by_key == new.key))
-        r = RolloutPlan(
-            w.key, w.name, w.topology, w.slices, new.admitted_slices, base.workload(w.key).admitted_slices, victims, waiting
-        )
+        running = base.workload(w.key).admitted_slices
+        r = RolloutPlan(w.key, w.name, w.topology, w.slices, new.admitted_slices, running, victims, waiting)
         out.append(r)
         if not r.create_first and r.running:
             warnings.append(
@@ -326,8 +325,9 @@ def rollouts(
             got = sum(together.workload(r.key + NEW_SET).admitted_slices for r in out if r.create_first)
             warnings.append(
                 f"{' and '.join(_qualified(r.key) for r in out if r.create_first)}: each can roll to a new "
-                f"LeaderWorkerSet alone, but not both in one update ({need} new groups must be ready before the old "
-                f"ones go, {got} fit at once): change their pod shapes, replicas, priorities or queue in separate updates"
+                f"LeaderWorkerSet alone, but not both in one update ({need} new groups must be ready before the "
+                f"old ones go, {got} fit at once): change their pod shapes, replicas, priorities or queue in "
+                "separate updates"
             )
     return tuple(out), tuple(warnings)
 

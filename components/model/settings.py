@@ -177,7 +177,8 @@ class Settings(Model):
                         name,
                         f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
                         f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
-                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
+                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
+                        f"{SLICE_NAME_MAX})",
                     )
             # The model's last path segment becomes the llm-d.ai/model label of every pod.
             if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
