@@ -324,9 +324,12 @@ class Plan:
                 shown.append(f"... {len(self.preemptions) - TABLE_PREEMPTIONS} more in the stack output")
             lines += ["", "PREEMPTIONS  " + "; ".join(shown)]
         if self.rollouts:
-            rows_r = [["ROLLOUT", "GROUPS", "ON A CHANGE OF POD SHAPE, REPLICAS, PRIORITY OR QUEUE"]]
-            rows_r += [[r.key, f"{r.surge}/{r.replicas} fit beside the old", r.describe()] for r in self.rollouts]
-            lines += ["", *_align(rows_r)]
+            # What a change of a role's pod shape, replicas, priority or queue will do (see RolloutPlan).
+            lines.append("")
+            lines += [
+                f"ROLLOUT  {r.key}: {r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}"
+                for r in self.rollouts
+            ]
         return "\n".join([*lines, "", *_align(cube_rows)])
 
 
