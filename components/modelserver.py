@@ -324,6 +324,14 @@ def leader_worker_set(
     }
 
 
+def lws_object_name(settings: Settings, role: str) -> str:
+    """The name the role's LWS gets: `serving.<role>.name` plus its revision (which no Output influences)."""
+    manifest = leader_worker_set(
+        settings, ROLES[role], namespace="", queue_labels={}, service_account="", hf_secret=None
+    )
+    return manifest["metadata"]["name"]
+
+
 # What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
 # retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
 # and the image pull. An estimate, not a measurement.

@@ -74,8 +74,9 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             "the name carries the revision of the pod shape, so a change Kueue refuses in place rolls to a new LWS",
         )
         why_wait = "Pulumi waits for the new LWS's groups before it deletes the one it replaces"
-        out[f"{meta}.annotations.pulumi.com/waitFor"] = (lambda ours, ref: "readyReplicas" in ours, "<absent>", why_wait)
-        out[f"{meta}.annotations.pulumi.com/timeoutSeconds"] = (lambda ours, ref: int(ours) > 14400, "<absent>", why_wait)
+        annotations = f"{meta}.annotations.pulumi.com"
+        out[f"{annotations}/waitFor"] = (lambda ours, ref: "readyReplicas" in ours, "<absent>", why_wait)
+        out[f"{annotations}/timeoutSeconds"] = (lambda ours, ref: int(ours) > 14400, "<absent>", why_wait)
         lws = f"LeaderWorkerSet/{base}:spec.leaderWorkerTemplate"
         for template, container in (("leaderTemplate", "vllm-leader"), ("workerTemplate", "vllm-worker")):
             pod = f"{lws}.{template}"
@@ -121,8 +122,10 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             )
         kv = f'"kv_role":"{kv_role}"}}'
         out[f"{leader}.command[2]"] = (
-            lambda ours, ref, kv=kv: ours
-            == ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}').replace("\nvllm serve ", "\nexec vllm serve "),
+            lambda ours, ref, kv=kv: (
+                ours
+                == ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}').replace("\nvllm serve ", "\nexec vllm serve ")
+            ),
             lambda ref, kv=kv: kv in ref and "\nvllm serve " in ref,
             "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe; `exec` so vLLM gets SIGTERM",
         )
