@@ -298,3 +298,13 @@ def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(dev: 
             assert annotations["cloud.google.com/skip-tpu-webhook-check"] == "true"
             templates_seen += 1
     assert templates_seen == 6  # 2 LWS x (leader, worker) + 2 demo JobSets
+
+
+def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
+    rollouts = {r["key"]: r for r in dev.outputs["capacityPlan"]["rollouts"]}
+    assert sorted(rollouts) == ["serving.decode", "serving.prefill"]
+    for role, r in rollouts.items():
+        assert (r["createFirst"], r["surge"], r["waitFor"], r["preempts"]) == (True, 4, 4, ["demos.subslicing"])
+        # ... and the object waits for what the plan says.
+        obj = lws(dev, role.split(".", 1)[1])
+        assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
