@@ -31,9 +31,9 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 # WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LEADER_INDEX = "0"
-# ... and with its LWS's name (SetNameLabelKey). That name carries a revision (components/model/rollout.py), so
-# nothing that must find a role's pods across a rollout selects by it: the role label tells the roles apart.
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+# (LWS also labels every pod with its LWS's name, SetNameLabelKey; that name carries a revision,
+# components/model/rollout.py, so nothing that must find a role's pods across a rollout selects by it: the
+# role label tells the roles apart.)
 VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
 HF_SECRET = "llm-d-hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
