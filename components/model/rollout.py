@@ -17,6 +17,14 @@ Pulumi turns into a replacement (pulumi-kubernetes forces replacement on `.metad
 provider/pkg/provider/provider.go `forceNewFields`): the new LWS is created, and the old one deleted at the end
 of the update (components/serving.py). Anything else (image, flags, env, probes) keeps the name and rolls in
 place, which Kueue allows.
+
+Not upstream's DisaggregatedSet (LWS v0.9+, llm-d's TPU7x dynamic-slice recipe): at sigs.k8s.io/lws v0.10.0
+(2161f38ff333) its rollout scales the old revision's LWS down group by group (pkg/controllers/disaggregatedset/
+lws_manager.go `Scale`), which is the Slice leak above at every step, and waits for the new revision to be
+fully ready (ReadyReplicas == Replicas, executor.go) before the next one, so with room for one extra group it
+stalls on a group Kueue admitted into room the leaked Slices still hold. Its revision hashes every role's
+template (pkg/utils/disaggregatedset/utils.go `ComputeRevision`), so a prefill change rolls decode too; the
+recipe asks for LWS v0.11.1+ (`groupIdentity`, absent from the v0.10.0 CRD); and Pulumi would not await it either.
 """
 
 from __future__ import annotations
