@@ -14,6 +14,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
+from components.model import planner
 from components.model.commands import verify_command
 from components.model.settings import Settings
 from components.modelserver import (
@@ -203,6 +204,13 @@ class Serving(Component):
             opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway]),
         )
         before_pods = [lws, *queues.objects, *pools, *self.bucket_iam]
+        # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),
+        # and a renamed object is a replacement. With room for new groups beside the old ones, Pulumi creates the
+        # new LWS, waits until `wait_for` of its groups are ready, and deletes the old one only at the end of the
+        # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
+        # to zero ready leaders. Without room the old one must go first (the plan warns about it).
+        capacity = planner.plan(settings)
+        self.rollouts = {role: capacity.rollout(f"serving.{role}") for role in ROLES}
         self.lws = {
             role.name: KubernetesObject(
                 f"{name}-{role.name}",
@@ -213,8 +221,13 @@ class Serving(Component):
                     queue_labels=queues.admission_labels(s.roles()[role.name].priority),
                     service_account=self.service_account.metadata.name,
                     hf_secret=self.hf_secret.metadata.name if self.hf_secret else None,
+                    wait_for=self.rollouts[role.name].wait_for,
                 ),
-                self.child(provider=provider, depends_on=before_pods),
+                self.child(
+                    provider=provider,
+                    depends_on=before_pods,
+                    delete_before_replace=not self.rollouts[role.name].create_first,
+                ),
             )
             for role in ROLES.values()
         }

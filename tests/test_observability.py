@@ -91,7 +91,7 @@ def test_vllm_scrape_objects_select_the_leaders_of_their_role_and_only_them(over
         # The port it scrapes is the leader container's vLLM port: the one `vllm serve --port` binds.
         (endpoint,) = pm["spec"]["endpoints"]
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
-        serve = next(line for line in leader["command"][2].splitlines() if line.startswith("vllm serve"))
+        serve = next(line for line in leader["command"][2].splitlines() if line.startswith("exec vllm serve"))
         vllm_port = int(next(a for a in shlex.split(serve) if a.startswith("--port=")).split("=", 1)[1])
         (port,) = [p for p in leader["ports"] if p["name"] == endpoint["port"]]
         assert port["containerPort"] == vllm_port

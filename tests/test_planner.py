@@ -230,8 +230,11 @@ def test_lws_partial_admission_is_a_warning_when_each_role_fits() -> None:
         Status.ADMITTED,
         6,
     )
-    (warning,) = plan.warnings
+    (warning,) = [w for w in plan.warnings if "stay pending" in w]
     assert "serving.decode" in warning and "2 of 8 replica groups (serving.decode[6-7]) will stay pending" in warning
+    # The reservation is full: neither role could roll to a new set without deleting its running groups first.
+    assert sorted(r.key for r in plan.rollouts if not r.create_first) == ["serving.decode", "serving.prefill"]
+    assert sum("cannot keep it serving" in w for w in plan.warnings) == 2
 
 
 def test_jobset_is_all_or_nothing() -> None:

@@ -15,7 +15,7 @@ from importlib.metadata import version
 from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
-from components.modelserver import HF_SECRET, LWS_API, ROLES
+from components.modelserver import HF_SECRET, LWS_API, ROLES, lws_object_name
 from components.project import AI_ZONES_FEATURE, apis
 from components.queues import KUEUE_V1BETA2
 from components.serving import CACHE_ROLES, FUSE_KSA, GATEWAY_API, WEIGHTS_ROLES, role_suffix
@@ -320,7 +320,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                     f"kubernetes:{LWS_API}:LeaderWorkerSet",
                     f"serving-{role_name}",
                     "serving",
-                    s.lws_name(role_name),
+                    lws_object_name(s, role_name),
                     ns,
                 )
             )

@@ -42,6 +42,9 @@ QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$
 
 # Limits that bite after `pulumi up` if not checked here.
 LWS_NAME_MAX = 39  # llm-d: LWS names under Kueue (they feed slice and pod names)
+# A serving LWS is named <serving.<role>.name>-<revision>: this many hex digits of its pod shape's hash
+# (components/model/rollout.py), so the configured name gets LWS_NAME_MAX - 1 - LWS_REVISION_LEN.
+LWS_REVISION_LEN = 5
 SLICE_NAME_MAX = 49  # GKE slice names
 LABEL_VALUE_MAX = 63  # Kubernetes label values
 MTU_MIN, MTU_MAX = 1300, 8896  # GCE VPC MTU range

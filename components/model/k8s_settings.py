@@ -394,6 +394,11 @@ class RoutingSidecarSettings(Model):
 # --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
 # A startup probe shorter than their sum would kill a pod that is still legitimately starting.
 POD_STARTUP_WAITS_SECONDS = 1800 + 1800
+# The longest a request may run through the Gateway: the router chart's GCPBackendPolicy sets the load balancer's
+# backend timeout of the InferencePool to 300 s, fixed (llm-d/llm-d-router v0.10.0
+# config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
+# values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
+GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
 
 
 class ServingSettings(Model):
@@ -421,6 +426,9 @@ class ServingSettings(Model):
     # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
     # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
     startup_timeout_seconds: int = 14400
+    # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
+    # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
+    termination_grace_period_seconds: int = 360
     prefill: ServingRole = Field(default_factory=dict)
     decode: ServingRole = Field(default_factory=dict)
     gateway: GatewaySettings = Field(default_factory=dict)
@@ -455,6 +463,16 @@ class ServingSettings(Model):
             raise ValueError(
                 f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
                 "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
+            )
+        return v
+
+    @field_validator("termination_grace_period_seconds")
+    @classmethod
+    def _grace(cls, v: int) -> int:
+        if v < GATEWAY_REQUEST_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"at least {GATEWAY_REQUEST_TIMEOUT_SECONDS} seconds, the Gateway's request timeout (the router "
+                "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight"
             )
         return v
 

@@ -28,6 +28,7 @@ from components.model.checks import (
     LABEL_VALUE_MAX,
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
+    LWS_REVISION_LEN,
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
@@ -182,12 +183,15 @@ class Settings(Model):
                         "TensorCores per chip",
                     )
                 name = self.lws_name(role)
-                if len(name) > LWS_NAME_MAX:
+                room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
+                if len(name) > room:
                     raise SettingError(
                         f"serving.{role}.name",
                         name,
-                        f"at most {LWS_NAME_MAX} characters: Kueue's LeaderWorkerSet integration bounds LWS names "
-                        f"so, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
+                        f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
+                        f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
+                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
+                        f"{SLICE_NAME_MAX})",
                     )
             # The model's last path segment becomes the llm-d.ai/model label of every pod.
             if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
