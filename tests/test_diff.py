@@ -154,8 +154,6 @@ def test_no_change_is_all_same() -> None:
 KNOWN_READBACK_FINDINGS: dict[tuple[str, str], str] = {
     (POOL, "placementPolicy"): "GKE stores policyName + tpuTopology and no type for tpu7x pools under a workload "
     "policy (vllm-project/ci-infra#547); the program sends type COMPACT and no tpuTopology",
-    ("gcp:monitoring/dashboard:Dashboard", "dashboardJson"): "the Monitoring API drops default values such as "
-    "xPos: 0 and the provider does not suppress that (terraform-provider-google#16173)",
 }
 
 

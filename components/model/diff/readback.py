@@ -55,11 +55,24 @@ def _tpu_placement(rec: Record, records: list[Record]) -> None:
     inputs["placementPolicy"] = stored
 
 
+# Map fields of the dashboard messages (googleapis google/monitoring/dashboard/v1/dashboard.proto: `labels`):
+# proto3 JSON writes every map entry, an empty value too.
+_MAPS = frozenset({"labels"})
+
+
+def _is_default(value: Any) -> bool:
+    """A proto3 default: 0, "", false, an empty list or map, or an enum's zero value (`*_UNSPECIFIED` by the style
+    guide, https://protobuf.dev/programming-guides/style/#enums)."""
+    if isinstance(value, str) and value.endswith("_UNSPECIFIED"):
+        return True
+    return value is None or (not isinstance(value, bool) and value in (0, "", [], {})) or value is False
+
+
 def _proto3_json(value: Any) -> Any:
-    """proto3's JSON mapping omits fields that hold their default (0, "", false, empty list or map)."""
+    """proto3's JSON mapping omits fields that hold their default; map entries are data and stay."""
     if isinstance(value, dict):
-        out = {k: _proto3_json(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if v is not None and v not in (0, "", False, [], {})}
+        out = {k: v if k in _MAPS else _proto3_json(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if k in _MAPS and v or not _is_default(v)}
     if isinstance(value, list):
         return [_proto3_json(v) for v in value]
     return value
