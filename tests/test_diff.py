@@ -295,10 +295,8 @@ def test_an_alias_keeps_the_resource() -> None:
     (only,) = engine.diff([record("p", old_type, obj)], [new]).changes
     assert only.action == engine.SAME
     # without the alias: a new object and a deletion
-    assert [c.action for c in engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes] == [
-        engine.CREATE,
-        engine.DELETE,
-    ]
+    without = engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes
+    assert sorted(c.action for c in without) == [engine.CREATE, engine.DELETE]
 
 
 def test_ignored_changes_are_not_diffed_and_replace_on_changes_replaces() -> None:

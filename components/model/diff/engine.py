@@ -47,8 +47,8 @@ DYNAMIC_SOURCE = (
     "dynamic/__main__.py:121-134: the engine compares the inputs, and a change is an update"
 )
 GCP_FIXED_NAME = (
-    "a create-first replacement under the same name fails with 409 alreadyExists: "
-    "https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/"
+    "a create-first replacement under the same name fails with 409 alreadyExists "
+    "(https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/)"
 )
 
 
@@ -156,10 +156,36 @@ def _secret_mutable(record: Record, providers: dict[str, Record]) -> bool:
     return bool(provider and str(provider["inputs"].get("enableSecretMutable", "")).lower() == "true")
 
 
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set().union(*(_leaves(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_leaves(v) for v in value)) if value else set()
+    return {value} if isinstance(value, str) else set()
+
+
+def _references(record: Record) -> set[str]:
+    """What identifies a resource to its dependents: its name (GCP `name`/`accountId`, Kubernetes
+    `metadata.name`) and the mock runner's markers for its id and self link."""
+    inputs = record.get("inputs") or {}
+    names = {inputs.get("name"), inputs.get("accountId"), (inputs.get("metadata") or {}).get("name")}
+    return {n for n in names if isinstance(n, str) and n} | {f"<{record['name']}.{o}>" for o in ("id", "selfLink")}
+
+
+def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
+    """A value at a fact's path is (or embeds) one of the replaced resource's identifiers: unknown in the preview."""
+    strings = set().union(*(_leaves(v) for _, v in found)) if found else set()
+    for s in strings:
+        for ref in refs:
+            if s == ref or (ref.startswith("<") and ref in s) or s.startswith(f"{ref}@") or s.endswith(f"/{ref}"):
+                return True
+    return False
+
+
 def _decide(
     old: Record,
     new: Record,
-    replaced: set[str],
+    replaced: dict[str, Record],
     providers: dict[str, Record],
     suppress: dict[tuple[str, str], Callable[[Any, Any], bool]],
 ) -> Change:
@@ -173,9 +199,11 @@ def _decide(
             new_in[prop] = copy.deepcopy(old_in[prop])
     changed = [paths.show(p) for p in paths.changed(old_in, new_in)]
     # Inputs that reference a replaced resource are unknown in the preview.
-    unknown = sorted(
-        prop for prop, urns in (new.get("property_dependencies") or {}).items() if replaced.intersection(urns)
-    )
+    deps = new.get("property_dependencies") or {}
+    unknown = sorted(prop for prop, urns in deps.items() if replaced.keys() & set(urns))
+    references = {
+        prop: set().union(*(_references(replaced[u]) for u in deps[prop] if u in replaced)) for prop in unknown
+    }
     changed += [f"{p} (unknown: depends on a replaced resource)" for p in unknown if p not in changed]
     change.properties = changed
     known = facts_of(type_)
@@ -191,9 +219,14 @@ def _decide(
         if fact.effect == F.REPLACE and F.triggered(fact, old_in, new_in):
             reasons.append(f"{fact.path}: {fact.rule} ({fact.source})")
     for prop in unknown:
-        hits = [f for f in model if f.effect == F.REPLACE and f.parsed[:1] == (prop,)]
+        refs = references.get(prop, set())
+        hits = [
+            f
+            for f in model
+            if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and _mentions(paths.values(new_in, f.parsed), refs)
+        ]
         if hits:
-            reasons.append(f"{prop}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
+            reasons.append(f"{hits[0].path}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
     for text in options.get("replaceOnChanges") or []:
         target = paths.parse(text) if text != "*" else ()
         if any(
@@ -208,7 +241,7 @@ def _decide(
         change.action, change.reason = REPLACE, "; ".join(reasons)
         if old.get("protect") and new.get("protect"):
             change.action = REJECTED
-            change.reason = f"replacement of a protected resource ({F.PROTECT}; {F.PROTECT_REPLACE}): {change.reason}"
+            change.reason = f"protected: its replacement is refused ({F.PROTECT}, {F.PROTECT_REPLACE}); {change.reason}"
         elif type_.startswith("gcp:") and not change.delete_first:
             fixed = [k for k in ("name", "accountId") if k in new_in and new_in.get(k) == old_in.get(k)]
             if fixed:
@@ -240,13 +273,16 @@ def diff(
     new: list[Record],
     suppress: dict[tuple[str, str], Callable[[Any, Any], bool]] | None = None,
 ) -> Result:
-    """The action for every resource of either run, in the new run's order, then the deletions."""
+    """The action for every resource of either run, by name (the runs register independent resources in any order).
+
+    Decided in the new run's registration order, so a resource is decided after what its inputs depend on.
+    """
     old = [r for r in old if is_modelled(r)]
     new = [r for r in new if is_modelled(r)]
     by_urn = {r["urn"]: r for r in old}
     providers = {r["urn"]: r for r in new if r["type"].startswith("pulumi:providers:")}
     matched: set[str] = set()
-    replaced: set[str] = set()
+    replaced: dict[str, Record] = {}
     changes: list[Change] = []
     for rec in new:
         before = by_urn.get(rec["urn"])
@@ -258,7 +294,7 @@ def diff(
         matched.add(before["urn"])
         change = _decide(before, rec, replaced, providers, suppress or {})
         if change.action == REPLACE:
-            replaced.update({rec["urn"], before["urn"]})
+            replaced.update({rec["urn"]: before, before["urn"]: before})
         changes.append(change)
     for rec in old:
         if rec["urn"] not in matched:
@@ -268,4 +304,4 @@ def diff(
                 )
             else:
                 changes.append(Change(rec["name"], rec["type"], DELETE, urn=rec["urn"]))
-    return Result(changes)
+    return Result(sorted(changes, key=lambda c: (c.name, c.type)))

@@ -72,7 +72,7 @@ def _proto3_json(value: Any) -> Any:
     """proto3's JSON mapping omits fields that hold their default; map entries are data and stay."""
     if isinstance(value, dict):
         out = {k: v if k in _MAPS else _proto3_json(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if k in _MAPS and v or not _is_default(v)}
+        return {k: v for k, v in out.items() if (k in _MAPS and v) or not _is_default(v)}
     if isinstance(value, list):
         return [_proto3_json(v) for v in value]
     return value
