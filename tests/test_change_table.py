@@ -27,7 +27,10 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str]] = [
     ("dev", (), "cluster.systemMachineType=n2-standard-48"),
     ("dev", (), "cluster.systemNodeCount=3"),
     ("dev", (), "cluster.name=other-cluster"),
+    ("dev", (), "cluster.deletionProtection=true"),
     ("dev", (), "network.mtu=1500"),
+    ("dev", (), "network.tpuSubnetCidr=10.8.0.0/13"),
+    ("dev", (), "network.tpuSubnetCidr=10.10.0.0/20"),
     ("dev", (), "tpu.cubes=3"),
     ("dev", (), "tpu.reservation.name=other-reservation"),
     ("staging", (), "tpu.reservation.name=other-reservation"),
@@ -35,12 +38,14 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str]] = [
     ("dev", ("demos.superslicing.topology=4x4x4",), "tpu.cubeTopology=2x4x4"),
     ("dev", (), "tpu.poolPrefix=tpu7x-pool"),
     ("dev", (), "addons.kueue.version=0.17.5"),
+    ("dev", (), "addons.kueue.namespace=kueue-sys"),
     ("dev", (), "kueue.clusterQueue=other-cq"),
     ("dev", (), "kueue.localQueue=other-lq"),
     ("dev", (), "demos.subslicing.replicas=4"),
     ("dev", (), "demos.subslicing.enabled=false"),
     ("dev", (), "serving.decode.replicas=3"),
     ("dev", (), "serving.decode.topology=2x2x4"),
+    ("dev", (), "serving.image=docker.io/vllm/vllm-tpu:other"),
     ("dev", (), "serving.weightsBucket=other-weights"),
 ]
 
@@ -62,8 +67,8 @@ def _why(changes: list[dict[str, Any]]) -> str:
     """The distinct reasons, without their sources (the command prints those): `path`: rule."""
     heads: list[str] = []
     for c in changes:
-        for part in c["reason"].split("; "):
-            head = re.sub(r"\s*\(.*", "", part).strip()
+        for part in re.sub(r"\s*\([^()]*\)", "", c["reason"]).split("; "):
+            head = part.strip()
             if head and head not in heads:
                 heads.append(head)
     return "; ".join(heads[:2]) + ("; ..." if len(heads) > 2 else "")
