@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.base import Component
-from components.cluster import CLOUD_PLATFORM_SCOPE
+from components.cluster import CLOUD_PLATFORM_SCOPE, node_network_config
 from components.model.settings import Settings
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -78,6 +78,8 @@ class TpuCapacity(Component):
                     "workload_metadata_config": {"mode": "GKE_METADATA"},
                     "reservation_affinity": reservation_affinity(settings),
                 },
+                # In place, never a replacement (components/cluster.py node_network_config).
+                network_config=node_network_config(settings),
                 # placement_policy, reservation_affinity and service_account are ForceNew; the name is fixed.
                 opts=self.child(depends_on=list(after), delete_before_replace=True, protect=settings.cluster.protect),
             )

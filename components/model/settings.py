@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 from components.model import geometry
 from components.model.checks import (
@@ -27,6 +28,7 @@ from components.model.checks import (
     LABEL_VALUE_MAX,
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
+    MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
@@ -48,6 +50,7 @@ from components.model.gcp_settings import (
     TpuSettings,
 )
 from components.model.geometry import Slice, SliceKind, Topology
+from components.model.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.k8s_settings import (
     AddonsSettings,
     DemosSettings,
@@ -148,6 +151,7 @@ class Settings(Model):
     def _cross_checks(self) -> Settings:
         self._check_system_pool_fit()
         self._check_reservation_project()
+        self._check_version_floor()
         priorities = self.kueue.priorities
         workloads = self.workload_topologies()
         for key, (topology, priority) in workloads.items():
@@ -186,15 +190,34 @@ class Settings(Model):
                 )
         return self
 
+    def version_floor(self) -> tuple[str, str]:
+        """(the oldest GKE version the cluster may run, why): GKE's documented floors for dynamic slicing."""
+        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
+        if subslices:
+            why = f"GKE's floor for dynamic sub-slicing, which {', '.join(subslices)} use ({DYNAMIC_SLICING_DOC})"
+            return MIN_SUBSLICING_VERSION, why
+        return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
+
+    def _check_version_floor(self) -> None:
+        """A pin or prefix that can never reach the floor is refused here; what a prefix resolves to, at preview."""
+        floor, why = self.version_floor()
+        newest = self.cluster.version_spec.newest_possible()
+        if newest is not None and newest < gke_version_tuple(floor):
+            raise SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")
+
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
         out = []
-        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
-        if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
+        if self.cluster.control_plane.unrestricted_public_endpoint:
             out.append(
-                f"{PROJECT}:cluster.version = {self.cluster.version}: GKE documents {MIN_SUBSLICING_VERSION} or "
-                f"later for sub-slicing ({', '.join(subslices)}); see "
-                "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
+                f"{PROJECT}:cluster.controlPlane.unrestrictedPublicEndpoint = true: the control plane's public IP "
+                "endpoint accepts connections from any address on the internet (Kubernetes authentication and IAM "
+                "still apply); set cluster.controlPlane.authorizedNetworks to the ranges you connect from instead"
+            )
+        if not self.cluster.private_nodes:
+            out.append(
+                f"{PROJECT}:cluster.privateNodes = false: every node, TPU VMs included, gets an external IP address "
+                "(an organization enforcing constraints/compute.vmExternalIpAccess refuses to create them)"
             )
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
@@ -259,7 +282,8 @@ _STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in 
 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc)
+    # A default validated by pydantic (validate_default) is located by field name: show the config key.
+    return ".".join(to_camel(p) if isinstance(p, str) else str(p) for p in loc)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
