@@ -331,12 +331,18 @@ def test_a_past_maintenance_exclusion_is_an_error() -> None:
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
-    settings = load({"tpu": {"reservation": {"name": "r"}}}, "my-tpu-project", now=now)
+    # Who may reach the control plane has no default (tests/test_private_cluster.py): one range here.
+    access = {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}}
+    settings = load({"tpu": {"reservation": {"name": "r"}}, "cluster": access}, "my-tpu-project", now=now)
     assert settings.cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
     window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window}, "my-tpu-project", now=now)
+        load({"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **window}}, "my-tpu-project", now=now)
+    # An end-of-support exclusion has no end date for any day to pass.
+    lasting = {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}
+    lasting["maintenanceExclusion"]["scope"] = "NO_MINOR_UPGRADES"
+    load({"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}}, "my-tpu-project", now=now)
 
 
 def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:

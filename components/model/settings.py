@@ -418,6 +418,8 @@ def load(
         path = path.lstrip(".")
         problems.append(_placeholder_problem(path, value, secret_keys))
         placeholder_keys.append(_config_key(path))
+        # Validation errors spell list items `a.0.b`, placeholders `a[0].b`: drop both forms.
+        placeholder_keys.append(_config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
         data = _without(data, _split_path(path))
     try:
         settings = Settings.model_validate(data, context={"now": now or datetime.now(UTC)})
