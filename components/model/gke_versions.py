@@ -124,8 +124,8 @@ def resolve(
         if latest != spec.value:
             raise VersionError(
                 spec.value,
-                f"a version the {channel} channel offers in {location} now; {spec.value} is not offered "
-                f"(GKE drops patch versions from Rapid within weeks){hint}. Use a prefix such as "
+                f"a version the {channel} channel offers in {location} now, and {spec.value} is not "
+                f"offered{hint}; GKE drops patch versions from Rapid within weeks, so use a prefix such as "
                 f"{'.'.join(spec.value.split('.')[:2])} or 'default' to follow the channel",
             )
         version = spec.value
