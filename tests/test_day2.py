@@ -345,6 +345,45 @@ def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     load({"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}}, "my-tpu-project", now=now)
 
 
+LASTING = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
+
+
+def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
+    run = run_program({f"{P}:cluster": {"maintenanceExclusion": {**LASTING, "scope": "NO_MINOR_OR_NODE_UPGRADES"}}})
+    assert run.error is None, run.error
+    # The provider drops end_time with a behaviour and reads none back: sending one would diff every run.
+    assert run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]["maintenanceExclusions"] == [
+        {
+            "exclusionName": "no-minor",
+            "startTime": "2026-12-01T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("exclusion", "expected"),
+    [
+        ({**LASTING, "scope": "NO_UPGRADES"}, ["maintenanceExclusion.endTimeBehavior", "NO_MINOR_UPGRADES"]),
+        (
+            {**LASTING, "scope": "NO_MINOR_UPGRADES", "end": "2027-01-01T00:00:00Z"},
+            ["maintenanceExclusion.end = '2027-01-01T00:00:00Z'", "unset when endTimeBehavior"],
+        ),
+        ({"start": "2026-12-01T00:00:00Z"}, ["maintenanceExclusion.end = null", "UNTIL_END_OF_SUPPORT"]),
+        (
+            {**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"},
+            ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
+        ),
+    ],
+)
+def test_an_exclusion_gke_would_not_take_is_refused(exclusion: dict[str, Any], expected: list[str]) -> None:
+    assert_rejected(
+        {f"{P}:cluster": {"maintenanceExclusion": exclusion}},
+        expected,
+        prefix="invalid stack configuration (1 problem)",
+    )
+
+
 def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
     version = dev.get(CLUSTER, "cluster-gke").inputs["minMasterVersion"]
     assert gke_version_tuple(version) >= gke_version_tuple(SUBSLICING_FLOOR)

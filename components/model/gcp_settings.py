@@ -207,7 +207,7 @@ class ControlPlaneSettings(Model):
             return self
         if "0.0.0.0/0" in cidrs:
             raise SettingError(
-                f"authorizedNetworks[{cidrs.index('0.0.0.0/0')}].cidrBlock",
+                f"authorizedNetworks.{cidrs.index('0.0.0.0/0')}.cidrBlock",
                 "0.0.0.0/0",
                 "a range narrower than every address; to expose the endpoint to any address set "
                 "cluster.controlPlane.unrestrictedPublicEndpoint: true and no authorized networks instead",

@@ -283,7 +283,7 @@ _STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
     # A default validated by pydantic (validate_default) is located by field name: show the config key.
-    return ".".join(to_camel(p) if isinstance(p, str) else str(p) for p in loc)
+    return ".".join(to_camel(p) if isinstance(p, str) and "_" in p else str(p) for p in loc)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
