@@ -151,7 +151,6 @@ class Settings(Model):
     def _cross_checks(self) -> Settings:
         self._check_system_pool_fit()
         self._check_reservation_project()
-        self._check_version_floor()
         priorities = self.kueue.priorities
         workloads = self.workload_topologies()
         for key, (topology, priority) in workloads.items():
@@ -188,6 +187,8 @@ class Settings(Model):
                     f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
                     "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
                 )
+        # After the topologies are known to be valid: the floor depends on which of them are sub-slices.
+        self._check_version_floor()
         return self
 
     def version_floor(self) -> tuple[str, str]:
