@@ -23,8 +23,10 @@ def node_network_config(settings: Settings) -> dict[str, object]:
     `network_config.enable_private_nodes` is Optional+Computed, not ForceNew, and updates the pool in place
     (UpdateNodePool with NodeNetworkConfig): terraform-provider-google-beta release-8.0.0 @93c65b2d60,
     resource_container_node_pool.go lines 588-593 and 2078-2082. So turning private nodes on for pools that
-    exist updates them, it does not replace them. The cluster's default (below) only covers pools created
-    later; naming it per pool makes every pool's setting explicit either way.
+    exist updates them, it does not replace them (the provider's TestAccContainerNodePool_withEnablePrivateNodesToggle,
+    resource_container_node_pool_test.go line 1458, toggles it on one pool). The other `network_config` fields
+    are Computed or read back as GKE set them, so sending only this one changes nothing else. The cluster's
+    default (below) only covers pools created later; naming it per pool makes every pool's setting explicit.
     """
     return {"enable_private_nodes": settings.cluster.private_nodes}
 
@@ -146,8 +148,10 @@ class Cluster(Component):
             # (DesiredDefaultEnablePrivateNodes, resource_container_cluster.go lines 2335-2340, 4122-4127);
             # `enable_private_endpoint` updates the control plane's endpoints in place (lines 4105-4112). Both
             # are always sent, true or false: the block is Computed, so leaving it out would keep the old value.
-            # No `master_ipv4_cidr_block` (ForceNew, the legacy peering-based private cluster): GKE places the
-            # private endpoint in the node subnet.
+            # No `master_ipv4_cidr_block` nor `private_endpoint_subnetwork` (both ForceNew, lines 2342-2370): GKE
+            # places the private endpoint in the node subnet, and a block with only these two flags plans empty
+            # after apply (the provider's acceptance configs at resource_container_cluster_test.go lines 1132
+            # and 12593 set exactly that).
             private_cluster_config={
                 "enable_private_nodes": c.private_nodes,
                 "enable_private_endpoint": cp.private_endpoint,
