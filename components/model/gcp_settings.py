@@ -244,7 +244,8 @@ class ClusterSettings(Model):
     # Resolved at preview time against what the channel offers (components/model/gke_versions.py): a prefix
     # follows the channel's patches; GKE's documented floors are checked on what it resolves to.
     version: str = "1.36"
-    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = "RAPID"
+    # Only RAPID (checked below with the reason); a plain string so that any other value gets that reason.
+    release_channel: str = "RAPID"
     system_machine_type: str = "n2-standard-32"
     system_node_count: int = Field(1, ge=1)
     deletion_protection: bool = True
