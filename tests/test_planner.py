@@ -30,7 +30,9 @@ from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}}
+# Who may reach the control plane has no default (it is always the stack file's decision).
+ACCESS = {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}}
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, "cluster": ACCESS}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
 
@@ -413,6 +415,7 @@ def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixt
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"cubes": 2, "reservation": {"name": "r"}},
+            f"{P}:cluster": ACCESS,
             f"{P}:demos": {"superslicing": {"topology": "4x4x12"}},
             f"{P}:hfToken": {"secure": "v1:abc"},
         },
@@ -429,6 +432,7 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"reservation": {"name": "r"}},
+            f"{P}:cluster": ACCESS,
             f"{P}:demos": {"subslicing": {"topology": "2x2x3"}},
         },
     )
