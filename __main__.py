@@ -50,7 +50,7 @@ network.allow_internal(cluster.cluster.cluster_ipv4_cidr)
 k8s = cluster.provider
 addons = Addons(settings, k8s)
 # The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (README "Teardown").
+# the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
 capacity = TpuCapacity(
     "capacity", settings, cluster.cluster, identity.email, after_identity, after=[addons.slice_controller]
 )
@@ -69,6 +69,7 @@ serving = (
         proxy_subnet=network.proxy_subnet,
         pools=capacity.pools,
         project_api=services.services["cloudresourcemanager"],
+        storage_api=[services.services["storage"]],
     )
     if settings.serving.enabled
     else None

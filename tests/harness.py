@@ -54,6 +54,7 @@ PLACEHOLDER_VALUES: dict[str, Any] = {
     f"{PROJECT}:tpu.reservation.name": "tpu7x-reservation",
     f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
     f"{PROJECT}:cluster.controlPlane.authorizedNetworks[0].cidrBlock": "198.51.100.0/24",
+    f"{PROJECT}:observability.notificationChannels[0]": "projects/my-tpu-project/notificationChannels/123456",
 }
 
 

@@ -1,8 +1,8 @@
 """Day 2: a second `pulumi up` changes nothing, one config key moves only what it must, replacements
 of fixed-name resources go delete-first, and `pulumi destroy` deletes in an order that finishes.
 
-Provider facts the options rely on are cited where they are used (components/*.py) and in the README
-("What a config change does", "Teardown"); these tests pin the options and the graph.
+Provider facts the options rely on are cited where they are used (components/*.py) and in
+docs/changes.md and docs/teardown.md; these tests pin the options and the graph.
 """
 
 from __future__ import annotations
@@ -107,6 +107,32 @@ ONE_KEY = [
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
         (set(), set(), {"serving-decode"}),
+    ),
+    (
+        # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
+        "another weights bucket",
+        {f"{P}:serving": {"weightsBucket": "other-weights"}},
+        (
+            set(),
+            set(),
+            {"serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"},
+        ),
+    ),
+    (
+        # the cache bucket (name is ForceNew: replaced delete-first), its members, the pods' VLLM_XLA_CACHE_PATH
+        "another XLA cache bucket",
+        {f"{P}:serving": {"xlaCacheBucket": "my-xla-cache"}},
+        (
+            set(),
+            set(),
+            {
+                "serving-xla-cache",
+                "serving-xla-cache-bucketviewer",
+                "serving-xla-cache-objectuser",
+                "serving-prefill",
+                "serving-decode",
+            },
+        ),
     ),
 ]
 
@@ -331,18 +357,25 @@ def test_a_past_maintenance_exclusion_is_an_error() -> None:
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
-    # Who may reach the control plane has no default (tests/test_private_cluster.py): one range here.
+    # Keys with no default: the bucket, who hears of alerts, who may reach the control plane.
+    required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
     access = {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}}
-    settings = load({"tpu": {"reservation": {"name": "r"}}, "cluster": access}, "my-tpu-project", now=now)
+    settings = load({"tpu": {"reservation": {"name": "r"}}, "cluster": access, **required}, "my-tpu-project", now=now)
     assert settings.cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
     window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load({"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **window}}, "my-tpu-project", now=now)
+        load(
+            {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **window}, **required},
+            "my-tpu-project",
+            now=now,
+        )
     # An end-of-support exclusion has no end date for any day to pass.
     lasting = {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}
     lasting["maintenanceExclusion"]["scope"] = "NO_MINOR_UPGRADES"
-    load({"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}}, "my-tpu-project", now=now)
+    load(
+        {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}, **required}, "my-tpu-project", now=now
+    )
 
 
 LASTING = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
