@@ -402,7 +402,7 @@ def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
             {**LASTING, "scope": "NO_MINOR_UPGRADES", "end": "2027-01-01T00:00:00Z"},
             ["maintenanceExclusion.end = '2027-01-01T00:00:00Z'", "unset when endTimeBehavior"],
         ),
-        ({"start": "2026-12-01T00:00:00Z"}, ["maintenanceExclusion.end = null", "UNTIL_END_OF_SUPPORT"]),
+        ({"start": "2026-12-01T00:00:00Z"}, ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"]),
         (
             {**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"},
             ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
