@@ -169,9 +169,9 @@ BAD = [
         ["cluster.controlPlane.unrestrictedPublicEndpoint = true", "no public endpoint"],
     ),
     (
-        "more ranges than GKE allows with an external endpoint",
+        "more ranges than GKE allows with public nodes (dev's)",
         _cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(51)]}),
-        ["cluster.controlPlane.authorizedNetworks = '51 ranges'", "at most 50"],
+        ["cluster.controlPlane.authorizedNetworks = '51 ranges'", "at most 50", "public nodes"],
     ),
     ("unknown key", _cp({"authorisedNetworks": OFFICE}), ["controlPlane.authorisedNetworks", "authorizedNetworks"]),
 ]
@@ -184,12 +184,17 @@ def test_control_plane_settings_that_cannot_work_are_refused_by_name(
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
 
 
-def test_a_hundred_ranges_are_allowed_with_only_an_internal_endpoint() -> None:
+def test_a_hundred_ranges_are_allowed_with_private_nodes() -> None:
     ranges = [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]
-    run = run_program(_cp({"privateEndpoint": True, "authorizedNetworks": ranges}))
+    private = {"privateNodes": True, "controlPlane": {"unrestrictedPublicEndpoint": None}}
+    run = run_program(
+        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": ranges}}}
+    )
     assert run.error is None, run.error
+    too_many = [*ranges, {"cidrBlock": "10.200.0.0/16"}]
     assert_rejected(
-        _cp({"privateEndpoint": True, "authorizedNetworks": [*ranges, {"cidrBlock": "10.200.0.0/16"}]}), ["at most 100"]
+        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": too_many}}},
+        ["cluster.controlPlane.authorizedNetworks = '101 ranges'", "at most 100", "private nodes"],
     )
 
 

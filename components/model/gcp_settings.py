@@ -158,7 +158,8 @@ class MaintenanceExclusion(Model):
 
 
 # GKE's limits on authorized networks (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks,
-# "Limitations"): 50 CIDR ranges with an external endpoint, 100 with only an internal one.
+# "Limitations"): "Public clusters can have up to 50 authorized network CIDR ranges; private clusters can have up
+# to 100" (a private cluster: one with private nodes).
 AUTHORIZED_NETWORKS_MAX_PUBLIC = 50
 AUTHORIZED_NETWORKS_MAX_PRIVATE = 100
 
@@ -228,14 +229,6 @@ class ControlPlaneSettings(Model):
                 "and kubectl run from), or privateEndpoint: true with such a range, or the explicit opt-in "
                 "unrestrictedPublicEndpoint: true to accept connections from any address",
             )
-        limit = AUTHORIZED_NETWORKS_MAX_PRIVATE if self.private_endpoint else AUTHORIZED_NETWORKS_MAX_PUBLIC
-        if len(cidrs) > limit:
-            endpoint = "only an internal" if self.private_endpoint else "an external"
-            raise SettingError(
-                "authorizedNetworks",
-                f"{len(cidrs)} ranges",
-                f"at most {limit} ranges (GKE's limit with {endpoint} endpoint)",
-            )
         return self
 
 
@@ -288,6 +281,19 @@ class ClusterSettings(Model):
                 f"cluster on the Rapid channel, {gke_versions.DYNAMIC_SLICING_DOC}"
             )
         return v
+
+    @model_validator(mode="after")
+    def _authorized_networks_limit(self) -> ClusterSettings:
+        count = len(self.control_plane.authorized_networks)
+        limit = AUTHORIZED_NETWORKS_MAX_PRIVATE if self.private_nodes else AUTHORIZED_NETWORKS_MAX_PUBLIC
+        if count > limit:
+            kind = "private nodes" if self.private_nodes else "public nodes (privateNodes: false)"
+            raise SettingError(
+                "controlPlane.authorizedNetworks",
+                f"{count} ranges",
+                f"at most {limit} ranges (GKE's limit for a cluster with {kind})",
+            )
+        return self
 
     @property
     def version_spec(self) -> gke_versions.VersionSpec:
