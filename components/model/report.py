@@ -10,6 +10,7 @@ from typing import Any
 
 from components.model.demand import Workload
 from components.model.geometry import Topology
+from components.model.reservation import Assignment
 
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
 
@@ -158,6 +159,7 @@ class Plan:
     preemptions: tuple[Preemption, ...]
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
+    sub_blocks: Assignment | None = None  # which cube is on which sub-block; None: not read
 
     @property
     def chips_provisioned(self) -> int:
@@ -211,6 +213,7 @@ class Plan:
             "preemptions": [p.as_dict() for p in self.preemptions],
             "errors": list(self.errors),
             "warnings": list(self.warnings),
+            "subBlocks": self.sub_blocks.as_dict() if self.sub_blocks else None,
         }
 
     def table(self) -> str:
@@ -258,7 +261,8 @@ class Plan:
             if len(self.preemptions) > TABLE_PREEMPTIONS:
                 shown.append(f"... {len(self.preemptions) - TABLE_PREEMPTIONS} more in the stack output")
             lines += ["", "PREEMPTIONS  " + "; ".join(shown)]
-        return "\n".join([*lines, "", *_align(cube_rows)])
+        tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
+        return "\n".join([*lines, "", *_align(cube_rows), *tail])
 
 
 def _align(rows: list[list[str]]) -> list[str]:
