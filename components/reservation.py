@@ -201,8 +201,9 @@ def _failed(what: str, where: str, err: Exception) -> ReservationError:
     return ReservationError(f"could not read {what} of {where}: {text}.{hint}")
 
 
-def assignment(settings: Settings, source_for: Callable[[Settings], Source] = LiveSource) -> Assignment:
-    """The cube-to-sub-block mapping of a stack, read from `source_for(settings)`; raises ReservationError."""
+def not_read(settings: Settings, offline: bool = False) -> Assignment | None:
+    """The mapping when there is nothing to read (no cubes, no specific block), or when reading is not
+    possible (`offline`): every cube counts, bound to its `tpu.subBlocks` entry or to the block."""
     tpu = settings.tpu
     r = tpu.reservation
     pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
@@ -212,6 +213,24 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
         return unread(pools, f"tpu.reservation.consumeType = {r.consume_type}: no specific reservation to read")
     if not r.block:
         return unread(pools, "tpu.reservation.block is empty: the pools bind to the whole reservation")
+    if offline:
+        return unread(
+            pools,
+            f"reservation {r.name} block {r.block} not read (offline, no --reservation file): health, use and "
+            "maintenance unknown; planned on the configuration alone, every cube counted",
+            tpu.sub_blocks,
+        )
+    return None
+
+
+def assignment(settings: Settings, source_for: Callable[[Settings], Source] = LiveSource) -> Assignment:
+    """The cube-to-sub-block mapping of a stack, read from `source_for(settings)`; raises ReservationError."""
+    tpu = settings.tpu
+    r = tpu.reservation
+    pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
+    skipped = not_read(settings)
+    if skipped is not None:
+        return skipped
     assert r.name is not None
     source = source_for(settings)
     project, zone = settings.reservation_project, settings.zone

@@ -195,7 +195,11 @@ class Plan:
 
     def error_message(self) -> str:
         n = len(self.errors)
-        return f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+        text = f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+        if self.sub_blocks and self.sub_blocks.unusable:
+            # The cubes left out explain the error, and say how to bring them back.
+            text += "\n  Cubes not counted:\n    " + "\n    ".join(self.sub_blocks.warnings)
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -253,13 +253,14 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
                 "(reservation affinity is ForceNew), which stops every slice on it"
             )
 
-    listing = tuple(cache[n] for n in sorted(cache))
-    free = [n for n in sorted(known - {b.sub_block for b in bindings} - held)]
-    spare = next((n for n in free if not state(n).problems(hosts_needed, ours=False)), None)
-    mapping_now = [b.sub_block or "?" for b in bindings]
-
     blocked = [b for b in bindings if b.problems and not b.existing]
     kept_bad = [b for b in bindings if b.problems and b.existing]
+    spare = None
+    if kept_bad:  # read further only to propose where a pool could move
+        free = sorted(known - {b.sub_block for b in bindings} - held)
+        spare = next((n for n in free if not state(n).problems(hosts_needed, ours=False)), None)
+    listing = tuple(cache[n] for n in sorted(cache))
+    mapping_now = [b.sub_block or "?" for b in bindings]
     for b in kept_bad:
         fix = (
             f"to move it, set {_key('tpu.subBlocks')}: [{', '.join(_swap(mapping_now, b.cube, spare))}] "
@@ -285,7 +286,11 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
         lines.append("Sub-blocks read (name: state -> pool):")
         pools_on = {b.sub_block: b.pool for b in bindings if b.sub_block}
         for sb in listing:
-            lines.append(f"  {sb.name}: {sb.state()} -> {pools_on.get(sb.name, '-')}")
+            pool = pools_on.get(sb.name)
+            why = sb.problems(hosts_needed, ours=pool is not None and current.get(pool) == sb.name)
+            lines.append(
+                f"  {sb.name}: {sb.state()} -> {pool or '-'}" + (f" (not usable: {'; '.join(why)})" if why else "")
+            )
         unread_names = sorted(known - set(cache))
         if unread_names:
             lines.append(f"  not read (not needed): {', '.join(unread_names)}")
