@@ -187,7 +187,7 @@ def _existing(cluster: Any | None, project: str, reservation: str, block: str) -
         config = _first(pool.get("node_configs"))
         affinity = _first(config.get("reservation_affinities")) if config else None
         values = (affinity.get("values") if affinity else None) or []
-        subs = [s for s in (sub_block_of(v, project, reservation, block) for v in values) if s]
+        subs = [s for s in (sub_block_of(v, project, reservation, block) for v in values) if s is not None]
         if values:
             out[pool["name"]] = subs[0] if subs else None
     return out

@@ -248,16 +248,44 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     )
 
 
-def test_pools_bound_to_the_whole_block_before_are_announced_as_replaced() -> None:
-    state = fake(3)
-    state.cluster_pools = [
-        {"name": "tpu7-pool-1", "nodeConfigs": [{"reservationAffinities": [{"values": [BLOCK_PATH]}]}]}
-    ]
-    run = run_with(state)
+def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
+    # A stack deployed before sub-blocks were read: its pools name the block, GKE put them on sb-1, sb-2.
+    def deployed() -> FakeReservation:
+        state = fake(3, sb_1=IN_USE, sb_2=IN_USE)
+        affinity = {"consumeReservationType": "SPECIFIC_RESERVATION", "values": [BLOCK_PATH]}
+        state.cluster_pools = [
+            {"name": f"tpu7-pool-{i}", "nodeConfigs": [{"reservationAffinities": [affinity]}]} for i in (1, 2)
+        ]
+        return state
+
+    run = run_with(deployed(), {f"{P}:tpu": {"cubes": 3}})
     assert run.error is None, run.error
+    inputs = pools(run)
+    for name in ("tpu7-pool-1", "tpu7-pool-2"):  # not replaced: the same block-level binding, no label
+        assert inputs[name]["nodeConfig"]["reservationAffinity"]["values"] == [BLOCK_PATH]
+        assert "labels" not in inputs[name]["nodeConfig"]
+        assert any(
+            f"{name} is bound to the whole block block-0, not to one sub-block: it stays so" in m for _, m in run.logs
+        )
+    assert inputs["tpu7-pool-3"]["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": "sb-3"}
+    assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": None, "tpu7-pool-2": None, "tpu7-pool-3": "sb-3"}
+    # Pinning a pool onto a sub-block GKE already fills (with that very pool, unknowably) is refused...
+    refused = run_with(deployed(), {f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
+    rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
+    # ... onto a free one, announced as the replacement it is.
+    moved = run_with(
+        deployed(),
+        {
+            f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]},
+            f"{P}:demos": {"superslicing": {"enabled": False}},
+            f"{P}:serving": {"enabled": False},
+        },
+    )
+    assert moved.error is None, moved.error
     assert any(
-        "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-1" in m
-        for _, m in run.logs
+        "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
+        "replaces the pool" in m
+        for _, m in moved.logs
     )
 
 

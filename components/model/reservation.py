@@ -33,6 +33,7 @@ HEALTHY = "HEALTHY"
 # The node label every TPU node carries: the sub-block its pool is bound to (a node label, not a
 # Kueue level: the slice controller and Kueue place inside a pool, and a pool is one sub-block).
 SUB_BLOCK_LABEL = "gke-tpu-slicing/reservation-sub-block"
+WHOLE_BLOCK = ""  # BlockView.existing: a pool bound to the whole block, not to one of its sub-blocks
 
 
 def _key(path: str) -> str:
@@ -100,8 +101,8 @@ class SubBlock:
 @dataclass(frozen=True)
 class BlockView:
     """What was read of one reservation block: its sub-block names (all), a lazy reader of each, and
-    the sub-block each of this cluster's node pools is bound to now (pool name -> sub-block name,
-    None when bound to something else, such as the whole block)."""
+    the sub-block each of this cluster's node pools is bound to now (pool name -> sub-block name;
+    WHOLE_BLOCK when bound to this whole block, as before sub-blocks were read; None: something else)."""
 
     reservation: str
     project: str
@@ -226,9 +227,12 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
     else:
         for i, pool in enumerate(pools):
             targets[i] = current.get(pool)
+        # A pool bound to the whole block (made before sub-blocks were read) stays so: rebinding it
+        # would replace it. GKE put it on some sub-block, which is then in use and skipped below.
+        whole = {pool for pool in pools if view.existing.get(pool) == WHOLE_BLOCK}
         taken = {t for t in targets if t} | held
         for i in range(len(pools)):
-            if targets[i] is not None:
+            if targets[i] is not None or pools[i] in whole:
                 continue
             for name in sorted(known - taken):
                 if not state(name).problems(hosts_needed, ours=False):
@@ -239,6 +243,14 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
     bindings = []
     for i, pool in enumerate(pools):
         name = targets[i]
+        if name is None and pinned is None and view.existing.get(pool) == WHOLE_BLOCK:
+            bindings.append(CubeBinding(i, pool, None, None, True))
+            warnings.append(
+                f"{pool} is bound to the whole block {view.block}, not to one sub-block: it stays so (no "
+                f"replacement), and its sub-block's health is not checked; to bind it to one, set "
+                f"{_key('tpu.subBlocks')} (replaces the pool, which stops every slice on it)"
+            )
+            continue
         if name is None:
             bindings.append(CubeBinding(i, pool, None, None, False, ("no usable sub-block left",)))
             continue
@@ -247,7 +259,13 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
         bindings.append(CubeBinding(i, pool, name, sb, ours, tuple(sb.problems(hosts_needed, ours))))
         moved_from = current.get(pool)
         if pool in view.existing and moved_from != name:
-            was = f"sub-block {moved_from}" if moved_from else "the whole block (not one sub-block)"
+            was = (
+                f"sub-block {moved_from}"
+                if moved_from
+                else "the whole block (not one sub-block)"
+                if view.existing[pool] == WHOLE_BLOCK
+                else "another reservation or block"
+            )
             warnings.append(
                 f"{pool} runs on {was} and is bound to sub-block {name} now: this update replaces the pool "
                 "(reservation affinity is ForceNew), which stops every slice on it"
@@ -311,7 +329,8 @@ def _swap(mapping: list[str], index: int, name: str | None) -> list[str]:
 
 
 def sub_block_of(path: str, view_project: str, reservation: str, block: str) -> str | None:
-    """The sub-block a node pool's reservation affinity value names, if it is one of this block's.
+    """The sub-block a node pool's reservation affinity value names, if it is one of this block's
+    (WHOLE_BLOCK: the value names the block itself).
 
     Accepts the forms GKE takes: `projects/P/reservations/R/...` and the short `R/...` (xpk's
     src/xpk/core/reservation.py writes the short form for a reservation of the cluster's project).
@@ -321,6 +340,8 @@ def sub_block_of(path: str, view_project: str, reservation: str, block: str) -> 
         if len(parts) < 4 or parts[1] != view_project or parts[2] != "reservations":
             return None
         parts = parts[3:]
+    if len(parts) == 3 and parts[0] == reservation and parts[1:] == ["reservationBlocks", block]:
+        return WHOLE_BLOCK
     if (
         len(parts) == 5
         and parts[0] == reservation
