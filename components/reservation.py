@@ -34,6 +34,9 @@ GetReservationBlockResult = gcp.compute.GetReservationBlockResult
 GetReservationSubBlockResult = gcp.compute.GetReservationSubBlockResult
 GetClusterResult = gcp.container.GetClusterResult
 
+# What the reads need: reservations.get (the reservation), reservationBlocks.list (its Read lists the
+# blocks), reservationBlocks.get, reservationSubBlocks.list (the block's Read lists them) and .get
+# (Compute API reference: reservationBlocks.get / .list "Authorization requires ... compute.reservationBlocks.*").
 PERMISSIONS = (
     "compute.reservations.get",
     "compute.reservationBlocks.get",
@@ -197,7 +200,7 @@ def _failed(what: str, where: str, err: Exception) -> ReservationError:
     text = str(err)
     hint = ""
     if "403" in text or "PERMISSION" in text.upper() or "forbidden" in text:
-        hint = f" The account running Pulumi needs {', '.join(PERMISSIONS)} (all in roles/compute.viewer)."
+        hint = f" The account running Pulumi needs {', '.join(PERMISSIONS)} on the reservation's project."
     return ReservationError(f"could not read {what} of {where}: {text}.{hint}")
 
 
