@@ -44,6 +44,7 @@ PERMISSIONS = (
     "compute.reservationSubBlocks.get",
     "compute.reservationSubBlocks.list",
 )
+OFFLINE_MARKERS = "no API (offline render: the sub-blocks are markers, taken as ready and free)"
 TOKENS = {
     "reservation": "gcp:compute/getReservation:getReservation",
     "block": "gcp:compute/getReservationBlock:getReservationBlock",
@@ -288,6 +289,7 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
         names=tuple(sorted(blk.sub_block_names or [])),
         read=read,
         existing=_existing(cluster, project, r.name, r.block),
-        source=source.description,
+        # The offline render's mocks answer with markers (`<...>`, components/cli/mockrun.py): say so.
+        source=OFFLINE_MARKERS if str(res.self_link).startswith("<") else source.description,
     )
     return assign(view, pools, tpu.cube.vms, tpu.sub_blocks)

@@ -217,6 +217,7 @@ class FakeReservation:
     blocks: tuple[str, ...] = ("block-0",)
     cluster_pools: list[dict[str, Any]] | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    self_link_prefix: str = "https://www.googleapis.com/compute/v1/"
 
     @classmethod
     def healthy(cls, count: int = 256, prefix: str = "subblock-") -> FakeReservation:
@@ -231,7 +232,7 @@ class FakeReservation:
             out["id"] = f"projects/{project}/zones/{zone}/reservations/{args['name']}"
             if self.exists:
                 out.update(
-                    selfLink=f"https://www.googleapis.com/compute/v1/{out['id']}",
+                    selfLink=f"{self.self_link_prefix}{out['id']}",
                     status="READY",
                     blockNames=list(self.blocks),
                     specificReservationRequired=True,
@@ -286,7 +287,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
         self.reservation = FakeReservation(
-            {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)}
+            {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
+            self_link_prefix="<selfLink of ",
         )
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
