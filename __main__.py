@@ -38,7 +38,7 @@ cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, iden
 k8s = cluster.provider
 addons = Addons(settings, k8s)
 # The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (README "Teardown").
+# the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
 capacity = TpuCapacity(
     "capacity",
     settings,

@@ -110,7 +110,7 @@ def in_cluster(node: Node) -> bool:
 
 def pools_before_addons(nodes: dict[str, Node]) -> dict[str, Node]:
     """The graph without the TPU pools' waits for the cluster's objects (the slice controller, which waits for
-    Kueue and JobSet): a what-if for what that ordering, kept for teardown (README "Teardown"), costs."""
+    Kueue and JobSet): a what-if for what that ordering, kept for teardown (docs/teardown.md), costs."""
     out = graph.without_edges(nodes, lambda node, waited: is_tpu_pool(node) and in_cluster(waited))
     for n in out.values():
         if is_tpu_pool(n) and graph.waits_transitively(out, n.urn, in_cluster):

@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.cli import verify
+from components.model.commands import verify_command
 from components.model.settings import Settings
 from components.modelserver import (
     HF_SECRET,
@@ -161,7 +161,7 @@ class Serving(Component):
         self.pool_name = s.guide
         self.leaders = sum(role.replicas for role in s.roles().values())
         self.verify_command = pulumi.Output.all(self.gateway.object_name, namespace).apply(
-            lambda a: verify.command(
+            lambda a: verify_command(
                 a[0], a[1], s.model_served, pool=self.pool_name, leaders=self.leaders, timeout=s.startup_timeout_seconds
             )
         )

@@ -1,8 +1,8 @@
 """Day 2: a second `pulumi up` changes nothing, one config key moves only what it must, replacements
 of fixed-name resources go delete-first, and `pulumi destroy` deletes in an order that finishes.
 
-Provider facts the options rely on are cited where they are used (components/*.py) and in the README
-("What a config change does", "Teardown"); these tests pin the options and the graph.
+Provider facts the options rely on are cited where they are used (components/*.py) and in
+docs/changes.md and docs/teardown.md; these tests pin the options and the graph.
 """
 
 from __future__ import annotations

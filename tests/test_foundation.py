@@ -193,7 +193,7 @@ def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run)
 def test_everything_waits_for_the_apis(dev: Run) -> None:
     compute = dev.get("gcp:projects/service:Service", "project-compute")
     container = dev.get("gcp:projects/service:Service", "project-container")
-    # The dashboard and alert policies call the Monitoring API alone, and wait for it alone (README "Benchmarks").
+    # The dashboard and alert policies call the Monitoring API alone, and wait for it alone (docs/benchmarks.md).
     monitoring = dev.get("gcp:projects/service:Service", "project-monitoring")
     for reg in dev.registrations:
         if reg.custom and not reg.type.startswith(("gcp:projects/service", "pulumi:providers")):

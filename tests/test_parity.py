@@ -1,7 +1,8 @@
 """Semantic parity with the reference manifests (../shared/reference/codelab), field by field.
 
-Every difference must be one of the deliberate improvements listed in IMPROVEMENTS (and in the
-README); a difference that is not listed fails, and so does a listed one that disappears.
+Every difference must be one of the deliberate improvements listed in IMPROVEMENTS (and in docs/codelab.md,
+"Deliberate differences from the reference"); a difference that is not listed fails, and so does a listed one
+that disappears.
 """
 
 from __future__ import annotations

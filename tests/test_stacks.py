@@ -145,7 +145,7 @@ def test_protection_follows_one_key_on_exactly_the_expensive_resources(stack: tu
 
 def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
     name, run = stack
-    if name == "dev":  # torn down freely; a fixed window would expire (README "Stacks and environments")
+    if name == "dev":  # torn down freely; a fixed window would expire (docs/stacks.md, "Placeholders")
         assert "maintenancePolicy" not in run.get(CLUSTER, "cluster-gke").inputs
         return
     policy = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]

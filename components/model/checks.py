@@ -36,7 +36,7 @@ ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
 CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 # A value a stack file leaves for its owner to fill in, e.g. "<REPLACE-ME: the staging project ID>".
-# The program refuses to run while one is left anywhere in the configuration (README "Stacks and environments").
+# The program refuses to run while one is left anywhere in the configuration (docs/stacks.md, "Placeholders").
 PLACEHOLDER_RE = re.compile(r"<REPLACE-ME\b[^>]*>")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
 
