@@ -513,3 +513,22 @@ def test_the_offline_render_says_the_sub_blocks_are_markers() -> None:
     (table,) = [msg for level, msg in run.logs if level == "info" and "SUB-BLOCKS" in msg]
     assert "read from no API (offline render: the sub-blocks are markers, taken as ready and free)" in table
     assert "<sub-block 001>  tpu7-pool-1" in table
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (f"{BLOCK_PATH}/reservationSubBlocks/sb-4", "sb-4"),
+        # xpk's short form for a reservation of the cluster's project (src/xpk/core/reservation.py).
+        ("tpu7x-reservation/reservationBlocks/block-0/reservationSubBlocks/sb-4", "sb-4"),
+        (BLOCK_PATH, ""),  # the whole block
+        ("tpu7x-reservation/reservationBlocks/block-0", ""),
+        ("projects/other/reservations/tpu7x-reservation/reservationBlocks/block-0/reservationSubBlocks/x", None),
+        ("tpu7x-reservation/reservationBlocks/block-1/reservationSubBlocks/sb-4", None),
+        ("other-reservation", None),
+    ],
+)
+def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: str | None) -> None:
+    from components.model.reservation import sub_block_of
+
+    assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
