@@ -310,7 +310,10 @@ def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
     with pytest.raises(ConfigError, match="distinct sub-block names"):
         load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
     with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
-        load({**OTHER_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}}, "my-tpu-project")
+        load(
+            {**OTHER_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
+            "my-tpu-project",
+        )
 
 
 @pytest.mark.parametrize(
