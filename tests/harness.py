@@ -19,7 +19,9 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
     PROJECT,
+    RESERVATION_TOKENS,
     UNKNOWN,
+    FakeReservation,
     Registration,
     contains_secret,
     execute,
@@ -184,10 +186,13 @@ class Mocks(pulumi.runtime.Mocks):
         known_cluster: bool = True,
         cluster_hash: str = "a1b2c3d4e5f6",
         server_config: dict[str, Any] | None = None,
+        reservation: FakeReservation | None = None,
     ) -> None:
         self.known_cluster = known_cluster
         # What GKE offers in the region (getServerConfig); tests change it to model a later day.
         self.server_config = server_config or SERVER_CONFIG
+        # The reservation's block: healthy free sub-blocks and no cluster yet, unless a test says otherwise.
+        self.reservation = reservation or FakeReservation.healthy()
         # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
         self.cluster_hash = cluster_hash
         self.calls: list[pulumi.runtime.MockCallArgs] = []
@@ -223,6 +228,8 @@ class Mocks(pulumi.runtime.Mocks):
             return {"number": PROJECT_NUMBER, "projectId": args.args.get("projectId", "my-tpu-project")}, []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions":
             return engine_versions(self.server_config, args.args), []
+        if args.token in RESERVATION_TOKENS:
+            return self.reservation.call(args.token, args.args), []
         return {}, []
 
 
