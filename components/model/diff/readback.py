@@ -51,8 +51,14 @@ def _tpu_placement(rec: Record, records: list[Record]) -> None:
     topology = _policy_topology(records, placement["policyName"])
     if topology is None:
         return
-    stored = {"policyName": placement["policyName"], "tpuTopology": topology}
-    inputs["placementPolicy"] = stored
+    # flattenNodePool reads all three back; the type GKE does not store reads as "".
+    inputs["placementPolicy"] = {"type": "", "policyName": placement["policyName"], "tpuTopology": topology}
+
+
+def _tpu_smt(rec: Record, records: list[Record]) -> None:
+    node_config = rec["inputs"].get("nodeConfig")
+    if isinstance(node_config, dict) and str(node_config.get("machineType", "")).startswith("tpu7x"):
+        node_config["advancedMachineFeatures"] = {"threadsPerCore": 1}
 
 
 # Map fields of the dashboard messages (googleapis google/monitoring/dashboard/v1/dashboard.proto: `labels`):
@@ -97,11 +103,20 @@ RULES: tuple[Rule, ...] = (
         POOL,
         "placementPolicy",
         "a tpu7x pool placed by a workload policy is stored with `policyName` and `tpuTopology` (the policy's "
-        "acceleratorTopology), without `type`; `type` is Required and `tpu_topology` Optional, not Computed, so "
-        "both differ from a config that sends `type` and no `tpuTopology`",
+        "acceleratorTopology), without `type`, which reads back as \"\"; `type` is Required and `tpu_topology` "
+        "Optional, not Computed, so a config that sends another type or no `tpuTopology` differs",
         "vllm-project/ci-infra#547 (against a live cluster); "
-        f"{TPGB}services/container/resource_container_node_pool.go:386-405",
+        f"{TPGB}services/container/resource_container_node_pool.go:386-405,1609-1614",
         _tpu_placement,
+    ),
+    Rule(
+        POOL,
+        "nodeConfig.advancedMachineFeatures",
+        "GKE turns SMT off on TPU hosts and reports `threads_per_core` back; the block is Optional, ForceNew and "
+        "not Computed, so a pool that does not declare or ignore it would be replaced on the second run",
+        "vllm-project/ci-infra terraform/gcp_old/tpu-inference/k8s/workers.tf (`ignore_changes`); "
+        f"{TPGB}services/container/node_config.go:1312",
+        _tpu_smt,
     ),
     Rule(
         DASHBOARD,
