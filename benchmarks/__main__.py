@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import diff as diff_bench  # noqa: E402
 from benchmarks import planning, scenario  # noqa: E402
 
 PLANNING_CASES = ((64, 300), (144, 300), (144, 700))
@@ -198,12 +199,12 @@ def render(result: dict[str, Any]) -> str:
             "",
             align(diff_table),
         ]
-        dev = next((d for d in result["diff"] if d["cubes"] == 2), None)
-        if dev:
-            verdict = "within" if dev["coldWallSeconds"] <= DIFF_BUDGET_SECONDS else "OVER"
+        seconds = result.get("diffCommandSeconds")
+        if seconds is not None:
+            verdict = "within" if seconds <= DIFF_BUDGET_SECONDS else "OVER"
             lines.append(
-                f"dev (2 cubes), cold: {dev['coldWallSeconds']:.2f} s wall, {verdict} the "
-                f"{DIFF_BUDGET_SECONDS:.0f} s budget"
+                f"`python -m components diff --stack dev --second-run`, whole command: {seconds:.2f} s wall, "
+                f"{verdict} the {DIFF_BUDGET_SECONDS:.0f} s budget"
             )
         fit = linear_fit({d["cubes"]: {"cpu": {"min": d["warmCpuSeconds"]["min"]}} for d in result["diff"]})
         if fit:
@@ -297,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print("change preview ...", file=sys.stderr, flush=True)
     result["diff"] = [diff_run(c, args.repeats) for c in DIFF_CUBES]
+    result["diffCommandSeconds"] = diff_bench.command_seconds()
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

@@ -2,7 +2,8 @@
 
     python -m benchmarks.diff CUBES REPEATS    # one JSON line: cold and warm seconds of a whole diff
 
-A whole diff is what `diff --second-run` does: two mock runs of the program, the read-back model and the
+`command_seconds` times the whole command on the dev stack, interpreter start and imports included (the
+5 s budget). A whole diff is what `diff --second-run` does: two mock runs of the program, the read-back model and the
 engine. The first one in a fresh process includes the imports (what a user waits for); the warm ones show
 how the cost grows with the cube count; `engine` is the model's own share.
 """
@@ -48,6 +49,18 @@ def measure(cubes: int, repeats: int) -> dict[str, Any]:
         "warmCpuSeconds": {"min": min(w[1] for w in warm), "median": statistics.median(w[1] for w in warm)},
         "engineCpuSeconds": min(w[3] for w in warm),
     }
+
+
+def command_seconds() -> float:
+    """Wall time of the whole command as a user runs it on the dev stack (interpreter, imports, two runs)."""
+    import subprocess
+
+    from tests.harness import ROOT, set_arguments
+
+    cmd = [sys.executable, "-m", "components", "diff", "--stack", "dev", *set_arguments("dev"), "--second-run"]
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start
 
 
 if __name__ == "__main__":
