@@ -96,8 +96,12 @@ def test_the_pinned_sdk_is_the_one_the_facts_are_for() -> None:
 
 @cache
 def crd_documents() -> list[tuple[str, dict[str, Any]]]:
-    base = upstream.require("schemas/crds", "upstream-next")
-    files = sorted((base / "schemas/crds").glob("*.yaml")) + sorted((base / "upstream-next").rglob("crds/*.yaml"))
+    base = upstream.require("schemas/crds", "schemas/monitoring", "upstream-next")
+    files = [
+        *sorted((base / "schemas/crds").glob("*.yaml")),
+        *sorted((base / "schemas/monitoring").glob("*.yaml")),
+        *sorted((base / "upstream-next").rglob("crds/*.yaml")),
+    ]
     listed = {f.path for f in upstream.load()}
     return [
         (p.relative_to(base).as_posix(), doc)
@@ -125,6 +129,7 @@ def test_every_transition_rule_of_a_modelled_kind_is_a_fact_at_its_line() -> Non
     base = upstream.root()
     found = transition_rules()
     assert "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet" in found  # read from upstream-next
+    assert "kubernetes:monitoring.googleapis.com/v1:PodMonitoring" in found
     for token, rules in found.items():
         model = kubernetes.FACTS.get(token)
         if model is None:
@@ -235,3 +240,14 @@ def test_the_read_back_model_catches_what_a_pool_must_declare() -> None:
     (_, change) = engine.diff(readback.read_back(unignored), unignored, readback.SUPPRESSORS).changes
     assert change.action == engine.REPLACE and change.delete_first
     assert "nodeConfig.advancedMachineFeatures: ForceNew block" in change.reason
+
+
+def test_every_kubernetes_fact_cites_a_pinned_file_and_line() -> None:
+    pinned = ("pulumi/pulumi-kubernetes@94977969d ", "../shared/schemas/crds/", "kubernetes-sigs/kueue@v0.17.4 ")
+    pinned += ("kubernetes-sigs/lws@v0.8.0 ", "kubernetes-sigs/jobset@v0.11.1 ")
+    for type_, facts_ in kubernetes.FACTS.items():
+        for fact in (*kubernetes.METADATA, *facts_):
+            assert fact.source.startswith(pinned) and re.search(r":\d+$", fact.source), (type_, fact)
+            paths.parse(fact.path)  # a well-formed path
+            if fact.guard:
+                paths.parse(fact.guard)
