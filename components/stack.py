@@ -39,19 +39,22 @@ def clock() -> datetime:
     return datetime.now(UTC)
 
 
+# True while an offline command (`python -m components render`) runs the program: its errors then also name
+# the command's `--set`.
+OFFLINE_COMMAND = False
+
+
 def load_settings() -> Settings:
     raw = _project_config()
     project = pulumi.Config("gcp").get("project")
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(f"{PROJECT}:{k}"))
     try:
-        settings = load(raw, project, secret_keys, now=clock())
+        settings = load(raw, project, secret_keys, now=clock(), cli=OFFLINE_COMMAND)
     except ConfigError as err:
         # One message, then stop: nothing has been registered yet.
         raise pulumi.RunError(str(err)) from None
     for warning in settings.warnings():
         pulumi.log.warn(warning)
-    if "hfToken" in raw and "hfToken" not in secret_keys:
-        pulumi.log.warn(f"{PROJECT}:hfToken is stored in plain text: set it with `pulumi config set --secret hfToken`")
     return settings
 
 

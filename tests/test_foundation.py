@@ -353,7 +353,7 @@ def test_all_problems_are_reported_together() -> None:
 def test_secret_value_is_never_echoed_in_errors() -> None:
     # A secret set under a misspelt key is still a secret: the error names the key, not the value.
     run = run_program(secrets={f"{P}:hfTokn": "hf_typo_secret"})
-    assert "gke-tpu-slicing:hfTokn = [secret]: unknown key" in str(run.error)
+    assert "gke-tpu-slicing:hfTokn: unknown key; did you mean gke-tpu-slicing:hfToken?" in str(run.error)
     assert "hf_typo_secret" not in str(run.error)
     assert run.registrations == []
 
@@ -368,6 +368,8 @@ def test_preview_warnings(dev: Run) -> None:
     assert not any("cluster.version" in w for w in warnings_of(dev))
     older = run_program({f"{P}:cluster": {"version": "1.36.0-gke.2459000"}})
     assert any("cluster.version = 1.36.0-gke.2459000" in w and "1.36.0-gke.3712000" in w for w in warnings_of(older))
+    # A plaintext token is no longer a warning but an error, with the fix (tests/test_secrets.py).
     plain = run_program({f"{P}:hfToken": "hf_plain_text"})
-    assert any("hfToken is stored in plain text" in w for w in warnings_of(plain))
-    assert not any("hf_plain_text" in m for _, m in plain.logs)
+    assert "hfToken = [secret]: a secret stored in plain text" in str(plain.error)
+    assert "pulumi config set --secret hfToken" in str(plain.error)
+    assert "hf_plain_text" not in str(plain.error) and plain.registrations == []

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from typing import Any, Literal, TextIO
 
 from components.cli.adoption import CLUSTER_COMPONENT, GCP_VERSION, K8S_PROVIDER, Adoption, adoption, skip
-from components.cli.plan import StackFileError, add_stack_arguments, read_stack, read_yaml, settings_input
+from components.cli.plan import StackFileError, add_stack_arguments, load_stack, read_yaml
 from components.model import planner
-from components.model.settings import PROJECT, ConfigError, load
+from components.model.settings import PROJECT, ConfigError
 
 Part = Literal["cloud", "kubernetes", "all"]
 
@@ -156,8 +156,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         return 2
     try:
         project = read_yaml(args.dir / "Pulumi.yaml").get("name", PROJECT)
-        raw, gcp_project = settings_input(read_stack(args.dir, args.stack, args.set))
-        settings = load(raw, gcp_project)
+        settings = load_stack(args.dir, args.stack, args.set)
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
