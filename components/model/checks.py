@@ -33,6 +33,18 @@ _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # (https://cloud.google.com/compute/docs/naming-resources#resource-name-format).
 _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 GCE_NAME_MAX = 63
+GKE_CLUSTER_NAME_MAX = 40
+# NodePool.name: GKE refuses node pool names over 40 characters ("Node pool name ... must be at most 40
+# characters", the API's validation message; gcloud container node-pools create documents the same bound).
+NODE_POOL_NAME_MAX = 40
+# Private address space: RFC 1918 and RFC 6598 (shared address space), the ranges GCE subnets use without
+# "privately used public IPs" (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
+PRIVATE_RANGES = tuple(
+    ipaddress.ip_network(r) for r in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
+# Project IDs: "6 to 30 characters ... lowercase ASCII letters, digits, or hyphens ... must start with a
+# letter ... cannot end with a hyphen" (https://cloud.google.com/resource-manager/docs/creating-managing-projects).
+_PROJECT_ID_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 # Kubernetes names (k8s.io/apimachinery pkg/util/validation/validation.go): a DNS-1123 label (namespaces,
 # most objects), a DNS-1035 label (must start with a letter: Services, and the Jobs and pods JobSet and LWS
 # generate), a DNS-1123 subdomain (up to 253 characters, dots allowed: custom resources in general).
@@ -162,13 +174,24 @@ def dns_subdomain(value: str, max_len: int = DNS_SUBDOMAIN_MAX, why: str = "") -
     return value
 
 
-def cidr(value: str) -> str:
+def project_id(value: str) -> str:
+    if not _PROJECT_ID_RE.match(value):
+        raise ValueError(
+            "a Google Cloud project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, "
+            "not ending with a hyphen"
+        )
+    return value
+
+
+def cidr(value: str, max_prefix: int = 32, why: str = "") -> str:
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError:
         raise ValueError("an IPv4 CIDR block with no host bits set, such as 10.10.0.0/18") from None
     if net.version != 4:
         raise ValueError("an IPv4 CIDR block")
+    if net.prefixlen > max_prefix:
+        raise ValueError(f"an IPv4 CIDR block of /{max_prefix} or larger: {why}")
     return str(net)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Literal
 
@@ -16,10 +16,14 @@ from pydantic import (
 
 from components.model import geometry
 from components.model.checks import (
+    GCE_NAME_MAX,
+    GKE_CLUSTER_NAME_MAX,
     MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
     MTU_MAX,
     MTU_MIN,
+    NODE_POOL_NAME_MAX,
+    PRIVATE_RANGES,
     Model,
     SettingError,
     cidr,
@@ -27,6 +31,8 @@ from components.model.checks import (
     gke_version_tuple,
     machine_shape,
     parse_topology,
+    project_id,
+    raise_all,
 )
 from components.model.geometry import Topology
 
@@ -54,12 +60,34 @@ class NetworkSettings(Model):
             raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
         return v
 
-    _cidrs = field_validator("tpu_subnet_cidr", "proxy_subnet_cidr")(classmethod(lambda cls, v: cidr(v)))
+    @field_validator("tpu_subnet_cidr")
+    @classmethod
+    def _tpu_cidr(cls, v: str) -> str:
+        # A subnet's primary range is /29 or larger (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
+        return cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")
+
+    @field_validator("proxy_subnet_cidr")
+    @classmethod
+    def _proxy_cidr(cls, v: str) -> str:
+        # "The proxy-only subnet must provide 64 or more IP addresses ... a prefix length of /26 or shorter"
+        # (https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size).
+        return cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")
 
     @field_validator("internal_source_ranges")
     @classmethod
     def _ranges(cls, v: list[str]) -> list[str]:
-        return [cidr(r) for r in v]
+        # These are the sources of an allow-all-protocols rule: anything outside the private address space
+        # (RFC 1918, and RFC 6598 shared space) would open every port of every node to that part of the internet.
+        out = []
+        for r in v:
+            net = ipaddress.ip_network(cidr(r))
+            if not any(net.subnet_of(private) for private in PRIVATE_RANGES):
+                raise ValueError(
+                    f"{r} is not private address space: each range inside "
+                    f"{', '.join(str(p) for p in PRIVATE_RANGES)} (the rule allows every protocol and port)"
+                )
+            out.append(str(net))
+        return out
 
     @model_validator(mode="after")
     def _disjoint(self) -> NetworkSettings:
@@ -110,6 +138,15 @@ class MaintenanceExclusion(Model):
             raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
         # An exclusion that is over protects nothing, and GKE rejects adding one that has ended.
         now = (info.context or {}).get("now")
+        # "No upgrades" exclusions last at most 30 days
+        # (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions#scope_of_maintenance_to_exclude).
+        if self.scope == "NO_UPGRADES" and self.end - self.start > timedelta(days=30):
+            raise SettingError(
+                "end",
+                self.rfc3339(self.end),
+                f"at most 30 days after start {self.rfc3339(self.start)} for scope NO_UPGRADES (GKE's limit); "
+                "use NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES for a longer window",
+            )
         if now is not None and self.end <= now:
             raise SettingError(
                 "end",
@@ -143,7 +180,10 @@ class ClusterSettings(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return gce_name(v, 40, "a GKE cluster name")
+        # Cluster.name: "Lowercase letters, numbers, and hyphens only. Must start with a letter. Must end with a
+        # number or a letter. Must be between 1 and 40 characters"
+        # (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster).
+        return gce_name(v, GKE_CLUSTER_NAME_MAX, "a GKE cluster name")
 
     @field_validator("version")
     @classmethod
@@ -172,6 +212,24 @@ class ReservationSettings(Model):
     project: str | None = None  # defaults to the stack's project
     block: str = "block-0"  # "" = the whole reservation, not one block
     consume_type: Literal["SPECIFIC", "ANY", "NONE"] = "SPECIFIC"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        # A reservation is a GCE resource: RFC 1035, 1-63 characters (compute API Reservation.name).
+        return None if v is None else gce_name(v, GCE_NAME_MAX, "a GCE reservation name")
+
+    @field_validator("block")
+    @classmethod
+    def _block(cls, v: str) -> str:
+        # GCE names a reservation's blocks itself: "1-63 characters long, and comply with RFC1035" (compute API
+        # ReservationBlock.name). Whether the block exists is only known to the cloud.
+        return v if v == "" else gce_name(v, GCE_NAME_MAX, 'a reservation block name (or "" for the whole reservation)')
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str | None) -> str | None:
+        return None if v is None else project_id(v)
 
 
 class TpuSettings(Model):
@@ -203,31 +261,50 @@ class TpuSettings(Model):
     @field_validator("pool_prefix")
     @classmethod
     def _pool(cls, v: str) -> str:
-        # Pools are named <prefix>-<n>; GKE node pool names stop at 40 characters.
-        return gce_name(v, 36, "a node pool name prefix")
+        # Pools are named <prefix>-<n>: the longest name is checked against tpu.cubes below.
+        return gce_name(v, NODE_POOL_NAME_MAX - 2, "a node pool name prefix")
 
     @model_validator(mode="after")
     def _consistent(self) -> TpuSettings:
+        errors = []
         system = geometry.SYSTEMS[self.machine_type]
         assert system.cube is not None
         allowed = system.partitions(system.cube)
         if Topology.parse(self.cube_topology) not in allowed:
-            raise SettingError(
-                "cubeTopology",
-                self.cube_topology,
-                f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
+            errors.append(
+                SettingError(
+                    "cubeTopology",
+                    self.cube_topology,
+                    f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
+                )
             )
         r = self.reservation
         if self.cubes > 0 and r.consume_type == "SPECIFIC" and not r.name:
-            raise SettingError(
-                "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
+            errors.append(
+                SettingError(
+                    "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
+                )
             )
         if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
-            raise SettingError(
-                "reservation.consumeType",
-                r.consume_type,
-                "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
+            errors.append(
+                SettingError(
+                    "reservation.consumeType",
+                    r.consume_type,
+                    "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
+                )
             )
+        longest = self.pool_name(self.cubes - 1) if self.cubes > 0 else ""
+        if len(longest) > NODE_POOL_NAME_MAX:
+            errors.append(
+                SettingError(
+                    "poolPrefix",
+                    self.pool_prefix,
+                    f"at most {NODE_POOL_NAME_MAX - len(longest) + len(self.pool_prefix)} characters with tpu.cubes = "
+                    f"{self.cubes}: the last pool, {longest!r}, must be a GKE node pool name of at most "
+                    f"{NODE_POOL_NAME_MAX} characters",
+                )
+            )
+        raise_all(errors)
         return self
 
     @cached_property

@@ -49,6 +49,7 @@ from components.model.checks import (
     memory_bytes,
     node_allocatable,
     node_allocatable_of,
+    project_id,
     raise_all,
     redact_text,
 )
@@ -90,9 +91,7 @@ class Settings(Model):
     @field_validator("project")
     @classmethod
     def _project(cls, v: str) -> str:
-        if not re.match(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", v):
-            raise ValueError("a Google Cloud project ID (6-30 lowercase letters, digits, hyphens)")
-        return v
+        return project_id(v)
 
     @field_validator("zone")
     @classmethod

@@ -1,0 +1,795 @@
+"""The configuration reference: every key of the settings model, its rule and where the rule comes from.
+
+`keys()` walks the pydantic model tree, so a key added to a model appears here (and in
+docs/configuration.md, and in the per-key tests) without anything else to do, except recording its rule in
+RULES: the allowed values in words, their source (documentation URL or upstream code), the row of the change
+table that says what changing it does, one value the rule refuses and one legal edge value. A key without a
+rule is listed as such, and tests/test_configuration_reference.py fails naming it.
+
+Pure model code: no Pulumi. `python -m components reference --write` regenerates docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, SecretStr
+from pydantic_core import PydanticUndefined
+
+from components.model.checks import K8S_NAMES, LWS_NAME_MAX, PROJECT
+from components.model.settings import SECRET_PATHS, Settings
+
+# Sources, cited by many rules.
+GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
+GKE_CLUSTER_API = (
+    "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster"
+)
+GKE_NODE_POOL_API = (
+    "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools"
+)
+TF_CLUSTER = "hashicorp/terraform-provider-google-beta google-beta/services/container/resource_container_cluster.go"
+TF_POLICY = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_resource_policy.go"
+PROJECT_IDS = "https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin"
+ZONES = "https://cloud.google.com/compute/docs/regions-zones"
+VPC_MTU = "https://cloud.google.com/vpc/docs/mtu"
+SUBNET_RANGES = "https://cloud.google.com/vpc/docs/subnets#valid-ranges"
+PROXY_SUBNETS = "https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size"
+DYNAMIC_SLICING = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
+MAINTENANCE = (
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions"
+    "#scope_of_maintenance_to_exclude"
+)
+NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
+MACHINES = "https://cloud.google.com/compute/docs/general-purpose-machines"
+TPU7X = "https://cloud.google.com/tpu/docs/tpu7x"
+RESERVATION_BLOCK_API = "https://cloud.google.com/compute/docs/reference/rest/beta/reservationBlocks"
+QUANTITY = "kubernetes/apimachinery pkg/api/resource/quantity.go (ParseQuantity)"
+REQUESTS_LIMITS = "kubernetes/kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements)"
+HELM_OCI = "https://helm.sh/docs/topics/registries/"
+SEMVER = "https://semver.org (Helm chart versions are SemVer 2)"
+KUEUE_CRDS = (
+    "kubernetes-sigs/kueue v0.17.4 config/components/crd/bases (ClusterQueueReference, ResourceFlavorReference)"
+)
+JOBSET_WEBHOOK = "kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go (validateCreate, IsDNS1035Label)"
+LWS_SERVICE = (
+    "kubernetes-sigs/lws v0.8.0 pkg/controllers/leaderworkerset_controller.go:194 (headless Service = LWS name)"
+)
+LLMD_LIMITS = "llm-d TPU guides (LWS names under Kueue <= 39, GKE slice names <= 49)"
+OCI = "distribution/reference regexp.go, reference.go (NameTotalLengthMax = 255); opencontainers/go-digest"
+VLLM_SCHEDULER = "vllm-project/vllm vllm/config/scheduler.py (SchedulerConfig._verify_args)"
+VLLM_CACHE = "vllm-project/vllm vllm/config/cache.py (CacheDType)"
+GCS_OBJECTS = "https://cloud.google.com/storage/docs/objects#naming"
+GATEWAY_CLASSES = "https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities"
+PROM_DURATION = (
+    "prometheus/common model.ParseDuration, as prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/"
+    "common_types.go parses it; kube-openapi strfmt for the CRD's format: duration"
+)
+CHANNELS_API = "https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels"
+PULUMI_SECRETS = "https://www.pulumi.com/docs/iac/concepts/secrets/"
+LABELS = "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set"
+ROUTER_RELEASE = "llm-d/llm-d-router v0.10.0 .github/workflows/ci-release.yaml, hack/push-chart.sh"
+THIS_PROGRAM = "this program (see the allowed values)"
+
+CHANGES = "changes.md"
+
+PEM = "-----BEGIN PRIVATE KEY-----"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one key (or a `{a,b}`-pattern of keys) accepts, why, and what changing it does."""
+
+    allowed: str
+    source: str
+    change: str  # anchor of the row in docs/changes.md
+    refused: Any  # a value the rule refuses (the per-key test sets it and expects the key named)
+    accepted: Any  # a legal edge value (the per-key test sets it and expects it to load)
+    context: dict[str, Any] = field(default_factory=dict)  # other keys the two test values need
+
+
+def _cpu_mem(kind: str, amount: str) -> dict[str, Rule]:
+    """Rules of one `requests` / `limits` block of a controller's resources."""
+    return {
+        f"{kind}.cpu": Rule(
+            "a Kubernetes quantity (the full grammar: 500m, 2, 1.5, 2e3, 100u); requests at most limits",
+            f"{QUANTITY}; {REQUESTS_LIMITS}",
+            "addon-version",
+            "-1",
+            "0.001" if kind == "requests" else "1e3",
+        ),
+        f"{kind}.memory": Rule(
+            "a Kubernetes quantity (512Mi, 4Gi, 1e9, 1G); requests at most limits",
+            f"{QUANTITY}; {REQUESTS_LIMITS}",
+            "addon-version",
+            "4 Gi",
+            amount,
+        ),
+    }
+
+
+def _expand(pattern: str) -> list[str]:
+    """`a.{b,c}.d` -> [a.b.d, a.c.d] (one level of alternatives, possibly several groups)."""
+    m = re.search(r"\{([^}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [p for alt in m.group(1).split(",") for p in _expand(pattern[: m.start()] + alt + pattern[m.end() :])]
+
+
+_TOKEN = "hf_" + "x" * 34  # the shape of a Hugging Face token (never a real one)
+_NOW = "2026-11-30T12:00:00Z"
+_EXCLUSION = {"cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z"}}}
+
+_RESOURCES: dict[str, Rule] = {}
+for _prefix in ("addons.{jobset,kueue,lws}.controllerResources", "serving.router.eppResources"):
+    for _key, _rule in {**_cpu_mem("requests", "1Ki"), **_cpu_mem("limits", "64Gi")}.items():
+        _RESOURCES[f"{_prefix}.{_key}"] = Rule(
+            _rule.allowed + "; the requests of all controllers fit the system pool",
+            _rule.source + f"; {NODE_SIZES}",
+            "router" if _prefix.startswith("serving") else "addon-version",
+            _rule.refused,
+            _rule.accepted,
+        )
+
+RULES: dict[str, Rule] = {
+    "project": Rule(
+        "a project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with '-'",
+        PROJECT_IDS,
+        "cluster-replace",
+        "My_Project",
+        "a" * 6,
+    ),
+    "zone": Rule(
+        "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
+        ZONES,
+        "cluster-replace",
+        "uscentral1",
+        "europe-west4-a",
+    ),
+    "network.prefix": Rule(
+        "a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so "
+        "that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63",
+        GCE_NAMES,
+        "cluster-replace",
+        "a" * 49,
+        "a" * 48,
+    ),
+    "network.mtu": Rule("an integer from 1300 to 8896", VPC_MTU, "network", 8897, 1300),
+    "network.tpuSubnetCidr": Rule(
+        "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
+        SUBNET_RANGES,
+        "subnets",
+        "10.10.0.0/30",
+        "10.10.0.0/29",
+    ),
+    "network.proxySubnetCidr": Rule(
+        "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
+        PROXY_SUBNETS,
+        "subnets",
+        "172.16.0.0/27",
+        "192.168.0.0/26",
+    ),
+    "network.internalSourceRanges": Rule(
+        "a non-empty list of IPv4 CIDR blocks inside private address space (10.0.0.0/8, 172.16.0.0/12, "
+        "192.168.0.0/16, 100.64.0.0/10): the firewall rule allows every protocol and port from them",
+        f"{SUBNET_RANGES}; RFC 1918, RFC 6598",
+        "network",
+        ["0.0.0.0/0"],
+        ["100.64.0.0/10"],
+    ),
+    "cluster.name": Rule(
+        "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
+        "digit, 1-40 characters",
+        GKE_CLUSTER_API,
+        "cluster-replace",
+        "a" * 41,
+        "a" * 40,
+    ),
+    "cluster.version": Rule(
+        "a GKE version <major>.<minor>.<patch>-gke.<build>, at least 1.35.2-gke.1842000 (the slice controller); "
+        "below 1.36.0-gke.3712000 a warning while sub-slices are used",
+        DYNAMIC_SLICING,
+        "cluster",
+        "1.35.1-gke.1000000",
+        "1.35.2-gke.1842000",
+    ),
+    "cluster.releaseChannel": Rule(
+        "RAPID, REGULAR, STABLE or EXTENDED (the provider's channels but UNSPECIFIED: dynamic slicing needs a "
+        "release channel)",
+        f"{TF_CLUSTER} (release_channel.channel); {DYNAMIC_SLICING}",
+        "cluster",
+        "UNSPECIFIED",
+        "EXTENDED",
+    ),
+    "cluster.systemMachineType": Rule(
+        "a general-purpose GCE machine type <family>-standard|highmem|highcpu-<vCPUs> whose nodes fit the "
+        "controllers' requests",
+        f"{MACHINES}; {NODE_SIZES}",
+        "system-pool",
+        "n2-standard",
+        "n2-standard-8",
+    ),
+    "cluster.systemNodeCount": Rule(
+        "an integer of at least 1 (nodes per zone)", GKE_NODE_POOL_API, "system-pool", 0, 1
+    ),
+    "cluster.deletionProtection": Rule("true or false", TF_CLUSTER, "cluster", "maybe", False),
+    "cluster.protect": Rule(
+        "true or false", "https://www.pulumi.com/docs/iac/concepts/options/protect/", "protect", "maybe", True
+    ),
+    "cluster.dailyMaintenanceStart": Rule(
+        "HH:MM in GMT, 00:00 to 23:59",
+        f"{TF_CLUSTER} (daily_maintenance_window.start_time)",
+        "cluster",
+        "24:00",
+        "23:59",
+    ),
+    "cluster.maintenanceExclusion.name": Rule(
+        "a string (GKE places no rule on exclusion names)",
+        f"{TF_CLUSTER} (maintenance_exclusion.exclusion_name)",
+        "cluster",
+        7,
+        "x",
+        _EXCLUSION,
+    ),
+    "cluster.maintenanceExclusion.start": Rule(
+        "an RFC 3339 time with a zone, before end",
+        MAINTENANCE,
+        "cluster",
+        "2026-12-01T00:00:00",
+        "2026-11-20T00:00:01Z",
+        _EXCLUSION,
+    ),
+    "cluster.maintenanceExclusion.end": Rule(
+        "an RFC 3339 time with a zone, after start and in the future; at most 30 days after start for scope "
+        "NO_UPGRADES",
+        MAINTENANCE,
+        "cluster",
+        "2027-01-01T00:00:01Z",
+        "2026-12-31T00:00:00Z",
+        _EXCLUSION,
+    ),
+    "cluster.maintenanceExclusion.scope": Rule(
+        "NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES",
+        f"{TF_CLUSTER} (exclusion_options.scope)",
+        "cluster",
+        "NO_PATCHES",
+        "NO_MINOR_OR_NODE_UPGRADES",
+        _EXCLUSION,
+    ),
+    "tpu.machineType": Rule(
+        "a TPU machine type that supports dynamic slicing: tpu7x-standard-4t",
+        f"{TPU7X}; {DYNAMIC_SLICING}",
+        "workload-policy",
+        "tpu7x-standard-1t",
+        "tpu7x-standard-4t",
+    ),
+    "tpu.cubeTopology": Rule(
+        "a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x)",
+        f"{TPU7X}; {DYNAMIC_SLICING}",
+        "workload-policy",
+        "4x4x",
+        "2x2x1",
+        {
+            "demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+            "serving": {"enabled": False},
+        },
+    ),
+    "tpu.cubes": Rule(
+        "an integer of at least 0 (0 = no TPU pools)",
+        THIS_PROGRAM,
+        "cubes",
+        -1,
+        0,
+        {"demos": {"superslicing": {"enabled": False}}},
+    ),
+    "tpu.workloadPolicyName": Rule(
+        "a GCE resource policy name: RFC 1035, 1-63 characters", GCE_NAMES, "workload-policy", "Policy", "a" * 63
+    ),
+    "tpu.acceleratorTopologyMode": Rule(
+        "PROVISION_ONLY (needs a SPECIFIC reservation) or AUTO_CONNECT",
+        f"{TF_POLICY} (workload_policy.accelerator_topology_mode)",
+        "workload-policy",
+        "AUTO",
+        "AUTO_CONNECT",
+    ),
+    "tpu.poolPrefix": Rule(
+        "a GKE node pool name prefix: RFC 1035, such that the last pool, <prefix>-<tpu.cubes>, has at most "
+        "40 characters",
+        f"{GKE_NODE_POOL_API}; {GCE_NAMES}",
+        "pool-prefix",
+        "p" * 39,
+        "p" * 38,
+    ),
+    "tpu.reservation.name": Rule(
+        "a GCE reservation name (RFC 1035, 1-63 characters); required when tpu.cubes > 0 with SPECIFIC",
+        GCE_NAMES,
+        "reservation",
+        "my reservation",
+        "r" * 63,
+    ),
+    "tpu.reservation.project": Rule(
+        "a project ID, or unset for the stack's project; another project only for a whole reservation "
+        '(block: ""): GKE does not support a block shared from another project',
+        PROJECT_IDS,
+        "reservation",
+        "shared-resv-project",
+        "my-tpu-project",
+    ),
+    "tpu.reservation.block": Rule(
+        'a reservation block name (RFC 1035, 1-63 characters, named by GCE), or "" for the whole reservation; '
+        "whether it exists only the cloud knows",
+        RESERVATION_BLOCK_API,
+        "reservation",
+        "block 0",
+        "",
+    ),
+    "tpu.reservation.consumeType": Rule(
+        "SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT)",
+        f"{TF_CLUSTER} (reservation_affinity.consume_reservation_type); {DYNAMIC_SLICING}",
+        "reservation",
+        "SOME",
+        "NONE",
+        {"tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}},
+    ),
+    "addons.{jobset,kueue,lws}.chart": Rule(
+        "an OCI chart reference, oci://<registry>/<path>",
+        HELM_OCI,
+        "addon-version",
+        "https://example.com/chart",
+        "oci://r/c",
+    ),
+    "addons.{jobset,kueue,lws}.version": Rule(
+        "a pinned chart version, SemVer with an optional v (no ranges, no latest)",
+        SEMVER,
+        "addon-version",
+        "^0.11",
+        "v0.0.0-rc.1",
+    ),
+    "addons.{jobset,kueue,lws}.namespace": Rule(
+        "a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63)",
+        K8S_NAMES,
+        "addon-namespace",
+        "Jobset-System",
+        "0" * 63,
+    ),
+    **_RESOURCES,
+    "addons.sliceController.manifestUrl": Rule(
+        "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
+        THIS_PROGRAM,
+        "manifests",
+        "https://example.com/main/x.yaml",
+        "https://e/x",
+    ),
+    "addons.inferenceExtension.version": Rule(
+        "a released tag such as v1.5.0", THIS_PROGRAM, "manifests", "main", "1.5.0"
+    ),
+    "kueue.namespace": Rule(
+        "a namespace name: a DNS-1123 label (at most 63)", K8S_NAMES, "kueue-names", "llm_d", "a" * 63
+    ),
+    "kueue.{topologyName,flavorName,admissionCheckName}": Rule(
+        "a DNS-1123 subdomain (at most 253): Kueue's CRDs pattern references to these objects so",
+        f"{K8S_NAMES}; {KUEUE_CRDS}",
+        "kueue-names",
+        "Slice_RF",
+        "a." * 126 + "a",
+    ),
+    "kueue.clusterQueue": Rule(
+        "a DNS-1123 subdomain of at most 63 characters (it is also a label value of Kueue's metrics)",
+        f"{KUEUE_CRDS}; {LABELS}",
+        "kueue-names",
+        "c" * 64,
+        "c.q",
+    ),
+    "kueue.localQueue": Rule(
+        "a DNS-1123 label (at most 63): it is the kueue.x-k8s.io/queue-name label of every workload",
+        f"{K8S_NAMES}; {LABELS}",
+        "kueue-names",
+        "l.q",
+        "l" * 63,
+    ),
+    "kueue.priorities": Rule(
+        "a non-empty map of WorkloadPriorityClass name (a DNS-1123 subdomain of at most 63, the "
+        "kueue.x-k8s.io/priority-class label) to an int32 value; every `priority` key names one",
+        f"{KUEUE_CRDS} (workloadpriorityclasses: value int32); {LABELS}",
+        "kueue-objects",
+        {"Low": 1},
+        {
+            "low-priority-1000": -(2**31),
+            "medium-priority-2000": 0,
+            "high-priority-3000": 2**31 - 1,
+            "p." + "x" * 61: 1,
+        },
+    ),
+    "kueue.tpuQuota": Rule(
+        "an integer of at least 0, or unset for the chips the TPU pools provide",
+        THIS_PROGRAM,
+        "kueue-objects",
+        -1,
+        0,
+    ),
+    "kueue.{cpuQuota,memoryQuota}": Rule(
+        "a Kubernetes quantity (full grammar, no sign)", QUANTITY, "kueue-objects", "lots", "1e3"
+    ),
+    "demos.{subslicing,superslicing}.enabled": Rule("true or false", THIS_PROGRAM, "demo-enabled", "maybe", False),
+    "demos.subslicing.name": Rule(
+        "a DNS-1035 label such that JobSet's longest Job name, <name>-job-jax-<replicas - 1>, has at most 63 "
+        "characters (53 with 1-10 replicas)",
+        JOBSET_WEBHOOK,
+        "demo-jobsets",
+        "a" * 54,
+        "a" * 53,
+        {"demos": {"subslicing": {"replicas": 10}}},
+    ),
+    "demos.superslicing.name": Rule(
+        "a DNS-1035 label of at most 53 characters: JobSet names its one Job <name>-job-jax-0",
+        JOBSET_WEBHOOK,
+        "demo-jobsets",
+        "0-superslice",
+        "a" * 53,
+    ),
+    "demos.{subslicing,superslicing}.topology": Rule(
+        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes",
+        f"{DYNAMIC_SLICING}; {TPU7X}",
+        "demo-jobsets",
+        "3x3x3",
+        "2x2x1",
+    ),
+    "demos.subslicing.replicas": Rule(
+        "an integer of at least 1 (slices); the longest Job name bounds it with demos.subslicing.name",
+        f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
+        "demo-jobsets",
+        0,
+        1,
+    ),
+    "demos.{subslicing,superslicing}.priority": Rule(
+        "a key of kueue.priorities", THIS_PROGRAM, "demo-jobsets", "urgent", "high-priority-3000"
+    ),
+    "serving.enabled": Rule("true or false", THIS_PROGRAM, "serving-layer", "maybe", False),
+    "serving.guide": Rule(
+        "a DNS-1123 label of at most 53 characters (it names the router's Helm release, which Helm bounds so)",
+        f"{K8S_NAMES}; https://helm.sh/docs/chart_template_guide/getting_started/ (release names)",
+        "router",
+        "g" * 54,
+        "g" * 53,
+    ),
+    "serving.model": Rule(
+        "a model name whose last path segment is a label value (at most 63 letters, digits, '-', '_', '.', "
+        "alphanumeric at both ends): it labels every pod llm-d.ai/model",
+        LABELS,
+        "serving-pods",
+        "Qwen/Qwen 3",
+        "o/" + "m" * 63,
+    ),
+    "serving.servedModelName": Rule(
+        "a string (what clients send as `model`), or unset for serving.model",
+        "vllm-project/vllm vllm/config/model.py (served_model_name)",
+        "serving-pods",
+        3,
+        "m",
+    ),
+    "serving.weightsBucket": Rule(
+        "a string (the bucket's name)",
+        "https://cloud.google.com/storage/docs/buckets#naming",
+        "serving-pods",
+        3,
+        "b" * 3,
+    ),
+    "serving.modelPath": Rule(
+        "a Cloud Storage object path inside the bucket: 1-1024 bytes of UTF-8, no line breaks, no leading /",
+        GCS_OBJECTS,
+        "serving-pods",
+        "/models",
+        "m" * 1024,
+    ),
+    "serving.image": Rule(
+        "an OCI image reference, [registry[:port]/]repository[:tag][@digest], lowercase repository, tag up to "
+        "128 characters, name up to 255",
+        OCI,
+        "serving-pods",
+        "docker.io/vLLM/vllm-tpu:nightly",
+        "localhost:5000/v/t:" + "x" * 128 + "@sha256:" + "a" * 64,
+    ),
+    "serving.maxModelLen": Rule("an integer of at least 1", VLLM_SCHEDULER, "serving-pods", 0, 1),
+    "serving.maxNumBatchedTokens": Rule(
+        "an integer of at least 1 and at least serving.maxNumSeqs", VLLM_SCHEDULER, "serving-pods", 511, 512
+    ),
+    "serving.maxNumSeqs": Rule(
+        "an integer of at least 1 and at most serving.maxNumBatchedTokens", VLLM_SCHEDULER, "serving-pods", 8193, 1
+    ),
+    "serving.kvCacheDtype": Rule(
+        "a vLLM --kv-cache-dtype: auto, float16, bfloat16, int8, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla",
+        VLLM_CACHE,
+        "serving-pods",
+        "fp9",
+        "auto",
+    ),
+    "serving.enableExpertParallel": Rule("true or false", THIS_PROGRAM, "serving-pods", "maybe", False),
+    "serving.weightsVia": Rule("stream or mount", THIS_PROGRAM, "serving-pods", "copy", "mount"),
+    "serving.startupTimeoutSeconds": Rule(
+        "an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine)",
+        "manifests/vllm-pod.yaml (--ray_init_timeout, VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT)",
+        "serving-pods",
+        3599,
+        3600,
+    ),
+    "serving.{prefill,decode}.name": Rule(
+        f"a DNS-1035 label of at most {LWS_NAME_MAX} characters, or unset for kueue-vllm-<role>-model-streamer",
+        f"{LWS_SERVICE}; {LLMD_LIMITS}",
+        "serving-replicas",
+        "x" * (LWS_NAME_MAX + 1),
+        "x" * LWS_NAME_MAX,
+    ),
+    "serving.{prefill,decode}.replicas": Rule(
+        "an integer of at least 1 (LWS groups, one slice each)", THIS_PROGRAM, "serving-replicas", 0, 1
+    ),
+    "serving.{prefill,decode}.topology": Rule(
+        "a topology AxBxC that is a partition of a cube or whole cubes, within tpu.cubes",
+        f"{DYNAMIC_SLICING}; {TPU7X}",
+        "serving-pods",
+        "2x2",
+        "2x2x1",
+    ),
+    "serving.{prefill,decode}.priority": Rule(
+        "a key of kueue.priorities", THIS_PROGRAM, "serving-replicas", "urgent", "low-priority-1000"
+    ),
+    "serving.{prefill,decode}.tensorParallelSize": Rule(
+        "unset, or exactly the slice's chips x TensorCores per chip (16 for 2x2x2 on tpu7x)",
+        f"{TPU7X} (2 TensorCores per chip)",
+        "serving-pods",
+        8,
+        16,
+    ),
+    "serving.{prefill,decode}.resources.cpu": Rule(
+        "a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: "
+        "224 vCPUs less GKE's reservation); requests = limits",
+        f"{QUANTITY}; {TPU7X}; {NODE_SIZES}",
+        "serving-pods",
+        "224",
+        "223370m",
+    ),
+    "serving.{prefill,decode}.resources.memory": Rule(
+        "a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: "
+        "960 GiB less GKE's reservation and eviction threshold); requests = limits",
+        f"{QUANTITY}; {TPU7X}; {NODE_SIZES}",
+        "serving-pods",
+        "934Gi",
+        "1Ki",
+    ),
+    "serving.gateway.name": Rule(
+        "a DNS-1123 label (at most 63)",
+        f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
+        "gateway",
+        "Gateway",
+        "g" * 63,
+    ),
+    "serving.gateway.className": Rule(
+        "a single-cluster GKE GatewayClass: gke-l7-rilb, gke-l7-regional-external-managed, "
+        "gke-l7-global-external-managed, gke-l7-gxlb",
+        GATEWAY_CLASSES,
+        "gateway",
+        "gke-l7-rilb-mc",
+        "gke-l7-gxlb",
+    ),
+    "serving.router.chart": Rule(
+        "an OCI chart reference, oci://<registry>/<path>", HELM_OCI, "router", "ghcr.io/llm-d/charts/x", "oci://r/c"
+    ),
+    "serving.router.version": Rule(
+        "a pinned chart version v0.10.0 or later, or v0 (main's floating chart)",
+        f"{ROUTER_RELEASE}; components/modelserver.py (the sidecar flags of v0.10.0)",
+        "router",
+        "v0.9.0",
+        "v0",
+    ),
+    "serving.router.peakPrefillThroughput": Rule(
+        "a number greater than 0 (tokens/s of one prefill server)",
+        "llm-d guides/recipes/router (prefix-cache-affinity-filter)",
+        "router",
+        0,
+        0.001,
+    ),
+    "serving.routingSidecar.image": Rule(
+        "an OCI image reference pinned by a release tag (v0.10.0 or later, not latest/main) or a digest, not "
+        "llm-d-routing-sidecar; or unset for the router's own release",
+        f"{OCI}; {ROUTER_RELEASE}",
+        "serving-pods",
+        "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
+        "mirror.example/llm-d/sidecar@sha256:" + "0" * 64,
+    ),
+    "observability.{enabled,scraping,dashboard,alerts}": Rule(
+        "true or false", THIS_PROGRAM, "observability", "maybe", False
+    ),
+    "observability.scrapeInterval": Rule(
+        "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest unit first (30s, 1m30s, "
+        "1500ms); no y, which the CRD's duration format does not know",
+        PROM_DURATION,
+        "observability",
+        "1.5m",
+        "1m30s",
+    ),
+    "observability.{pendingWorkloadMinutes,noReadyLeaderMinutes,quotaFullMinutes}": Rule(
+        "an integer from 1 to 1440", THIS_PROGRAM, "observability", 1441, 1440
+    ),
+    "observability.notificationChannels": Rule(
+        "a list of distinct notification channel names, projects/<project ID or number>/notificationChannels/<id>",
+        CHANNELS_API,
+        "observability",
+        ["projects/p/notificationChannels/1"],
+        ["projects/123/notificationChannels/1", "projects/my-tpu-project/notificationChannels/2"],
+    ),
+    "hfToken": Rule(
+        "a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty "
+        "= weights preloaded, no Secret",
+        PULUMI_SECRETS,
+        "secret",
+        _TOKEN,
+        "",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One leaf key of the settings model."""
+
+    path: str
+    type: str
+    default: str
+    secret: bool
+    description: str
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or type(annotation).__name__ == "UnionType":
+        parts = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(parts) + (" (optional)" if type(None) in args else "")
+    if origin is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean", _dt.datetime: "RFC 3339 time"}
+    if isinstance(annotation, type) and issubclass(annotation, SecretStr):
+        return "secret string"
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    args = typing.get_args(annotation) or (annotation,)
+    return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+def _show_default(value: Any) -> str:
+    if value is PydanticUndefined:
+        return "required"
+    if value is None:
+        return "unset"
+    if isinstance(value, SecretStr):
+        return "unset"
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return f"`{json.dumps(value) if not isinstance(value, str) else value}`" if value != "" else '`""`'
+
+
+def _walk(model: type[BaseModel], prefix: str, defaults: BaseModel | None, optional: str) -> list[Key]:
+    out: list[Key] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"
+        subs = _models(info.annotation)
+        if defaults is not None:
+            default = getattr(defaults, name)
+        elif info.default_factory is not None:
+            default = info.get_default(call_default_factory=True, validated_data={})
+        else:
+            default = info.default
+        if subs:
+            sub_defaults = default if isinstance(default, BaseModel) else None
+            note = optional or (f"unset: {path} is optional" if default is None else "")
+            out += _walk(subs[0], f"{path}.", sub_defaults, note)
+            continue
+        shown = _show_default(default)
+        if optional and shown == "required":
+            shown = f"required when `{prefix.rstrip('.')}` is set"
+        out.append(
+            Key(
+                path=path,
+                type=_type_name(info.annotation),
+                default=shown,
+                secret=path in SECRET_PATHS,
+                description=info.description or "",
+            )
+        )
+    return out
+
+
+def keys() -> list[Key]:
+    """Every leaf key of the settings model, in model order."""
+    return _walk(Settings, "", None, "")
+
+
+def expanded_rules() -> dict[str, Rule]:
+    """RULES with their `{a,b}` patterns expanded to one entry per key."""
+    out: dict[str, Rule] = {}
+    for pattern, rule in RULES.items():
+        for path in _expand(pattern):
+            if path in out:
+                raise ValueError(f"{path} has two rules in components/model/reference.py RULES")
+            out[path] = rule
+    return out
+
+
+def config_key(path: str) -> str:
+    return "gcp:project" if path == "project" else f"{PROJECT}:{path}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str) and len(value) > 8 and len(set(value)) == 1:
+        return f"`{value[0]}` x {len(value)}"
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"`{_cell(text)}`" if text != "" else '`""`'
+
+
+def _source(text: str) -> str:
+    """URLs as links, the rest (upstream code paths) as written."""
+    return re.sub(r"(https?://[^\s;,)]+)", r"<\1>", _cell(text))
+
+
+HEADER = """# Configuration reference
+
+<!-- Generated from the settings model by `python -m components reference --write`; do not edit by hand.
+     tests/test_configuration_reference.py fails when this file is out of date. -->
+
+Every key the program reads, with its type, its default, the values it accepts and where that rule comes
+from, and what changing it does. Project keys are written `gke-tpu-slicing:<key>` in a stack file; nested
+keys are set with `--path` (`pulumi config set --path 'tpu.reservation.name' my-reservation`); a key typed
+without `--path` (`pulumi config set tpu.cubes 4`) is stored as one flat key the program refuses, naming the
+fix. `gcp:project` is the Google Cloud provider's own key.
+
+Bad configuration stops `pulumi preview` (and `python -m components plan`, `render`, `import-file`) before
+anything is created, with one error listing every problem: the key, its value and what is allowed. Secret
+values are never printed: a secret key in plain text is refused with the `pulumi config set --secret` fix,
+and a value that looks like a credential is redacted under any key.
+
+Each rule is never stricter than the system that reads the value: where the cloud or the cluster accepts a
+whole grammar (a Kubernetes quantity, an OCI image reference, a Prometheus duration), all of it is accepted.
+The "refused" and "accepted" columns are tested: the first value is refused naming the key, the second (an
+edge of the rule) is accepted.
+"""
+
+
+def markdown() -> str:
+    """docs/configuration.md."""
+    rules = expanded_rules()
+    rows = [
+        "| key | type | default | allowed values | source of the rule | refused / accepted | when it changes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in keys():
+        rule = rules.get(key.path)
+        if rule is None:
+            rows.append(f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | **no rule recorded** | | | |")
+            continue
+        shown_refused = "a token in plain text" if key.secret else _value(rule.refused)
+        rows.append(
+            f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(rule.allowed)} | "
+            f"{_source(rule.source)} | {shown_refused} / {_value(rule.accepted)} | "
+            f"[{rule.change}]({CHANGES}#{rule.change}) |"
+        )
+    secret = ", ".join(f"`{p}`" for p in sorted(SECRET_PATHS))
+    return (
+        HEADER
+        + "\n"
+        + "\n".join(rows)
+        + f"\n\nSecret keys (typed as secrets in the model, so any new one is treated alike): {secret}.\n"
+    )
