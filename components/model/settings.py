@@ -672,7 +672,8 @@ def load(
     if problems:
         raise ConfigError(
             f"invalid stack configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  "
-            + "\n  ".join(problems)
+            # Credential-shaped text is redacted wherever it sits, key names included.
+            + "\n  ".join(redact_text(line) for line in problems)
         )
     assert settings is not None
     return settings
