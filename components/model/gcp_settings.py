@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import Literal
 
@@ -138,15 +138,6 @@ class MaintenanceExclusion(Model):
             raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
         # An exclusion that is over protects nothing, and GKE rejects adding one that has ended.
         now = (info.context or {}).get("now")
-        # "No upgrades" exclusions last at most 30 days
-        # (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions#scope_of_maintenance_to_exclude).
-        if self.scope == "NO_UPGRADES" and self.end - self.start > timedelta(days=30):
-            raise SettingError(
-                "end",
-                self.rfc3339(self.end),
-                f"at most 30 days after start {self.rfc3339(self.start)} for scope NO_UPGRADES (GKE's limit); "
-                "use NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES for a longer window",
-            )
         if now is not None and self.end <= now:
             raise SettingError(
                 "end",

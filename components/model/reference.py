@@ -240,16 +240,16 @@ RULES: dict[str, Rule] = {
         MAINTENANCE,
         "cluster",
         "2026-12-01T00:00:00",
-        "2026-11-20T00:00:01Z",
+        "2026-12-19T23:59:59Z",
         _EXCLUSION,
     ),
     "cluster.maintenanceExclusion.end": Rule(
-        "an RFC 3339 time with a zone, after start and in the future; at most 30 days after start for scope "
-        "NO_UPGRADES",
+        "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
+        "ended)",
         MAINTENANCE,
         "cluster",
-        "2027-01-01T00:00:01Z",
-        "2026-12-31T00:00:00Z",
+        "2026-11-30T12:00:00Z",
+        "2026-12-01T00:00:01Z",
         _EXCLUSION,
     ),
     "cluster.maintenanceExclusion.scope": Rule(
