@@ -34,8 +34,8 @@ _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 GCE_NAME_MAX = 63
 GKE_CLUSTER_NAME_MAX = 40
-# NodePool.name: GKE refuses node pool names over 40 characters ("Node pool name ... must be at most 40
-# characters", the API's validation message; gcloud container node-pools create documents the same bound).
+# GKE refuses node pool names over 40 characters (the API's own limit; not in the REST reference, reported in
+# https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67 "limited to 40 symbols by GCP").
 NODE_POOL_NAME_MAX = 40
 # Private address space: RFC 1918 and RFC 6598 (shared address space), the ranges GCE subnets use without
 # "privately used public IPs" (https://cloud.google.com/vpc/docs/subnets#valid-ranges).

@@ -186,17 +186,19 @@ class KueueSettings(Model):
     cpu_quota: str = "999999"
     memory_quota: str = "999999Pi"
 
-    # A namespace is a DNS-1123 label (k8s ValidateNamespaceName). The LocalQueue's name is also the value of
-    # the kueue.x-k8s.io/queue-name label on every workload, so it stays a label too.
-    _labels = field_validator("namespace", "local_queue")(classmethod(lambda cls, v: dns_label(v)))
-    # Kueue's cluster-scoped objects are referenced by name from other objects, and the pinned v0.17.4 CRDs
-    # pattern those references as DNS-1123 subdomains of at most 253 (ClusterQueueReference,
-    # ResourceFlavorReference, AdmissionCheckReference; TopologyReference likewise), so a subdomain is what
-    # Kueue accepts; the ClusterQueue name is also a label value of Kueue's metrics, hence at most 63.
-    _subdomains = field_validator("topology_name", "flavor_name", "admission_check_name")(
+    # A namespace is a DNS-1123 label (k8s ValidateNamespaceName).
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+    # Kueue's objects are custom resources, named by DNS-1123 subdomains, and the pinned v0.17.4 CRDs pattern
+    # references to them the same way (LocalQueue spec.clusterQueue, ResourceFlavor spec.topologyName,
+    # ClusterQueue flavors[].name: maxLength 253 and the subdomain pattern).
+    _subdomains = field_validator("topology_name", "flavor_name", "admission_check_name", "cluster_queue")(
         classmethod(lambda cls, v: dns_subdomain(v))
     )
-    _cq = field_validator("cluster_queue")(classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX)))
+    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload, so
+    # it is a label value as well: a subdomain of at most 63 characters.
+    _lq = field_validator("local_queue")(
+        classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label"))
+    )
 
     @field_validator("priorities")
     @classmethod

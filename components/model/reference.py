@@ -244,8 +244,7 @@ RULES: dict[str, Rule] = {
         _EXCLUSION,
     ),
     "cluster.maintenanceExclusion.end": Rule(
-        "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
-        "ended)",
+        "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has ended)",
         MAINTENANCE,
         "cluster",
         "2026-11-30T12:00:00Z",
@@ -299,7 +298,8 @@ RULES: dict[str, Rule] = {
     "tpu.poolPrefix": Rule(
         "a GKE node pool name prefix: RFC 1035, such that the last pool, <prefix>-<tpu.cubes>, has at most "
         "40 characters",
-        f"{GKE_NODE_POOL_API}; {GCE_NAMES}",
+        f"{GCE_NAMES}; GKE's 40-character node pool limit "
+        "(https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67)",
         "pool-prefix",
         "p" * 39,
         "p" * 38,
@@ -370,26 +370,21 @@ RULES: dict[str, Rule] = {
     "kueue.namespace": Rule(
         "a namespace name: a DNS-1123 label (at most 63)", K8S_NAMES, "kueue-names", "llm_d", "a" * 63
     ),
-    "kueue.{topologyName,flavorName,admissionCheckName}": Rule(
-        "a DNS-1123 subdomain (at most 253): Kueue's CRDs pattern references to these objects so",
+    "kueue.{topologyName,flavorName,admissionCheckName,clusterQueue}": Rule(
+        "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "
+        "these objects so",
         f"{K8S_NAMES}; {KUEUE_CRDS}",
         "kueue-names",
         "Slice_RF",
         "a." * 126 + "a",
     ),
-    "kueue.clusterQueue": Rule(
-        "a DNS-1123 subdomain of at most 63 characters (it is also a label value of Kueue's metrics)",
-        f"{KUEUE_CRDS}; {LABELS}",
-        "kueue-names",
-        "c" * 64,
-        "c.q",
-    ),
     "kueue.localQueue": Rule(
-        "a DNS-1123 label (at most 63): it is the kueue.x-k8s.io/queue-name label of every workload",
+        "a DNS-1123 subdomain of at most 63 characters: it is also the kueue.x-k8s.io/queue-name label of every "
+        "workload",
         f"{K8S_NAMES}; {LABELS}",
         "kueue-names",
+        "l" * 64,
         "l.q",
-        "l" * 63,
     ),
     "kueue.priorities": Rule(
         "a non-empty map of WorkloadPriorityClass name (a DNS-1123 subdomain of at most 63, the "
@@ -451,7 +446,7 @@ RULES: dict[str, Rule] = {
     "serving.enabled": Rule("true or false", THIS_PROGRAM, "serving-layer", "maybe", False),
     "serving.guide": Rule(
         "a DNS-1123 label of at most 53 characters (it names the router's Helm release, which Helm bounds so)",
-        f"{K8S_NAMES}; https://helm.sh/docs/chart_template_guide/getting_started/ (release names)",
+        f"{K8S_NAMES}; helm/helm pkg/chartutil/validate_name.go (maxReleaseNameLen = 53)",
         "router",
         "g" * 54,
         "g" * 53,
