@@ -315,10 +315,9 @@ class GatewaySettings(Model):
     name: str = "llm-d-inference-gateway"
     class_name: str = "gke-l7-rilb"
 
-    # Gateway API names are DNS-1123 subdomains (gateway-api v1.4.1 CRDs: ObjectName), and the GKE controller
-    # names its load balancer objects after namespace and name; the router chart also uses it in an HTTPRoute's
-    # parentRefs (SectionName/ObjectName), so it is kept to a DNS-1123 label (63).
-    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+    # A Gateway is a custom resource (a DNS-1123 subdomain), and the router chart's HTTPRoute names it in
+    # parentRefs[].name, an ObjectName of 1-253 characters (gateway-api v1.4.1 CRDs).
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_subdomain(v)))
 
     @field_validator("class_name")
     @classmethod
@@ -545,8 +544,13 @@ class ServingSettings(Model):
             )
         return v
 
-    # The guide names the router's Helm release (at most 53 characters) and labels every model server.
-    _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))
+    # The guide names the router's Helm release (at most 53 characters: helm/helm pkg/chartutil/validate_name.go
+    # maxReleaseNameLen) and labels every model server. The chart names its EPP Service <release[:40]>-epp
+    # (llm-d/llm-d-router@71f4f099 config/charts/routerlib/templates/_helpers.tpl, llm-d-router.name), and a
+    # Service name is a DNS-1035 label: so the guide starts with a letter.
+    _guide = field_validator("guide")(
+        classmethod(lambda cls, v: dns1035_label(v, 53, ": it names the router's Helm release and EPP Service"))
+    )
 
     @property
     def routing_sidecar_image(self) -> str:

@@ -445,10 +445,12 @@ RULES: dict[str, Rule] = {
     ),
     "serving.enabled": Rule("true or false", THIS_PROGRAM, "serving-layer", "maybe", False),
     "serving.guide": Rule(
-        "a DNS-1123 label of at most 53 characters (it names the router's Helm release, which Helm bounds so)",
-        f"{K8S_NAMES}; helm/helm pkg/chartutil/validate_name.go (maxReleaseNameLen = 53)",
+        "a DNS-1035 label of at most 53 characters: it names the router's Helm release (Helm's bound) and its "
+        "EPP Service, <guide[:40]>-epp (a Service name starts with a letter)",
+        f"{K8S_NAMES}; helm/helm pkg/chartutil/validate_name.go (maxReleaseNameLen = 53); llm-d/llm-d-router "
+        "71f4f099 config/charts/routerlib/templates/_helpers.tpl (llm-d-router.name)",
         "router",
-        "g" * 54,
+        "1-guide",
         "g" * 53,
     ),
     "serving.model": Rule(
@@ -555,11 +557,11 @@ RULES: dict[str, Rule] = {
         "1Ki",
     ),
     "serving.gateway.name": Rule(
-        "a DNS-1123 label (at most 63)",
+        "a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName",
         f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
         "gateway",
         "Gateway",
-        "g" * 63,
+        "g." * 126 + "g",
     ),
     "serving.gateway.className": Rule(
         "a single-cluster GKE GatewayClass: gke-l7-rilb, gke-l7-regional-external-managed, "
