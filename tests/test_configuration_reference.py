@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from components.cli import reference as reference_cli
-from components.model.reference import RULES, _expand, config_key, expanded_rules, keys, markdown
+from components.model.reference import (
+    RULES,
+    WHAT,
+    _expand,
+    config_key,
+    expanded_rules,
+    expanded_what,
+    keys,
+    markdown,
+)
 from components.model.settings import SECRET_TOP_KEYS, ConfigError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,8 +78,9 @@ def test_every_key_has_a_rule() -> None:
 
 
 def test_every_rule_names_a_key() -> None:
-    stale = [p for pattern in RULES for p in _expand(pattern) if p not in KEYS]
-    assert not stale, f"RULES names keys the settings model does not have: {', '.join(stale)}"
+    stale = [p for table in (RULES, WHAT) for pattern in table for p in _expand(pattern) if p not in KEYS]
+    assert not stale, f"RULES or WHAT name keys the settings model does not have: {', '.join(stale)}"
+    expanded_what()  # no key described twice
 
 
 def test_every_rule_has_a_source_and_a_change_row() -> None:
@@ -96,7 +106,7 @@ def test_the_reference_is_up_to_date() -> None:
 def test_the_reference_has_one_row_per_key() -> None:
     text = markdown()
     for path in KEYS:
-        assert f"| `{path}` |" in text, path
+        assert text.count(f"| `{path}` |") == 1, path
 
 
 def test_reference_command_checks_and_exits_1_when_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

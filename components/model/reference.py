@@ -139,7 +139,7 @@ RULES: dict[str, Rule] = {
     "project": Rule(
         "a project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with '-'",
         PROJECT_IDS,
-        "cluster-replace",
+        "project",
         "My_Project",
         "a" * 6,
     ),
@@ -198,8 +198,8 @@ RULES: dict[str, Rule] = {
         "1.35.2-gke.1842000",
     ),
     "cluster.releaseChannel": Rule(
-        "RAPID, REGULAR, STABLE or EXTENDED (the provider's channels but UNSPECIFIED: dynamic slicing needs a "
-        "release channel)",
+        "RAPID, REGULAR, STABLE or EXTENDED: the provider's channels except UNSPECIFIED (no channel), since GKE "
+        "documents dynamic slicing on a release channel",
         f"{TF_CLUSTER} (release_channel.channel); {DYNAMIC_SLICING}",
         "cluster",
         "UNSPECIFIED",
@@ -228,7 +228,7 @@ RULES: dict[str, Rule] = {
         "23:59",
     ),
     "cluster.maintenanceExclusion.name": Rule(
-        "a string (GKE places no rule on exclusion names)",
+        "a string (the provider's schema has no rule for it)",
         f"{TF_CLUSTER} (maintenance_exclusion.exclusion_name)",
         "cluster",
         7,
@@ -329,7 +329,8 @@ RULES: dict[str, Rule] = {
     ),
     "tpu.reservation.consumeType": Rule(
         "SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT)",
-        f"{TF_CLUSTER} (reservation_affinity.consume_reservation_type); {DYNAMIC_SLICING}",
+        "hashicorp/terraform-provider-google-beta google-beta/services/container/node_config.go "
+        f"(reservation_affinity.consume_reservation_type); {DYNAMIC_SLICING}",
         "reservation",
         "SOME",
         "NONE",
@@ -449,7 +450,7 @@ RULES: dict[str, Rule] = {
         "EPP Service, <guide[:40]>-epp (a Service name starts with a letter)",
         f"{K8S_NAMES}; helm/helm pkg/chartutil/validate_name.go (maxReleaseNameLen = 53); llm-d/llm-d-router "
         "71f4f099 config/charts/routerlib/templates/_helpers.tpl (llm-d-router.name)",
-        "router",
+        "guide",
         "1-guide",
         "g" * 53,
     ),
@@ -516,7 +517,7 @@ RULES: dict[str, Rule] = {
     "serving.{prefill,decode}.name": Rule(
         f"a DNS-1035 label of at most {LWS_NAME_MAX} characters, or unset for kueue-vllm-<role>-model-streamer",
         f"{LWS_SERVICE}; {LLMD_LIMITS}",
-        "serving-replicas",
+        "serving-names",
         "x" * (LWS_NAME_MAX + 1),
         "x" * LWS_NAME_MAX,
     ),
@@ -559,7 +560,7 @@ RULES: dict[str, Rule] = {
     "serving.gateway.name": Rule(
         "a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName",
         f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
-        "gateway",
+        "serving-names",
         "Gateway",
         "g." * 126 + "g",
     ),
@@ -625,6 +626,93 @@ RULES: dict[str, Rule] = {
         _TOKEN,
         "",
     ),
+}
+
+
+# What each key sets, in a user's words (optional: a key without it still gets its row).
+WHAT: dict[str, str] = {
+    "project": "the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`",
+    "zone": "the TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part",
+    "network.prefix": "names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`",
+    "network.mtu": "the VPC's MTU (the largest GCE allows, as the codelab sets it)",
+    "network.tpuSubnetCidr": "primary range of the TPU and node subnet",
+    "network.proxySubnetCidr": "the proxy-only subnet the regional internal Gateway needs",
+    "network.internalSourceRanges": "source ranges of the allow-internal firewall rule",
+    "cluster.name": "the GKE cluster's name; the node service account is `<name[:24]>-nodes`",
+    "cluster.version": "the control plane's `min_master_version`",
+    "cluster.releaseChannel": "the cluster's release channel",
+    "cluster.systemMachineType": "machine type of the `system` pool (controllers, router)",
+    "cluster.systemNodeCount": "`system` nodes per zone of the regional cluster",
+    "cluster.deletionProtection": "GKE's deletion protection on the cluster",
+    "cluster.protect": "Pulumi `protect` on the cluster, system pool, TPU pools and workload policy",
+    "cluster.dailyMaintenanceStart": "start (HH:MM GMT) of the daily maintenance window",
+    "cluster.maintenanceExclusion.name": "the exclusion's name",
+    "cluster.maintenanceExclusion.start": "when the exclusion starts",
+    "cluster.maintenanceExclusion.end": "when the exclusion ends",
+    "cluster.maintenanceExclusion.scope": "which upgrades the exclusion holds back",
+    "tpu.machineType": "the TPU VM type (the TPU facts table, `components/model/geometry.py`)",
+    "tpu.cubeTopology": "one node pool's ICI block and the workload policy's accelerator topology",
+    "tpu.cubes": "TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling",
+    "tpu.workloadPolicyName": "name of the `HIGH_THROUGHPUT` workload policy",
+    "tpu.acceleratorTopologyMode": "how the workload policy connects the chips",
+    "tpu.poolPrefix": "TPU node pool names",
+    "tpu.reservation.name": "the reservation the pools consume",
+    "tpu.reservation.project": "the project owning the reservation (shared reservations)",
+    "tpu.reservation.block": "the reservation block the pools consume",
+    "tpu.reservation.consumeType": "the pools' reservation affinity",
+    "addons.{jobset,kueue,lws}.chart": "the add-on's OCI Helm chart",
+    "addons.{jobset,kueue,lws}.version": "the chart's pinned version",
+    "addons.{jobset,kueue,lws}.namespace": "the controller's namespace",
+    "addons.{jobset,kueue,lws}.controllerResources.{requests,limits}.{cpu,memory}": (
+        "the controller's resources (default: the pinned chart's own)"
+    ),
+    "addons.sliceController.manifestUrl": "the slice controller's manifest",
+    "addons.inferenceExtension.version": "the Gateway API Inference Extension CRDs' tag",
+    "kueue.namespace": "the workload namespace (LocalQueue, JobSets, serving)",
+    "kueue.{topologyName,flavorName,admissionCheckName,clusterQueue,localQueue}": "a Kueue object's name",
+    "kueue.priorities": "the WorkloadPriorityClasses",
+    "kueue.tpuQuota": "the ClusterQueue's `google.com/tpu` nominal quota",
+    "kueue.{cpuQuota,memoryQuota}": "the ClusterQueue's CPU or memory quota",
+    "demos.{subslicing,superslicing}.enabled": "whether that demo JobSet exists",
+    "demos.{subslicing,superslicing}.name": "the demo JobSet's name",
+    "demos.{subslicing,superslicing}.topology": "the demo's slice shape",
+    "demos.subslicing.replicas": "how many sub-slices the demo asks for",
+    "demos.{subslicing,superslicing}.priority": "the demo's Kueue priority class",
+    "serving.enabled": "the whole serving layer (HF Secret, KSA, bucket IAM, Gateway, router, LWS)",
+    "serving.guide": "the router's Helm release and the `llm-d.ai/guide` label the router selects pods by",
+    "serving.model": "the model; its last segment labels every pod `llm-d.ai/model`",
+    "serving.servedModelName": "vLLM `--served-model-name`, what clients send",
+    "serving.weightsBucket": "the weights bucket (GCS FUSE volume, XLA cache, bucket IAM)",
+    "serving.modelPath": "the weights' path inside the bucket (`--model=gs://<bucket>/<path>`)",
+    "serving.image": "the vLLM TPU image of prefill and decode",
+    "serving.{maxModelLen,maxNumBatchedTokens,maxNumSeqs}": "the vLLM flag of the same name",
+    "serving.kvCacheDtype": "vLLM `--kv-cache-dtype`",
+    "serving.enableExpertParallel": "vLLM `--enable-expert-parallel`",
+    "serving.weightsVia": "`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`",
+    "serving.startupTimeoutSeconds": "the leaders' startup-probe budget for loading the model",
+    "serving.{prefill,decode}.name": "the LeaderWorkerSet's name",
+    "serving.{prefill,decode}.replicas": "LWS groups, one slice each",
+    "serving.{prefill,decode}.topology": "each group's slice; the group size (its VMs) is derived",
+    "serving.{prefill,decode}.priority": "the groups' Kueue priority class",
+    "serving.{prefill,decode}.tensorParallelSize": "set only to assert the derived `--tensor-parallel-size`",
+    "serving.{prefill,decode}.resources.{cpu,memory}": "per-pod CPU or memory (requests = limits)",
+    "serving.gateway.name": "the Gateway's name",
+    "serving.gateway.className": "the Gateway's GKE class (default: regional internal)",
+    "serving.router.chart": "llm-d's router chart (EPP, InferencePool, HTTPRoute)",
+    "serving.router.version": "the router chart's release",
+    "serving.router.eppResources.{requests,limits}.{cpu,memory}": "the endpoint picker's resources",
+    "serving.router.peakPrefillThroughput": "the P/D decider's prefill throughput estimate (re-measure per hardware)",
+    "serving.routingSidecar.image": "the decode pods' routing sidecar (unset: the router's own release)",
+    "observability.enabled": "every scrape object, the dashboard and the alerts",
+    "observability.scraping": "the PodMonitorings (and Kueue's resource metrics)",
+    "observability.dashboard": "the Cloud Monitoring dashboard",
+    "observability.alerts": "the alert policies",
+    "observability.scrapeInterval": "how often Managed Prometheus scrapes vLLM and Kueue",
+    "observability.{pendingWorkloadMinutes,noReadyLeaderMinutes,quotaFullMinutes}": (
+        "how long the condition holds before that alert fires"
+    ),
+    "observability.notificationChannels": "the channels the alerts notify (none: incidents in the console only)",
+    "hfToken": "the Hugging Face token (a Secret and `HF_TOKEN`); unset or empty when the weights are preloaded",
 }
 
 
@@ -709,15 +797,23 @@ def keys() -> list[Key]:
     return _walk(Settings, "", None, "")
 
 
-def expanded_rules() -> dict[str, Rule]:
-    """RULES with their `{a,b}` patterns expanded to one entry per key."""
-    out: dict[str, Rule] = {}
-    for pattern, rule in RULES.items():
+def _expanded(table: dict[str, Any], name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pattern, value in table.items():
         for path in _expand(pattern):
             if path in out:
-                raise ValueError(f"{path} has two rules in components/model/reference.py RULES")
-            out[path] = rule
+                raise ValueError(f"{path} has two entries in components/model/reference.py {name}")
+            out[path] = value
     return out
+
+
+def expanded_rules() -> dict[str, Rule]:
+    """RULES with their `{a,b}` patterns expanded to one entry per key."""
+    return _expanded(RULES, "RULES")
+
+
+def expanded_what() -> dict[str, str]:
+    return _expanded(WHAT, "WHAT")
 
 
 def config_key(path: str) -> str:
@@ -742,45 +838,67 @@ def _source(text: str) -> str:
     return re.sub(r"(https?://[^\s;,)]+)", r"<\1>", _cell(text))
 
 
-HEADER = """# Configuration reference
+HEADER = """# Configuration
 
 <!-- Generated from the settings model by `python -m components reference --write`; do not edit by hand.
-     tests/test_configuration_reference.py fails when this file is out of date. -->
+     tests/test_configuration_reference.py fails when this page is out of date. -->
 
-Every key the program reads, with its type, its default, the values it accepts and where that rule comes
-from, and what changing it does. Project keys are written `gke-tpu-slicing:<key>` in a stack file; nested
-keys are set with `--path` (`pulumi config set --path 'tpu.reservation.name' my-reservation`); a key typed
-without `--path` (`pulumi config set tpu.cubes 4`) is stored as one flat key the program refuses, naming the
-fix. `gcp:project` is the Google Cloud provider's own key.
+`Pulumi.yaml` declares the project; `Pulumi.dev.yaml` is the codelab's deployment. The settings model
+(`components/model/settings.py` and the modules beside it) is the single source of truth: unknown keys are
+refused, keys are camelCase, defaults are the codelab's values. Project keys are `gke-tpu-slicing:<section>`
+maps in the stack file; set a nested key with `--path` (`pulumi config set --path 'tpu.reservation.name'
+my-reservation`). A key typed without `--path` (`pulumi config set tpu.cubes 4`) is stored as one flat key,
+which the program refuses with the command that fixes it. `gcp:project` is the Google Cloud provider's key.
 
-Bad configuration stops `pulumi preview` (and `python -m components plan`, `render`, `import-file`) before
-anything is created, with one error listing every problem: the key, its value and what is allowed. Secret
-values are never printed: a secret key in plain text is refused with the `pulumi config set --secret` fix,
-and a value that looks like a credential is redacted under any key.
+Bad configuration stops `pulumi preview`, and the offline commands (`python -m components plan`, `render`,
+`import-file`), before anything is created, with one error listing every problem it can find: the key, its
+value and what is allowed.
 
-Each rule is never stricter than the system that reads the value: where the cloud or the cluster accepts a
-whole grammar (a Kubernetes quantity, an OCI image reference, a Prometheus duration), all of it is accepted.
-The "refused" and "accepted" columns are tested: the first value is refused naming the key, the second (an
-edge of the rule) is accepted.
+```
+invalid stack configuration (2 problems):
+  gke-tpu-slicing:network.proxySubnetCidr = '10.10.4.0/26': must not overlap network.tpuSubnetCidr 10.10.0.0/18
+  gke-tpu-slicing:serving.prefill.priority = 'urgent': one of kueue.priorities: low-priority-1000, ...
+```
+
+A rule between keys is checked even when another, unrelated key is invalid, so fixing one problem does not
+reveal the next. A bad `--set` of an offline command is one line naming the key, what is wrong and how to
+write it (exit code 2); a placeholder left in a stack file names both `pulumi config set` and `--set`.
+
+**Secrets.** `hfToken` (and any secret key) must be a Pulumi secret: `pulumi config set --secret hfToken
+<token>`. In plain text it is refused, by the program and by every offline command, with that fix. No error,
+warning or log line prints a secret's value, nor anything shaped like a credential (a Hugging Face, GitHub,
+GitLab or Google token, an API key, a private key), whatever key it was put under: it shows as `[secret]`.
+A value given to an offline command with `--set hfToken=...` is treated as a secret too.
+
+**Rules.** Each key's rule is the one the system that reads the value applies, and never stricter: names
+follow the grammar and length Google Cloud or Kubernetes accepts for that kind of object, including every
+name the program derives from them (for example the Jobs JobSet names `<name>-job-jax-<index>`, or the last
+node pool `<poolPrefix>-<cubes>`); where the consumer accepts a whole grammar (a Kubernetes quantity, an OCI
+image reference, a Prometheus duration such as `1m30s`), all of it is accepted. The table gives each rule's
+source. The "refused / accepted" column is tested: the first value is refused naming the key, the second, an
+edge of the rule, is accepted. "Changing it" links to what a change of the key does to a running deployment.
+
+## Reference
 """
 
 
 def markdown() -> str:
     """docs/configuration.md."""
-    rules = expanded_rules()
+    rules, what = expanded_rules(), expanded_what()
     rows = [
-        "| key | type | default | allowed values | source of the rule | refused / accepted | when it changes |",
-        "|---|---|---|---|---|---|---|",
+        "| key | what it sets | type | default | allowed values | source of the rule | refused / accepted "
+        "| changing it |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key in keys():
         rule = rules.get(key.path)
+        head = f"| `{key.path}` | {_cell(what.get(key.path, ''))} | {_cell(key.type)} | {_cell(key.default)} |"
         if rule is None:
-            rows.append(f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | **no rule recorded** | | | |")
+            rows.append(f"{head} **no rule recorded** | | | |")
             continue
         shown_refused = "a token in plain text" if key.secret else _value(rule.refused)
         rows.append(
-            f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(rule.allowed)} | "
-            f"{_source(rule.source)} | {shown_refused} / {_value(rule.accepted)} | "
+            f"{head} {_cell(rule.allowed)} | {_source(rule.source)} | {shown_refused} / {_value(rule.accepted)} | "
             f"[{rule.change}]({CHANGES}#{rule.change}) |"
         )
     secret = ", ".join(f"`{p}`" for p in sorted(SECRET_PATHS))
