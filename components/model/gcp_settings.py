@@ -171,9 +171,9 @@ class ClusterSettings(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        # Cluster.name: "Lowercase letters, numbers, and hyphens only. Must start with a letter. Must end with a
-        # number or a letter. Must be between 1 and 40 characters"
-        # (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster).
+        # Cluster.name: "can be up to 40 characters ... Lowercase letters, numbers, and hyphens only. Must start
+        # with a letter. Must end with a number or a letter" (googleapis/googleapis@f8291d2b
+        # google/container/v1/cluster_service.proto:2912).
         return gce_name(v, GKE_CLUSTER_NAME_MAX, "a GKE cluster name")
 
     @field_validator("version")
@@ -213,8 +213,9 @@ class ReservationSettings(Model):
     @field_validator("block")
     @classmethod
     def _block(cls, v: str) -> str:
-        # GCE names a reservation's blocks itself: "1-63 characters long, and comply with RFC1035" (compute API
-        # ReservationBlock.name). Whether the block exists is only known to the cloud.
+        # GCE names a reservation's blocks itself: "1-63 characters long, and comply with RFC1035"
+        # (googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto:65408, ReservationBlock.name).
+        # Whether the block exists is only known to the cloud.
         return v if v == "" else gce_name(v, GCE_NAME_MAX, 'a reservation block name (or "" for the whole reservation)')
 
     @field_validator("project")

@@ -96,9 +96,7 @@ class HelmAddonSettings(Model):
     @field_validator("chart")
     @classmethod
     def _chart(cls, v: str) -> str:
-        if not v.startswith("oci://"):
-            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
-        return v
+        return oci_chart(v)
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
 
@@ -382,6 +380,17 @@ def image_reference(v: str) -> str:
     return v
 
 
+def oci_chart(v: str) -> str:
+    """oci://<registry>/<repository> (https://helm.sh/docs/topics/registries/): an OCI name with a registry."""
+    m = OCI_REFERENCE_RE.match(v.removeprefix("oci://"))
+    if not v.startswith("oci://") or not m or "/" not in m["name"] or m["tag"] or m["digest"]:
+        raise ValueError(
+            "an OCI chart reference, oci://<registry>/<repository> (lowercase repository, no tag: the version "
+            "key pins it)"
+        )
+    return v
+
+
 # vLLM's --kv-cache-dtype choices (vllm-project/vllm vllm/config/cache.py, CacheDType), the union over the
 # releases around the pinned nightly (float16 and int8 come and go between releases).
 VLLM_KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "int8", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
@@ -431,9 +440,7 @@ class RouterSettings(Model):
     @field_validator("chart")
     @classmethod
     def _chart(cls, v: str) -> str:
-        if not v.startswith("oci://"):
-            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
-        return v
+        return oci_chart(v)
 
 
 class RoutingSidecarSettings(Model):

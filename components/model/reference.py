@@ -27,7 +27,8 @@ from components.model.settings import SECRET_PATHS, Settings
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
 GKE_CLUSTER_API = (
-    "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster"
+    "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster; "
+    "googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto:2912 (Cluster.name)"
 )
 GKE_NODE_POOL_API = (
     "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools"
@@ -47,7 +48,11 @@ MAINTENANCE = (
 NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
 MACHINES = "https://cloud.google.com/compute/docs/general-purpose-machines"
 TPU7X = "https://cloud.google.com/tpu/docs/tpu7x"
-RESERVATION_BLOCK_API = "https://cloud.google.com/compute/docs/reference/rest/beta/reservationBlocks"
+RESERVATION_BLOCK_API = (
+    "googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto:65408 (ReservationBlock.name: "
+    "1-63 characters, RFC 1035)"
+)
+RESERVATION_API = "googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto (Reservation.name)"
 QUANTITY = "kubernetes/apimachinery pkg/api/resource/quantity.go (ParseQuantity)"
 REQUESTS_LIMITS = "kubernetes/kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements)"
 HELM_OCI = "https://helm.sh/docs/topics/registries/"
@@ -306,7 +311,7 @@ RULES: dict[str, Rule] = {
     ),
     "tpu.reservation.name": Rule(
         "a GCE reservation name (RFC 1035, 1-63 characters); required when tpu.cubes > 0 with SPECIFIC",
-        GCE_NAMES,
+        f"{RESERVATION_API}; {GCE_NAMES}",
         "reservation",
         "my reservation",
         "r" * 63,
@@ -337,10 +342,10 @@ RULES: dict[str, Rule] = {
         {"tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}},
     ),
     "addons.{jobset,kueue,lws}.chart": Rule(
-        "an OCI chart reference, oci://<registry>/<path>",
-        HELM_OCI,
+        "an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it)",
+        f"{HELM_OCI}; {OCI}",
         "addon-version",
-        "https://example.com/chart",
+        "oci://registry.k8s.io/jobset/charts/JobSet",
         "oci://r/c",
     ),
     "addons.{jobset,kueue,lws}.version": Rule(
@@ -573,7 +578,11 @@ RULES: dict[str, Rule] = {
         "gke-l7-gxlb",
     ),
     "serving.router.chart": Rule(
-        "an OCI chart reference, oci://<registry>/<path>", HELM_OCI, "router", "ghcr.io/llm-d/charts/x", "oci://r/c"
+        "an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it)",
+        f"{HELM_OCI}; {OCI}",
+        "router",
+        "ghcr.io/llm-d/charts/x",
+        "oci://r/c",
     ),
     "serving.router.version": Rule(
         "a pinned chart version v0.10.0 or later, or v0 (main's floating chart)",
