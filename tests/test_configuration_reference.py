@@ -148,3 +148,34 @@ def test_a_legal_edge_value_is_accepted(path: str) -> None:
 
 def test_the_base_configuration_is_valid() -> None:
     load(BASE, PROJECT_ID, now=NOW)
+
+
+def test_a_new_key_of_any_shape_is_picked_up_from_its_model() -> None:
+    from typing import Literal
+
+    from pydantic import Field, SecretStr
+
+    from components.model import reference
+    from components.model.checks import Model
+
+    class Sub(Model):
+        name: str = "a"
+
+    class Section(Model):
+        sub_blocks: list[Sub] = Field(default_factory=list)
+        mode: Literal["a", "b"] = "a"
+        token: SecretStr | None = None
+        nested: Sub = Field(default_factory=dict)
+
+    found = {k.path: k for k in reference._walk(Section, "tpu.", None, "")}
+    assert list(found) == ["tpu.subBlocks", "tpu.mode", "tpu.token", "tpu.nested.name"]
+    assert found["tpu.mode"].type == "one of `a`, `b`" and found["tpu.mode"].default == "`a`"
+    assert found["tpu.token"].secret and not found["tpu.mode"].secret
+
+
+def test_a_key_without_a_rule_is_listed_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.model import reference
+
+    extra = reference.Key("serving.newKey", "string", "`x`", False, "")
+    monkeypatch.setattr(reference, "keys", lambda: [*keys(), extra])
+    assert "| `serving.newKey` |  | string | `x` | **no rule recorded** |" in reference.markdown()

@@ -22,7 +22,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
 from components.model.checks import K8S_NAMES, LWS_NAME_MAX, PROJECT
-from components.model.settings import SECRET_PATHS, Settings
+from components.model.settings import SECRET_PATHS, Settings, _is_secret
 
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
@@ -754,6 +754,9 @@ def _type_name(annotation: Any) -> str:
 
 
 def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The section model a field holds (itself or optional); a list or map of models is one key."""
+    if typing.get_origin(annotation) in (list, dict, tuple, set):
+        return []
     args = typing.get_args(annotation) or (annotation,)
     return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
 
@@ -794,7 +797,7 @@ def _walk(model: type[BaseModel], prefix: str, defaults: BaseModel | None, optio
                 path=path,
                 type=_type_name(info.annotation),
                 default=shown,
-                secret=path in SECRET_PATHS,
+                secret=_is_secret(info.annotation),
                 description=info.description or "",
             )
         )
