@@ -95,3 +95,22 @@ def test_the_reference_command_is_listed() -> None:
     from components.__main__ import COMMANDS as ALL
 
     assert "reference" in ALL
+
+
+def test_the_real_process_prints_one_line_and_exits_2() -> None:
+    # The whole path a user runs, python -m components, in a process of its own: no traceback, no token.
+    import subprocess
+    import sys
+
+    token = "hf_" + "Q" * 34
+    proc = subprocess.run(
+        [sys.executable, "-m", "components", "plan", "--stack", "dev", "--set", f"hfToken=@{token}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set hfToken:"), proc.stderr
+    assert token not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
