@@ -37,7 +37,7 @@ cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, iden
 k8s = cluster.provider
 addons = Addons(settings, k8s)
 # The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (README "Teardown").
+# the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
 capacity = TpuCapacity(
     "capacity", settings, cluster.cluster, identity.email, after_identity, after=[addons.slice_controller]
 )
@@ -56,6 +56,7 @@ serving = (
         proxy_subnet=network.proxy_subnet,
         pools=capacity.pools,
         project_api=services.services["cloudresourcemanager"],
+        storage_api=[services.services["storage"]],
     )
     if settings.serving.enabled
     else None

@@ -72,8 +72,13 @@ FIGURES: dict[str, Figure] = {
         5, ESTIMATE, "the object; GKE programs the load balancer asynchronously in both"
     ),
     "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": Figure(2, ESTIMATE, "admission and pods run after, in both"),
-    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(2, ESTIMATE, "model loading runs after, in both"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": Figure(5, ESTIMATE, "weights bucket roles"),
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(
+        2, ESTIMATE, "the object; `up` then waits for its leaders to load the model, as long as in both: left out"
+    ),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": Figure(5, ESTIMATE, "weights and XLA cache bucket roles"),
+    # buckets.insert answers with the created bucket, no long-running operation
+    # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert).
+    "gcp:storage/bucket:Bucket": Figure(2, ESTIMATE, "the XLA cache bucket: one synchronous call"),
     "gcp:monitoring/dashboard:Dashboard": Figure(
         2, f"{ESTIMATE}; one synchronous call ({DASHBOARD_CREATE})", "dashboard JSON"
     ),
@@ -110,7 +115,7 @@ def in_cluster(node: Node) -> bool:
 
 def pools_before_addons(nodes: dict[str, Node]) -> dict[str, Node]:
     """The graph without the TPU pools' waits for the cluster's objects (the slice controller, which waits for
-    Kueue and JobSet): a what-if for what that ordering, kept for teardown (README "Teardown"), costs."""
+    Kueue and JobSet): a what-if for what that ordering, kept for teardown (docs/teardown.md), costs."""
     out = graph.without_edges(nodes, lambda node, waited: is_tpu_pool(node) and in_cluster(waited))
     for n in out.values():
         if is_tpu_pool(n) and graph.waits_transitively(out, n.urn, in_cluster):

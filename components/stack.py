@@ -39,17 +39,12 @@ def clock() -> datetime:
     return datetime.now(UTC)
 
 
-# True while an offline command (`python -m components render`) runs the program: its errors then also name
-# the command's `--set`.
-OFFLINE_COMMAND = False
-
-
 def load_settings() -> Settings:
     raw = _project_config()
     project = pulumi.Config("gcp").get("project")
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(f"{PROJECT}:{k}"))
     try:
-        settings = load(raw, project, secret_keys, now=clock(), cli=OFFLINE_COMMAND)
+        settings = load(raw, project, secret_keys, now=clock())
     except ConfigError as err:
         # One message, then stop: nothing has been registered yet.
         raise pulumi.RunError(str(err)) from None

@@ -12,12 +12,26 @@ from components.model.settings import ConfigError, load
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
+# Keys without a default the tests do not vary: merged under every configuration below.
+REQUIRED: dict[str, Any] = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
 P = "gke-tpu-slicing"
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if both else value
+    return out
+
+
+def ok(raw: dict[str, Any], project: str = "my-tpu-project") -> None:
+    load(merge(REQUIRED, raw), project, now=NOW)
 
 
 def problems(raw: dict[str, Any], project: str = "my-tpu-project") -> list[str]:
     with pytest.raises(ConfigError) as err:
-        load(raw, project, now=NOW)
+        load(merge(REQUIRED, raw), project, now=NOW)
     lines = str(err.value).splitlines()
     assert lines[0] == f"invalid stack configuration ({len(lines) - 1} problem{'s' if len(lines) > 2 else ''}):"
     return [line.strip() for line in lines[1:]]
@@ -68,7 +82,7 @@ def test_every_problem_of_one_section_and_between_sections() -> None:
 
 def test_the_longest_jobset_job_name_bounds_the_demo_name_with_its_replicas() -> None:
     name = "s" * 53
-    load({**BASE, "demos": {"subslicing": {"name": name, "replicas": 10}}}, "my-tpu-project", now=NOW)
+    ok({**BASE, "demos": {"subslicing": {"name": name, "replicas": 10}}})
     found = problems({**BASE, "demos": {"subslicing": {"name": name, "replicas": 11}}})
     assert f"{P}:demos.subslicing.name = '{name}': at most 52 characters here" in found[0], found
     assert f"'{name}-job-jax-10' would be 64" in found[0]
@@ -76,7 +90,7 @@ def test_the_longest_jobset_job_name_bounds_the_demo_name_with_its_replicas() ->
 
 def test_the_last_pool_name_bounds_the_pool_prefix_with_the_cube_count() -> None:
     prefix = "p" * 38
-    load({"tpu": {**BASE["tpu"], "poolPrefix": prefix, "cubes": 9}}, "my-tpu-project", now=NOW)
+    ok({"tpu": {**BASE["tpu"], "poolPrefix": prefix, "cubes": 9}})
     found = problems({"tpu": {**BASE["tpu"], "poolPrefix": prefix, "cubes": 10}})
     assert found[0].startswith(f"{P}:tpu.poolPrefix = '{prefix}': at most 37 characters with tpu.cubes = 10")
     assert f"'{prefix}-10'" in found[0]
@@ -93,7 +107,7 @@ def test_requests_above_limits_are_refused_for_each_resource() -> None:
 
 def test_quantities_are_compared_by_value_across_units() -> None:
     res = {"requests": {"cpu": "1500m", "memory": "1G"}, "limits": {"cpu": "1.5", "memory": "1e9"}}
-    load({**BASE, "addons": {"jobset": {"controllerResources": res}}}, "my-tpu-project", now=NOW)
+    ok({**BASE, "addons": {"jobset": {"controllerResources": res}}})
 
 
 def test_vllm_pods_must_fit_one_tpu_vm() -> None:
@@ -115,7 +129,7 @@ def test_vllm_batched_tokens_at_least_sequences() -> None:
 
 @pytest.mark.parametrize("interval", ["1m30s", "1500ms", "2h", "1w", "1d12h", "90s"])
 def test_every_prometheus_duration_is_accepted(interval: str) -> None:
-    load({**BASE, "observability": {"scrapeInterval": interval}}, "my-tpu-project", now=NOW)
+    ok({**BASE, "observability": {"scrapeInterval": interval}})
 
 
 @pytest.mark.parametrize("interval", ["1m 30s", "30", "1.5m", "30s1m", "0s", "1y", ""])
@@ -136,7 +150,7 @@ def test_what_the_consumer_refuses_is_refused(interval: str) -> None:
     ],
 )
 def test_every_oci_reference_is_accepted(image: str) -> None:
-    load({**BASE, "serving": {"image": image}}, "my-tpu-project", now=NOW)
+    ok({**BASE, "serving": {"image": image}})
 
 
 @pytest.mark.parametrize(

@@ -65,8 +65,7 @@ def test_the_placeholder_error_of_a_command_names_set(command: str, tmp_path: Pa
     code, _, err = run(command, ["--stack", "staging"], tmp_path)
     assert code == 1, err
     assert "gcp:project = '<REPLACE-ME" in err
-    assert "--set 'gcp:project=<value>'" in err
-    assert "--set 'tpu.reservation.name=<value>'" in err
+    assert "--set gcp:project=VALUE --set tpu.reservation.name=VALUE" in err.splitlines()[-1]
     assert "pulumi config set --path 'tpu.reservation.name' <value>" in err
 
 

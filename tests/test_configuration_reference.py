@@ -34,7 +34,11 @@ CHANGES = ROOT / "docs" / "changes.md"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROJECT_ID = "my-tpu-project"
 # The smallest valid configuration: the defaults plus the one value no default can give.
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
+BASE: dict[str, Any] = {
+    "tpu": {"reservation": {"name": "tpu7x-reservation"}},
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+}
 KEYS = {k.path: k for k in keys()}
 RULES_BY_KEY = expanded_rules()
 MISSING = (
@@ -148,6 +152,7 @@ def test_a_legal_edge_value_is_accepted(path: str) -> None:
 
 def test_the_base_configuration_is_valid() -> None:
     load(BASE, PROJECT_ID, now=NOW)
+    assert "weightsBucket" in BASE["serving"] and BASE["observability"]["notifyNobody"] is True
 
 
 def test_a_new_key_of_any_shape_is_picked_up_from_its_model() -> None:

@@ -123,7 +123,7 @@ def test_every_resource_type_has_a_figure_in_the_time_model() -> None:
 
 
 def test_the_pools_wait_for_the_add_ons_only_through_edges_the_what_if_removes() -> None:
-    """benchmarks/timings.pools_before_addons is the README's 'without that dependency' figure: the pools do wait
+    """benchmarks/timings.pools_before_addons is docs/benchmarks.md's 'without those waits' figure: the pools do wait
     for the slice controller (so the what-if is not empty), and nothing of the cluster once the edges are gone."""
     nodes = creation_graph(1)
     free = timings.pools_before_addons(nodes)

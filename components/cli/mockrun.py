@@ -201,7 +201,6 @@ def execute(
     preview: bool = False,
     mocks: pulumi.runtime.Mocks | None = None,
     now: datetime | None = None,
-    offline_command: bool = False,
 ) -> MockRun:
     """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
 
@@ -222,7 +221,6 @@ def execute(
     original_clock = stack_module.clock
     if now is not None:
         stack_module.clock = lambda: now
-    stack_module.OFFLINE_COMMAND = offline_command
     error: BaseException | None = None
     cwd = os.getcwd()
     try:
@@ -234,5 +232,4 @@ def execute(
     finally:
         os.chdir(cwd)
         stack_module.clock = original_clock
-        stack_module.OFFLINE_COMMAND = False
     return MockRun(monitor.registrations, error, mocks, monitor.component_outputs, logs, required)

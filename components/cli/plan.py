@@ -23,8 +23,8 @@ from typing import Any, TextIO
 import yaml
 
 from components.model import planner
-from components.model.checks import looks_secret
-from components.model.settings import PROJECT, ConfigError, is_secret_path, load
+from components.model.checks import PLACEHOLDER_RE, looks_secret
+from components.model.settings import PROJECT, ConfigError, Settings, is_secret_path, load
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"
@@ -169,13 +169,13 @@ def set_secret_keys(assignments: Sequence[str]) -> set[str]:
     return out
 
 
-def load_stack(directory: Path, stack: str, assignments: Sequence[str]) -> Any:
-    """Settings of a stack file with `--set` on top, as the program would validate them; raises
-    StackFileError (unreadable files, bad --set) or ConfigError (invalid configuration)."""
-    raw, project = settings_input(read_stack(directory, stack, assignments))
+def load_config(config: dict[str, Any], directory: Path, stack: str, assignments: Sequence[str]) -> Settings:
+    """Settings of a stack's merged config (read_stack), validated as the program would: the stack file's
+    encrypted keys and the secret keys given with `--set` are secrets. Raises ConfigError."""
+    raw, project = settings_input(config)
     secrets = set(secret_keys(directory, stack)) | set_secret_keys(assignments)
     prefix = f"{PROJECT}:"
-    return load(raw, project, frozenset(k[len(prefix) :] for k in secrets if k.startswith(prefix)), cli=True)
+    return load(raw, project, frozenset(k[len(prefix) :] for k in secrets if k.startswith(prefix)))
 
 
 def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -184,6 +184,31 @@ def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     raw = {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}
     project = config.get("gcp:project")
     return raw, project if isinstance(project, str) else None
+
+
+def placeholder_flags(config: dict[str, Any]) -> list[str]:
+    """`--set KEY=VALUE` for every `<REPLACE-ME...>` value left in `config`, as `apply_set` reads them."""
+
+    def walk(value: Any, path: str) -> list[str]:
+        if isinstance(value, str):
+            return [path] if PLACEHOLDER_RE.search(value) else []
+        if isinstance(value, dict):
+            return [hit for k, v in value.items() for hit in walk(v, f"{path}.{k}")]
+        if isinstance(value, list):
+            return [hit for i, v in enumerate(value) for hit in walk(v, f"{path}[{i}]")]
+        return []
+
+    found = [hit for key, value in config.items() for hit in walk(value, key.removeprefix(f"{PROJECT}:"))]
+    return [f"--set {path}=VALUE" for path in found]
+
+
+def config_error(message: str, config: dict[str, Any]) -> str:
+    """The refusal as `pulumi preview` prints it, plus, when placeholders are left, the `--set` flags that
+    fill them for one offline command (the message itself names `pulumi config set`, which needs the CLI)."""
+    flags = placeholder_flags(config)
+    if not flags:
+        return f"error: {message}"
+    return f"error: {message}\nor, for this command alone (no Pulumi CLI needed): {' '.join(flags)}"
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser, *, stack_required: bool = False) -> None:
@@ -217,6 +242,14 @@ def read_stack(directory: Path, stack: str, assignments: Sequence[str]) -> dict[
     return config
 
 
+def _shown(path: Path) -> str:
+    """The stack file as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components plan",
@@ -236,18 +269,20 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         args_list = args_list[1:]
     args = _parser().parse_args(args_list)
     try:
-        settings = load_stack(args.dir, args.stack, args.set)
+        config = read_stack(args.dir, args.stack, args.set)
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
+    try:
+        settings = load_config(config, args.dir, args.stack, args.set)
     except ConfigError as e:
-        print(f"error: {e}", file=err)
+        print(config_error(str(e), config), file=err)
         return 1
     result = planner.plan(settings)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:
-        print(f"stack {args.stack}: {args.dir / f'Pulumi.{args.stack}.yaml'}", file=out)
+        print(f"stack {args.stack}: {_shown(args.dir / f'Pulumi.{args.stack}.yaml')}", file=out)
         print(result.table(), file=out)
         for warning in result.warnings:
             print(f"warning: {warning}", file=out)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
-from components.model.checks import K8S_NAMES, LWS_NAME_MAX, PROJECT
+from components.model.checks import K8S_NAMES, LWS_NAME_MAX, LWS_REVISION_LEN, PROJECT
 from components.model.settings import SECRET_PATHS, Settings, _is_secret
 
 # Sources, cited by many rules.
@@ -69,6 +69,7 @@ OCI = "distribution/reference regexp.go, reference.go (NameTotalLengthMax = 255)
 VLLM_SCHEDULER = "vllm-project/vllm vllm/config/scheduler.py (SchedulerConfig._verify_args)"
 VLLM_CACHE = "vllm-project/vllm vllm/config/cache.py (CacheDType)"
 GCS_OBJECTS = "https://cloud.google.com/storage/docs/objects#naming"
+BUCKETS = "https://cloud.google.com/storage/docs/buckets#naming"
 GATEWAY_CLASSES = "https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities"
 PROM_DURATION = (
     "prometheus/common model.ParseDuration, as prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/"
@@ -81,6 +82,7 @@ ROUTER_RELEASE = "llm-d/llm-d-router v0.10.0 .github/workflows/ci-release.yaml, 
 THIS_PROGRAM = "this program (see the allowed values)"
 
 CHANGES = "changes.md"
+LWS_ROOM = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
 
 PEM = "-----BEGIN PRIVATE KEY-----"
 
@@ -475,11 +477,28 @@ RULES: dict[str, Rule] = {
         "m",
     ),
     "serving.weightsBucket": Rule(
-        "a string (the bucket's name)",
-        "https://cloud.google.com/storage/docs/buckets#naming",
-        "serving-pods",
-        3,
+        "required while serving is on: a bucket name without gs://, 3-63 lowercase letters, digits, '-', '_', '.' "
+        "(up to 222 with dots, 63 between two), alphanumeric at both ends, not an IP address, no goog prefix, no "
+        "google",
+        BUCKETS,
+        "weights-bucket",
+        "gs://my-weights",
         "b" * 3,
+    ),
+    "serving.xlaCacheBucket": Rule(
+        "a bucket name (the same rule), other than serving.weightsBucket; or unset for xla-cache-<hash of project "
+        "and cluster>",
+        BUCKETS,
+        "cache-bucket",
+        "my-weights",
+        "c" * 63,
+    ),
+    "serving.terminationGracePeriodSeconds": Rule(
+        "an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight",
+        "llm-d/llm-d-router v0.10.0 chart (GCPBackendPolicy timeoutSec 300); components/router.py",
+        "serving-pods",
+        299,
+        300,
     ),
     "serving.modelPath": Rule(
         "a Cloud Storage object path inside the bucket: 1-1024 bytes of UTF-8, no line breaks, no leading /",
@@ -520,11 +539,13 @@ RULES: dict[str, Rule] = {
         3600,
     ),
     "serving.{prefill,decode}.name": Rule(
-        f"a DNS-1035 label of at most {LWS_NAME_MAX} characters, or unset for kueue-vllm-<role>-model-streamer",
+        f"a DNS-1035 label of at most {LWS_ROOM} characters, or unset for kueue-vllm-<role>-model-streamer: the "
+        f"LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit revision>, and Kueue bounds LWS names to "
+        f"{LWS_NAME_MAX}",
         f"{LWS_SERVICE}; {LLMD_LIMITS}",
         "serving-names",
-        "x" * (LWS_NAME_MAX + 1),
-        "x" * LWS_NAME_MAX,
+        "x" * (LWS_ROOM + 1),
+        "x" * LWS_ROOM,
     ),
     "serving.{prefill,decode}.replicas": Rule(
         "an integer of at least 1 (LWS groups, one slice each)", THIS_PROGRAM, "serving-replicas", 0, 1
@@ -569,13 +590,23 @@ RULES: dict[str, Rule] = {
         "Gateway",
         "g." * 126 + "g",
     ),
+    "serving.gateway.exposeToInternet": Rule(
+        "true or false; true exactly when serving.gateway.className is an external class (then a warning says "
+        "what is exposed)",
+        GATEWAY_CLASSES,
+        "gateway",
+        False,
+        True,
+        {"serving": {"gateway": {"className": "gke-l7-gxlb"}}},
+    ),
     "serving.gateway.className": Rule(
-        "a single-cluster GKE GatewayClass: gke-l7-rilb, gke-l7-regional-external-managed, "
-        "gke-l7-global-external-managed, gke-l7-gxlb",
+        "a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, "
+        "gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet)",
         GATEWAY_CLASSES,
         "gateway",
         "gke-l7-rilb-mc",
         "gke-l7-gxlb",
+        {"serving": {"gateway": {"exposeToInternet": True}}},
     ),
     "serving.router.chart": Rule(
         "an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it)",
@@ -621,11 +652,21 @@ RULES: dict[str, Rule] = {
         "an integer from 1 to 1440", THIS_PROGRAM, "observability", 1441, 1440
     ),
     "observability.notificationChannels": Rule(
-        "a list of distinct notification channel names, projects/<project ID or number>/notificationChannels/<id>",
+        "a list of distinct notification channel names, projects/<project ID or number>/notificationChannels/<id>; "
+        "at least one while alerts are on, unless observability.notifyNobody",
         CHANNELS_API,
-        "observability",
+        "alerts",
         ["projects/p/notificationChannels/1"],
         ["projects/123/notificationChannels/1", "projects/my-tpu-project/notificationChannels/2"],
+        {"observability": {"notifyNobody": False}},
+    ),
+    "observability.notifyNobody": Rule(
+        "true or false; true only while observability.notificationChannels is empty",
+        THIS_PROGRAM,
+        "alerts",
+        True,
+        False,
+        {"observability": {"notificationChannels": ["projects/123/notificationChannels/1"]}},
     ),
     "hfToken": Rule(
         "a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty "
@@ -691,7 +732,11 @@ WHAT: dict[str, str] = {
     "serving.guide": "the router's Helm release and the `llm-d.ai/guide` label the router selects pods by",
     "serving.model": "the model; its last segment labels every pod `llm-d.ai/model`",
     "serving.servedModelName": "vLLM `--served-model-name`, what clients send",
-    "serving.weightsBucket": "the weights bucket (GCS FUSE volume, XLA cache, bucket IAM)",
+    "serving.weightsBucket": "the bucket holding the model weights, which the pods only read",
+    "serving.xlaCacheBucket": "the bucket this stack creates for vLLM's XLA compilation cache",
+    "serving.terminationGracePeriodSeconds": "how long a stopping vLLM pod may finish its requests",
+    "serving.gateway.exposeToInternet": "the opt-in an external Gateway class needs",
+    "observability.notifyNobody": "the explicit opt-out of alert notifications",
     "serving.modelPath": "the weights' path inside the bucket (`--model=gs://<bucket>/<path>`)",
     "serving.image": "the vLLM TPU image of prefill and decode",
     "serving.{maxModelLen,maxNumBatchedTokens,maxNumSeqs}": "the vLLM flag of the same name",

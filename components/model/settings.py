@@ -7,6 +7,7 @@ as `<config key> = <bad value>: <what is allowed>`, all problems in one error.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 import typing
@@ -31,6 +32,7 @@ from components.model.checks import (
     LABEL_VALUE_MAX,
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
+    LWS_REVISION_LEN,
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
@@ -43,6 +45,7 @@ from components.model.checks import (
     Model,
     SettingError,
     SettingErrors,
+    bucket_name,
     cpu_millis,
     gke_version_tuple,
     looks_secret,
@@ -165,6 +168,17 @@ class Settings(Model):
             ]
         return []
 
+    def _check_buckets(self) -> list[SettingError]:
+        # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
+        # derived from the project and the cluster.
+        if not self.serving.enabled or self.serving.xla_cache_bucket is not None:
+            return []
+        try:
+            bucket_name(self.xla_cache_bucket)
+        except ValueError as err:  # never for a hash, but the rule is the API's, not ours
+            return [SettingError("serving.xlaCacheBucket", self.xla_cache_bucket, str(err))]
+        return []
+
     def _check_workloads(self) -> list[SettingError]:
         errors = []
         priorities = self.kueue.priorities
@@ -199,13 +213,16 @@ class Settings(Model):
                     )
                 )
             name = self.lws_name(role)
-            if len(name) > LWS_NAME_MAX:
+            room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
+            if len(name) > room:
                 errors.append(
                     SettingError(
                         f"serving.{role}.name",
                         name,
-                        f"at most {LWS_NAME_MAX} characters: Kueue's LeaderWorkerSet integration bounds LWS names "
-                        f"so, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
+                        f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
+                        f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
+                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
+                        f"{SLICE_NAME_MAX})",
                     )
                 )
             errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources)
@@ -277,6 +294,7 @@ class Settings(Model):
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
         (frozenset({"demos"}), "_check_demos"),
+        (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
     )
 
     def cross_check_errors(self, skip: frozenset[str] = frozenset()) -> list[SettingError]:
@@ -302,6 +320,13 @@ class Settings(Model):
                 f"later for sub-slicing ({', '.join(subslices)}); see "
                 "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
             )
+        gateway = self.serving.gateway
+        if self.serving.enabled and gateway.external:
+            out.append(
+                f"{PROJECT}:serving.gateway.className = {gateway.class_name}: the Gateway "
+                f"{gateway.name} gets a public IP address and serves {self.serving.model_served} to the internet "
+                "over plain HTTP on port 80, with no authentication (serving.gateway.exposeToInternet is true)"
+            )
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(
@@ -317,6 +342,19 @@ class Settings(Model):
         m = ZONE_RE.match(self.zone)
         assert m is not None
         return m.group("region")
+
+    @property
+    def xla_cache_bucket(self) -> str:
+        """The XLA compilation cache's bucket: `serving.xlaCacheBucket`, or `xla-cache-<hash>`.
+
+        Bucket names are global and public, and Google asks not to put project IDs in them
+        (https://cloud.google.com/storage/docs/buckets#considerations): a hash of project and cluster names is
+        unique per deployment, stable across runs, and 30 characters whatever the inputs' length.
+        """
+        if self.serving.xla_cache_bucket is not None:
+            return self.serving.xla_cache_bucket
+        digest = hashlib.sha256(f"{self.project}/{self.cluster.name}".encode()).hexdigest()
+        return f"xla-cache-{digest[:20]}"
 
     @property
     def workload_pool(self) -> str:
@@ -397,7 +435,21 @@ _STRUCTURED = {
 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc)
+    """The config path of an error location: pydantic names a field by its Python name when its default is
+    what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
+    parts: list[str] = []
+    model: Any = Settings
+    for part in loc:
+        field = None
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            parts.append(str(part))
+            model = None
+            continue
+        parts.append(field.alias or str(part))
+        model = _model_at(tuple(loc[: len(parts)]))
+    return ".".join(parts)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -467,7 +519,10 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         if causes:
             for c in causes:
                 path = _alias_path(loc + tuple(c.field.split(".")))
-                lines.append(f"{_config_key(path)} = {_show(path, c.value, secret_keys)}: {c.allowed}")
+                if c.value is None:
+                    lines.append(f"{_config_key(path)} is not set: {c.allowed}")
+                else:
+                    lines.append(f"{_config_key(path)} = {_show(path, c.value, secret_keys)}: {c.allowed}")
             continue
         path = _alias_path(loc)
         if e["type"] == "extra_forbidden":
@@ -478,6 +533,8 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
             msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
             lines.append(f"{_config_key(path)} is not set: it is required")
+        elif e["input"] is None:  # a key that may be unset, but not here
+            lines.append(f"{_config_key(path)} is not set: {msg}")
         else:
             lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
     return lines
@@ -538,11 +595,9 @@ def set_command(path: str, secret: bool = False) -> str:
     return f"pulumi config set{flag}{where} <value>"
 
 
-def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str], cli: bool) -> str:
+def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
     key = _config_key(path)
     how = f"`{set_command(path, is_secret_path(path))}`"
-    if cli:
-        how += f" (or, for this command only, `--set '{'gcp:project' if path == 'project' else path}=<value>'`)"
     return (
         f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
         f"environment's value there or with {how}"
@@ -609,7 +664,10 @@ def _independent_problems(
     except Exception:
         return []
     for c in errors:
-        lines.append(f"{_config_key(c.field)} = {_show(c.field, c.value, secret_keys)}: {c.allowed}")
+        if c.value is None:
+            lines.append(f"{_config_key(c.field)} is not set: {c.allowed}")
+        else:
+            lines.append(f"{_config_key(c.field)} = {_show(c.field, c.value, secret_keys)}: {c.allowed}")
     return lines
 
 
@@ -618,7 +676,6 @@ def load(
     project: str | None,
     secret_keys: frozenset[str] = frozenset(),
     now: datetime | None = None,
-    cli: bool = False,
 ) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 
@@ -626,8 +683,8 @@ def load(
     secret field outside `secret_keys` (plain text in the stack) is an error. `now` is the clock for date
     checks (a maintenance exclusion must not be over); default: the current time. A value holding a
     `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset, and other
-    problems of the same key are not reported on top. `cli`: the caller is an offline command, whose
-    placeholder errors also name `--set`.
+    problems of the same key are not reported on top. (The offline commands add the `--set` flags that fill
+    the placeholders: components/cli/plan.py config_error.)
     """
     data: dict[str, Any] = {}
     problems: list[str] = []
@@ -654,8 +711,9 @@ def load(
     placeholder_keys = []
     for path, value in placeholders:
         path = path.lstrip(".")
-        problems.append(_placeholder_problem(path, value, secret_keys, cli))
-        placeholder_keys.append(_config_key(path))
+        problems.append(_placeholder_problem(path, value, secret_keys))
+        # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
+        placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))
     problems += _plaintext_secrets(data, secret_keys)  # after the placeholders: a marker is no secret
     context = {"now": now or datetime.now(UTC)}
