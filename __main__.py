@@ -15,12 +15,13 @@ from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity, require_cli
+from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli
 from components.workloads import demo_workloads
 
 require_cli()
 settings = load_settings()
-capacity_plan = plan_capacity(settings)
+sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
+capacity_plan = plan_capacity(settings, sub_blocks)
 
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
@@ -39,7 +40,13 @@ addons = Addons(settings, k8s)
 # The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
 # the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
 capacity = TpuCapacity(
-    "capacity", settings, cluster.cluster, identity.email, after_identity, after=[addons.slice_controller]
+    "capacity",
+    settings,
+    cluster.cluster,
+    identity.email,
+    after_identity,
+    after=[addons.slice_controller],
+    sub_blocks=sub_blocks,
 )
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
 demos = demo_workloads(
@@ -78,6 +85,7 @@ pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
 pulumi.export("network", network.network.name)
 pulumi.export("nodePools", capacity.pool_names)
+pulumi.export("cubeSubBlocks", capacity.sub_blocks)  # pool -> reservation sub-block (None: bound to the block)
 pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("kueueTopologyLevels", queues.levels)

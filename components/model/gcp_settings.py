@@ -16,7 +16,6 @@ from pydantic import (
 
 from components.model import geometry
 from components.model.checks import (
-    GCE_NAME_MAX,
     GKE_CLUSTER_NAME_MAX,
     MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
@@ -27,6 +26,7 @@ from components.model.checks import (
     Model,
     SettingError,
     cidr,
+    compute_name,
     gce_name,
     gke_version_tuple,
     machine_shape,
@@ -207,16 +207,12 @@ class ReservationSettings(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        # A reservation is a GCE resource: RFC 1035, 1-63 characters (compute API Reservation.name).
-        return None if v is None else gce_name(v, GCE_NAME_MAX, "a GCE reservation name")
+        return None if v is None else compute_name(v, "a Compute Engine reservation name")
 
     @field_validator("block")
     @classmethod
     def _block(cls, v: str) -> str:
-        # GCE names a reservation's blocks itself: "1-63 characters long, and comply with RFC1035"
-        # (googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto:65408, ReservationBlock.name).
-        # Whether the block exists is only known to the cloud.
-        return v if v == "" else gce_name(v, GCE_NAME_MAX, 'a reservation block name (or "" for the whole reservation)')
+        return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
 
     @field_validator("project")
     @classmethod
@@ -232,6 +228,21 @@ class TpuSettings(Model):
     accelerator_topology_mode: Literal["PROVISION_ONLY", "AUTO_CONNECT"] = "PROVISION_ONLY"
     pool_prefix: str = "tpu7-pool"
     reservation: ReservationSettings = Field(default_factory=dict)
+    # Pins cube i (pool <prefix>-<i+1>) to sub-block subBlocks[i] of tpu.reservation.block; unset: the
+    # program picks (components/model/reservation.py). Checked against the reservation at preview.
+    sub_blocks: list[str] | None = None
+
+    @field_validator("sub_blocks")
+    @classmethod
+    def _sub_blocks(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        for name in v:
+            compute_name(name, "reservation sub-block names")
+        dupes = sorted({n for n in v if v.count(n) > 1})
+        if dupes:
+            raise ValueError(f"distinct sub-block names, one per cube ({', '.join(dupes)} repeated)")
+        return v
 
     @field_validator("machine_type")
     @classmethod
@@ -277,6 +288,24 @@ class TpuSettings(Model):
                     "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
                 )
             )
+        if self.sub_blocks is not None:
+            if r.consume_type != "SPECIFIC" or not r.block:
+                errors.append(
+                    SettingError(
+                        "subBlocks",
+                        self.sub_blocks,
+                        "only with a SPECIFIC reservation and one tpu.reservation.block (sub-blocks belong to a block)",
+                    )
+                )
+            elif len(self.sub_blocks) != self.cubes:
+                errors.append(
+                    SettingError(
+                        "subBlocks",
+                        self.sub_blocks,
+                        f"one sub-block per cube: {self.cubes} names for tpu.cubes = {self.cubes} "
+                        f"(got {len(self.sub_blocks)}); cube i runs on subBlocks[i]",
+                    )
+                )
         if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
             errors.append(
                 SettingError(

@@ -312,7 +312,8 @@ RULES: dict[str, Rule] = {
         "p" * 38,
     ),
     "tpu.reservation.name": Rule(
-        "a GCE reservation name (RFC 1035, 1-63 characters); required when tpu.cubes > 0 with SPECIFIC",
+        "a Compute Engine reservation name (RFC 1035, 1-63 characters) or its numeric resource ID; required when "
+        "tpu.cubes > 0 with SPECIFIC",
         f"{RESERVATION_API}; {GCE_NAMES}",
         "reservation",
         "my reservation",
@@ -327,12 +328,21 @@ RULES: dict[str, Rule] = {
         "my-tpu-project",
     ),
     "tpu.reservation.block": Rule(
-        'a reservation block name (RFC 1035, 1-63 characters, named by GCE), or "" for the whole reservation; '
-        "whether it exists only the cloud knows",
+        'a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" for '
+        "the whole reservation; the preview reads the reservation, so a block that does not exist is reported",
         RESERVATION_BLOCK_API,
         "reservation",
         "block 0",
         "",
+    ),
+    "tpu.subBlocks": Rule(
+        "unset, or one distinct sub-block name (RFC 1035, 1-63 characters) or numeric resource ID per cube, with a "
+        "SPECIFIC reservation and one tpu.reservation.block",
+        f"{RESERVATION_BLOCK_API}; googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto "
+        "(ReservationSubBlock.name)",
+        "sub-blocks",
+        ["sb-1"],
+        ["sb-1", "18446744073709551615"],
     ),
     "tpu.reservation.consumeType": Rule(
         "SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT)",
@@ -710,6 +720,7 @@ WHAT: dict[str, str] = {
     "tpu.reservation.project": "the project owning the reservation (shared reservations)",
     "tpu.reservation.block": "the reservation block the pools consume",
     "tpu.reservation.consumeType": "the pools' reservation affinity",
+    "tpu.subBlocks": "pins cube i to sub-block subBlocks[i] of the block (unset: the program picks healthy free ones)",
     "addons.{jobset,kueue,lws}.chart": "the add-on's OCI Helm chart",
     "addons.{jobset,kueue,lws}.version": "the chart's pinned version",
     "addons.{jobset,kueue,lws}.namespace": "the controller's namespace",
