@@ -38,6 +38,7 @@ BASE: dict[str, Any] = {
     "tpu": {"reservation": {"name": "tpu7x-reservation"}},
     "serving": {"weightsBucket": "my-weights"},
     "observability": {"notifyNobody": True},
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
 }
 KEYS = {k.path: k for k in keys()}
 RULES_BY_KEY = expanded_rules()
@@ -127,14 +128,16 @@ def test_reference_command_checks_and_exits_1_when_stale(tmp_path: Path, monkeyp
 @pytest.mark.parametrize("path", list(KEYS))
 def test_a_value_the_rule_forbids_is_refused_naming_the_key(path: str) -> None:
     rule = rule_of(path)
-    raw, project = with_value(path, rule.refused, rule.context)
+    context = rule.context if rule.refused_context is None else rule.refused_context
+    raw, project = with_value(path, rule.refused, context)
     with pytest.raises(ConfigError) as err:
         load(raw, project, now=NOW)
     lines = str(err.value).splitlines()[1:]
     key = config_key(path)
     # The line of the problem names the key: as its subject, or as the other side of a rule between two keys.
     named = re.compile(rf"(^|[\s(]){re.escape(key if path == 'project' else path)}([\s:=)]|$)")
-    assert any(line.strip().startswith((f"{key} ", f"{key}:")) or named.search(line) for line in lines), (
+    subject = (f"{key} ", f"{key}:", f"{key}.", f"{key}[")  # the key, or an item of it
+    assert any(line.strip().startswith(subject) or named.search(line) for line in lines), (
         f"{key} = {rule.refused!r} was refused without naming the key:\n{err.value}"
     )
 
@@ -153,6 +156,7 @@ def test_a_legal_edge_value_is_accepted(path: str) -> None:
 def test_the_base_configuration_is_valid() -> None:
     load(BASE, PROJECT_ID, now=NOW)
     assert "weightsBucket" in BASE["serving"] and BASE["observability"]["notifyNobody"] is True
+    assert BASE["cluster"]["controlPlane"]["authorizedNetworks"]
 
 
 def test_a_new_key_of_any_shape_is_picked_up_from_its_model() -> None:

@@ -37,11 +37,6 @@ GKE_CLUSTER_NAME_MAX = 40
 # GKE refuses node pool names over 40 characters (the API's own limit; not in the REST reference, reported in
 # https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67 "limited to 40 symbols by GCP").
 NODE_POOL_NAME_MAX = 40
-# Private address space: RFC 1918 and RFC 6598 (shared address space), the ranges GCE subnets use without
-# "privately used public IPs" (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
-PRIVATE_RANGES = tuple(
-    ipaddress.ip_network(r) for r in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
-)
 # Project IDs: "6 to 30 characters ... lowercase ASCII letters, digits, or hyphens ... must start with a
 # letter ... cannot end with a hyphen" (https://cloud.google.com/resource-manager/docs/creating-managing-projects).
 _PROJECT_ID_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")

@@ -97,6 +97,7 @@ class Rule:
     refused: Any  # a value the rule refuses (the per-key test sets it and expects the key named)
     accepted: Any  # a legal edge value (the per-key test sets it and expects it to load)
     context: dict[str, Any] = field(default_factory=dict)  # other keys the two test values need
+    refused_context: dict[str, Any] | None = None  # other keys for the refused value alone (default: context)
 
 
 def _cpu_mem(kind: str, amount: str) -> dict[str, Rule]:
@@ -180,14 +181,6 @@ RULES: dict[str, Rule] = {
         "172.16.0.0/27",
         "192.168.0.0/26",
     ),
-    "network.internalSourceRanges": Rule(
-        "a non-empty list of IPv4 CIDR blocks inside private address space (10.0.0.0/8, 172.16.0.0/12, "
-        "192.168.0.0/16, 100.64.0.0/10): the firewall rule allows every protocol and port from them",
-        f"{SUBNET_RANGES}; RFC 1918, RFC 6598",
-        "network",
-        ["0.0.0.0/0"],
-        ["100.64.0.0/10"],
-    ),
     "cluster.name": Rule(
         "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
         "digit, 1-40 characters",
@@ -197,20 +190,54 @@ RULES: dict[str, Rule] = {
         "a" * 40,
     ),
     "cluster.version": Rule(
-        "a GKE version <major>.<minor>.<patch>-gke.<build>, at least 1.35.2-gke.1842000 (the slice controller); "
-        "below 1.36.0-gke.3712000 a warning while sub-slices are used",
-        DYNAMIC_SLICING,
-        "cluster",
-        "1.35.1-gke.1000000",
-        "1.35.2-gke.1842000",
+        "a GKE version or prefix (1.36, 1.36.0, 1.36.0-gke.3712000), resolved at preview against what the channel "
+        "offers; the newest it can reach is at least 1.35.2-gke.1842000 (the slice controller), and "
+        "1.36.0-gke.3712000 while sub-slices are used",
+        f"{DYNAMIC_SLICING}; components/model/gke_versions.py",
+        "cluster-version",
+        "1.36.0-gke.3711999",
+        "1.36.0-gke.3712000",
     ),
     "cluster.releaseChannel": Rule(
-        "RAPID, REGULAR, STABLE or EXTENDED: the provider's channels except UNSPECIFIED (no channel), since GKE "
-        "documents dynamic slicing on a release channel",
-        f"{TF_CLUSTER} (release_channel.channel); {DYNAMIC_SLICING}",
+        "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires the Rapid channel; the "
+        "provider also takes REGULAR, STABLE, EXTENDED and UNSPECIFIED",
+        f"{DYNAMIC_SLICING}; {TF_CLUSTER} (release_channel.channel)",
         "cluster",
-        "UNSPECIFIED",
-        "EXTENDED",
+        "REGULAR",
+        "RAPID",
+    ),
+    "cluster.privateNodes": Rule(
+        "true or false (false: a warning that every node gets an external IP address)",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/latest/network-isolation",
+        "private-nodes",
+        "maybe",
+        False,
+    ),
+    "cluster.controlPlane.privateEndpoint": Rule(
+        "true or false; true needs at least one authorized network (where `pulumi up` runs from)",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/latest/network-isolation",
+        "control-plane",
+        "maybe",
+        True,
+    ),
+    "cluster.controlPlane.authorizedNetworks": Rule(
+        "a list of {cidrBlock, displayName}: IPv4 CIDR blocks with no host bits set, not 0.0.0.0/0; at least one "
+        "unless unrestrictedPublicEndpoint; at most 100 with private nodes, 50 without",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks (Limitations); "
+        f"{TF_CLUSTER} (master_authorized_networks_config.cidr_blocks: IsCIDRNetwork(0, 32))",
+        "control-plane",
+        [{"cidrBlock": "0.0.0.0/0"}],
+        [{"cidrBlock": f"10.0.0.{i}/32"} for i in range(100)],
+    ),
+    "cluster.controlPlane.unrestrictedPublicEndpoint": Rule(
+        "true or false; true (the explicit opt-in to a public endpoint open to any address, with a warning) only "
+        "with no authorized networks and no private endpoint",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks",
+        "control-plane",
+        True,
+        True,
+        {"cluster": {"controlPlane": {"authorizedNetworks": []}}},
+        {"cluster": {"controlPlane": {"authorizedNetworks": [], "privateEndpoint": True}}},
     ),
     "cluster.systemMachineType": Rule(
         "a general-purpose GCE machine type <family>-standard|highmem|highcpu-<vCPUs> whose nodes fit the "
@@ -257,6 +284,15 @@ RULES: dict[str, Rule] = {
         "2026-11-30T12:00:00Z",
         "2026-12-01T00:00:01Z",
         _EXCLUSION,
+    ),
+    "cluster.maintenanceExclusion.endTimeBehavior": Rule(
+        "UNTIL_END_OF_SUPPORT (GKE ends the exclusion when the minor version's support ends) or unset; only with "
+        "scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES, and without end",
+        f"{MAINTENANCE}; {TF_CLUSTER} (maintenance_exclusion.end_time_behavior)",
+        "cluster",
+        "FOREVER",
+        "UNTIL_END_OF_SUPPORT",
+        {"cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "scope": "NO_MINOR_UPGRADES"}}},
     ),
     "cluster.maintenanceExclusion.scope": Rule(
         "NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES",
@@ -697,7 +733,6 @@ WHAT: dict[str, str] = {
     "network.mtu": "the VPC's MTU (the largest GCE allows, as the codelab sets it)",
     "network.tpuSubnetCidr": "primary range of the TPU and node subnet",
     "network.proxySubnetCidr": "the proxy-only subnet the regional internal Gateway needs",
-    "network.internalSourceRanges": "source ranges of the allow-internal firewall rule",
     "cluster.name": "the GKE cluster's name; the node service account is `<name[:24]>-nodes`",
     "cluster.version": "the control plane's `min_master_version`",
     "cluster.releaseChannel": "the cluster's release channel",
@@ -710,6 +745,11 @@ WHAT: dict[str, str] = {
     "cluster.maintenanceExclusion.start": "when the exclusion starts",
     "cluster.maintenanceExclusion.end": "when the exclusion ends",
     "cluster.maintenanceExclusion.scope": "which upgrades the exclusion holds back",
+    "cluster.maintenanceExclusion.endTimeBehavior": "an exclusion that lasts until the minor version's end of support",
+    "cluster.privateNodes": "nodes with internal addresses only (Cloud Router and Cloud NAT for their egress)",
+    "cluster.controlPlane.privateEndpoint": "the control plane's IP endpoint without an external address",
+    "cluster.controlPlane.authorizedNetworks": "the ranges that may reach the control plane's IP endpoint",
+    "cluster.controlPlane.unrestrictedPublicEndpoint": "the opt-in to a public endpoint any address may reach",
     "tpu.machineType": "the TPU VM type (the TPU facts table, `components/model/geometry.py`)",
     "tpu.cubeTopology": "one node pool's ICI block and the workload policy's accelerator topology",
     "tpu.cubes": "TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling",
