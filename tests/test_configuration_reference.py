@@ -17,6 +17,8 @@ import pytest
 
 from components.cli import reference as reference_cli
 from components.model.reference import (
+    BEGIN,
+    END,
     RULES,
     WHAT,
     _expand,
@@ -25,6 +27,7 @@ from components.model.reference import (
     expanded_what,
     keys,
     markdown,
+    page,
 )
 from components.model.settings import SECRET_TOP_KEYS, ConfigError, load
 
@@ -102,10 +105,12 @@ def test_change_anchors_exist_in_the_change_table() -> None:
 
 
 def test_the_reference_is_up_to_date() -> None:
-    assert DOC.is_file(), "docs/configuration.md is missing: run `python -m components reference --write`"
-    assert DOC.read_text(encoding="utf-8") == markdown(), (
+    assert DOC.is_file(), "docs/configuration.md is missing"
+    text = DOC.read_text(encoding="utf-8")
+    assert text == page(text), (
         "docs/configuration.md is out of date with the settings model: run `python -m components reference --write`"
     )
+    assert markdown() in text
 
 
 def test_the_reference_has_one_row_per_key() -> None:
@@ -115,14 +120,19 @@ def test_the_reference_has_one_row_per_key() -> None:
 
 
 def test_reference_command_checks_and_exits_1_when_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stale = tmp_path / "configuration.md"
-    stale.write_text("old\n")
-    monkeypatch.setattr(reference_cli, "DOC", stale)
+    doc = tmp_path / "configuration.md"
+    doc.write_text(f"# Prose by hand\n\n{BEGIN}\nold table\n{END}\n\n## More prose\n")
+    monkeypatch.setattr(reference_cli, "DOC", doc)
     monkeypatch.setattr(reference_cli, "ROOT", tmp_path)
     assert reference_cli.main(["--check"]) == 1
     assert reference_cli.main(["--write"]) == 0
     assert reference_cli.main(["--check"]) == 0
-    assert stale.read_text() == markdown()
+    text = doc.read_text()
+    assert text.startswith("# Prose by hand\n") and text.endswith(f"{END}\n\n## More prose\n")
+    assert markdown() in text and "old table" not in text
+    doc.write_text("no markers\n")
+    assert reference_cli.main(["--check"]) == 2  # nowhere to generate into: a usage error, the file untouched
+    assert doc.read_text() == "no markers\n"
 
 
 @pytest.mark.parametrize("path", list(KEYS))

@@ -1,8 +1,9 @@
 """`python -m components reference [--write | --check]`: the configuration reference, from the settings model.
 
-Prints docs/configuration.md as the settings model and its rules (components/model/reference.py) make it;
-`--write` replaces the file, `--check` exits 1 when the file differs (what the test checks). Exit 2 for
-usage errors.
+Prints docs/configuration.md with its generated block (the reference table, between the BEGIN and END
+markers) as the settings model and its rules (components/model/reference.py) make it; the prose around the
+block is written by hand. `--write` updates the file, `--check` exits 1 when the block is out of date (what
+the test checks). Exit 2 for usage errors (no markers in the file).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from components.model.reference import markdown
+from components.model.reference import page
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"
@@ -29,14 +30,18 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     what.add_argument("--write", action="store_true", help=f"replace {DOC.relative_to(ROOT)}")
     what.add_argument("--check", action="store_true", help=f"exit 1 when {DOC.relative_to(ROOT)} is out of date")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    text = markdown()
+    current = DOC.read_text(encoding="utf-8") if DOC.is_file() else ""
+    try:
+        text = page(current)
+    except ValueError as e:
+        print(f"error: {e}", file=err)
+        return 2
     if args.write:
         DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text, encoding="utf-8")
         print(f"wrote {DOC.relative_to(ROOT)}", file=out)
         return 0
     if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.is_file() else ""
         if current != text:
             print(
                 f"error: {DOC.relative_to(ROOT)} is out of date: run `python -m components reference --write`", file=err

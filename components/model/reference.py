@@ -946,52 +946,12 @@ def _source(text: str) -> str:
     return re.sub(r"(https?://[^\s;,)]+)", r"<\1>", _cell(text))
 
 
-HEADER = """# Configuration
-
-<!-- Generated from the settings model by `python -m components reference --write`; do not edit by hand.
-     tests/test_configuration_reference.py fails when this page is out of date. -->
-
-`Pulumi.yaml` declares the project; `Pulumi.dev.yaml` is the codelab's deployment. The settings model
-(`components/model/settings.py` and the modules beside it) is the single source of truth: unknown keys are
-refused, keys are camelCase, defaults are the codelab's values. Project keys are `gke-tpu-slicing:<section>`
-maps in the stack file; set a nested key with `--path` (`pulumi config set --path 'tpu.reservation.name'
-my-reservation`). A key typed without `--path` (`pulumi config set tpu.cubes 4`) is stored as one flat key,
-which the program refuses with the command that fixes it. `gcp:project` is the Google Cloud provider's key.
-
-Bad configuration stops `pulumi preview`, and the offline commands (`python -m components plan`, `render`,
-`import-file`), before anything is created, with one error listing every problem it can find: the key, its
-value and what is allowed.
-
-```
-invalid stack configuration (2 problems):
-  gke-tpu-slicing:network.proxySubnetCidr = '10.10.4.0/26': must not overlap network.tpuSubnetCidr 10.10.0.0/18
-  gke-tpu-slicing:serving.prefill.priority = 'urgent': one of kueue.priorities: low-priority-1000, ...
-```
-
-A rule between keys is checked even when another, unrelated key is invalid, so fixing one problem does not
-reveal the next. A bad `--set` of an offline command is one line naming the key, what is wrong and how to
-write it (exit code 2); a placeholder left in a stack file names both `pulumi config set` and `--set`.
-
-**Secrets.** `hfToken` (and any secret key) must be a Pulumi secret: `pulumi config set --secret hfToken
-<token>`. In plain text it is refused, by the program and by every offline command, with that fix. No error,
-warning or log line prints a secret's value, nor anything shaped like a credential (a Hugging Face, GitHub,
-GitLab or Google token, an API key, a private key), whatever key it was put under: it shows as `[secret]`.
-A value given to an offline command with `--set hfToken=...` is treated as a secret too.
-
-**Rules.** Each key's rule is the one the system that reads the value applies, and never stricter: names
-follow the grammar and length Google Cloud or Kubernetes accepts for that kind of object, including every
-name the program derives from them (for example the Jobs JobSet names `<name>-job-jax-<index>`, or the last
-node pool `<poolPrefix>-<cubes>`); where the consumer accepts a whole grammar (a Kubernetes quantity, an OCI
-image reference, a Prometheus duration such as `1m30s`), all of it is accepted. The table gives each rule's
-source. The "refused / accepted" column is tested: the first value is refused naming the key, the second, an
-edge of the rule, is accepted. "Changing it" links to what a change of the key does to a running deployment.
-
-## Reference
-"""
+BEGIN = "<!-- BEGIN: generated from the settings model by `python -m components reference --write` -->"
+END = "<!-- END: generated -->"
 
 
 def markdown() -> str:
-    """docs/configuration.md."""
+    """The generated part of docs/configuration.md: one row per key, then the secret keys."""
     rules, what = expanded_rules(), expanded_what()
     rows = [
         "| key | what it sets | type | default | allowed values | source of the rule | refused / accepted "
@@ -1011,8 +971,16 @@ def markdown() -> str:
         )
     secret = ", ".join(f"`{p}`" for p in sorted(SECRET_PATHS))
     return (
-        HEADER
-        + "\n"
-        + "\n".join(rows)
+        "\n".join(rows)
         + f"\n\nSecret keys (typed as secrets in the model, so any new one is treated alike): {secret}.\n"
     )
+
+
+def page(current: str) -> str:
+    """docs/configuration.md with its generated block (between BEGIN and END) made current; the prose around
+    it is written by hand and kept as it is."""
+    block = f"{BEGIN}\n\n{markdown()}\n{END}"
+    if BEGIN in current and END in current:
+        before, rest = current.split(BEGIN, 1)
+        return before + block + rest.split(END, 1)[1]
+    raise ValueError(f"docs/configuration.md has no {BEGIN!r} ... {END!r} block to generate into")
