@@ -16,6 +16,7 @@ from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
 from components.stack import load_settings, plan_capacity, require_cli
+from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 require_cli()
@@ -36,14 +37,22 @@ cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, iden
 # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
 k8s = cluster.provider
 addons = Addons(settings, k8s)
-# The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (README "Teardown").
-capacity = TpuCapacity(
-    "capacity", settings, cluster.cluster, identity.email, after_identity, after=[addons.slice_controller]
+# The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
+capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
+# One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
+# and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
+# workloads, gate, pool, and the slice controller only after every gate (README "Teardown").
+gates = SliceGates(
+    "teardown",
+    settings,
+    cluster.kubeconfig,
+    capacity.pools,
+    pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
 )
+tpu_ready = [*capacity.pools, *gates.gates]
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
 demos = demo_workloads(
-    settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools, slice_controller=addons.slice_controller
+    settings, queues, k8s, jobset=addons.jobset, pools=tpu_ready, slice_controller=addons.slice_controller
 )
 serving = (
     Serving(
@@ -54,7 +63,7 @@ serving = (
         lws=addons.lws,
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
-        pools=capacity.pools,
+        pools=tpu_ready,
         project_api=services.services["cloudresourcemanager"],
     )
     if settings.serving.enabled

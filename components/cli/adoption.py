@@ -71,6 +71,8 @@ NOT_IMPORTED_TYPES = {
 NEW_COMPONENTS = {
     "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
     "alert policies: there is nothing to adopt",
+    "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
+    "no API): there is nothing to adopt",
 }
 
 
@@ -306,6 +308,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 )
             )
 
+    if s.tpu.cubes:
+        out.skipped.append(
+            Skipped(
+                "teardown",
+                "gke-tpu-slicing:teardown:SliceGates",
+                NEW_COMPONENTS["gke-tpu-slicing:teardown:SliceGates"],
+                "`pulumi up` creates one gate per TPU pool",
+            )
+        )
     if s.observability.enabled:
         out.skipped.append(
             Skipped(

@@ -114,6 +114,9 @@ class SliceControllerSettings(Model):
         "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
         "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
     )
+    # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
+    # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
+    drain_timeout_seconds: int = Field(1200, ge=1)
 
     @field_validator("manifest_url")
     @classmethod
