@@ -81,6 +81,10 @@ class HelmAddonSettings(Model):
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
 
+    def pod_count(self) -> int:
+        """Controller pods the chart runs on the system pool (the fit check counts each)."""
+        return 1
+
 
 class JobSetAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
@@ -98,6 +102,12 @@ class KueueAddon(HelmAddonSettings):
     controller_resources: ResourceRequirements = Field(
         default_factory=lambda: _resources("500m", "512Mi", "2", "512Mi")
     )
+    # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
+    # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/kueue_config.py).
+    replicas: int = Field(2, ge=1)
+
+    def pod_count(self) -> int:
+        return self.replicas
 
 
 class LwsAddon(HelmAddonSettings):
