@@ -134,7 +134,8 @@ def test_the_pools_wait_for_nothing_in_the_cluster_so_the_critical_path_is_the_c
             assert not graph.waits_transitively(nodes, pool.urn, timings.in_cluster), pool.label
         critical, path = graph.longest_path(nodes, timings.seconds)
         floor, chain = timings.chain_floor(nodes)
-        assert [n.type.rsplit(":", 1)[-1] for n in chain[-3:]] == ["Cluster", "NodePool", "JobSet"]
+        assert [n.type for n in chain[-3:-1]] == ["gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool"]
+        assert chain[-1].type in timings.WORKLOADS
         assert floor <= critical <= 1.05 * floor, graph.summary(path)
         # The gate sits between the pool and the workloads, and costs its one modeled second.
         assert any(n.type == timings.SLICE_GATE for n in path), graph.summary(path)

@@ -66,6 +66,8 @@ NOT_IMPORTED_TYPES = {
     "the chart (not available offline); the chart component adopts them on `up`",
     "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
+    "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
+    "in Pulumi's state only (no API call): `pulumi up` creates it",
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
@@ -250,6 +252,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
             )
         )
+    out.skipped.append(
+        Skipped(
+            "queues-immutable-fields",
+            "pulumi-python:dynamic/queues:ImmutableFields",
+            NOT_IMPORTED_TYPES["pulumi-python:dynamic/queues:ImmutableFields"],
+            "`pulumi up` records the current values; later changes of them are checked at preview",
+            parent="queues",
+        )
+    )
 
     demos = {"subslicing": s.demos.subslicing, "superslicing": s.demos.superslicing}
     for key, demo in demos.items():
