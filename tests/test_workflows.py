@@ -1,7 +1,7 @@
 """The GitHub workflows agree with the repository: every stack file is previewed and promoted in order, the
 policy pack runs on both, the CLI matches the pinned SDK, and every setting they read is documented.
 
-actionlint (in .ci/run) checks that the workflows are valid; these check that they do what the README says.
+actionlint (in .ci/run) checks that the workflows are valid; these check that they do what docs/stacks.md says.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def test_no_job_gets_token_permissions_by_default() -> None:
 
 def test_every_setting_the_workflows_read_is_documented() -> None:
     used = {m for path in WORKFLOWS.glob("*.yml") for m in re.findall(r"\b(?:vars|secrets)\.(\w+)", path.read_text())}
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Team workflow") : readme.index("## Policy pack")]
+    page = (ROOT / "docs" / "stacks.md").read_text()
+    section = page[page.index("## Team workflow") :]
     assert used == {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", *re.findall(r"`(GCP_\w+)`", section)}
     for name in used:
         assert f"`{name}`" in section, name
