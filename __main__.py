@@ -41,7 +41,7 @@ addons = Addons(settings, k8s)
 capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
 # One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
 # and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
-# workloads, gate, pool, and the slice controller only after every gate (README "Teardown").
+# workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
 gates = SliceGates(
     "teardown",
     settings,
@@ -65,6 +65,7 @@ serving = (
         proxy_subnet=network.proxy_subnet,
         pools=tpu_ready,
         project_api=services.services["cloudresourcemanager"],
+        storage_api=[services.services["storage"]],
     )
     if settings.serving.enabled
     else None

@@ -1,6 +1,6 @@
 """Runs every benchmark and prints one table (or `--json`).
 
-    python -m benchmarks [--repeats 5] [--cubes 1,2,8,32,64,144] [--json]
+    python -m benchmarks [--repeats 5] [--cubes 1,2,8,32,64,144] [--json]     # --help for each option
 
 Each cube count is evaluated in a fresh process (`benchmarks/evaluation.py`), one after another, so
 that cold start and peak memory are that run's alone and two runs never compete for the CPU.
@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -166,14 +166,77 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description="Runs every benchmark and prints one table.")
-    parser.add_argument("--repeats", type=int, default=5, help="warm runs per cube count and planning runs")
-    parser.add_argument("--cubes", default=",".join(str(c) for c in scenario.CUBE_COUNTS))
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments end in one line naming the option and what it takes, exit status 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (`--repeats`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
+def cube_counts(text: str) -> list[int]:
+    """`1,2,8`: cube counts, each a whole number of at least 1 (a stack with no cubes has nothing to place),
+    none twice."""
+    counts = []
+    items = text.split(",")
+    where = f"{text!r}: " if len(items) > 1 else ""
+    for item in items:
+        try:
+            count = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{where}{item.strip()!r} is not a whole number; give cube counts separated by commas, e.g. 2,64"
+            ) from None
+        if count < 1:
+            raise argparse.ArgumentTypeError(f"{where}{count} cubes: every count must be at least 1")
+        if count in counts:
+            raise argparse.ArgumentTypeError(f"{where}{count} is listed twice")
+        counts.append(count)
+    return counts
+
+
+def parser() -> argparse.ArgumentParser:
+    default_cubes = ",".join(str(c) for c in scenario.CUBE_COUNTS)
+    out = _Parser(
+        prog="python -m benchmarks",
+        description="Runs every benchmark and prints one table: program evaluation under the mock runtime, "
+        "the creation-order graph and modeled time to ready per cube count (each in a fresh process), then "
+        "slice planning. No cloud, no Pulumi CLI.",
+        epilog="Example: python -m benchmarks --repeats 1 --cubes 2,64 (a quick look). "
+        "The planner alone: python -m benchmarks.planning.",
+    )
+    out.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="warm runs per cube count, and runs per planning case (default: %(default)s)",
+    )
+    out.add_argument(
+        "--cubes",
+        type=cube_counts,
+        default=list(scenario.CUBE_COUNTS),
+        metavar="N,N,...",
+        help=f"comma-separated cube counts to evaluate, each at least 1 (default: {default_cubes})",
+    )
+    out.add_argument("--json", action="store_true", help="print the raw figures as JSON instead of the tables")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     evaluation = []
-    for cubes in (int(c) for c in args.cubes.split(",")):
+    for cubes in args.cubes:
         print(f"evaluating {cubes} cubes ...", file=sys.stderr, flush=True)
         evaluation.append(evaluate(cubes, args.repeats))
     rows = {r["cubes"]: r for r in evaluation}

@@ -74,8 +74,13 @@ FIGURES: dict[str, Figure] = {
         5, ESTIMATE, "the object; GKE programs the load balancer asynchronously in both"
     ),
     "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": Figure(2, ESTIMATE, "admission and pods run after, in both"),
-    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(2, ESTIMATE, "model loading runs after, in both"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": Figure(5, ESTIMATE, "weights bucket roles"),
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(
+        2, ESTIMATE, "the object; `up` then waits for its leaders to load the model, as long as in both: left out"
+    ),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": Figure(5, ESTIMATE, "weights and XLA cache bucket roles"),
+    # buckets.insert answers with the created bucket, no long-running operation
+    # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert).
+    "gcp:storage/bucket:Bucket": Figure(2, ESTIMATE, "the XLA cache bucket: one synchronous call"),
     "gcp:monitoring/dashboard:Dashboard": Figure(
         2, f"{ESTIMATE}; one synchronous call ({DASHBOARD_CREATE})", "dashboard JSON"
     ),

@@ -3,7 +3,7 @@ user-space manifest, and the Gateway API Inference Extension CRDs GKE does not m
 
 Charts use `helm.v4.Chart`: it renders client-side, so `pulumi preview` diffs every object of the
 chart, and it waits for each Deployment to be available and each Service to have endpoints (the
-Kueue webhook "no endpoints available" failure). README "Why helm.v4.Chart" has the upstream status.
+Kueue webhook "no endpoints available" failure). docs/architecture.md "Why helm.v4.Chart" has the upstream status.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class SliceController(Component):
     (`slices.accelerator.gke.io`) and the controller that forms slices; this manifest is the Kueue
     admission-check controller that turns admitted Workloads into Slices and holds a finalizer on each
     Workload until its Slices are deleted (llm-d's TPU dynamic-slicing guide installs both). Workloads
-    therefore depend on it, so `pulumi destroy` removes it only after them (README "Teardown").
+    therefore depend on it, so `pulumi destroy` removes it only after them (docs/teardown.md).
     """
 
     def __init__(

@@ -1,7 +1,8 @@
 """The vLLM model servers of the P/D stack: one LeaderWorkerSet per role, from one builder (SPEC 9).
 
 Prefill and decode differ only where a `Role` says so (KV role, vLLM port, the decode side's routing
-sidecar, prefill's keep-alive). Group size and the tensor-parallel size derive from the slice topology.
+sidecar). Group size and the tensor-parallel size derive from the slice topology; the LWS's name carries the
+revision of its pod shape (components/model/rollout.py), so a change Kueue would refuse rolls to a new LWS.
 
 Only leaders serve: they run vLLM's API server, the workers only Ray. `leader_selector` is the one
 definition of "a pod that serves", used by the InferencePool and by anything else that must find
@@ -20,17 +21,19 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.model.rollout import TIMEOUT_ANNOTATION, WAIT_FOR_ANNOTATION, ready_groups_condition, revision
 from components.model.settings import Settings
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, healthy_partition_selector
-from components.workloads import SLICE_TOPOLOGY_ANNOTATION
+from components.workloads import SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # LWS labels every pod with its index in the group; the leader is 0 (sigs.k8s.io/lws api/leaderworkerset/v1
 # WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LEADER_INDEX = "0"
-# ... and with its LWS's name (SetNameLabelKey), which tells the two roles' leaders apart.
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+# (LWS also labels every pod with its LWS's name, SetNameLabelKey; that name carries a revision,
+# components/model/rollout.py, so nothing that must find a role's pods across a rollout selects by it: the
+# role label tells the roles apart.)
 VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
 HF_SECRET = "llm-d-hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
@@ -58,10 +61,11 @@ KV_CONNECTOR = {
 # as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice).
 POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 # vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s
-# (IdleConnTimeout, llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go) and resets on reuse. The server must
-# outlive the client's idle timeout; llm-d sets 120 s on prefill (same recipe).
+# (IdleConnTimeout, llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go) and resets on reuse. The sidecar holds
+# such connections to the prefill leaders and to its own decode vLLM on localhost, so both servers must
+# outlive the client's idle timeout: llm-d sets 120 s (same recipe), 30 s above it.
 SIDECAR_IDLE_CONN_TIMEOUT_S = 90
-PREFILL_KEEP_ALIVE_S = 120
+VLLM_KEEP_ALIVE_S = SIDECAR_IDLE_CONN_TIMEOUT_S + 30
 # vLLM answers /v1/models once the model is loaded and /health while the engine is alive; llm-d's recipe
 # probes both on the vLLM port: startup and readiness on /v1/models, liveness on /health.
 READY_PATH = "/v1/models"
@@ -81,14 +85,10 @@ class Role:
     vllm_port: int
     vllm_port_name: str
     routing_sidecar: bool
-    # The decode side's sidecar holds connections to prefill open; prefill's server must keep them.
-    keep_alive_s: int | None = None
 
 
 ROLES = {
-    "prefill": Role(
-        "prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False, keep_alive_s=PREFILL_KEEP_ALIVE_S
-    ),
+    "prefill": Role("prefill", "kv_producer", ROUTER_PORT, "modelserver", routing_sidecar=False),
     # Decode sits behind llm-d's routing sidecar, which takes the router's port and moves vLLM aside.
     "decode": Role("decode", "kv_consumer", SIDECAR_DEFAULT_MODEL_SERVER_PORT, "vllm", routing_sidecar=True),
 }
@@ -117,11 +117,7 @@ def leader_metrics_target(settings: Settings, role: str) -> tuple[dict[str, str]
 
     vLLM serves /metrics on its API port (`vllm serve --port`); only the leader runs the API server.
     """
-    selector = {
-        **model_labels(settings, role),
-        LWS_NAME_LABEL: settings.lws_name(role),
-        WORKER_INDEX_LABEL: LEADER_INDEX,
-    }
+    selector = {**model_labels(settings, role), WORKER_INDEX_LABEL: LEADER_INDEX}
     return selector, ROLES[role].vllm_port_name
 
 
@@ -181,7 +177,10 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
         f"--port={role.vllm_port}",
         "--disable-access-log-for-endpoints=/health,/metrics,/v1/models",
     ]
-    return script + " ".join(["vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
+    # exec: vLLM replaces the shell as the container's PID 1, so SIGTERM (preemption, rollout, restart) reaches
+    # it and it finishes its requests within the grace period; a shell as PID 1 ignores SIGTERM and the kubelet
+    # kills everything at the end of the grace period instead.
+    return script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
 
 
 def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str] | None) -> list[dict[str, Any]]:
@@ -193,7 +192,8 @@ def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str]
         POD_IP_ENV,
         {"name": "TPU_SIDE_CHANNEL_PORT", "value": str(SIDE_CHANNEL_PORT)},
         {"name": "TPU_KV_TRANSFER_PORT", "value": str(KV_TRANSFER_PORT)},
-        {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.serving.weights_bucket}/xla_cache"},
+        # The stack's own cache bucket, the one place the pods may write (components/serving.py).
+        {"name": "VLLM_XLA_CACHE_PATH", "value": f"gs://{settings.xla_cache_bucket}/xla_cache"},
     ]
     return out
 
@@ -206,8 +206,14 @@ def leader_worker_set(
     queue_labels: dict[str, pulumi.Input[str]],
     service_account: pulumi.Input[str],
     hf_secret: pulumi.Input[str] | None,
+    wait_for: int = 0,
 ) -> dict[str, Any]:
-    """The LeaderWorkerSet of one role: `replicas` groups, each one slice of `topology`."""
+    """The LeaderWorkerSet of one role: `replicas` groups, each one slice of `topology`.
+
+    Named `<serving.<role>.name>-<revision>` (components/model/rollout.py). `wait_for` > 0: Pulumi waits until
+    that many groups are ready before it counts the LWS created, so an old LWS being replaced is deleted only
+    then (planner.rollouts decides how many the reservation lets run beside the old ones).
+    """
     spec = settings.serving.roles()[role.name]
     slice_ = settings.serving_slice(role.name)
     shared = yaml.safe_load(VLLM_POD.read_text())
@@ -227,7 +233,9 @@ def leader_worker_set(
         {"containerPort": KV_TRANSFER_PORT, "name": "tpu-kv-transfer"},
         {"containerPort": SIDE_CHANNEL_PORT, "name": "tpu-pd-coord"},
     ]
-    annotations = {SLICE_TOPOLOGY_ANNOTATION: str(slice_.topology)}
+    # GKE's TPU admission webhook otherwise requires the static topology selector dynamic slices do not carry
+    # (llm-d/llm-d guides/pd-disaggregation/modelserver/tpu/v7-dynamic-slice/vllm/base/disaggregatedset.yaml).
+    annotations = {SLICE_TOPOLOGY_ANNOTATION: str(slice_.topology), SKIP_TPU_WEBHOOK_CHECK: "true"}
     if mount:  # asks GKE to inject the FUSE sidecar
         annotations["gke-gcsfuse/volumes"] = "true"
 
@@ -235,6 +243,8 @@ def leader_worker_set(
         common = copy.deepcopy(shared["spec"])
         pod_spec = {
             "serviceAccountName": service_account,
+            # Leader and workers alike: the leader's vLLM needs its Ray workers until its last request is done.
+            "terminationGracePeriodSeconds": settings.serving.termination_grace_period_seconds,
             "nodeSelector": {ACCELERATOR_LABEL: slice_.cube.system.accelerator, **healthy_partition_selector(slice_)},
             "tolerations": common["tolerations"],
             **({"initContainers": init} if init else {}),
@@ -243,9 +253,7 @@ def leader_worker_set(
         }
         return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec}
 
-    leader_env = list(container_env)
-    if role.keep_alive_s is not None:
-        leader_env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(role.keep_alive_s)})
+    leader_env = [*container_env, {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(VLLM_KEEP_ALIVE_S)}]
     leader = {
         "name": "vllm-leader",
         "image": settings.serving.image,
@@ -281,13 +289,27 @@ def leader_worker_set(
             "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
         }
     ]
+    leader_template = pod(leader, sidecar if role.routing_sidecar else [])
+    worker_template = pod(worker, [])
+    rev = revision(
+        leader_spec=leader_template["spec"],
+        worker_spec=worker_template["spec"],
+        size=slice_.vms,
+        replicas=spec.replicas,
+        queue=settings.kueue.local_queue,
+        priority=spec.priority,
+    )
+    lws_annotations = dict(EXCLUSIVE_TOPOLOGY)
+    if wait_for > 0:
+        lws_annotations[WAIT_FOR_ANNOTATION] = ready_groups_condition(wait_for)
+        lws_annotations[TIMEOUT_ANNOTATION] = str(rollout_timeout_seconds(settings))
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
         "metadata": {
-            "name": settings.lws_name(role.name),
+            "name": f"{settings.lws_name(role.name)}-{rev}",
             "namespace": namespace,
-            "annotations": dict(EXCLUSIVE_TOPOLOGY),
+            "annotations": lws_annotations,
             "labels": {**labels, **queue_labels},
         },
         "spec": {
@@ -296,8 +318,27 @@ def leader_worker_set(
                 # One LWS group = one slice = one pod per TPU VM of the slice.
                 "size": slice_.vms,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": pod(leader, sidecar if role.routing_sidecar else []),
-                "workerTemplate": pod(worker, []),
+                "leaderTemplate": leader_template,
+                "workerTemplate": worker_template,
             },
         },
     }
+
+
+def lws_object_name(settings: Settings, role: str) -> str:
+    """The name the role's LWS gets: `serving.<role>.name` plus its revision (which no Output influences)."""
+    manifest = leader_worker_set(
+        settings, ROLES[role], namespace="", queue_labels={}, service_account="", hf_secret=None
+    )
+    return manifest["metadata"]["name"]
+
+
+# What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
+# retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
+# and the image pull. An estimate, not a measurement.
+ROLLOUT_SCHEDULING_BUDGET_S = 1800
+
+
+def rollout_timeout_seconds(settings: Settings) -> int:
+    """How long Pulumi waits for a new LWS's groups: the leaders' startup budget plus getting them scheduled."""
+    return settings.serving.startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S

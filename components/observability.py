@@ -110,7 +110,7 @@ class Observability(Component):
         super().__init__("gke-tpu-slicing:observability:Observability", name, opts)
         o = settings.observability
         # The dashboard and the policies are calls to the Monitoring API alone (their queries name metrics, not
-        # resources): waiting for every API and the AI-zones feature only delayed them (benchmarks, README).
+        # resources): waiting for every API and the AI-zones feature only delayed them (docs/benchmarks.md).
         monitoring_api = services.services.get(MONITORING_API)  # enabled whenever a dashboard or alert is declared
         after_api = self.child(depends_on=[monitoring_api]) if monitoring_api is not None else None
         self.pod_monitorings: dict[str, KubernetesObject] = {}

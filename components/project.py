@@ -14,9 +14,18 @@ APIS = ("container", "compute", "iam", "cloudresourcemanager", "file", "networks
 MONITORING_API = "monitoring"
 
 
+# Serving creates a bucket of its own (the XLA compilation cache). The Cloud Storage API is on by default in new
+# projects (https://cloud.google.com/service-usage/docs/enabled-service#default), but an organization may turn it off.
+STORAGE_API = "storage"
+
+
 def apis(settings: Settings) -> tuple[str, ...]:
     o = settings.observability
-    return APIS + ((MONITORING_API,) if o.has_dashboard or o.has_alerts else ())
+    return (
+        APIS
+        + ((MONITORING_API,) if o.has_dashboard or o.has_alerts else ())
+        + ((STORAGE_API,) if settings.serving.enabled else ())
+    )
 
 
 AI_ZONES_FEATURE = "ai-zones-visibility"

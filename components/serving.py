@@ -1,7 +1,8 @@
 """The prefill/decode disaggregated serving stack: llm-d router, GKE Gateway and vLLM on TPU slices (SPEC 9).
 
 The model servers are built in `components.modelserver`, the router's values in `components.router`;
-this component declares them with the Gateway, the weights bucket's IAM and the HF token Secret.
+this component declares them with the Gateway, the buckets' IAM (read on the weights, write on the stack's own XLA
+cache bucket) and the HF token Secret.
 `leader_selector`, `metrics_port` and METRICS_PATH (re-exported here) say which pods serve and where
 they expose metrics.
 """
@@ -13,7 +14,8 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.cli import verify
+from components.model import planner
+from components.model.commands import verify_command
 from components.model.settings import Settings
 from components.modelserver import (
     HF_SECRET,
@@ -42,7 +44,17 @@ __all__ = [
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 FUSE_KSA = "gcs-fuse-ksa"
-BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+# The weights are read only: objectViewer reads and lists objects, it cannot write or delete them
+# (https://cloud.google.com/storage/docs/access-control/iam-roles). The XLA compilation cache is the one place the
+# pods write, a bucket of the stack's own: objectUser there (create, read, overwrite, delete objects) and nowhere else.
+# An IAM condition on a prefix of the weights bucket would need uniform bucket-level access on a bucket this program
+# does not own (https://cloud.google.com/storage/docs/access-control/using-iam-permissions#conditions).
+WEIGHTS_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectViewer")
+CACHE_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+
+
+def role_suffix(role: str) -> str:
+    return role.rsplit(".", 1)[-1].lower()
 
 
 def workload_identity_principal(
@@ -55,6 +67,37 @@ def workload_identity_principal(
         namespace,
         "/sa/",
         ksa,
+    )
+
+
+def xla_cache_bucket(name: str, settings: Settings, opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+    """The bucket of vLLM's XLA compilation cache, owned by the stack.
+
+    What the provider replaces (terraform-provider-google-beta google-beta/services/storage/resource_storage_bucket.go
+    at v7.45.0 / main 93c65b2d): `name`, `location` and `project` are ForceNew; uniform bucket-level access, public
+    access prevention, labels and the soft-delete policy update in place (`expandBucketSoftDeletePolicy`
+    force-sends a retention of 0). Its name is fixed, so a replacement deletes first. `location` is what the API
+    stores, in capitals (the provider's StateFunc upper-cases it).
+    On `destroy` (or a replacement) the cache's objects are deleted with it (`force_destroy`): they are compiled
+    programs vLLM rebuilds on its next start, and without it the delete fails on a non-empty bucket. The soft-delete
+    window is off for the same reason: keeping deleted cache entries for 7 days would only be billed
+    (https://cloud.google.com/storage/docs/soft-delete#disable).
+    """
+    return gcp.storage.Bucket(
+        name,
+        name=settings.xla_cache_bucket,
+        project=settings.project,
+        # Next to the TPUs: the cache is read at every vLLM start.
+        location=settings.region.upper(),
+        storage_class="STANDARD",
+        # IAM only (no ACLs) and never public (https://cloud.google.com/storage/docs/uniform-bucket-level-access,
+        # https://cloud.google.com/storage/docs/public-access-prevention).
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        soft_delete_policy={"retention_duration_seconds": 0},
+        force_destroy=True,
+        labels={"gke-tpu-slicing": "xla-cache", "cluster": settings.cluster.name},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
     )
 
 
@@ -73,6 +116,7 @@ class Serving(Component):
         proxy_subnet: pulumi.Resource,
         pools: list[pulumi.Resource],
         project_api: pulumi.Resource | None = None,
+        storage_api: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:serving:Serving", name, opts)
@@ -98,15 +142,33 @@ class Serving(Component):
             opts=pulumi.InvokeOutputOptions(depends_on=[project_api] if project_api else None),
         ).number
         principal = workload_identity_principal(settings, number, namespace, self.service_account.metadata.name)
+        self.xla_cache = xla_cache_bucket(f"{name}-xla-cache", settings, self.child(depends_on=storage_api or []))
+        # What the provider replaces on the members (terraform-provider-google-beta v7.45.0 / main 93c65b2d, the newest
+        # source at hand for the 8.x line pulumi-gcp 10.2.0 bridges): `role`, `member` and `condition` are ForceNew
+        # (google-beta/tpgiamresource/resource_iam_member.go), `bucket` too, with a diff-suppress comparing names
+        # only, since the state holds `b/<bucket>` (google-beta/services/storage/iam_storage_bucket.go
+        # StorageBucketIamSchema). A new bucket or role is a new member, then the old binding is removed.
         self.bucket_iam = [
-            gcp.storage.BucketIAMMember(
-                f"{name}-weights-{role.rsplit('.', 1)[-1].lower()}",
-                bucket=s.weights_bucket,
-                role=role,
-                member=principal,
-                opts=self.child(),
-            )
-            for role in BUCKET_ROLES
+            *(
+                gcp.storage.BucketIAMMember(
+                    f"{name}-weights-{role_suffix(role)}",
+                    bucket=s.weights_bucket,
+                    role=role,
+                    member=principal,
+                    opts=self.child(),
+                )
+                for role in WEIGHTS_ROLES
+            ),
+            *(
+                gcp.storage.BucketIAMMember(
+                    f"{name}-xla-cache-{role_suffix(role)}",
+                    bucket=self.xla_cache.name,
+                    role=role,
+                    member=principal,
+                    opts=self.child(),
+                )
+                for role in CACHE_ROLES
+            ),
         ]
         # gke-l7-rilb is a regional internal load balancer: its proxies live in the proxy-only subnet.
         self.gateway = KubernetesObject(
@@ -142,6 +204,13 @@ class Serving(Component):
             opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway]),
         )
         before_pods = [lws, *queues.objects, *pools, *self.bucket_iam]
+        # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),
+        # and a renamed object is a replacement. With room for new groups beside the old ones, Pulumi creates the
+        # new LWS, waits until `wait_for` of its groups are ready, and deletes the old one only at the end of the
+        # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
+        # to zero ready leaders. Without room the old one must go first (the plan warns about it).
+        capacity = planner.plan(settings)
+        self.rollouts = {role: capacity.rollout(f"serving.{role}") for role in ROLES}
         self.lws = {
             role.name: KubernetesObject(
                 f"{name}-{role.name}",
@@ -152,8 +221,13 @@ class Serving(Component):
                     queue_labels=queues.admission_labels(s.roles()[role.name].priority),
                     service_account=self.service_account.metadata.name,
                     hf_secret=self.hf_secret.metadata.name if self.hf_secret else None,
+                    wait_for=self.rollouts[role.name].wait_for,
                 ),
-                self.child(provider=provider, depends_on=before_pods),
+                self.child(
+                    provider=provider,
+                    depends_on=before_pods,
+                    delete_before_replace=not self.rollouts[role.name].create_first,
+                ),
             )
             for role in ROLES.values()
         }
@@ -161,7 +235,7 @@ class Serving(Component):
         self.pool_name = s.guide
         self.leaders = sum(role.replicas for role in s.roles().values())
         self.verify_command = pulumi.Output.all(self.gateway.object_name, namespace).apply(
-            lambda a: verify.command(
+            lambda a: verify_command(
                 a[0], a[1], s.model_served, pool=self.pool_name, leaders=self.leaders, timeout=s.startup_timeout_seconds
             )
         )

@@ -53,6 +53,7 @@ PLACEHOLDER_VALUES: dict[str, Any] = {
     "gcp:project": "my-tpu-project",
     f"{PROJECT}:tpu.reservation.name": "tpu7x-reservation",
     f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
+    f"{PROJECT}:observability.notificationChannels[0]": "projects/my-tpu-project/notificationChannels/123456",
 }
 
 

@@ -46,6 +46,15 @@ RUNS = {
         },
         {},
     ),
+    # Serving fills the one cube: its LWS roll delete-first and wait for the groups of the new set.
+    "serving fills the reservation": (
+        {
+            f"{P}:tpu": {"cubes": 1},
+            f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+            f"{P}:serving": {"terminationGracePeriodSeconds": 600},
+        },
+        {},
+    ),
     "other shapes": (
         {
             f"{P}:tpu": {"cubes": 4, "cubeTopology": "4x4x4"},

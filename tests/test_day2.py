@@ -1,8 +1,8 @@
 """Day 2: a second `pulumi up` changes nothing, one config key moves only what it must, replacements
 of fixed-name resources go delete-first, and `pulumi destroy` deletes in an order that finishes.
 
-Provider facts the options rely on are cited where they are used (components/*.py) and in the README
-("What a config change does", "Teardown"); these tests pin the options and the graph.
+Provider facts the options rely on are cited where they are used (components/*.py) and in
+docs/changes.md and docs/teardown.md; these tests pin the options and the graph.
 """
 
 from __future__ import annotations
@@ -108,6 +108,32 @@ ONE_KEY = [
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
         (set(), set(), {"serving-decode"}),
+    ),
+    (
+        # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
+        "another weights bucket",
+        {f"{P}:serving": {"weightsBucket": "other-weights"}},
+        (
+            set(),
+            set(),
+            {"serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"},
+        ),
+    ),
+    (
+        # the cache bucket (name is ForceNew: replaced delete-first), its members, the pods' VLLM_XLA_CACHE_PATH
+        "another XLA cache bucket",
+        {f"{P}:serving": {"xlaCacheBucket": "my-xla-cache"}},
+        (
+            set(),
+            set(),
+            {
+                "serving-xla-cache",
+                "serving-xla-cache-bucketviewer",
+                "serving-xla-cache-objectuser",
+                "serving-prefill",
+                "serving-decode",
+            },
+        ),
     ),
 ]
 
@@ -384,12 +410,13 @@ def test_a_past_maintenance_exclusion_is_an_error() -> None:
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
-    settings = load({"tpu": {"reservation": {"name": "r"}}}, "my-tpu-project", now=now)
+    required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
+    settings = load({"tpu": {"reservation": {"name": "r"}}, **required}, "my-tpu-project", now=now)
     assert settings.cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
     window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window}, "my-tpu-project", now=now)
+        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window, **required}, "my-tpu-project", now=now)
 
 
 def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:

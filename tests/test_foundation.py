@@ -32,8 +32,18 @@ def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:
     services = sorted(r.inputs["service"] for r in dev.of_type("gcp:projects/service:Service"))
     assert services == sorted(
         f"{api}.googleapis.com"
-        # monitoring: the observability section's dashboard and alert policies (on in the dev stack)
-        for api in ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices", "monitoring")
+        # monitoring: the observability section's dashboard and alert policies (on in the dev stack);
+        # storage: serving's XLA cache bucket
+        for api in (
+            "container",
+            "compute",
+            "iam",
+            "cloudresourcemanager",
+            "file",
+            "networkservices",
+            "monitoring",
+            "storage",
+        )
     )
     assert all(r.inputs["disableOnDestroy"] is False for r in dev.of_type("gcp:projects/service:Service"))
     feature = dev.get("gcp:compute/previewFeature:PreviewFeature", "project-ai-zones-visibility")
@@ -187,13 +197,17 @@ def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run)
 def test_everything_waits_for_the_apis(dev: Run) -> None:
     compute = dev.get("gcp:projects/service:Service", "project-compute")
     container = dev.get("gcp:projects/service:Service", "project-container")
-    # The dashboard and alert policies call the Monitoring API alone, and wait for it alone (README "Benchmarks").
+    # The dashboard and alert policies call the Monitoring API alone, and wait for it alone (docs/benchmarks.md).
     monitoring = dev.get("gcp:projects/service:Service", "project-monitoring")
-    # The Kueue immutable-fields record lives in Pulumi's state only: it calls no API (components/kueue_guard.py).
+    # ... and the XLA cache bucket for the Cloud Storage API alone. The Kueue immutable-fields record lives in
+    # Pulumi's state only: it calls no API (components/kueue_guard.py).
+    storage = dev.get("gcp:projects/service:Service", "project-storage")
     state_only = "pulumi-python:dynamic/queues:ImmutableFields"
     for reg in dev.registrations:
         if reg.custom and not reg.type.startswith(("gcp:projects/service", "pulumi:providers", state_only)):
-            assert dev.depends_on(reg, monitoring if reg.type.startswith("gcp:monitoring/") else compute), reg.name
+            api = monitoring if reg.type.startswith("gcp:monitoring/") else compute
+            api = storage if reg.type == "gcp:storage/bucket:Bucket" else api
+            assert dev.depends_on(reg, api), reg.name
     assert dev.depends_on(dev.get(CLUSTER, "cluster-gke"), container)
 
 

@@ -204,7 +204,7 @@ def test_without_the_project_number_the_bucket_members_are_left_to_up(dev: Run) 
     check_agreement(dev, data, None)
     assert not [s for s in data["resources"] if s["type"] == "gcp:storage/bucketIAMMember:BucketIAMMember"]
     code, out, _ = cli("--stack", "dev", "--explain")
-    assert code == 0 and "serving-weights-objectuser" in out and "--project-number" in out
+    assert code == 0 and "serving-weights-objectviewer" in out and "--project-number" in out
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ def test_vllm_scrape_objects_select_the_leaders_of_their_role_and_only_them(over
         # The port it scrapes is the leader container's vLLM port: the one `vllm serve --port` binds.
         (endpoint,) = pm["spec"]["endpoints"]
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
-        serve = next(line for line in leader["command"][2].splitlines() if line.startswith("vllm serve"))
+        serve = next(line for line in leader["command"][2].splitlines() if line.startswith("exec vllm serve"))
         vllm_port = int(next(a for a in shlex.split(serve) if a.startswith("--port=")).split("=", 1)[1])
         (port,) = [p for p in leader["ports"] if p["name"] == endpoint["port"]]
         assert port["containerPort"] == vllm_port
@@ -210,7 +210,8 @@ DASHBOARD_SCHEMA: dict[str, Any] = {
         "tile": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["xPos", "yPos", "width", "height", "widget"],
+            # A tile at column or line 0 leaves xPos / yPos out: the API drops zeros (test_dashboard_roundtrip.py).
+            "required": ["width", "height", "widget"],
             "properties": {
                 "xPos": {"type": "integer", "minimum": 0},
                 "yPos": {"type": "integer", "minimum": 0},
@@ -297,10 +298,11 @@ def dashboard_problems(d: dict[str, Any]) -> list[str]:
     tiles = d["mosaicLayout"]["tiles"]
     cells: dict[tuple[int, int], int] = {}
     for i, t in enumerate(tiles):
-        if t["xPos"] + t["width"] > columns:
-            problems.append(f"tile {i} ends at column {t['xPos'] + t['width']} > {columns}")
-        for x in range(t["xPos"], t["xPos"] + t["width"]):
-            for y in range(t["yPos"], t["yPos"] + t["height"]):
+        x0, y0 = t.get("xPos", 0), t.get("yPos", 0)
+        if x0 + t["width"] > columns:
+            problems.append(f"tile {i} ends at column {x0 + t['width']} > {columns}")
+        for x in range(x0, x0 + t["width"]):
+            for y in range(y0, y0 + t["height"]):
                 if (x, y) in cells:
                     problems.append(f"tile {i} overlaps tile {cells[(x, y)]} at ({x}, {y})")
                     break
@@ -481,7 +483,15 @@ def test_each_alert_names_its_threshold_key(dev: Run) -> None:
 
 def test_thresholds_and_channels_come_from_config() -> None:
     channel = "projects/my-tpu-project/notificationChannels/123456"
-    run = run_program({f"{P}:observability": {"pendingWorkloadMinutes": 90, "notificationChannels": [channel]}})
+    run = run_program(
+        {
+            f"{P}:observability": {
+                "pendingWorkloadMinutes": 90,
+                "notificationChannels": [channel],
+                "notifyNobody": None,  # the dev stack's opt-out, unset
+            }
+        }
+    )
     assert run.error is None, run.error
     policies = {a.name: normalize(a.plain()) for a in run.of_type(ALERT)}
     pending = policies["observability-workload-pending"]
@@ -492,6 +502,50 @@ def test_thresholds_and_channels_come_from_config() -> None:
     assert (
         policies["observability-tpu-quota-full"]["conditions"][0]["conditionPrometheusQueryLanguage"]["duration"]
         == "1800s"
+    )
+
+
+def test_alerts_that_notify_nobody_take_the_named_opt_out() -> None:
+    """No channel and no opt-out: refused, naming both ways out, before anything exists."""
+    message = assert_rejected(
+        {f"{P}:observability": {"notifyNobody": None}},
+        [
+            f"{P}:observability.notificationChannels = []",
+            "projects/<project>/notificationChannels/<numeric id>",
+            "observability.notifyNobody: true",
+        ],
+    )
+    assert "(1 problem)" in message
+    # Channels and the opt-out contradict each other.
+    assert_rejected(
+        {f"{P}:observability": {"notificationChannels": ["projects/my-tpu-project/notificationChannels/1"]}},
+        [f"{P}:observability.notifyNobody = true", "false (or unset)"],
+    )
+    # Without alerts there is nobody to notify: no opt-out needed.
+    run = run_program({f"{P}:observability": {"notifyNobody": None, "alerts": False}})
+    assert run.error is None, run.error
+    assert run.of_type(ALERT) == []
+    # The dev stack opts out explicitly: its policies notify nobody.
+    dev = run_program()
+    assert [normalize(a.plain())["notificationChannels"] for a in dev.of_type(ALERT)] == [[]] * 4
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_staging_and_prod_alerts_notify_a_channel_their_owner_sets(stack: str) -> None:
+    run = run_program(stack=stack, filled=False)
+    assert run.error is not None and run.registrations == []
+    problems = [line for line in str(run.error).splitlines() if "observability" in line]
+    # One problem for the key: the placeholder, not also "no channel" for the list it leaves empty.
+    assert problems == [
+        f"  {P}:observability.notificationChannels[0] = '<REPLACE-ME: the {stack} on-call channel, "
+        "projects/PROJECT/notificationChannels/ID>': a placeholder left in the stack file; set this environment's "
+        "value there or with `pulumi config set --path 'observability.notificationChannels[0]' <value>`"
+    ]
+    filled = run_program(stack=stack)
+    assert filled.error is None, filled.error
+    policies = [normalize(a.plain()) for a in filled.of_type(ALERT)]
+    assert policies and all(
+        p["notificationChannels"] == ["projects/my-tpu-project/notificationChannels/123456"] for p in policies
     )
 
 

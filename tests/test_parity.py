@@ -1,11 +1,13 @@
 """Semantic parity with the reference manifests (../shared/reference/codelab), field by field.
 
-Every difference must be one of the deliberate improvements listed in IMPROVEMENTS (and in the
-README); a difference that is not listed fails, and so does a listed one that disappears.
+Every difference must be one of the deliberate improvements listed in IMPROVEMENTS (and in docs/codelab.md,
+"Deliberate differences from the reference"); a difference that is not listed fails, and so does a listed one
+that disappears.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,17 +54,50 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
         )
         for name, shape in (("kueue-jobset-simple-subslicing", "2x2x2"), ("kueue-jobset-simple-superslicing", "4x4x4"))
     },
+    **{
+        f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.metadata.annotations."
+        "cloud.google.com/skip-tpu-webhook-check": (
+            "true",
+            "<absent>",
+            "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)",
+        )
+        for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
+    },
 }
+
+# A serving LWS is named <configured name>-<revision of its pod shape> (components/model/rollout.py).
+REVISION = re.compile(r"-[0-9a-f]{5}$")
 
 
 def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
     out: dict[str, tuple[Expected, Any, str]] = {}
     fuse = "gcs-fuse-csi-ephemeral"
     for role, kv_role, port in (("prefill", "kv_producer", 8000), ("decode", "kv_consumer", 8200)):
-        lws = f"LeaderWorkerSet/kueue-vllm-{role}-model-streamer:spec.leaderWorkerTemplate"
+        base = f"kueue-vllm-{role}-model-streamer"
+        meta = f"LeaderWorkerSet/{base}:metadata"
+        out[f"{meta}.name"] = (
+            lambda ours, ref: REVISION.search(ours) is not None and REVISION.sub("", ours) == ref,
+            base,
+            "the name carries the revision of the pod shape, so a change Kueue refuses in place rolls to a new LWS",
+        )
+        why_wait = "Pulumi waits for the new LWS's groups before it deletes the one it replaces"
+        annotations = f"{meta}.annotations.pulumi.com"
+        out[f"{annotations}/waitFor"] = (lambda ours, ref: "readyReplicas" in ours, "<absent>", why_wait)
+        out[f"{annotations}/timeoutSeconds"] = (lambda ours, ref: int(ours) > 14400, "<absent>", why_wait)
+        lws = f"LeaderWorkerSet/{base}:spec.leaderWorkerTemplate"
         for template, container in (("leaderTemplate", "vllm-leader"), ("workerTemplate", "vllm-worker")):
             pod = f"{lws}.{template}"
             c = f"{pod}.spec.containers[{container}]"
+            out[f"{pod}.metadata.annotations.cloud.google.com/skip-tpu-webhook-check"] = (
+                "true",
+                "<absent>",
+                "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)",
+            )
+            out[f"{pod}.spec.terminationGracePeriodSeconds"] = (
+                360,
+                "<absent>",
+                "a stopping pod may finish requests up to the Gateway's 300 s timeout (workers serve the leader)",
+            )
             why_fuse = "weights stream from gs://: the FUSE volume is declared only with serving.weightsVia=mount"
             out[f"{pod}.metadata.annotations.gke-gcsfuse/volumes"] = ("<absent>", "true", why_fuse)
             out[f"{pod}.spec.volumes[{fuse}]"] = (
@@ -75,6 +110,11 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 "HEALTHY",
                 "<absent>",
                 "only healthy partitions (the reference has it commented out)",
+            )
+            out[f"{c}.env[VLLM_XLA_CACHE_PATH].value"] = (
+                lambda ours, ref: re.fullmatch(r"gs://xla-cache-[0-9a-f]{20}/xla_cache", ours) is not None,
+                "gs://gemma3-weights/xla_cache",
+                "the XLA cache goes to the stack's own bucket, the one the pods may write; the weights are read-only",
             )
             out[f"{c}.env[POD_IP]"] = (
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -94,9 +134,12 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             )
         kv = f'"kv_role":"{kv_role}"}}'
         out[f"{leader}.command[2]"] = (
-            lambda ours, ref, kv=kv: ours == ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}'),
-            lambda ref, kv=kv: kv in ref,
-            "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe",
+            lambda ours, ref, kv=kv: (
+                ours
+                == ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}').replace("\nvllm serve ", "\nexec vllm serve ")
+            ),
+            lambda ref, kv=kv: kv in ref and "\nvllm serve " in ref,
+            "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe; `exec` so vLLM gets SIGTERM",
         )
         if role == "decode":
             # The router's release of the sidecar (llm-d-router v0.10.0, which renamed the image in v0.9.0),
@@ -124,12 +167,11 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 {"containerPort": 8000, "name": "modelserver", "protocol": "TCP"},
                 why,
             )
-        if role == "prefill":
-            out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = (
-                {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},
-                "<absent>",
-                "vLLM's 5 s keep-alive is shorter than the decode sidecar's 90 s idle timeout (llm-d sets 120 s)",
-            )
+        out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = (
+            {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},
+            "<absent>",
+            "vLLM's 5 s keep-alive is shorter than the decode sidecar's 90 s idle timeout (llm-d sets 120 s)",
+        )
     return out
 
 
@@ -187,7 +229,8 @@ def ours_by_kind_and_name(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
     for reg in run.registrations:
         if reg.custom and reg.type.startswith("kubernetes:") and "kind" in reg.inputs:
             obj = normalize(reg.plain())
-            out[(obj["kind"], obj["metadata"]["name"])] = obj
+            name = obj["metadata"]["name"]
+            out[(obj["kind"], REVISION.sub("", name) if obj["kind"] == "LeaderWorkerSet" else name)] = obj
     return out
 
 

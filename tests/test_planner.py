@@ -30,7 +30,12 @@ from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}}
+# The keys every stack must set (no defaults): the reservation, the weights bucket, who hears of alerts.
+REQUIRED: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+}
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
 
@@ -225,8 +230,11 @@ def test_lws_partial_admission_is_a_warning_when_each_role_fits() -> None:
         Status.ADMITTED,
         6,
     )
-    (warning,) = plan.warnings
+    (warning,) = [w for w in plan.warnings if "stay pending" in w]
     assert "serving.decode" in warning and "2 of 8 replica groups (serving.decode[6-7]) will stay pending" in warning
+    # The reservation is full: neither role could roll to a new set without deleting its running groups first.
+    assert sorted(r.key for r in plan.rollouts if not r.create_first) == ["serving.decode", "serving.prefill"]
+    assert sum("cannot keep it serving" in w for w in plan.warnings) == 2
 
 
 def test_jobset_is_all_or_nothing() -> None:
@@ -413,6 +421,7 @@ def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixt
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"cubes": 2, "reservation": {"name": "r"}},
+            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
             f"{P}:demos": {"superslicing": {"topology": "4x4x12"}},
             f"{P}:hfToken": {"secure": "v1:abc"},
         },
@@ -429,6 +438,7 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"reservation": {"name": "r"}},
+            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
             f"{P}:demos": {"subslicing": {"topology": "2x2x3"}},
         },
     )

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import filecmp
 import os
+import re
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from components.cli.plan import secret_keys
-from components.cli.render import INDEX, REDACTED
+from components.cli.render import INDEX, REDACTED, RESERVED, portable
 from components.cli.render import main as render_main
 from tests.harness import ROOT, Run, normalize, run_program, set_arguments, unwrap
 
@@ -71,6 +75,7 @@ def test_every_kubernetes_object_is_one_file_with_the_programs_manifest(
         meta = obj["metadata"]
         by_identity[(obj["kind"], meta.get("namespace"), meta["name"])] = obj
         assert path.parent.name == meta.get("namespace", "_cluster")
+        assert unquote(path.name) == f"{obj['kind'].lower()}-{meta['name']}.yaml", "the file name decodes to the object"
     for reg in objects:
         expected = normalize(unwrap(reg.inputs))
         meta = expected["metadata"]
@@ -167,3 +172,68 @@ def test_encrypted_stack_values_are_secret_keys(tmp_path: Path) -> None:
         yaml.safe_dump({"config": {"gcp:project": "p-123456", f"{P}:hfToken": {"secure": "v1:abc"}}})
     )
     assert secret_keys(tmp_path, "enc") == [f"{P}:hfToken"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Portable file names: a committed render must check out on Windows and macOS too
+
+
+def windows_problem(component: str) -> str | None:
+    """Why Windows would refuse `component` as a file or directory name (Microsoft, "Naming Files, Paths, and
+    Namespaces"), or None. Written from the rules, not from `portable`."""
+    if re.search(r'[<>:"/\\|?*\x00-\x1f]', component):
+        return "a forbidden character"
+    if component.endswith((".", " ")):
+        return "a trailing dot or space"
+    stem = component.split(".", 1)[0].lower()
+    if re.fullmatch(r"con|prn|aux|nul|(com|lpt)[1-9\u00b9\u00b2\u00b3]", stem):
+        return "a device name"
+    return None
+
+
+def test_every_rendered_path_is_portable_and_unique_ignoring_case(rendered: tuple[Path, Path]) -> None:
+    a, _ = rendered
+    paths = [PurePosixPath(p.relative_to(a).as_posix()) for p in a.rglob("*")]
+    for path in paths:
+        for part in path.parts:
+            assert windows_problem(part) is None, (str(path), windows_problem(part))
+    assert len({str(p).lower() for p in paths}) == len(paths)
+    # The RBAC object Managed Prometheus's collector reads the Kueue scrape token with: `:` in its name.
+    binding = "rolebinding-gmp-system%3Acollector%3Akueue-metrics-scraper-token-read.yaml"
+    assert any(p.name == binding for p in paths), sorted(p.name for p in paths if p.name.startswith("rolebinding"))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("llm-d-pd-disaggregation", "llm-d-pd-disaggregation"),  # DNS names stay as they are
+        ("gmp-system:collector:x", "gmp-system%3Acollector%3Ax"),
+        ('a<b>c"d|e?f*g\\h/i', "a%3Cb%3Ec%22d%7Ce%3Ff%2Ag%5Ch%2Fi"),
+        ("ends.", "ends%2E"),
+        ("ends ", "ends%20"),
+        ("con", "%63on"),
+        ("nul.yaml", "%6Eul.yaml"),
+        ("lpt9", "%6Cpt9"),
+        ("console", "console"),
+        ("Admin", "%41dmin"),  # differs from "admin" where case is ignored
+        ("_cluster", "%5Fcluster"),  # never the directory of cluster-scoped objects
+        ("100%", "100%25"),
+        ("", "%"),
+    ],
+)
+def test_portable_names(name: str, expected: str) -> None:
+    assert portable(name) == expected
+    assert windows_problem(portable(name)) is None
+
+
+def test_the_device_names_are_microsofts_list() -> None:
+    assert {"con", "prn", "aux", "nul", "com1", "com9", "lpt1", "lpt9"} <= RESERVED
+    assert all(re.fullmatch(r"con|prn|aux|nul|(com|lpt)[1-9]", n) for n in RESERVED) and len(RESERVED) == 22
+
+
+@given(st.text(max_size=40))
+def test_portable_is_accepted_by_windows_and_reversible_ignoring_case(name: str) -> None:
+    out = portable(name)
+    assert windows_problem(out) is None and re.fullmatch(r"[a-z0-9.%A-F-]+", out)
+    # Lowercased (a case-insensitive file system), the escapes still decode to the name: never two names, one file.
+    assert unquote(out.lower(), errors="strict") == name or (name == "" and out == "%")

@@ -57,8 +57,8 @@ def worker(obj: dict) -> dict:
 
 def vllm_args(obj: dict) -> list[str]:
     script = leader(obj)["containers"][0]["command"][2]
-    serve = next(line for line in script.splitlines() if line.startswith("vllm serve"))
-    return shlex.split(serve)[2:]
+    serve = next(line for line in script.splitlines() if line.startswith("exec vllm serve"))
+    return shlex.split(serve)[3:]
 
 
 def flag(args: list[str], name: str) -> str:
@@ -247,9 +247,10 @@ def test_vllm_flags_come_from_settings() -> None:
 
 def test_queue_labels_and_exclusive_topology(without_token: Run) -> None:
     obj = lws(without_token, "decode")
-    assert obj["metadata"]["annotations"] == {
-        "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"
-    }
+    annotations = dict(obj["metadata"]["annotations"])
+    # the rollout wait (tests/test_rollout.py) rides along
+    annotations.pop("pulumi.com/waitFor"), annotations.pop("pulumi.com/timeoutSeconds")
+    assert annotations == {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
 
@@ -302,9 +303,13 @@ def test_gcs_fuse_identity_and_bucket_iam(without_token: Run) -> None:
         f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
         "my-tpu-project.svc.id.goog/subject/ns/llm-d-pd-disaggregation/sa/gcs-fuse-ksa"
     )
+    cache = without_token.get("gcp:storage/bucket:Bucket", "serving-xla-cache").inputs["name"]
+    # Read on the weights, write on the stack's own XLA cache only (tests/test_least_privilege.py).
     assert members == [
         ("roles/storage.bucketViewer", "gemma3-weights", principal),
-        ("roles/storage.objectUser", "gemma3-weights", principal),
+        ("roles/storage.bucketViewer", cache, principal),
+        ("roles/storage.objectUser", cache, principal),
+        ("roles/storage.objectViewer", "gemma3-weights", principal),
     ]
     lookups = [c for c in without_token.mocks.calls if c.token == "gcp:organizations/getProject:getProject"]
     assert [c.args.get("projectId") for c in lookups] == ["my-tpu-project"]
@@ -670,6 +675,7 @@ def env_of(container: dict) -> dict[str, dict]:
 
 
 def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidecar(without_token: Run) -> None:
+    keep_alives: set[str] = set()
     for role in ("prefill", "decode"):
         obj = lws(without_token, role)
         for container in (vllm_leader(obj), worker(obj)["containers"][0]):
@@ -680,11 +686,16 @@ def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidec
         kv = json.loads(flag(vllm_args(obj), "--kv-transfer-config"))
         # Kubernetes expands $(POD_IP) from the container's env in command strings
         assert kv["kv_ip"] == "$(POD_IP)"
-        keep_alive = env_of(vllm_leader(obj)).get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE")
-        if role == "prefill":
-            assert keep_alive is not None and int(keep_alive["value"]) > serving.SIDECAR_IDLE_CONN_TIMEOUT_S
-        else:
-            assert keep_alive is None
+        # Both vLLM servers sit behind the decode sidecar's pooled connections (to prefill, and to decode's own
+        # vLLM on localhost), which it keeps idle for 90 s (llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go
+        # IdleConnTimeout): the server's keep-alive must outlive that, or reused connections get reset.
+        keep_alive = env_of(vllm_leader(obj))["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]
+        assert int(keep_alive["value"]) > 90
+        assert serving.SIDECAR_IDLE_CONN_TIMEOUT_S == 90
+        keep_alives.add(keep_alive["value"])
+        # only the leader runs the API server
+        assert "VLLM_HTTP_TIMEOUT_KEEP_ALIVE" not in env_of(worker(obj)["containers"][0])
+    assert len(keep_alives) == 1, keep_alives
 
 
 @pytest.mark.parametrize(
@@ -752,9 +763,9 @@ BAD = [
         ["serving.decode.tensorParallelSize = 8", "16", "8 chips x 2 TensorCores"],
     ),
     (
-        "LWS name over llm-d's 39 characters",
-        {f"{P}:serving": {"prefill": {"name": "kueue-vllm-prefill-model-streamer-extras"}}},
-        ["serving.prefill.name", "kueue-vllm-prefill-model-streamer-extras", "at most 39"],
+        "LWS name over llm-d's 39 characters with its revision",
+        {f"{P}:serving": {"prefill": {"name": "kueue-vllm-prefill-model-streamer-x"}}},
+        ["serving.prefill.name", "kueue-vllm-prefill-model-streamer-x", "at most 33", "bounds LWS names to 39"],
     ),
     (
         "model label over 63 characters",

@@ -140,7 +140,7 @@ def test_protection_follows_one_key_on_exactly_the_expensive_resources(stack: tu
 
 def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
     name, run = stack
-    if name == "dev":  # torn down freely; a fixed window would expire (README "Stacks and environments")
+    if name == "dev":  # torn down freely; a fixed window would expire (docs/stacks.md, "Placeholders")
         assert "maintenancePolicy" not in run.get(CLUSTER, "cluster-gke").inputs
         return
     policy = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]
@@ -218,6 +218,8 @@ def test_placeholders_are_refused_wherever_they_are_and_other_problems_still_rep
         "network": {"internalSourceRanges": ["10.0.0.0/8", "<REPLACE-ME>"]},
         "hfToken": "<REPLACE-ME: token hf_abc>",
         "zone": "nowhere",
+        "serving": {"weightsBucket": "my-weights"},
+        "observability": {"alerts": False},
     }
     with pytest.raises(ConfigError) as err:
         load(raw, "<REPLACE-ME: project>")

@@ -111,11 +111,79 @@ def test_require_skips_with_one_line_and_fails_in_ci(monkeypatch, no_shared: Pat
     with pytest.raises(pytest.skip.Exception) as skipped:
         upstream.require("reference/codelab")
     line = str(skipped.value)
-    assert "\n" not in line and missing in line and "python -m tests.upstream fetch" in line
-    assert "differs from its pinned sha256" in line  # the empty files are named too
+    assert "\n" not in line and "python -m tests.upstream fetch" in line
+    assert line.startswith(f"{len(PINNED)} of {len(PINNED)} pinned upstream files are not in {no_shared} (")
+    assert "reference/codelab/: 6" in line and "schemas/crds/: " in line  # every pinned file, by folder
+    assert "5 differ from their pinned sha256: reference/codelab/" in line  # the empty files are named
+    # Another test needing other files skips with the very same line (pytest folds them into one).
+    with pytest.raises(pytest.skip.Exception) as other:
+        upstream.require("schemas/pulumi")
+    assert str(other.value) == line
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=re.escape(missing)):
         upstream.require("reference/codelab")
+
+
+def test_a_few_missing_files_are_named_one_by_one(tmp_path: Path) -> None:
+    bad = {"schemas/crds/a.yaml": "missing", "schemas/pulumi/project.json": "differs from its pinned sha256"}
+    line = upstream.skip_reason(tmp_path, bad, 29)
+    assert line == (
+        f"2 of 29 pinned upstream files are not in {tmp_path} (schemas/crds/a.yaml, schemas/pulumi/project.json "
+        "(differs from its pinned sha256)); fetch them with `python -m tests.upstream fetch` "
+        "(`python -m tests.upstream check` lists them)"
+    )
+
+
+SKIPPING_TESTS = """
+import pytest
+
+from tests import upstream
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_codelab(n):
+    upstream.require("reference/codelab")
+
+
+@pytest.fixture
+def crds():
+    return upstream.path("schemas/crds")
+
+
+def test_crds(crds):
+    pass
+
+
+def test_runs():
+    pass
+"""
+
+
+def test_the_test_run_prints_one_summary_line_for_every_upstream_skip(tmp_path: Path) -> None:
+    """The whole suite's output, offline with nothing cached: one SKIPPED line (with the files and the fetch
+    command) for all the skips, and in CI the same tests fail instead."""
+    (tmp_path / "test_offline.py").write_text(SKIPPING_TESTS)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    env.update({upstream.ROOT_ENV: str(tmp_path / "empty"), "PYTHONPATH": str(upstream.REPO)})
+
+    def pytest_run(**extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest"]
+        argv += ["-c", str(upstream.REPO / "pyproject.toml"), "--rootdir", str(tmp_path)]
+        argv.append(str(tmp_path / "test_offline.py"))
+        return subprocess.run(argv, cwd=tmp_path, env={**env, **extra}, capture_output=True, text=True, timeout=120)
+
+    done = pytest_run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert len(skipped) == 1, done.stdout
+    assert skipped[0].startswith("SKIPPED [5] ") and upstream.is_skip_reason(skipped[0])
+    assert "`python -m tests.upstream fetch`" in skipped[0]
+    assert f"{len(PINNED)} of {len(PINNED)} pinned upstream files are not in {tmp_path / 'empty'}" in skipped[0]
+    assert "1 passed, 5 skipped" in done.stdout
+    failed = pytest_run(CI="true")
+    # The fixture's failure is an error of its test: every test that needs the files fails, none skips.
+    assert failed.returncode == 1 and "4 failed, 1 passed, 1 error" in failed.stdout, failed.stdout
+    assert "SKIPPED" not in failed.stdout
 
 
 def test_require_names_only_listed_paths() -> None:

@@ -8,8 +8,9 @@ They are pinned in ``tests/upstream_files.toml`` (URL at a tag or commit, sha256
    which ``python -m tests.upstream fetch`` fills (and verifies) from the pinned URLs.
 
 A test asks for what it needs with `require` (a directory or file, relative to the root): when a pinned file
-under it is missing or differs from its pinned hash, the test skips with one line naming the files and the
-fetch command, or fails where ``$CI`` is set.
+under it is missing or differs from its pinned hash, the test skips, or fails where ``$CI`` is set. Every skip
+has the same one-line reason (which files are not there, and the fetch command), so pytest's short summary
+shows one ``SKIPPED [N]`` line however many tests skip.
 
 Commands (run from the repository root)::
 
@@ -38,6 +39,7 @@ ROOT_ENV = "GKE_TPU_SLICING_UPSTREAM"
 SHARED = REPO.parent / "shared"
 FETCH_COMMAND = "python -m tests.upstream fetch"
 TIMEOUT = 30  # seconds per download
+_SKIP_MARK = " pinned upstream files are not in "
 _FALSY = {"", "0", "false", "no", "off", "n", "f"}
 
 
@@ -119,9 +121,40 @@ def under(prefix: str, files: Sequence[Pinned] | None = None) -> list[Pinned]:
     return [f for f in (load() if files is None else files) if f.path == prefix or f.path.startswith(prefix + "/")]
 
 
+def skip_reason(base: Path, bad: dict[str, str], total: int) -> str:
+    """One line for every skip: which pinned files are not usable under ``base``, and the command that fetches them.
+
+    Every test that skips gets this same line (all the pinned files, not only its own), so pytest's short summary
+    (``-ra``, on by default here) folds the skips into one ``SKIPPED [N]`` line, however many tests skip.
+    """
+    altered = sorted(p for p, why in bad.items() if why != "missing")
+    if len(bad) <= 5:
+        which = ", ".join(f"{p} ({bad[p]})" if p in altered else p for p in sorted(bad))
+    else:
+        groups: dict[str, int] = {}
+        for p in sorted(bad):
+            folder = "/".join(p.split("/")[:2])
+            groups[folder] = groups.get(folder, 0) + 1
+        which = ", ".join(f"{folder}/: {n}" for folder, n in groups.items())
+        if altered:
+            which += f"; {len(altered)} differ from their pinned sha256: " + ", ".join(altered[:5])
+            which += ", ..." if len(altered) > 5 else ""
+    return (
+        f"{len(bad)} of {total}{_SKIP_MARK}{base} ({which}); "
+        f"fetch them with `{FETCH_COMMAND}` (`python -m tests.upstream check` lists them)"
+    )
+
+
+def is_skip_reason(text: str) -> bool:
+    """True for a skip `require` raised (tests/conftest.py gives them all one location, so they fold)."""
+    return _SKIP_MARK in text and FETCH_COMMAND in text
+
+
 def require(*prefixes: str) -> Path:
     """The root, once every pinned file under ``prefixes`` is there with its hash; else skip (fail in CI).
 
+    The skip names every pinned file that is missing or altered (one line, the same for every test, see
+    `skip_reason`); the failure where ``$CI`` is set names this test's own files.
     Returns the root; use ``require("schemas/crds") / "schemas/crds"`` or `path`.
     """
     import pytest
@@ -133,11 +166,12 @@ def require(*prefixes: str) -> Path:
     bad = problems(base, wanted)
     if not bad:
         return base
-    listed = ", ".join(f"{p} ({why})" if why != "missing" else p for p, why in sorted(bad.items()))
-    message = f"{len(bad)} upstream file(s) not in {base}: {listed}; fetch them with `{FETCH_COMMAND}`"
     if in_ci():
+        listed = ", ".join(f"{p} ({why})" if why != "missing" else p for p, why in sorted(bad.items()))
+        message = f"{len(bad)} upstream file(s) not in {base}: {listed}; fetch them with `{FETCH_COMMAND}`"
         pytest.fail(f"CI={os.environ.get('CI')}: {message}", pytrace=False)
-    pytest.skip(message)
+    everything = load()
+    pytest.skip(skip_reason(base, problems(base, everything), len(everything)))
     raise AssertionError("unreachable")  # pragma: no cover (pytest.skip raises)
 
 

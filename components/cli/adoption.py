@@ -15,10 +15,10 @@ from importlib.metadata import version
 from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
-from components.modelserver import HF_SECRET, LWS_API, ROLES
+from components.modelserver import HF_SECRET, LWS_API, ROLES, lws_object_name
 from components.project import AI_ZONES_FEATURE, apis
 from components.queues import KUEUE_V1BETA2
-from components.serving import BUCKET_ROLES, FUSE_KSA, GATEWAY_API
+from components.serving import CACHE_ROLES, FUSE_KSA, GATEWAY_API, WEIGHTS_ROLES, role_suffix
 from components.workloads import JOBSET_API
 
 GCP_VERSION = version("pulumi_gcp")
@@ -68,6 +68,8 @@ NOT_IMPORTED_TYPES = {
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
     "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
     "in Pulumi's state only (no API call): `pulumi up` creates it",
+    "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
+    "scripts write the cache into the weights bucket): there is nothing to adopt",
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
@@ -273,8 +275,25 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
         if s.hf_token is not None:
             out.entries.append(_kube("kubernetes:core/v1:Secret", "serving-hf-token", "serving", HF_SECRET, ns))
         out.entries.append(_kube("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa", "serving", FUSE_KSA, ns))
-        for role in BUCKET_ROLES:
-            name = f"serving-weights-{role.rsplit('.', 1)[-1].lower()}"
+        out.skipped.append(
+            Skipped(
+                "serving-xla-cache",
+                "gcp:storage/bucket:Bucket",
+                NOT_IMPORTED_TYPES["gcp:storage/bucket:Bucket"],
+                f"created by `pulumi up` as {s.xla_cache_bucket}",
+            )
+        )
+        for role in CACHE_ROLES:
+            out.skipped.append(
+                Skipped(
+                    f"serving-xla-cache-{role_suffix(role)}",
+                    "gcp:storage/bucketIAMMember:BucketIAMMember",
+                    "it grants on the new XLA cache bucket, which `pulumi up` creates",
+                    "created by `pulumi up` after the bucket",
+                )
+            )
+        for role in WEIGHTS_ROLES:
+            name = f"serving-weights-{role_suffix(role)}"
             if project_number is None:
                 out.skipped.append(
                     Skipped(
@@ -314,7 +333,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                     f"kubernetes:{LWS_API}:LeaderWorkerSet",
                     f"serving-{role_name}",
                     "serving",
-                    s.lws_name(role_name),
+                    lws_object_name(s, role_name),
                     ns,
                 )
             )

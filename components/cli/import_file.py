@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from typing import Any, Literal, TextIO
 
 from components.cli.adoption import CLUSTER_COMPONENT, GCP_VERSION, K8S_PROVIDER, Adoption, adoption, skip
-from components.cli.plan import StackFileError, add_stack_arguments, read_stack, read_yaml, settings_input
+from components.cli.plan import (
+    StackFileError,
+    add_stack_arguments,
+    config_error,
+    read_stack,
+    read_yaml,
+    settings_input,
+)
 from components.model import planner
 from components.model.settings import PROJECT, ConfigError, load
 
@@ -154,15 +161,17 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     if not stack_file.is_file():
         print(f"error: no stack named '{args.stack}' found: {stack_file} does not exist", file=err)
         return 2
+    config: dict[str, Any] = {}
     try:
         project = read_yaml(args.dir / "Pulumi.yaml").get("name", PROJECT)
-        raw, gcp_project = settings_input(read_stack(args.dir, args.stack, args.set))
+        config = read_stack(args.dir, args.stack, args.set)
+        raw, gcp_project = settings_input(config)
         settings = load(raw, gcp_project)
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
     except ConfigError as e:
-        print(f"error: {e}", file=err)
+        print(config_error(str(e), config), file=err)
         return 1
     # `pulumi preview` stops on a plan the reservation can never hold; so does this.
     capacity = planner.plan(settings)

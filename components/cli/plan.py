@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import yaml
 
 from components.model import planner
+from components.model.checks import PLACEHOLDER_RE
 from components.model.settings import PROJECT, ConfigError, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,31 @@ def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return raw, project if isinstance(project, str) else None
 
 
+def placeholder_flags(config: dict[str, Any]) -> list[str]:
+    """`--set KEY=VALUE` for every `<REPLACE-ME...>` value left in `config`, as `apply_set` reads them."""
+
+    def walk(value: Any, path: str) -> list[str]:
+        if isinstance(value, str):
+            return [path] if PLACEHOLDER_RE.search(value) else []
+        if isinstance(value, dict):
+            return [hit for k, v in value.items() for hit in walk(v, f"{path}.{k}")]
+        if isinstance(value, list):
+            return [hit for i, v in enumerate(value) for hit in walk(v, f"{path}[{i}]")]
+        return []
+
+    found = [hit for key, value in config.items() for hit in walk(value, key.removeprefix(f"{PROJECT}:"))]
+    return [f"--set {path}=VALUE" for path in found]
+
+
+def config_error(message: str, config: dict[str, Any]) -> str:
+    """The refusal as `pulumi preview` prints it, plus, when placeholders are left, the `--set` flags that
+    fill them for one offline command (the message itself names `pulumi config set`, which needs the CLI)."""
+    flags = placeholder_flags(config)
+    if not flags:
+        return f"error: {message}"
+    return f"error: {message}\nor, for this command alone (no Pulumi CLI needed): {' '.join(flags)}"
+
+
 def add_stack_arguments(parser: argparse.ArgumentParser, *, stack_required: bool = False) -> None:
     """`--stack`, `--dir` and `--set`: which stack file the offline commands read, and overrides on top."""
     if stack_required:
@@ -152,6 +178,14 @@ def read_stack(directory: Path, stack: str, assignments: Sequence[str]) -> dict[
     return config
 
 
+def _shown(path: Path) -> str:
+    """The stack file as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components plan",
@@ -171,20 +205,21 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         args_list = args_list[1:]
     args = _parser().parse_args(args_list)
     try:
-        raw, project = settings_input(read_stack(args.dir, args.stack, args.set))
+        config = read_stack(args.dir, args.stack, args.set)
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
+    raw, project = settings_input(config)
     try:
         settings = load(raw, project)
     except ConfigError as e:
-        print(f"error: {e}", file=err)
+        print(config_error(str(e), config), file=err)
         return 1
     result = planner.plan(settings)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:
-        print(f"stack {args.stack}: {args.dir / f'Pulumi.{args.stack}.yaml'}", file=out)
+        print(f"stack {args.stack}: {_shown(args.dir / f'Pulumi.{args.stack}.yaml')}", file=out)
         print(result.table(), file=out)
         for warning in result.warnings:
             print(f"warning: {warning}", file=out)

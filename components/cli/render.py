@@ -5,7 +5,7 @@ Pulumi CLI, no cluster. Writes into DIR:
 
 * `kubernetes/<namespace>/<kind>-<name>.yaml`: every Kubernetes object the program applies itself,
   one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
-  Pulumi secret redacted;
+  Pulumi secret redacted; names made portable by `portable` (`:` in an RBAC name becomes `%3A`);
 * `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
   Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
   which cannot be rendered offline;
@@ -35,7 +35,7 @@ import pulumi
 import yaml
 
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
-from components.cli.plan import StackFileError, add_stack_arguments, read_stack, secret_keys
+from components.cli.plan import StackFileError, add_stack_arguments, config_error, read_stack, secret_keys
 from components.model.checks import PROJECT
 
 INDEX = "RENDER.md"
@@ -150,14 +150,41 @@ class Rendered:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+# Device names Windows refuses as a file or directory name, also before an extension (`nul.yaml`): Microsoft,
+# "Naming Files, Paths, and Namespaces" (learn.microsoft.com/windows/win32/fileio/naming-a-file). The
+# superscript variants it also lists (`COM¹`) cannot occur: `portable` escapes every non-ASCII character.
+RESERVED = frozenset({"con", "prn", "aux", "nul", *(f"{p}{i}" for p in ("com", "lpt") for i in range(1, 10))})
+# Kept as they are; everything else is percent-encoded. Lowercase only: Windows and macOS file systems ignore
+# case, and `Role/Admin` and `Role/admin` are two RBAC objects. No `_`, so `_cluster` names no namespace.
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
+
+
+def portable(name: str) -> str:
+    """`name` as one path component every common file system accepts, distinct for distinct names.
+
+    Most Kubernetes names are DNS names and stay as they are; RBAC objects (and a few other kinds) may be
+    named with `:` (`gmp-system:collector:...`) and any character but `/` and `%`. Windows forbids
+    `<>:"/\\|?*` and control characters, a trailing dot or space, and the device names, and git carries
+    a committed render to every platform. So every character outside `[a-z0-9.-]` becomes `%XX` (its UTF-8
+    bytes, as in a URL, `%` itself included), so do a trailing dot and the first letter of a device name.
+    Decoding the escapes gives the name back: two names never share a file, not even where case is ignored.
+    """
+    out = [c if c in _PLAIN else "".join(f"%{b:02X}" for b in c.encode()) for c in name]
+    if out and out[-1] == ".":
+        out[-1] = "%2E"
+    if "".join(out).split(".", 1)[0] in RESERVED:
+        out[0] = f"%{ord(out[0]):02X}"  # a plain ASCII letter here
+    return "".join(out) or "%"  # "" is no file name, and "%" alone is no escape: it stands for "" only
+
+
 def _kubernetes_files(registrations: list[Registration]) -> dict[str, str]:
     files: dict[str, str] = {}
     for reg in registrations:
         obj = manifest(reg)
         meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "_cluster"
-        name = meta.get("name") or f"{reg.name}-<autonamed>"
-        path = f"kubernetes/{namespace}/{str(obj['kind']).lower()}-{name}.yaml"
+        namespace = portable(meta["namespace"]) if meta.get("namespace") else "_cluster"
+        name = portable(meta.get("name") or f"{reg.name}-<autonamed>")
+        path = f"kubernetes/{namespace}/{portable(str(obj['kind']).lower())}-{name}.yaml"
         if path in files:
             raise ValueError(f"two objects render to {path}")
         header = f"# {reg.type} {reg.name!r} via provider {short(reg.provider)!r}, parent {short(reg.parent)!r}\n"
@@ -289,7 +316,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     try:
         result = render(config, args.stack, sorted(secrets))
     except RenderError as e:
-        print(f"error: {e}", file=err)
+        print(config_error(str(e), config), file=err)
         return 1
     for warning in result.warnings:
         print(f"warning: {warning}", file=err)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,8 +54,16 @@ from components.cli.cluster import (
     wait_for_leaders,
 )
 from components.cli.cluster import one_line as _one_line
+from components.model.commands import verify_command as command
 
-__all__ = ["GatewayNotReady", "LeadersNotReady", "VerifyError", "gateway_address", "wait_for_leaders"]
+__all__ = [
+    "GatewayNotReady",
+    "LeadersNotReady",
+    "VerifyError",
+    "command",
+    "gateway_address",
+    "wait_for_leaders",
+]
 
 DEFAULT_GATEWAY_NAME = "llm-d-inference-gateway"
 
@@ -271,14 +278,6 @@ def base_url(address: str, scheme: str = "http", port: int | None = None) -> str
 
 # ---------------------------------------------------------------------------------------------
 # Command line
-
-
-def command(gateway_name: str, namespace: str, model: str, *, pool: str, leaders: int, timeout: int) -> str:
-    """The shell command that runs this check, for the `verifyCommand` stack output."""
-    args = ["python", "-m", "components", "verify"]
-    args += ["--gateway-name", gateway_name, "--namespace", namespace, "--model", model]
-    args += ["--pool", pool, "--leaders", str(leaders), "--timeout", str(timeout)]
-    return shlex.join(args)
 
 
 def _parser() -> argparse.ArgumentParser:

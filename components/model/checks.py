@@ -36,12 +36,15 @@ ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
 CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 # A value a stack file leaves for its owner to fill in, e.g. "<REPLACE-ME: the staging project ID>".
-# The program refuses to run while one is left anywhere in the configuration (README "Stacks and environments").
+# The program refuses to run while one is left anywhere in the configuration (docs/stacks.md, "Placeholders").
 PLACEHOLDER_RE = re.compile(r"<REPLACE-ME\b[^>]*>")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
 
 # Limits that bite after `pulumi up` if not checked here.
 LWS_NAME_MAX = 39  # llm-d: LWS names under Kueue (they feed slice and pod names)
+# A serving LWS is named <serving.<role>.name>-<revision>: this many hex digits of its pod shape's hash
+# (components/model/rollout.py), so the configured name gets LWS_NAME_MAX - 1 - LWS_REVISION_LEN.
+LWS_REVISION_LEN = 5
 SLICE_NAME_MAX = 49  # GKE slice names
 LABEL_VALUE_MAX = 63  # Kubernetes label values
 MTU_MIN, MTU_MAX = 1300, 8896  # GCE VPC MTU range
@@ -74,6 +77,36 @@ def gce_name(value: str, max_len: int, what: str) -> str:
         raise ValueError(
             f"{what}: lowercase letters, digits and hyphens, starting with a letter, at most {max_len} characters"
         )
+    return value
+
+
+# Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits,
+# `-`, `_` and `.`, starting and ending with a letter or digit; 3-63 characters, or up to 222 with dots where each
+# dot-separated part stops at 63; not an IP address in dotted-decimal; not starting with "goog"; not containing
+# "google" or a close misspelling (the API may refuse more misspellings than the digit look-alikes checked here).
+_BUCKET_RE = re.compile(r"^[a-z0-9][-a-z0-9_.]*[a-z0-9]$")
+_GOOGLE_RE = re.compile(r"g[o0][o0]g[l1]e")
+BUCKET_RULES = (
+    "a Cloud Storage bucket name without gs://: 3-63 lowercase letters, digits, '-', '_' or '.' (up to 222 with "
+    "dots, at most 63 between two), starting and ending with a letter or digit, not an IP address, not starting "
+    'with "goog", not containing "google" (https://cloud.google.com/storage/docs/buckets#naming)'
+)
+
+
+def bucket_name(value: str) -> str:
+    if value.startswith("gs://"):
+        raise ValueError(f"the bucket's name alone, {value.removeprefix('gs://').split('/', 1)[0]!r}: {BUCKET_RULES}")
+    parts = value.split(".")
+    long_ok = len(value) <= (222 if len(parts) > 1 else 63) and all(len(p) <= 63 for p in parts)
+    if (
+        len(value) < 3
+        or not long_ok
+        or not _BUCKET_RE.match(value)
+        or re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", value)
+        or value.startswith("goog")
+        or _GOOGLE_RE.search(value)
+    ):
+        raise ValueError(BUCKET_RULES)
     return value
 
 

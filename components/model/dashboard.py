@@ -8,6 +8,7 @@ a mosaic layout of tiles, each a section header or an XY chart of `prometheusQue
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,6 +218,41 @@ def dashboard(settings: Settings) -> dict[str, Any]:
     }
 
 
+# Maps whose values are data, not fields: an entry with an empty value is kept (a dashboard label is a bare tag).
+_MAPS = frozenset({"labels"})
+# Every enum of the Dashboard API names its zero value <TYPE>_UNSPECIFIED (google/monitoring/dashboard/v1/*.proto,
+# per https://google.aip.dev/126): the default, which the API drops like any other.
+_ENUM_ZERO_RE = re.compile(r"^[A-Z][A-Z0-9_]*_UNSPECIFIED$")
+
+
+def without_defaults(value: Any) -> Any:
+    """`value` without the fields the Monitoring API drops: zeros, empty strings, false, empty lists, zero enums.
+
+    The API answers in proto3 JSON, which omits every field at its default value
+    (https://protobuf.dev/programming-guides/json/: "If a field has the default value in the protocol buffer, it
+    will be omitted in the JSON-encoded data by default"), so a tile at `"xPos": 0` comes back without `xPos`. The
+    provider's diff suppression removes only keys the API returns and the config lacks
+    (terraform-provider-google-beta google-beta/services/monitoring/resource_monitoring_dashboard.go,
+    `removeComputedKeys` / `monitoringDashboardDiffSuppress`, unchanged since 2023 up to v7.45.0 and main at
+    93c65b2d), not the reverse: every `up` would show a change (hashicorp/terraform-provider-google#16173).
+    Objects are kept even when empty (a set message field is present in proto3 JSON), and so are map entries.
+    No field this module writes is a oneof member, whose default would be kept.
+    """
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in _MAPS:
+                out[key] = dict(item)
+            elif isinstance(item, dict):
+                out[key] = without_defaults(item)
+            elif item not in (0, "", False, []) and not (isinstance(item, str) and _ENUM_ZERO_RE.match(item)):
+                out[key] = without_defaults(item)  # (0.0 and False compare equal to 0)
+        return out
+    if isinstance(value, list):
+        return [without_defaults(item) for item in value]
+    return value
+
+
 def dashboard_json(settings: Settings) -> str:
     # Sorted keys: the same settings give the same string, so `pulumi up` twice is a no-op.
-    return json.dumps(dashboard(settings), sort_keys=True)
+    return json.dumps(without_defaults(dashboard(settings)), sort_keys=True)

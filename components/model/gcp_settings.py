@@ -163,7 +163,7 @@ class ClusterSettings(Model):
 
     @property
     def system_pool_name(self) -> str:
-        # The pool that replaces GKE's default pool (README "Deliberate differences" 3).
+        # The pool that replaces GKE's default pool (docs/codelab.md, deliberate difference 3).
         return "system"
 
 

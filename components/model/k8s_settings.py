@@ -7,13 +7,17 @@ from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from components.model.checks import (
     CHART_VERSION_RE,
     QUANTITY_RE,
     Model,
+    SettingError,
+    bucket_name,
     dns_label,
     parse_topology,
 )
@@ -249,11 +253,59 @@ class ServingRole(Model):
         return None if v is None else dns_label(v)
 
 
+# GKE's single-cluster GatewayClasses and the load balancer each one makes
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities, "Architecture" and "Load
+# balancer"; https://cloud.google.com/kubernetes-engine/docs/concepts/gateway-api#gatewayclass). Each also has a
+# multi-cluster `-mc` twin, which needs a fleet and a config cluster this program does not set up.
+INTERNAL_GATEWAY_CLASSES = {"gke-l7-rilb": "a regional internal Application Load Balancer"}
+EXTERNAL_GATEWAY_CLASSES = {
+    "gke-l7-regional-external-managed": "a regional external Application Load Balancer",
+    "gke-l7-global-external-managed": "a global external Application Load Balancer",
+    "gke-l7-gxlb": "a classic global external Application Load Balancer",
+}
+
+
 class GatewaySettings(Model):
     name: str = "llm-d-inference-gateway"
+    # Internal by default: reachable from the VPC (and what is peered or connected to it) only.
     class_name: str = "gke-l7-rilb"
+    # An external class puts the model's endpoint on the internet; it takes this explicit opt-in.
+    expose_to_internet: bool = False
 
     _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+
+    @field_validator("class_name")
+    @classmethod
+    def _class(cls, v: str) -> str:
+        if v not in INTERNAL_GATEWAY_CLASSES and v not in EXTERNAL_GATEWAY_CLASSES:
+            raise ValueError(
+                f"one of GKE's single-cluster GatewayClasses: {', '.join(INTERNAL_GATEWAY_CLASSES)} (internal), "
+                f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _exposure(self) -> GatewaySettings:
+        if self.class_name in EXTERNAL_GATEWAY_CLASSES and not self.expose_to_internet:
+            raise SettingError(
+                "className",
+                self.class_name,
+                f"{', '.join(INTERNAL_GATEWAY_CLASSES)} (internal); {self.class_name} makes "
+                f"{EXTERNAL_GATEWAY_CLASSES[self.class_name]} that serves the model to the internet, which needs "
+                "serving.gateway.exposeToInternet: true as well",
+            )
+        if self.expose_to_internet and self.class_name in INTERNAL_GATEWAY_CLASSES:
+            raise SettingError(
+                "exposeToInternet",
+                True,
+                f"false with the internal class {self.class_name}; to expose serving, also set "
+                f"serving.gateway.className to one of {', '.join(EXTERNAL_GATEWAY_CLASSES)}",
+            )
+        return self
+
+    @property
+    def external(self) -> bool:
+        return self.class_name in EXTERNAL_GATEWAY_CLASSES
 
 
 # llm-d-router releases the endpoint picker, the P/D sidecar and both charts together from one tag
@@ -355,6 +407,11 @@ class RoutingSidecarSettings(Model):
 # --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
 # A startup probe shorter than their sum would kill a pod that is still legitimately starting.
 POD_STARTUP_WAITS_SECONDS = 1800 + 1800
+# The longest a request may run through the Gateway: the router chart's GCPBackendPolicy sets the load balancer's
+# backend timeout of the InferencePool to 300 s, fixed (llm-d/llm-d-router v0.10.0
+# config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
+# values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
+GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
 
 
 class ServingSettings(Model):
@@ -362,7 +419,12 @@ class ServingSettings(Model):
     guide: str = "pd-disaggregation"
     model: str = "Qwen/Qwen3.5-397B-A17B-FP8"
     served_model_name: str | None = None  # defaults to model
-    weights_bucket: str = "gemma3-weights"
+    # The bucket holding the model's weights (its name, no gs://): required while serving is enabled, no default
+    # (bucket names are global; another project's bucket would answer 403). The pods get read access only.
+    weights_bucket: str | None = None
+    # The bucket this stack creates for vLLM's XLA compilation cache (VLLM_XLA_CACHE_PATH), the one place the pods
+    # may write; None = a name derived from the project and the cluster (Settings.xla_cache_bucket).
+    xla_cache_bucket: str | None = None
     model_path: str = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
     image: str = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
     max_model_len: int = Field(9216, ge=1)
@@ -377,11 +439,35 @@ class ServingSettings(Model):
     # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
     # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
     startup_timeout_seconds: int = 14400
+    # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
+    # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
+    termination_grace_period_seconds: int = 360
     prefill: ServingRole = Field(default_factory=dict)
     decode: ServingRole = Field(default_factory=dict)
     gateway: GatewaySettings = Field(default_factory=dict)
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+
+    @field_validator("weights_bucket")
+    @classmethod
+    def _weights_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # A field check (`enabled` comes first), so that it is reported with every other problem of the section.
+        if v is None and info.data.get("enabled", True):
+            raise ValueError(
+                "required while serving.enabled is true: the name of the bucket holding this environment's model "
+                "weights (no default: bucket names are global, and the pods get read access to this one only)"
+            )
+        return None if v is None else bucket_name(v)
+
+    @field_validator("xla_cache_bucket")
+    @classmethod
+    def _cache_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v == info.data.get("weights_bucket"):
+            raise ValueError(
+                "a bucket other than serving.weightsBucket: the stack creates the cache bucket and the pods may "
+                "write there, while they only read the weights"
+            )
+        return None if v is None else bucket_name(v)
 
     @field_validator("startup_timeout_seconds")
     @classmethod
@@ -390,6 +476,16 @@ class ServingSettings(Model):
             raise ValueError(
                 f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
                 "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
+            )
+        return v
+
+    @field_validator("termination_grace_period_seconds")
+    @classmethod
+    def _grace(cls, v: int) -> int:
+        if v < GATEWAY_REQUEST_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"at least {GATEWAY_REQUEST_TIMEOUT_SECONDS} seconds, the Gateway's request timeout (the router "
+                "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight"
             )
         return v
 

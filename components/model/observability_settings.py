@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from components.model.checks import Model
+from components.model.checks import Model, SettingError
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
 # (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
@@ -27,8 +27,11 @@ class ObservabilitySettings(Model):
     pending_workload_minutes: int = Field(30, ge=1, le=1440)
     no_ready_leader_minutes: int = Field(10, ge=1, le=1440)
     quota_full_minutes: int = Field(30, ge=1, le=1440)
-    # Cloud Monitoring notification channels the alerts notify; none by default (incidents only in the console).
+    # Cloud Monitoring notification channels the alerts notify. While alerts are on, at least one, or the explicit
+    # opt-out below: an alert nobody hears of is the failure this section exists to prevent.
     notification_channels: list[str] = Field(default_factory=list)
+    # True = the alert policies notify nobody: incidents open in the Cloud Monitoring console only (dev stacks).
+    notify_nobody: bool = False
 
     @field_validator("scrape_interval")
     @classmethod
@@ -49,6 +52,24 @@ class ObservabilitySettings(Model):
         if len(set(v)) != len(v):
             raise ValueError("each notification channel at most once")
         return v
+
+    @model_validator(mode="after")
+    def _someone_is_notified(self) -> ObservabilitySettings:
+        if self.has_alerts and not self.notification_channels and not self.notify_nobody:
+            raise SettingError(
+                "notificationChannels",
+                [],
+                "at least one notification channel, projects/<project>/notificationChannels/<numeric id> (`gcloud "
+                "beta monitoring channels list` shows them), while alerts are on; or observability.notifyNobody: "
+                "true to open incidents in the Cloud Monitoring console only, or observability.alerts: false",
+            )
+        if self.notify_nobody and self.notification_channels:
+            raise SettingError(
+                "notifyNobody",
+                True,
+                "false (or unset) while observability.notificationChannels lists channels: the policies notify them",
+            )
+        return self
 
     @property
     def scrapes(self) -> bool:

@@ -29,17 +29,38 @@ evicted, not readmitted: in Kueue terms pending again with an Evicted/Preempted 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from components.model.admission import Simulation, Unit
 from components.model.demand import Workload, workloads_from_settings
 from components.model.geometry import Cube, SliceKind
 from components.model.partitions import PartitionTree, PlanError
-from components.model.report import CubePlan, Placement, Plan, Preemption, Status, UnitPlan, WorkloadPlan, ranges
+from components.model.report import (
+    CubePlan,
+    Placement,
+    Plan,
+    Preemption,
+    RolloutPlan,
+    Status,
+    UnitPlan,
+    WorkloadPlan,
+    ranges,
+)
 from components.model.settings import PROJECT, Settings
 
 # The public API of the planner; the types live in demand.py, partitions.py and report.py.
-__all__ = ["Plan", "PlanError", "Status", "Workload", "plan", "plan_workloads", "workloads_from_settings"]
+__all__ = [
+    "Plan",
+    "PlanError",
+    "RolloutPlan",
+    "Status",
+    "Workload",
+    "plan",
+    "plan_workloads",
+    "rollouts",
+    "workloads_from_settings",
+]
 
 
 def _qualified(key: str) -> str:
@@ -258,13 +279,66 @@ def _contention_warning(w: Workload, units: Sequence[UnitPlan], preemptions: Seq
     return [f"{text}: {waiting[0].waiting_for}"]
 
 
+# The key of the new LeaderWorkerSet of a role while it rolls (beside the old one, under the role's key).
+NEW_SET = " (new set)"
+
+
+def _surge(cube: Cube, cubes: int, workloads: Sequence[Workload], rolling: Sequence[Workload], **kw: object) -> Plan:
+    """The plan once the new sets of `rolling` arrive while every workload of the stack still runs."""
+    new_sets = [dataclasses.replace(w, key=w.key + NEW_SET, step=w.step + 1) for w in rolling]
+    return plan_workloads(cube, cubes, [*workloads, *new_sets], **kw)  # type: ignore[arg-type]
+
+
+def rollouts(
+    cube: Cube, cubes: int, workloads: Sequence[Workload], base: Plan, **kw: object
+) -> tuple[tuple[RolloutPlan, ...], tuple[str, ...]]:
+    """How each serving role would roll (see RolloutPlan), and warnings for the rollouts that cannot keep serving.
+
+    A role's new set arrives after everything else, at the role's priority: Kueue admits its groups where room
+    is free or held by strictly lower priorities, never by the old set (same priority). Roles are planned one
+    at a time (a config change usually touches one); a warning says when both at once would not fit.
+    """
+    serving = [w for w in workloads if w.key.startswith("serving.") and not w.gang]
+    out: list[RolloutPlan] = []
+    warnings: list[str] = []
+    for w in serving:
+        with_new = _surge(cube, cubes, workloads, [w], **kw)
+        new = with_new.workload(w.key + NEW_SET)
+        waiting = next((u.waiting_for for u in new.units if u.status is not Status.ADMITTED), "")
+        victims = tuple(dict.fromkeys(p.victim_key for p in with_new.preemptions if p.by_key == new.key))
+        running = base.workload(w.key).admitted_slices
+        r = RolloutPlan(w.key, w.name, w.topology, w.slices, new.admitted_slices, running, victims, waiting)
+        out.append(r)
+        if not r.create_first and r.running:
+            warnings.append(
+                f"{_qualified(w.key)} ({w.name}, {w.slices} x {w.topology}): a change of its resources, topology, "
+                f"replicas, priority or queue cannot keep it serving: no new group fits beside the running ones "
+                f"({waiting}), so the running LeaderWorkerSet is deleted first and {w.key} has no ready leader until "
+                "the new groups have loaded the model; free room first (more tpu.cubes, fewer lower-priority demos)"
+            )
+    rolling = [w for w, r in zip(serving, out, strict=True) if r.create_first]
+    if len(rolling) > 1:
+        together = _surge(cube, cubes, workloads, rolling, **kw)
+        short = [r for r in out if r.create_first and together.workload(r.key + NEW_SET).admitted_slices < r.wait_for]
+        if short:
+            need = sum(r.wait_for for r in out if r.create_first)
+            got = sum(together.workload(r.key + NEW_SET).admitted_slices for r in out if r.create_first)
+            warnings.append(
+                f"{' and '.join(_qualified(r.key) for r in out if r.create_first)}: each can roll to a new "
+                f"LeaderWorkerSet alone, but not both in one update ({need} new groups must be ready before the "
+                f"old ones go, {got} fit at once): change their pod shapes, replicas, priorities or queue in "
+                "separate updates"
+            )
+    return tuple(out), tuple(warnings)
+
+
 def plan(settings: Settings) -> Plan:
-    """The capacity plan of a stack: every enabled workload against `tpu.cubes` cubes."""
+    """The capacity plan of a stack: every enabled workload against `tpu.cubes` cubes, and how serving rolls."""
     tpu = settings.tpu
-    return plan_workloads(
-        tpu.cube,
-        tpu.cubes,
-        workloads_from_settings(settings),
-        quota=settings.kueue.tpu_quota,
-        pools=[tpu.pool_name(i) for i in range(tpu.cubes)],
-    )
+    workloads = workloads_from_settings(settings)
+    kw: dict[str, object] = {"quota": settings.kueue.tpu_quota, "pools": [tpu.pool_name(i) for i in range(tpu.cubes)]}
+    base = plan_workloads(tpu.cube, tpu.cubes, workloads, **kw)  # type: ignore[arg-type]
+    if base.errors:
+        return base
+    rolls, warnings = rollouts(tpu.cube, tpu.cubes, workloads, base, **kw)
+    return dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)

@@ -148,6 +148,63 @@ class WorkloadPlan:
 
 
 @dataclass(frozen=True)
+class RolloutPlan:
+    """How a serving role moves to a new LeaderWorkerSet when its pod shape, replicas, priority or queue change.
+
+    The new set is created beside the old one (components/model/rollout.py); `surge` is how many of its groups
+    Kueue admits while every old group still runs (same or higher priorities are not preempted, lower ones may
+    be). With a surge, the old set is deleted once `wait_for` new groups are ready; without one, the old set
+    has to go first and the role serves nothing until the new groups load.
+    """
+
+    key: str  # serving.prefill
+    name: str  # the configured LWS name (the object adds its revision)
+    topology: Topology
+    replicas: int  # groups of the new set
+    surge: int  # new groups admitted while the old set runs
+    running: int  # groups of the role the plan admits: what the new set gets once the old one is gone
+    preempts: tuple[str, ...]  # workloads the new groups preempt while both sets run
+    waiting: str  # why no more new groups fit, when surge < replicas
+
+    @property
+    def create_first(self) -> bool:
+        return self.surge > 0
+
+    @property
+    def wait_for(self) -> int:
+        """Ready groups of the new set before the old one is deleted (create-first) or the update ends."""
+        return self.surge if self.create_first else self.running
+
+    def describe(self) -> str:
+        if self.create_first:
+            text = (
+                f"new LeaderWorkerSet first; the old one is deleted once {self.wait_for} of its "
+                f"{self.replicas} groups are ready"
+            )
+            if self.preempts:
+                text += f" (meanwhile preempting {', '.join(self.preempts)})"
+            return text
+        return (
+            f"no room for a new {self.topology} group beside the {self.running} running ones: the old "
+            f"LeaderWorkerSet is deleted first and {self.key} has no ready leader until the new groups load"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "topology": str(self.topology),
+            "replicas": self.replicas,
+            "surge": self.surge,
+            "running": self.running,
+            "createFirst": self.create_first,
+            "waitFor": self.wait_for,
+            "preempts": list(self.preempts),
+            "waiting": self.waiting,
+        }
+
+
+@dataclass(frozen=True)
 class Plan:
     machine_type: str
     cube_topology: Topology
@@ -158,6 +215,7 @@ class Plan:
     preemptions: tuple[Preemption, ...]
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
+    rollouts: tuple[RolloutPlan, ...] = ()  # serving roles only (planner.plan)
 
     @property
     def chips_provisioned(self) -> int:
@@ -211,7 +269,14 @@ class Plan:
             "preemptions": [p.as_dict() for p in self.preemptions],
             "errors": list(self.errors),
             "warnings": list(self.warnings),
+            "rollouts": [r.as_dict() for r in self.rollouts],
         }
+
+    def rollout(self, key: str) -> RolloutPlan:
+        for r in self.rollouts:
+            if r.key == key:
+                return r
+        raise KeyError(key)
 
     def table(self) -> str:
         """A compact fixed-width summary: totals, one row per workload, one row per (cube, workload)."""
@@ -258,6 +323,13 @@ class Plan:
             if len(self.preemptions) > TABLE_PREEMPTIONS:
                 shown.append(f"... {len(self.preemptions) - TABLE_PREEMPTIONS} more in the stack output")
             lines += ["", "PREEMPTIONS  " + "; ".join(shown)]
+        if self.rollouts:
+            # What a change of a role's pod shape, replicas, priority or queue will do (see RolloutPlan).
+            lines.append("")
+            lines += [
+                f"ROLLOUT  {r.key}: {r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}"
+                for r in self.rollouts
+            ]
         return "\n".join([*lines, "", *_align(cube_rows)])
 
 

@@ -6,6 +6,7 @@ as `<config key> = <bad value>: <what is allowed>`, all problems in one error.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from components.model.checks import (
     LABEL_VALUE_MAX,
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
+    LWS_REVISION_LEN,
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
@@ -37,6 +39,7 @@ from components.model.checks import (
     ConfigError,
     Model,
     SettingError,
+    bucket_name,
     cpu_millis,
     gke_version_tuple,
     memory_bytes,
@@ -146,6 +149,16 @@ class Settings(Model):
                 'shared reservation (tpu.reservation.block: "")',
             )
 
+    def _check_buckets(self) -> None:
+        # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
+        # derived from the project and the cluster.
+        s = self.serving
+        if s.xla_cache_bucket is None:
+            try:
+                bucket_name(self.xla_cache_bucket)
+            except ValueError as err:  # never for a hash, but the rule is the API's, not ours
+                raise SettingError("serving.xlaCacheBucket", self.xla_cache_bucket, str(err)) from None
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
         self._check_system_pool_fit()
@@ -160,6 +173,7 @@ class Settings(Model):
             except geometry.GeometryError as err:
                 raise SettingError(f"{key}.topology", topology, str(err)) from None
         if self.serving.enabled:
+            self._check_buckets()
             for role, spec in self.serving.roles().items():
                 derived = self.serving_slice(role).tensorcores
                 if spec.tensor_parallel_size is not None and spec.tensor_parallel_size != derived:
@@ -171,12 +185,15 @@ class Settings(Model):
                         "TensorCores per chip",
                     )
                 name = self.lws_name(role)
-                if len(name) > LWS_NAME_MAX:
+                room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
+                if len(name) > room:
                     raise SettingError(
                         f"serving.{role}.name",
                         name,
-                        f"at most {LWS_NAME_MAX} characters: Kueue's LeaderWorkerSet integration bounds LWS names "
-                        f"so, because they feed pod and slice names (GKE slice names stop at {SLICE_NAME_MAX})",
+                        f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
+                        f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
+                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
+                        f"{SLICE_NAME_MAX})",
                     )
             # The model's last path segment becomes the llm-d.ai/model label of every pod.
             if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
@@ -198,6 +215,13 @@ class Settings(Model):
                 f"later for sub-slicing ({', '.join(subslices)}); see "
                 "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
             )
+        gateway = self.serving.gateway
+        if self.serving.enabled and gateway.external:
+            out.append(
+                f"{PROJECT}:serving.gateway.className = {gateway.class_name}: the Gateway "
+                f"{gateway.name} gets a public IP address and serves {self.serving.model_served} to the internet "
+                "over plain HTTP on port 80, with no authentication (serving.gateway.exposeToInternet is true)"
+            )
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(
@@ -213,6 +237,19 @@ class Settings(Model):
         m = ZONE_RE.match(self.zone)
         assert m is not None
         return m.group("region")
+
+    @property
+    def xla_cache_bucket(self) -> str:
+        """The XLA compilation cache's bucket: `serving.xlaCacheBucket`, or `xla-cache-<hash>`.
+
+        Bucket names are global and public, and Google asks not to put project IDs in them
+        (https://cloud.google.com/storage/docs/buckets#considerations): a hash of project and cluster names is
+        unique per deployment, stable across runs, and 30 characters whatever the inputs' length.
+        """
+        if self.serving.xla_cache_bucket is not None:
+            return self.serving.xla_cache_bucket
+        digest = hashlib.sha256(f"{self.project}/{self.cluster.name}".encode()).hexdigest()
+        return f"xla-cache-{digest[:20]}"
 
     @property
     def workload_pool(self) -> str:
@@ -235,6 +272,7 @@ class Settings(Model):
         if self.demos.superslicing.enabled:
             out["demos.superslicing"] = (self.demos.superslicing.topology, self.demos.superslicing.priority)
         if self.serving.enabled:
+            self._check_buckets()
             for role, spec in self.serving.roles().items():
                 out[f"serving.{role}"] = (spec.topology, spec.priority)
         return out
@@ -261,7 +299,20 @@ _STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in 
 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc)
+    """The config path of an error location: pydantic names a field by its Python name when its default is
+    what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
+    parts, model = [], Settings
+    for part in loc:
+        field = None
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            parts.append(str(part))
+            model = None
+            continue
+        parts.append(field.alias or str(part))
+        model = _model_at(tuple(loc[: len(parts)]))
+    return ".".join(parts)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -298,6 +349,9 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         cause = (e.get("ctx") or {}).get("error")
         if isinstance(cause, SettingError):
             path = _alias_path(loc + tuple(cause.field.split(".")))
+            if cause.value is None:
+                lines.append(f"{_config_key(path)} is not set: {cause.allowed}")
+                continue
             lines.append(f"{_config_key(path)} = {_show(path, cause.value, secret_keys)}: {cause.allowed}")
             continue
         path = _alias_path(loc)
@@ -312,6 +366,8 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "missing":
             lines.append(f"{_config_key(path)} is not set: it is required")
+        elif e["input"] is None:  # a key that may be unset, but not here
+            lines.append(f"{_config_key(path)} is not set: {msg}")
         else:
             lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
     return lines
@@ -395,7 +451,8 @@ def load(
     for path, value in placeholders:
         path = path.lstrip(".")
         problems.append(_placeholder_problem(path, value, secret_keys))
-        placeholder_keys.append(_config_key(path))
+        # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
+        placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))
     try:
         settings = Settings.model_validate(data, context={"now": now or datetime.now(UTC)})

@@ -1,0 +1,101 @@
+"""Which serving changes must roll to a new LeaderWorkerSet, and under what name (pure, no Pulumi).
+
+Kueue's webhook refuses to change a queued LWS's pod shape while it runs: `ValidateUpdate` compares the
+`SpecShape` of the old and new leader and worker templates and rejects any difference, and the queue-name
+label is immutable (kubernetes-sigs/kueue v0.17.4 pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go
+L187-196, 266-274; pkg/controller/jobframework/validation.go `ValidateImmutablePodGroupPodSpec`;
+pkg/util/pod/pod.go `SpecShape`, `ContainersShape`). Its defaulting copies the priority-class label into both
+pod templates (same webhook, `podTemplateSpecDefault`), so a priority change would restart every group in
+place. And a scale-down in place leaks Slices: the slice controller deletes a removed group's Slices only once
+every pod labelled `leaderworkerset.sigs.k8s.io/name=<lws>` has finished, which the other groups never do
+(AI-Hypercomputer/xpk slice/internal/controller/workload_controller.go@b75b6c17 `cleanupSlices`,
+`ownerPodsFinished`); deleting the whole LWS ends that wait (the owner is gone).
+
+So the LWS name carries a revision: a hash of exactly what Kueue compares (the pod shape of both templates),
+the group size, the replica count, the queue and the priority. A change of any of them is a new name, which
+Pulumi turns into a replacement (pulumi-kubernetes forces replacement on `.metadata.name`,
+provider/pkg/provider/provider.go `forceNewFields`): the new LWS is created, and the old one deleted at the end
+of the update (components/serving.py). Anything else (image, flags, env, probes) keeps the name and rolls in
+place, which Kueue allows.
+
+Not upstream's DisaggregatedSet (LWS v0.9+, llm-d's TPU7x dynamic-slice recipe): at sigs.k8s.io/lws v0.10.0
+(2161f38ff333) its rollout scales the old revision's LWS down group by group (pkg/controllers/disaggregatedset/
+lws_manager.go `Scale`), which is the Slice leak above at every step, and waits for the new revision to be
+fully ready (ReadyReplicas == Replicas, executor.go) before the next one, so with room for one extra group it
+stalls on a group Kueue admitted into room the leaked Slices still hold. Its revision hashes every role's
+template (pkg/utils/disaggregatedset/utils.go `ComputeRevision`), so a prefill change rolls decode too; the
+recipe asks for LWS v0.11.1+ (`groupIdentity`, absent from the v0.10.0 CRD); and Pulumi would not await it either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.model.checks import LWS_REVISION_LEN
+
+
+def _containers_shape(containers: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    # ContainersShape: per container, only its resource requests and its ports.
+    return [
+        {"resources": {"requests": (c.get("resources") or {}).get("requests")}, "ports": c.get("ports")}
+        for c in containers or []
+    ]
+
+
+def pod_spec_shape(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Kueue's `SpecShape` of a pod spec (v0.17.4 pkg/util/pod/pod.go): what its LWS webhook keeps immutable."""
+    return {
+        "initContainers": _containers_shape(spec.get("initContainers")),
+        "containers": _containers_shape(spec.get("containers")),
+        "nodeSelector": spec.get("nodeSelector"),
+        "affinity": spec.get("affinity"),
+        "tolerations": spec.get("tolerations"),
+        "runtimeClassName": spec.get("runtimeClassName"),
+        "priority": spec.get("priority"),
+        "topologySpreadConstraints": spec.get("topologySpreadConstraints"),
+        "overhead": spec.get("overhead"),
+        "resourceClaims": spec.get("resourceClaims"),
+    }
+
+
+def revision(
+    *,
+    leader_spec: Mapping[str, Any],
+    worker_spec: Mapping[str, Any],
+    size: int,
+    replicas: int,
+    queue: str,
+    priority: str,
+) -> str:
+    """The LWS's revision: LWS_REVISION_LEN hex digits of what must not change under a running LWS."""
+    identity = {
+        "leader": pod_spec_shape(leader_spec),
+        "worker": pod_spec_shape(worker_spec),
+        "size": size,
+        "replicas": replicas,
+        "queue": queue,
+        "priority": priority,
+    }
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:LWS_REVISION_LEN]
+
+
+# pulumi-kubernetes awaits a custom resource only through its `pulumi.com/waitFor` annotation
+# (provider/pkg/metadata/overrides.go `ReadyCondition`), a JSONPath evaluated with an RFC 9535 parser since
+# v4.24.0 (CHANGELOG), for at most `pulumi.com/timeoutSeconds` (default 10 minutes, provider/pkg/await/await.go).
+# Its parser splits the expression on a single "=" (provider/pkg/jsonpath/jsonpath.go `Parse`), so the
+# comparison is written with ">" only. The filter runs over the object's top-level members; only `status` has
+# `readyReplicas`: the LWS's count of groups whose leader is Ready and whose workers are ready
+# (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1 `ReadyReplicas`, omitted while 0).
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+
+
+def ready_groups_condition(groups: int) -> str:
+    """The waitFor expression that holds once at least `groups` (>= 1) groups of the LWS are ready."""
+    if groups < 1:
+        raise ValueError("waits for at least one group")
+    return f"jsonpath={{$[?@.readyReplicas>{groups - 1}]}}"

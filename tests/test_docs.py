@@ -1,0 +1,106 @@
+"""The documentation holds together: every relative link in README.md and docs/*.md resolves (file and
+`#anchor`, as GitHub renders headings), the README links every page, and no page refers a user to
+something they do not have (the project's internal spec, its issue tracker numbers)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.harness import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^(```|~~~)")
+
+
+def prose(text: str) -> list[str]:
+    """The lines outside fenced code blocks (a `# comment` in a bash block is not a heading)."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            out.append(line)
+    return out
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading (github-slugger): the text, lowercased, punctuation dropped, spaces
+    to hyphens. Inline code and links count by their text."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = text.replace("`", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for line in prose(path.read_text()):
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match[1])
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out
+
+
+def links(path: Path) -> list[str]:
+    # Inline code spans are not links: `[x](y)` written as code stays code.
+    return [m[1] for line in prose(path.read_text()) for m in LINK.finditer(re.sub(r"`[^`]*`", "", line))]
+
+
+def broken(path: Path, root: Path = ROOT) -> list[str]:
+    """One line per link of `path` whose file or heading does not exist (names relative to `root`)."""
+    out = []
+    for target in links(path):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:: not checked offline
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            out.append(f"{path.relative_to(root)}: {target}: no file {file}")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            out.append(f"{path.relative_to(root)}: {target}: no heading #{anchor} in {dest.relative_to(root)}")
+    return out
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_every_relative_link_resolves(path: Path) -> None:
+    assert broken(path) == []
+
+
+def test_the_readme_links_every_page_and_the_link_checker_catches_a_broken_one(tmp_path: Path) -> None:
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in links(ROOT / "README.md") if t.startswith("docs/")}
+    assert linked == {p.resolve() for p in PAGES[1:]}
+    (tmp_path / "a.md").write_text("# A page\n\n## Why `helm.v4.Chart`\n\n```bash\n# not a heading\n```\n")
+    (tmp_path / "b.md").write_text(
+        "[ok](a.md#why-helmv4chart) [gone](missing.md) [no anchor](a.md#not-a-heading) `[code](x.md)`\n"
+    )
+    problems = [p.split(": ", 1)[1] for p in broken(tmp_path / "b.md", tmp_path)]
+    assert problems == ["missing.md: no file missing.md", "a.md#not-a-heading: no heading #not-a-heading in a.md"]
+
+
+def test_slugs_follow_github() -> None:
+    assert (
+        slug("Team workflow: pull-request previews and promotion")
+        == "team-workflow-pull-request-previews-and-promotion"
+    )
+    assert slug("Why `helm.v4.Chart`") == "why-helmv4chart"
+    assert slug("`manifests/`") == "manifests"
+    assert slug("Before the first command: Python and the placeholders") == (
+        "before-the-first-command-python-and-the-placeholders"
+    )
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_no_page_refers_to_what_a_user_does_not_have(path: Path) -> None:
+    text = path.read_text()
+    assert not re.findall(r"\bSPEC\b", text), "the project's internal spec: say what it says instead"
+    assert not re.findall(r"\bissues? #?\d+", text, flags=re.I), "an issue number of this project"

@@ -1,0 +1,130 @@
+"""Imports run only downward: cli -> resources -> model (docs/architecture.md, "Layers").
+
+* `components/model/` is pure: no Pulumi SDK, no resource module (`components/*.py`), no command.
+* the resources (`components/*.py`) and the program (`__main__.py`) never import the commands
+  (`components/cli/`, `components/__main__.py`).
+* the commands may import anything below them (`render` runs the whole program under the mock runtime).
+
+Read from the source with `ast` (every import statement, also those inside functions or
+`if TYPE_CHECKING:`), so a new module is covered the day it is added.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PULUMI_SDKS = ("pulumi", "pulumi_gcp", "pulumi_kubernetes", "pulumi_random", "pulumi_policy")
+
+
+def layer(path: str) -> str:
+    """`model`, `cli`, `resources` or `program` for a file relative to the repository root."""
+    parts = Path(path).parts
+    if parts == ("__main__.py",):
+        return "program"
+    if parts[:2] == ("components", "model"):
+        return "model"
+    if parts[:2] == ("components", "cli") or parts == ("components", "__main__.py"):
+        return "cli"
+    if parts[0] == "components" and len(parts) == 2:
+        return "resources"
+    raise ValueError(f"{path}: not a module of the program")
+
+
+def module_layer(module: str) -> str | None:
+    """The layer of an imported module, or None for anything outside the program (stdlib, third party)."""
+    parts = module.split(".")
+    if parts[0] != "components":
+        return None
+    if len(parts) == 1:
+        return "resources"  # `import components` / `from components import x`: the package of the resources
+    if parts[1] == "model":
+        return "model"
+    if parts[1] in ("cli", "__main__"):
+        return "cli"
+    return "resources"
+
+
+def imported_modules(path: str, source: str) -> list[tuple[int, str]]:
+    """(line, module) for every import in `source`; `from a import b` yields `a.b` (b may be a module)."""
+    package = ".".join(Path(path).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(source, path)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against the file's package
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            out += [(node.lineno, f"{base}.{alias.name}" if alias.name != "*" else base) for alias in node.names]
+    return out
+
+
+def violations(path: str, source: str) -> list[str]:
+    """Every import of `source` (the file at `path`) that runs up or sideways out of its layer."""
+    own = layer(path)
+    found = []
+    for line, module in imported_modules(path, source):
+        target = module_layer(module)
+        top = module.split(".")[0]
+        if own == "model":
+            if top in PULUMI_SDKS:
+                found.append(f"{path}:{line}: the pure model imports the Pulumi SDK ({module})")
+            elif target in ("resources", "cli") and not module.startswith("components.model"):
+                found.append(f"{path}:{line}: the pure model imports the {target} layer ({module})")
+        elif own in ("resources", "program") and target == "cli":
+            found.append(f"{path}:{line}: the {own} layer imports the command-line layer ({module})")
+    return found
+
+
+def program_files() -> list[str]:
+    files = ["__main__.py", *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "components").rglob("*.py")))]
+    return [f for f in files if "__pycache__" not in f]
+
+
+def test_every_module_of_the_program_has_a_layer() -> None:
+    layers = {f: layer(f) for f in program_files()}
+    assert layers["components/serving.py"] == "resources"
+    assert layers["components/model/settings.py"] == "model"
+    assert layers["components/cli/verify.py"] == "cli"
+    assert set(layers.values()) == {"program", "model", "cli", "resources"}
+
+
+@pytest.mark.parametrize("path", program_files())
+def test_imports_run_only_downward(path: str) -> None:
+    assert violations(path, (ROOT / path).read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        ("components/serving.py", "from components.cli import verify", "the resources layer imports the command"),
+        ("components/serving.py", "import components.cli.verify as v", "the resources layer imports the command"),
+        ("__main__.py", "from components.cli.plan import main", "the program layer imports the command"),
+        ("components/model/x.py", "import pulumi", "the pure model imports the Pulumi SDK"),
+        ("components/model/x.py", "from pulumi_gcp import compute", "the pure model imports the Pulumi SDK"),
+        ("components/model/x.py", "def f():\n    from components.base import Component", "imports the resources"),
+        ("components/model/x.py", "from components import serving", "imports the resources layer"),
+        ("components/model/x.py", "from .. import cli", "imports the cli layer"),
+        ("components/model/x.py", "from ..cli.plan import main", "imports the cli layer"),
+    ],
+)
+def test_an_upward_import_is_caught(path: str, source: str, expected: str) -> None:
+    (found,) = violations(path, source)
+    assert expected in found and found.startswith(f"{path}:")
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        ("components/serving.py", "from components.model.commands import verify_command"),
+        ("components/model/x.py", "from . import geometry\nfrom components.model.settings import Settings"),
+        ("components/cli/render.py", "import pulumi\nfrom components.serving import Serving"),
+    ],
+)
+def test_downward_imports_pass(path: str, source: str) -> None:
+    assert violations(path, source) == []

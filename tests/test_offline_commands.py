@@ -1,0 +1,69 @@
+"""The offline commands (plan, render, import-file) on a stack file with placeholders: the refusal names
+`--set`, and the flags it prints, with values, make the same command run (what docs/offline.md tells a newcomer)."""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from components.cli import import_file, plan, render
+from components.model.settings import PROJECT
+from tests.harness import PLACEHOLDER_VALUES, STACKS
+
+Main = Callable[..., int]
+
+
+def run(main: Main, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def hint_flags(err: str) -> list[str]:
+    """The `--set KEY=VALUE` flags of the refusal's last line, with the tests' values for VALUE."""
+    *_, last = err.strip().splitlines()
+    assert last.startswith("or, for this command alone (no Pulumi CLI needed): --set "), err
+    flags = shlex.split(last.split(": ", 1)[1])
+    filled = []
+    for flag in flags:
+        if flag == "--set":
+            filled.append(flag)
+            continue
+        key, value = flag.split("=", 1)
+        assert value == "VALUE", flag
+        full = key if key.startswith("gcp:") else f"{PROJECT}:{key}"
+        filled.append(f"{key}={PLACEHOLDER_VALUES[full]}")
+    return filled
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_names_set_for_every_placeholder_and_its_flags_work(stack: str) -> None:
+    code, _, err = run(plan.main, ["--stack", stack])
+    assert code == 1 and err.startswith("error: invalid stack configuration")
+    placeholders = re.findall(r"^  (\S+) = '<REPLACE-ME", err, flags=re.M)
+    flags = hint_flags(err)
+    assert [f.split("=")[0] for f in flags[1::2]] == [p.removeprefix(f"{PROJECT}:") for p in placeholders]
+    code, out, err = run(plan.main, ["--stack", stack, *flags])
+    assert code == 0, err
+    assert "TPU plan:" in out
+
+
+def test_import_file_and_render_name_set_too(tmp_path: Path) -> None:
+    code, _, err = run(import_file.main, ["--stack", "dev"])
+    assert code == 1
+    flags = hint_flags(err)
+    assert run(import_file.main, ["--stack", "dev", *flags])[0] == 0
+    code, _, err = run(render.main, ["--stack", "dev", "--out", str(tmp_path / "out")])
+    assert code == 1 and hint_flags(err) == flags
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_hint_when_no_placeholder_is_left() -> None:
+    flags = ["--set", "gcp:project=p-1234", "--set", "tpu.reservation.name=r", "--set", "network.mtu=99999"]
+    code, _, err = run(plan.main, ["--stack", "dev", *flags])
+    assert code == 1 and "network.mtu" in err and "--set" not in err

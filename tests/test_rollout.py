@@ -1,0 +1,310 @@
+"""Serving changes roll instead of being refused, a scale-down leaves no Slice behind, and the pods stop cleanly.
+
+Upstream facts the tests stand on (cited in components/model/rollout.py, components/serving.py):
+
+* Kueue v0.17.4 refuses an update of a queued, running LWS whose leader or worker `SpecShape` differs
+  (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go `ValidateUpdate`; pkg/util/pod/pod.go) and any
+  change of its queue-name label; `kueue_refuses_in_place` below is that check on our objects.
+* pulumi-kubernetes replaces an object whose `.metadata.name` changes (provider/pkg/provider/provider.go
+  `forceNewFields`); the engine creates a replacement first unless `deleteBeforeReplace`, and deletes the
+  replaced resource at the end of the update, after every create (pulumi/pulumi#9979). `replacement_steps`
+  is that rule applied to two recorded runs.
+* pulumi-kubernetes awaits a custom resource through `pulumi.com/waitFor`, an RFC 9535 JSONPath (v4.24.0 on),
+  for `pulumi.com/timeoutSeconds`; its parser splits on a single `=` (provider/pkg/jsonpath/jsonpath.go).
+* The slice controller deletes a group's Slices once every pod of its LWS has finished, or the LWS is gone
+  (AI-Hypercomputer/xpk slice/internal/controller/workload_controller.go@b75b6c17 `ownerPodsFinished`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import jsonpath
+import pytest
+
+from components.cli.plan import main as plan_main
+from components.model.rollout import pod_spec_shape
+from tests.harness import Run, normalize, run_program, set_arguments
+
+P = "gke-tpu-slicing"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
+# One cube, serving only: 4 + 4 groups of 2x2x2 fill its 8 partitions.
+FULL = {**NO_DEMOS, f"{P}:tpu": {"cubes": 1}}
+RFC9535 = jsonpath.JSONPathEnvironment(strict=True)
+
+
+@pytest.fixture(scope="module")
+def dev() -> Run:
+    run = run_program()
+    assert run.error is None, run.error
+    return run
+
+
+def lws(run: Run, role: str) -> dict[str, Any]:
+    return normalize(run.get(LWS, f"serving-{role}").plain())
+
+
+def templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
+
+
+def kueue_refuses_in_place(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What Kueue's LWS webhook rejects when `old` (running, queued) is updated to `new` under the same name."""
+    out = [
+        f"{part}: pod shape"
+        for part in ("leader", "worker")
+        if pod_spec_shape(templates(old)[part]["spec"]) != pod_spec_shape(templates(new)[part]["spec"])
+    ]
+    if old["metadata"]["labels"][QUEUE_LABEL] != new["metadata"]["labels"][QUEUE_LABEL]:
+        out.append("queue-name label")
+    return out
+
+
+def replacement_steps(before: Run, after: Run, role: str) -> list[str]:
+    """What `pulumi up` does to a role's LWS going from `before` to `after`, in order (see the module doc)."""
+    old, new = lws(before, role), lws(after, role)
+    old_name, new_name = old["metadata"]["name"], new["metadata"]["name"]
+    if old == new:
+        return []
+    if old_name == new_name:
+        return [f"update {new_name}"]
+    reg = after.get(LWS, f"serving-{role}")
+    wait = new["metadata"]["annotations"].get("pulumi.com/waitFor")
+    create = f"create {new_name}" + (f" and wait for {wait}" if wait else "")
+    if reg.options["deleteBeforeReplace"]:
+        return [f"delete {old_name}", create]
+    return [create, "... every other create and update of the deployment", f"delete {old_name}"]
+
+
+def ready(obj: dict[str, Any], groups: int, replicas: int) -> bool:
+    """Whether pulumi-kubernetes counts the LWS ready once `groups` of its `replicas` groups are ready."""
+    expr = obj["metadata"]["annotations"]["pulumi.com/waitFor"]
+    # pulumi-kubernetes' parser: `jsonpath=` prefix, at most one `=`-separated value, the path in braces.
+    assert expr.startswith("jsonpath="), expr
+    body = expr.removeprefix("jsonpath=")
+    assert len(body.replace("==", "").split("=")) == 1, f"{expr}: a single '=' would be read as a value"
+    path = re.fullmatch(r"\{\s*(.*?)\s*\}", body)
+    assert path, expr
+    status: dict[str, Any] = {"replicas": replicas}
+    if groups:  # the LWS controller omits readyReplicas while it is 0 (omitempty)
+        status["readyReplicas"] = groups
+    return bool(RFC9535.findall(path.group(1), {**obj, "status": status}))
+
+
+# ------------------------------------------------------------------------------------------------ pod shape
+
+
+def test_kueue_would_refuse_a_resources_change_in_place_so_it_rolls_to_a_new_lws(dev: Run) -> None:
+    bigger = run_program({f"{P}:serving": {"prefill": {"resources": {"cpu": "200", "memory": "800Gi"}}}})
+    old, new = lws(dev, "prefill"), lws(bigger, "prefill")
+    assert kueue_refuses_in_place(old, new) == ["leader: pod shape", "worker: pod shape"]
+    # ... so the new shape is a new object, created first; the old one goes at the end of the update.
+    assert old["metadata"]["name"] != new["metadata"]["name"]
+    assert replacement_steps(dev, bigger, "prefill") == [
+        f"create {new['metadata']['name']} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
+        "... every other create and update of the deployment",
+        f"delete {old['metadata']['name']}",
+    ]
+    # The other role is not touched.
+    assert replacement_steps(dev, bigger, "decode") == []
+    # Dev has room for all 4 new groups beside the old ones (lower-priority demos yield): the old set stays until
+    # 4 new leaders are ready, so prefill never has fewer than 4 ready leaders.
+    assert (ready(new, 3, 4), ready(new, 4, 4)) == (False, True)
+
+
+def test_a_topology_change_rolls_to_the_new_partition_shape(dev: Run) -> None:
+    smaller = run_program({f"{P}:serving": {"decode": {"topology": "2x2x1"}}})
+    old, new = lws(dev, "decode"), lws(smaller, "decode")
+    # The HEALTHY-partition selector key follows the shape: Kueue would refuse it in place.
+    assert kueue_refuses_in_place(old, new) == ["leader: pod shape", "worker: pod shape"]
+    assert "cloud.google.com/gke-tpu-partition-2x2x1-state" in templates(new)["leader"]["spec"]["nodeSelector"]
+    assert (old["spec"]["leaderWorkerTemplate"]["size"], new["spec"]["leaderWorkerTemplate"]["size"]) == (2, 1)
+    steps = replacement_steps(dev, smaller, "decode")
+    assert steps[0].startswith(f"create {new['metadata']['name']} and wait") and steps[-1] == (
+        f"delete {old['metadata']['name']}"
+    )
+    assert replacement_steps(dev, smaller, "prefill") == []
+
+
+def test_changes_kueue_allows_in_place_keep_the_name(dev: Run) -> None:
+    # A new image changes the pods but not their shape: the LWS rolls its groups in place (LWS rolling update).
+    newer = run_program({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:nightly-20260601-aaaaaaa-bbbbbbb"}})
+    for role in ("prefill", "decode"):
+        assert kueue_refuses_in_place(lws(dev, role), lws(newer, role)) == []
+        assert replacement_steps(dev, newer, role) == [f"update {lws(dev, role)['metadata']['name']}"]
+
+
+def test_a_priority_change_is_a_rollout_not_a_restart_in_place(dev: Run) -> None:
+    # Kueue's defaulting copies the priority label into both pod templates, which would restart every group in
+    # place; the program rolls it like a shape change instead.
+    medium = run_program({f"{P}:serving": {"prefill": {"priority": "medium-priority-2000"}}})
+    old, new = lws(dev, "prefill"), lws(medium, "prefill")
+    assert new["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "medium-priority-2000"
+    assert old["metadata"]["name"] != new["metadata"]["name"]
+    assert replacement_steps(dev, medium, "prefill")[-1] == f"delete {old['metadata']['name']}"
+
+
+def test_a_new_local_queue_is_a_new_lws(dev: Run) -> None:
+    other = run_program({f"{P}:kueue": {"localQueue": "serving-lq"}})
+    for role in ("prefill", "decode"):
+        old, new = lws(dev, role), lws(other, role)
+        assert "queue-name label" in kueue_refuses_in_place(old, new)
+        assert old["metadata"]["name"] != new["metadata"]["name"]
+
+
+def test_revision_follows_exactly_kueues_pod_shape() -> None:
+    spec = {
+        "containers": [{"name": "c", "image": "a", "env": [], "resources": {"requests": {"cpu": "1"}}, "ports": []}],
+        "nodeSelector": {"k": "v"},
+        "terminationGracePeriodSeconds": 30,
+    }
+    shape = pod_spec_shape(spec)
+    # Outside the shape: image, env, grace period.
+    assert pod_spec_shape({**spec, "terminationGracePeriodSeconds": 60}) == shape
+    assert pod_spec_shape({**spec, "containers": [{**spec["containers"][0], "image": "b"}]}) == shape
+    # Inside: requests, ports, node selector, tolerations.
+    assert pod_spec_shape({**spec, "nodeSelector": {"k": "w"}}) != shape
+    assert pod_spec_shape({**spec, "tolerations": [{"key": "t"}]}) != shape
+    assert pod_spec_shape({**spec, "containers": [{**spec["containers"][0], "ports": [{"containerPort": 1}]}]}) != shape
+
+
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_the_longest_configured_name_plus_its_revision_fits_kueues_39(role: str) -> None:
+    name = f"x{role}".ljust(33, "y")
+    run = run_program({f"{P}:serving": {role: {"name": name}}})
+    assert run.error is None, run.error
+    got = lws(run, role)["metadata"]["name"]
+    assert re.fullmatch(re.escape(name) + r"-[0-9a-f]{5}", got) and len(got) == 39
+
+
+# ------------------------------------------------------------------------------------------------ headroom
+
+
+def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    full = run_program(FULL, preview=True)
+    assert full.error is None, full.error
+    warnings = [msg for level, msg in full.logs if level == "warn"]
+    for role in ("prefill", "decode"):
+        assert any(f"{P}:serving.{role} (" in w and "cannot keep it serving" in w for w in warnings), warnings
+        reg = full.get(LWS, f"serving-{role}")
+        assert reg.options["deleteBeforeReplace"] is True
+        # The new set gets the old one's room: `up` still waits for its 4 groups.
+        assert ready(lws(full, role), 4, 4) and not ready(lws(full, role), 3, 4)
+    resized = run_program({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
+    old, new = lws(full, "prefill")["metadata"]["name"], lws(resized, "prefill")["metadata"]["name"]
+    assert replacement_steps(full, resized, "prefill") == [
+        f"delete {old}",
+        f"create {new} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
+    ]
+    # `python -m components plan` prints the same, before anything changes.
+    sets = [*set_arguments("dev"), "--set", "tpu.cubes=1"]
+    sets += ["--set", "demos.subslicing.enabled=false", "--set", "demos.superslicing.enabled=false"]
+    assert plan_main(["plan", "--stack", "dev", *sets]) == 0
+    out = capsys.readouterr().out
+    assert "ROLLOUT  serving.prefill: 0/4 new groups fit beside the running ones; no room" in out
+    assert sum(line.startswith("warning: ") and "cannot keep it serving" in line for line in out.splitlines()) == 2
+
+
+def test_with_room_for_some_groups_the_old_set_waits_for_that_many(dev: Run) -> None:
+    # Two cubes, serving only, 6 + 6 groups: 4 of 16 partitions stay free, room for 4 new groups of either role.
+    run = run_program({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
+    assert run.error is None, run.error
+    for role in ("prefill", "decode"):
+        obj = lws(run, role)
+        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is False
+        assert [ready(obj, n, 6) for n in (3, 4, 6)] == [False, True, True]
+    # Both roles at once need 8 new groups: the plan says to roll them one at a time.
+    warnings = [msg for level, msg in run.logs if level == "warn"]
+    assert any("not both in one update" in w for w in warnings), warnings
+
+
+def test_dev_rolls_create_first_and_names_the_demos_it_preempts_meanwhile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("ROLLOUT  serving.decode"))
+    assert "4/4 new groups fit" in line and "deleted once 4 of its 4 groups are ready" in line
+    assert "preempting demos.subslicing" in line
+
+
+# ------------------------------------------------------------------------------------------------ scale-down
+
+
+def test_a_scale_down_replaces_the_whole_lws_so_its_slices_are_released(dev: Run) -> None:
+    # In place, Kueue would delete the removed groups' Workloads while the slice controller keeps their Slices
+    # until every pod of the LWS has finished: the survivors never do. A new, smaller LWS and the deletion of the
+    # whole old one leave no pod of the old LWS, so every one of its Slices is deleted.
+    fewer = run_program({f"{P}:serving": {"decode": {"replicas": 2}}})
+    old, new = lws(dev, "decode"), lws(fewer, "decode")
+    assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (4, 2)
+    assert replacement_steps(dev, fewer, "decode") == [
+        f"create {new['metadata']['name']} and wait for jsonpath={{$[?@.readyReplicas>1]}}",
+        "... every other create and update of the deployment",
+        f"delete {old['metadata']['name']}",
+    ]
+    # Pods of the new LWS carry its own name label, which the slice controller matches for the old one.
+    assert old["metadata"]["name"] != new["metadata"]["name"]
+    assert replacement_steps(dev, fewer, "prefill") == []
+
+
+def test_a_scale_up_rolls_the_same_way(dev: Run) -> None:
+    more = run_program({f"{P}:serving": {"prefill": {"replicas": 5}}})
+    steps = replacement_steps(dev, more, "prefill")
+    assert steps[0].endswith("wait for jsonpath={$[?@.readyReplicas>4]}") and steps[-1].startswith("delete ")
+
+
+# ------------------------------------------------------------------------------------------------ pod fields
+
+
+def test_vllm_is_the_leaders_pid_1_and_gets_the_grace_period(dev: Run) -> None:
+    for role in ("prefill", "decode"):
+        obj = lws(dev, role)
+        leader = templates(obj)["leader"]["spec"]
+        (vllm,) = [c for c in leader["containers"] if c["name"] == "vllm-leader"]
+        assert vllm["command"][:2] == ["sh", "-c"]
+        last = [line for line in vllm["command"][2].splitlines() if line.strip()][-1]
+        assert shlex.split(last)[:3] == ["exec", "vllm", "serve"]
+        # Both templates: the leader's vLLM needs its Ray workers until its last request.
+        for part in ("leader", "worker"):
+            assert templates(obj)[part]["spec"]["terminationGracePeriodSeconds"] == 360
+
+
+def test_the_grace_period_is_a_setting_no_shorter_than_the_gateways_request_timeout() -> None:
+    run = run_program({f"{P}:serving": {"terminationGracePeriodSeconds": 900}})
+    assert run.error is None, run.error
+    assert templates(lws(run, "decode"))["worker"]["spec"]["terminationGracePeriodSeconds"] == 900
+    short = run_program({f"{P}:serving": {"terminationGracePeriodSeconds": 299}})
+    assert short.error is not None and short.registrations == []
+    message = str(short.error)
+    assert f"{P}:serving.terminationGracePeriodSeconds = 299: at least 300 seconds" in message
+
+
+def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(dev: Run) -> None:
+    templates_seen = 0
+    for role in ("prefill", "decode"):
+        for template in templates(lws(dev, role)).values():
+            assert template["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] == "true"
+            templates_seen += 1
+    for reg in dev.of_type(JOBSET):
+        for job in normalize(reg.plain())["spec"]["replicatedJobs"]:
+            annotations = job["template"]["spec"]["template"]["metadata"]["annotations"]
+            assert annotations["cloud.google.com/skip-tpu-webhook-check"] == "true"
+            templates_seen += 1
+    assert templates_seen == 6  # 2 LWS x (leader, worker) + 2 demo JobSets
+
+
+def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
+    rollouts = {r["key"]: r for r in dev.outputs["capacityPlan"]["rollouts"]}
+    assert sorted(rollouts) == ["serving.decode", "serving.prefill"]
+    for role, r in rollouts.items():
+        assert (r["createFirst"], r["surge"], r["waitFor"], r["preempts"]) == (True, 4, 4, ["demos.subslicing"])
+        # ... and the object waits for what the plan says.
+        obj = lws(dev, role.split(".", 1)[1])
+        assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
