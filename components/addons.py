@@ -92,8 +92,9 @@ class SliceController(Component):
     Not redundant with the cluster's `slice_controller_config` add-on: the add-on installs the Slice CRD
     (`slices.accelerator.gke.io`) and the controller that forms slices; this manifest is the Kueue
     admission-check controller that turns admitted Workloads into Slices and holds a finalizer on each
-    Workload until its Slices are deleted (llm-d's TPU dynamic-slicing guide installs both). Workloads
-    therefore depend on it, so `pulumi destroy` removes it only after them (docs/teardown.md).
+    Workload until it has issued the deletes of its Slices (llm-d's TPU dynamic-slicing guide installs both).
+    Workloads and the pools' teardown gates depend on it, so `pulumi destroy` removes it only after the
+    workloads are gone and every gate has seen its pool's Slices go (components/teardown.py).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Teardown gates: one per TPU pool, whose delete waits until no Slice uses the pool (README "Teardown").
+"""Teardown gates: one per TPU pool, whose delete waits until no Slice uses the pool (docs/teardown.md).
 
 Why: the slice controller releases a Workload's finalizer as soon as it has *issued* the deletes of the
 Workload's Slices (xpk `slice/internal/controller/workload_controller.go@250d4b3c`, `cleanupSlices` returns
