@@ -92,7 +92,13 @@ def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
         if group is None:
             return None
         version = group.preferred_version.version
-        return list(custom.list_cluster_custom_object(model.SLICE_GROUP, version, model.SLICE_PLURAL)["items"])
+        try:
+            found = custom.list_cluster_custom_object(model.SLICE_GROUP, version, model.SLICE_PLURAL)
+        except client.exceptions.ApiException as err:
+            if err.status == 404:  # the CRD went away between discovery and the list: no Slices
+                return None
+            raise
+        return list(found["items"])
 
     return list_nodes, list_slices
 

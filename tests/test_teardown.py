@@ -150,3 +150,70 @@ def test_one_gate_per_pool_with_the_kubeconfig_secret_end_to_end(dev: Run) -> No
 
 def test_the_drain_timeout_must_be_positive() -> None:
     assert_rejected({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 0}}}, ["drainTimeoutSeconds"])
+
+
+class FakeApis:
+    """Just enough of the kubernetes client for `cluster_listers`: what it asks, and what it gets."""
+
+    def __init__(self, groups: list[str], preferred: str = "v1beta1", list_status: int | None = None) -> None:
+        self.groups, self.preferred, self.list_status = groups, preferred, list_status
+        self.calls: list[tuple] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from types import SimpleNamespace
+
+        from kubernetes import client, config
+
+        fake = self
+
+        class Core:
+            def __init__(self, _api: object) -> None: ...
+
+            def list_node(self, label_selector: str) -> SimpleNamespace:
+                fake.calls.append(("nodes", label_selector))
+                return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(labels=POOL_A[0]))])
+
+        class Apis:
+            def __init__(self, _api: object) -> None: ...
+
+            def get_api_versions(self) -> SimpleNamespace:
+                groups = [
+                    SimpleNamespace(name=g, preferred_version=SimpleNamespace(version=fake.preferred))
+                    for g in fake.groups
+                ]
+                return SimpleNamespace(groups=groups)
+
+        class Custom:
+            def __init__(self, _api: object) -> None: ...
+
+            def list_cluster_custom_object(self, group: str, version: str, plural: str) -> dict:
+                fake.calls.append(("slices", group, version, plural))
+                if fake.list_status:
+                    raise client.exceptions.ApiException(status=fake.list_status)
+                return {"items": [slice_("sub", "2x2x2", ["a-0"])]}
+
+        monkeypatch.setattr(config, "new_client_from_config_dict", lambda cfg: fake.calls.append(("config", cfg)))
+        monkeypatch.setattr(client, "CoreV1Api", Core)
+        monkeypatch.setattr(client, "ApisApi", Apis)
+        monkeypatch.setattr(client, "CustomObjectsApi", Custom)
+
+
+def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.teardown import cluster_listers
+
+    fake = FakeApis(["apps", model.SLICE_GROUP], preferred="v1beta1")
+    fake.install(monkeypatch)
+    list_nodes, list_slices = cluster_listers("apiVersion: v1\nkind: Config\n")
+    assert list_nodes("tpu7-pool-0") == [POOL_A[0]]
+    assert [s["metadata"]["name"] for s in list_slices() or []] == ["sub"]
+    assert fake.calls[0] == ("config", {"apiVersion": "v1", "kind": "Config"})
+    assert ("nodes", "cloud.google.com/gke-nodepool=tpu7-pool-0") in fake.calls
+    assert ("slices", "accelerator.gke.io", "v1beta1", "slices") in fake.calls
+    # No Slice API (the add-on never enabled) and a CRD gone mid-way both mean: nothing to wait for.
+    FakeApis(["apps"]).install(monkeypatch)
+    assert cluster_listers("{}")[1]() is None
+    FakeApis([model.SLICE_GROUP], list_status=404).install(monkeypatch)
+    assert cluster_listers("{}")[1]() is None
+    FakeApis([model.SLICE_GROUP], list_status=403).install(monkeypatch)
+    with pytest.raises(Exception, match="403"):
+        cluster_listers("{}")[1]()
