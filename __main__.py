@@ -15,13 +15,14 @@ from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity, require_cli
+from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli
 from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 require_cli()
 settings = load_settings()
-capacity_plan = plan_capacity(settings)
+sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
+capacity_plan = plan_capacity(settings, sub_blocks)
 
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
@@ -38,7 +39,7 @@ cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, iden
 k8s = cluster.provider
 addons = Addons(settings, k8s)
 # The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
-capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity)
+capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity, sub_blocks=sub_blocks)
 # One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
 # and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
 # workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
@@ -87,6 +88,7 @@ pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
 pulumi.export("network", network.network.name)
 pulumi.export("nodePools", capacity.pool_names)
+pulumi.export("cubeSubBlocks", capacity.sub_blocks)  # pool -> reservation sub-block (None: bound to the block)
 pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("kueueTopologyLevels", queues.levels)

@@ -11,7 +11,9 @@ import pulumi
 import pulumi.runtime.config as runtime_config
 import yaml
 
+from components import reservation
 from components.model import planner
+from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 
 PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
@@ -55,13 +57,29 @@ def load_settings() -> Settings:
     return settings
 
 
-def plan_capacity(settings: Settings) -> planner.Plan:
+def read_sub_blocks(settings: Settings) -> Assignment:
+    """Reads the reservation block's sub-blocks and puts each cube on one (components/reservation.py).
+
+    A missing reservation or block, an unreadable one, or cubes without a usable sub-block stop the
+    preview here, before any resource is registered.
+    """
+    try:
+        result = reservation.assignment(settings)
+    except reservation.ReservationError as err:
+        raise pulumi.RunError(str(err)) from None
+    if result.errors:
+        raise pulumi.RunError(result.error_message())
+    return result
+
+
+def plan_capacity(settings: Settings, sub_blocks: Assignment | None = None) -> planner.Plan:
     """Places every enabled workload's slices into the cubes before anything is created.
 
     A request the reservation can never hold stops the preview here; a contended mix is a warning
-    naming who will wait or be preempted, with the plan as a table.
+    naming who will wait or be preempted, with the plan as a table. Cubes on unusable sub-blocks
+    do not count.
     """
-    plan = planner.plan(settings)
+    plan = planner.plan(settings, sub_blocks)
     if plan.errors:
         raise pulumi.RunError(plan.error_message())
     for warning in plan.warnings:

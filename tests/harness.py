@@ -19,7 +19,9 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
     PROJECT,
+    RESERVATION_TOKENS,
     UNKNOWN,
+    FakeReservation,
     Registration,
     contains_secret,
     execute,
@@ -118,8 +120,15 @@ class Mocks(pulumi.runtime.Mocks):
     `known_cluster=False` models the first preview of a fresh stack: the cluster has no endpoint yet.
     """
 
-    def __init__(self, known_cluster: bool = True, cluster_hash: str = "a1b2c3d4e5f6") -> None:
+    def __init__(
+        self,
+        known_cluster: bool = True,
+        cluster_hash: str = "a1b2c3d4e5f6",
+        reservation: FakeReservation | None = None,
+    ) -> None:
         self.known_cluster = known_cluster
+        # The reservation's block: healthy free sub-blocks and no cluster yet, unless a test says otherwise.
+        self.reservation = reservation or FakeReservation.healthy()
         # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
         self.cluster_hash = cluster_hash
         self.calls: list[pulumi.runtime.MockCallArgs] = []
@@ -151,6 +160,8 @@ class Mocks(pulumi.runtime.Mocks):
         self.calls.append(args)
         if args.token == "gcp:organizations/getProject:getProject":
             return {"number": PROJECT_NUMBER, "projectId": args.args.get("projectId", "my-tpu-project")}, []
+        if args.token in RESERVATION_TOKENS:
+            return self.reservation.call(args.token, args.args), []
         return {}, []
 
 

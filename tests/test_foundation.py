@@ -150,20 +150,26 @@ def test_workload_policy(dev: Run) -> None:
 def test_tpu_node_pools(dev: Run) -> None:
     pools = sorted((r for r in dev.of_type(POOL) if r.name != "cluster-system"), key=lambda r: r.name)
     assert [p.inputs["name"] for p in pools] == ["tpu7-pool-1", "tpu7-pool-2"]
-    for pool in pools:
+    # The harness's block: healthy free sub-blocks subblock-001..; the pools take the first ones in order.
+    for pool, sub_block in zip(pools, ["subblock-001", "subblock-002"], strict=True):
         p = pool.inputs
         assert p["location"] == "us-central1"
         assert p["nodeLocations"] == ["us-central1-ai1a"]
         assert p["nodeCount"] == 16  # 4x4x4 = 64 chips / 4 chips per VM
-        assert p["placementPolicy"] == {"type": "COMPACT", "policyName": "superslice-policy"}
+        # What GKE stores for a pool placed by a workload policy: no type (vllm-project/ci-infra#547).
+        assert p["placementPolicy"] == {"type": "", "policyName": "superslice-policy", "tpuTopology": "4x4x4"}
         cfg = p["nodeConfig"]
         assert cfg["machineType"] == "tpu7x-standard-4t"
         assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
         assert cfg["reservationAffinity"] == {
             "consumeReservationType": "SPECIFIC_RESERVATION",
             "key": "compute.googleapis.com/reservation-name",
-            "values": ["projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"],
+            "values": [
+                "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0/"
+                f"reservationSubBlocks/{sub_block}"
+            ],
         }
+        assert cfg["labels"] == {"gke-tpu-slicing/reservation-sub-block": sub_block}
 
 
 def test_node_pools_are_parallel_and_ordered_after_cluster_and_policy(dev: Run) -> None:

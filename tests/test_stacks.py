@@ -85,7 +85,12 @@ def test_every_tpu_pool_is_reservation_bound_and_placed_by_the_workload_policy(s
         affinity = pool.inputs["nodeConfig"]["reservationAffinity"]
         assert affinity["consumeReservationType"] == "SPECIFIC_RESERVATION", pool.name
         assert affinity["values"] and all(v.startswith("projects/") for v in affinity["values"])
-        assert pool.inputs["placementPolicy"] == {"type": "COMPACT", "policyName": policy.inputs["name"]}
+        assert pool.inputs["placementPolicy"] == {
+            "type": "",  # what GKE stores for a workload-policy placement
+            "policyName": policy.inputs["name"],
+            "tpuTopology": stack_value(name, "tpu", "cubeTopology", "4x4x4"),
+        }
+        assert "/reservationSubBlocks/" in affinity["values"][0], "one sub-block per pool"
         assert policy.urn in pool.property_dependencies["placementPolicy"], "placed by the policy's Output"
         assert pool.inputs["nodeCount"] == vms
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import rpc
@@ -147,6 +148,125 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+RESERVATION_TOKENS = (
+    "gcp:compute/getReservation:getReservation",
+    "gcp:compute/getReservationBlock:getReservationBlock",
+    "gcp:compute/getReservationSubBlock:getReservationSubBlock",
+    "gcp:container/getCluster:getCluster",
+)
+
+
+class InvokeError(grpc.RpcError):
+    """A provider's failed invoke, as the engine answers it: a gRPC error whose details the SDK raises as
+    `invoke of <token> failed: <details>` (pulumi/runtime/invoke.py, settings.grpc_error_to_exception)."""
+
+    def __init__(self, token: str, message: str) -> None:
+        super().__init__(message)
+        self._details = f"invocation of {token} returned an error: invoking {token}: 1 error occurred:\n\t* {message}"
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self._details
+
+
+def healthy_sub_block(name: str, hosts: int = 16) -> dict[str, Any]:
+    """A getReservationSubBlock result, wire shape (pulumi-gcp 10.2 GetReservationSubBlockResult)."""
+    return {
+        "name": name,
+        "status": "READY",
+        "subBlockCount": hosts,
+        "inUseCount": 0,
+        "healthInfos": [
+            {
+                "healthStatus": "HEALTHY",
+                "healthyHostCount": hosts,
+                "degradedHostCount": 0,
+                "healthyInfraCount": 1,
+                "degradedInfraCount": 0,
+            }
+        ],
+        "reservationSubBlockMaintenances": [
+            {
+                "maintenanceOngoingCount": 0,
+                "maintenancePendingCount": 0,
+                "schedulingType": "GROUPED",
+                "subblockInfraMaintenanceOngoingCount": 0,
+                "subblockInfraMaintenancePendingCount": 0,
+                "instanceMaintenanceOngoingCount": 0,
+                "instanceMaintenancePendingCount": 0,
+            }
+        ],
+        "physicalTopologies": [{"cluster": "cluster-a", "block": "b0", "subBlock": name}],
+        "kind": "compute#reservationSubBlock",
+    }
+
+
+@dataclass
+class FakeReservation:
+    """Answers the reservation and cluster invokes the way terraform-provider-google-beta's data sources do.
+
+    `sub_blocks`: every sub-block of the block, name -> its getReservationSubBlock result (wire shape);
+    `exists=False`: getReservation's answer for a missing reservation (no error, no selfLink: the resource
+    Read turns the 404 into "gone" and the data source sets the id anyway); a block not in `blocks` fails
+    like the API's 404; `cluster_pools`: getCluster's nodePools, None when the cluster does not exist yet.
+    """
+
+    sub_blocks: dict[str, dict[str, Any]]
+    exists: bool = True
+    blocks: tuple[str, ...] = ("block-0",)
+    cluster_pools: list[dict[str, Any]] | None = None
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    self_link_prefix: str = "https://www.googleapis.com/compute/v1/"
+
+    @classmethod
+    def healthy(cls, count: int = 256, prefix: str = "subblock-") -> FakeReservation:
+        width = len(str(count))
+        return cls({f"{prefix}{i:0{width}d}": healthy_sub_block(f"{prefix}{i:0{width}d}") for i in range(1, count + 1)})
+
+    def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((token, dict(args)))
+        project, zone = args.get("project"), args.get("zone")
+        if token == RESERVATION_TOKENS[0]:
+            out: dict[str, Any] = {"name": args["name"], "project": project, "zone": zone}
+            out["id"] = f"projects/{project}/zones/{zone}/reservations/{args['name']}"
+            if self.exists:
+                out.update(
+                    selfLink=f"{self.self_link_prefix}{out['id']}",
+                    status="READY",
+                    blockNames=list(self.blocks),
+                    specificReservationRequired=True,
+                )
+            return out
+        if token == RESERVATION_TOKENS[1]:
+            if not self.exists or args["name"] not in self.blocks:
+                raise InvokeError(
+                    token,
+                    "Error reading ReservationBlock: googleapi: Error 404: The resource "
+                    f"'projects/{project}/zones/{zone}/reservations/{args['reservation']}/reservationBlocks/"
+                    f"{args['name']}' was not found, notFound",
+                )
+            return {
+                "name": args["name"],
+                "reservation": args["reservation"],
+                "status": "READY",
+                "reservationSubBlockCount": len(self.sub_blocks),
+                "reservationSubBlockInUseCount": sum(1 for s in self.sub_blocks.values() if s.get("inUseCount")),
+                "subBlockNames": list(self.sub_blocks),
+                "healthInfos": [{"healthStatus": "HEALTHY"}],
+            }
+        if token == RESERVATION_TOKENS[2]:
+            if args["name"] not in self.sub_blocks:
+                raise InvokeError(token, "Error reading ReservationSubBlock: googleapi: Error 404")
+            return self.sub_blocks[args["name"]]
+        if self.cluster_pools is None:
+            raise InvokeError(
+                token, f"projects/{project}/locations/{args.get('location')}/clusters/{args.get('name')} not found"
+            )
+        return {"name": args.get("name"), "nodePools": self.cluster_pools}
+
+
 class SymbolicMocks(pulumi.runtime.Mocks):
     """Computed values as visible markers (`<network-main.id>`), so offline output never looks real.
 
@@ -165,10 +285,19 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             state.update(endpoint=f"<{args.name}.endpoint>", masterAuth={"clusterCaCertificate": "<ca>"})
         return f"<{args.name}.id>", state
 
+    def __init__(self) -> None:
+        # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
+        self.reservation = FakeReservation(
+            {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
+            self_link_prefix="<selfLink of ",
+        )
+
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId", "<project>")
             return {"number": f"<number of project {project}>", "projectId": project}, []
+        if args.token in RESERVATION_TOKENS:
+            return self.reservation.call(args.token, args.args), []
         return {}, []
 
 

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from components import reservation
 from components.model import planner
 from components.model.checks import PLACEHOLDER_RE
 from components.model.settings import PROJECT, ConfigError, load
@@ -194,6 +195,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_stack_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (the stack output) instead")
+    parser.add_argument(
+        "--reservation",
+        type=Path,
+        metavar="FILE",
+        help="JSON of the reservation invokes' results (getReservation, getReservationBlock, "
+        "getReservationSubBlock list, optional getCluster), as the provider returns them; without it the "
+        "sub-blocks are not read and every cube counts",
+    )
     return parser
 
 
@@ -215,7 +224,19 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     except ConfigError as e:
         print(config_error(str(e), config), file=err)
         return 1
-    result = planner.plan(settings)
+    try:
+        if args.reservation is not None:
+            sub_blocks = reservation.assignment(settings, lambda _s: reservation.FileSource(args.reservation))
+        else:
+            sub_blocks = reservation.not_read(settings, offline=True)
+    except reservation.ReservationError as e:
+        print(f"error: {e}", file=err)
+        return 1
+    assert sub_blocks is not None
+    if sub_blocks.errors:
+        print(f"error: {sub_blocks.error_message()}", file=err)
+        return 1
+    result = planner.plan(settings, sub_blocks)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:

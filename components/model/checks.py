@@ -110,6 +110,24 @@ def bucket_name(value: str) -> str:
     return value
 
 
+# Compute Engine names in request paths (reservations, blocks, sub-blocks): "Name should conform to RFC1035
+# or be a resource ID" (Compute API reference, reservationBlocks.get / reservationSubBlocks.get path
+# parameters); RFC1035 names are 1-63 characters, `[a-z]([-a-z0-9]*[a-z0-9])?` (the same reference, `name`).
+# A resource ID is the unsigned 64-bit number the API assigns (`id`, "string (uint64 format)").
+_RESOURCE_ID_RE = re.compile(r"^[0-9]{1,20}$")
+
+
+def compute_name(value: str, what: str) -> str:
+    if _RESOURCE_ID_RE.match(value) and int(value) < 2**64:
+        return value
+    if len(value) > 63 or not _GCE_NAME_RE.match(value):
+        raise ValueError(
+            f"{what}: 1-63 lowercase letters, digits and hyphens, starting with a letter and not ending with a "
+            "hyphen (RFC 1035), or a numeric resource ID"
+        )
+    return value
+
+
 def dns_label(value: str, max_len: int = 63) -> str:
     if len(value) > max_len or not _DNS_LABEL_RE.match(value):
         raise ValueError(f"a DNS label: lowercase letters, digits and hyphens, at most {max_len} characters")

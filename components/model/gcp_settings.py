@@ -23,6 +23,7 @@ from components.model.checks import (
     Model,
     SettingError,
     cidr,
+    compute_name,
     gce_name,
     gke_version_tuple,
     machine_shape,
@@ -173,6 +174,16 @@ class ReservationSettings(Model):
     block: str = "block-0"  # "" = the whole reservation, not one block
     consume_type: Literal["SPECIFIC", "ANY", "NONE"] = "SPECIFIC"
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else compute_name(v, "a Compute Engine reservation name")
+
+    @field_validator("block")
+    @classmethod
+    def _block(cls, v: str) -> str:
+        return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
+
 
 class TpuSettings(Model):
     machine_type: str = "tpu7x-standard-4t"
@@ -182,6 +193,21 @@ class TpuSettings(Model):
     accelerator_topology_mode: Literal["PROVISION_ONLY", "AUTO_CONNECT"] = "PROVISION_ONLY"
     pool_prefix: str = "tpu7-pool"
     reservation: ReservationSettings = Field(default_factory=dict)
+    # Pins cube i (pool <prefix>-<i+1>) to sub-block subBlocks[i] of tpu.reservation.block; unset: the
+    # program picks (components/model/reservation.py). Checked against the reservation at preview.
+    sub_blocks: list[str] | None = None
+
+    @field_validator("sub_blocks")
+    @classmethod
+    def _sub_blocks(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        for name in v:
+            compute_name(name, "reservation sub-block names")
+        dupes = sorted({n for n in v if v.count(n) > 1})
+        if dupes:
+            raise ValueError(f"distinct sub-block names, one per cube ({', '.join(dupes)} repeated)")
+        return v
 
     @field_validator("machine_type")
     @classmethod
@@ -222,6 +248,20 @@ class TpuSettings(Model):
             raise SettingError(
                 "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
             )
+        if self.sub_blocks is not None:
+            if r.consume_type != "SPECIFIC" or not r.block:
+                raise SettingError(
+                    "subBlocks",
+                    self.sub_blocks,
+                    "only with a SPECIFIC reservation and one tpu.reservation.block (sub-blocks belong to a block)",
+                )
+            if len(self.sub_blocks) != self.cubes:
+                raise SettingError(
+                    "subBlocks",
+                    self.sub_blocks,
+                    f"one sub-block per cube: {self.cubes} names for tpu.cubes = {self.cubes} "
+                    f"(got {len(self.sub_blocks)}); cube i runs on subBlocks[i]",
+                )
         if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
             raise SettingError(
                 "reservation.consumeType",

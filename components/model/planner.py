@@ -47,6 +47,7 @@ from components.model.report import (
     WorkloadPlan,
     ranges,
 )
+from components.model.reservation import Assignment
 from components.model.settings import PROJECT, Settings
 
 # The public API of the planner; the types live in demand.py, partitions.py and report.py.
@@ -71,22 +72,38 @@ def _describe(w: Workload) -> str:
     return f"{_qualified(w.key)} ({w.name}, {w.slices} x {w.topology} = {w.chips} chips, {w.priority})"
 
 
-def _errors(cube: Cube, cubes: int, quota: int | None, workloads: Sequence[Workload], tree: PartitionTree) -> list[str]:
+def _errors(
+    cube: Cube,
+    cubes: int,
+    quota: int | None,
+    workloads: Sequence[Workload],
+    tree: PartitionTree,
+    unusable: int = 0,
+) -> list[str]:
     if not workloads:
         return []
     if cubes == 0:
+        if unusable:
+            return [
+                f"{_qualified('tpu.cubes')} = {unusable}: none of the cubes is on a usable sub-block, but "
+                f"{', '.join(w.key for w in workloads)} {'is' if len(workloads) == 1 else 'are'} enabled "
+                "(see the sub-block warnings)"
+            ]
         return [
             f"{_qualified('tpu.cubes')} = 0: no TPU capacity is provisioned, but "
             f"{', '.join(w.key for w in workloads)} {'is' if len(workloads) == 1 else 'are'} enabled; "
             "raise tpu.cubes or disable them"
         ]
     out = []
+    # With cubes on unusable sub-blocks, "tpu.cubes = N" below reads as the usable count.
+    cubes_text = f"{cubes + unusable} ({cubes} usable, {unusable} on unusable sub-blocks)" if unusable else str(cubes)
     provisioned = cubes * cube.chips
     for w in workloads:
         s = w.slice
         if s.kind is SliceKind.SUPER and s.cubes > cubes:
             out.append(
-                f"{_qualified(w.key)}.topology = {str(w.topology)!r} needs {s.cubes} cubes but tpu.cubes = {cubes} "
+                f"{_qualified(w.key)}.topology = {str(w.topology)!r} needs {s.cubes} cubes "
+                f"but tpu.cubes = {cubes_text} "
                 f"(a super-slice takes whole {cube.topology} cubes; raise tpu.cubes or shrink the topology)"
             )
             continue
@@ -100,7 +117,7 @@ def _errors(cube: Cube, cubes: int, quota: int | None, workloads: Sequence[Workl
             )
             out.append(
                 f"{_qualified(w.key)}.replicas = {w.slices}: {w.slices} x {w.topology} = {w.chips} chips, more than "
-                f"the {provisioned} chips of tpu.cubes = {cubes} ({cubes} x {cube.topology}, room for {fit} such "
+                f"the {provisioned} chips of tpu.cubes = {cubes_text} ({cubes} x {cube.topology}, room for {fit} such "
                 f"slice{'s' if fit != 1 else ''}); {consequence}"
             )
             continue
@@ -120,8 +137,13 @@ def plan_workloads(
     *,
     quota: int | None = None,
     pools: Sequence[str] | None = None,
+    sub_blocks: Assignment | None = None,
 ) -> Plan:
-    """Places `workloads` into `cubes` cubes of shape `cube` and simulates Kueue admission (see the module doc)."""
+    """Places `workloads` into `cubes` cubes of shape `cube` and simulates Kueue admission (see the module doc).
+
+    `sub_blocks`: the cube-to-sub-block mapping; its unusable cubes are left out of the simulation
+    (`cubes` and `pools` count the usable ones only).
+    """
     tree = PartitionTree(cube)
     pool_names = list(pools) if pools is not None else [f"cube-{i + 1}" for i in range(cubes)]
     if len(pool_names) != cubes:
@@ -175,8 +197,9 @@ def plan_workloads(
         cubes=cube_plans,
         workloads=tuple(plans),
         preemptions=tuple(sim.preemptions),
-        errors=tuple(_errors(cube, cubes, quota, workloads, tree)),
-        warnings=tuple(warnings),
+        errors=tuple(_errors(cube, cubes, quota, workloads, tree, len(sub_blocks.unusable) if sub_blocks else 0)),
+        warnings=tuple([*(sub_blocks.warnings if sub_blocks else ()), *warnings]),
+        sub_blocks=sub_blocks,
     )
 
 
@@ -332,13 +355,18 @@ def rollouts(
     return tuple(out), tuple(warnings)
 
 
-def plan(settings: Settings) -> Plan:
-    """The capacity plan of a stack: every enabled workload against `tpu.cubes` cubes, and how serving rolls."""
+def plan(settings: Settings, sub_blocks: Assignment | None = None) -> Plan:
+    """The capacity plan of a stack: every enabled workload against the cubes on usable sub-blocks, and how
+    serving rolls.
+
+    Without `sub_blocks` (nothing read), every one of `tpu.cubes` counts.
+    """
     tpu = settings.tpu
     workloads = workloads_from_settings(settings)
-    kw: dict[str, object] = {"quota": settings.kueue.tpu_quota, "pools": [tpu.pool_name(i) for i in range(tpu.cubes)]}
-    base = plan_workloads(tpu.cube, tpu.cubes, workloads, **kw)  # type: ignore[arg-type]
+    pools = [b.pool for b in sub_blocks.usable] if sub_blocks else [tpu.pool_name(i) for i in range(tpu.cubes)]
+    kw: dict[str, object] = {"quota": settings.kueue.tpu_quota, "pools": pools, "sub_blocks": sub_blocks}
+    base = plan_workloads(tpu.cube, len(pools), workloads, **kw)  # type: ignore[arg-type]
     if base.errors:
         return base
-    rolls, warnings = rollouts(tpu.cube, tpu.cubes, workloads, base, **kw)
+    rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, **kw)
     return dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)

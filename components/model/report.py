@@ -10,6 +10,7 @@ from typing import Any
 
 from components.model.demand import Workload
 from components.model.geometry import Topology
+from components.model.reservation import Assignment
 
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
 
@@ -216,6 +217,7 @@ class Plan:
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
     rollouts: tuple[RolloutPlan, ...] = ()  # serving roles only (planner.plan)
+    sub_blocks: Assignment | None = None  # which cube is on which sub-block; None: not read
 
     @property
     def chips_provisioned(self) -> int:
@@ -251,7 +253,11 @@ class Plan:
 
     def error_message(self) -> str:
         n = len(self.errors)
-        return f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+        text = f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+        if self.sub_blocks and self.sub_blocks.unusable:
+            # The cubes left out explain the error, and say how to bring them back.
+            text += "\n  Cubes not counted:\n    " + "\n    ".join(self.sub_blocks.warnings)
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -270,6 +276,7 @@ class Plan:
             "errors": list(self.errors),
             "warnings": list(self.warnings),
             "rollouts": [r.as_dict() for r in self.rollouts],
+            "subBlocks": self.sub_blocks.as_dict() if self.sub_blocks else None,
         }
 
     def rollout(self, key: str) -> RolloutPlan:
@@ -330,7 +337,8 @@ class Plan:
                 f"ROLLOUT  {r.key}: {r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}"
                 for r in self.rollouts
             ]
-        return "\n".join([*lines, "", *_align(cube_rows)])
+        tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
+        return "\n".join([*lines, "", *_align(cube_rows), *tail])
 
 
 def _align(rows: list[list[str]]) -> list[str]:

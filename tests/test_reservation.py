@@ -1,0 +1,540 @@
+"""The reservation's sub-blocks: read at preview, one pool per usable sub-block, stable as cubes grow.
+
+The fake answers the invokes in the wire shape of pulumi-gcp 10.2's result types (GetReservationResult,
+GetReservationBlockResult, GetReservationSubBlockResult, GetClusterResult: camelCase fields, nested
+results as one-item lists), and misses the way terraform-provider-google-beta's data sources do
+(components/cli/mockrun.py FakeReservation).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.cli.mockrun import FakeReservation, healthy_sub_block
+from components.cli.plan import main as plan_main
+from components.model.settings import ConfigError, load
+from tests.harness import Mocks, Run, run_program, set_arguments
+
+# What settings without a stack file need besides the reservation: the keys that have no default.
+OTHER_KEYS: dict[str, Any] = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
+
+P = "gke-tpu-slicing"
+POOL = "gcp:container/nodePool:NodePool"
+BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
+SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
+
+
+def fake(count: int, **changes: dict[str, Any]) -> FakeReservation:
+    """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields)."""
+    reservation = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)})
+    for name, patch in changes.items():
+        reservation.sub_blocks[name.replace("_", "-")] = deep_merge(
+            reservation.sub_blocks[name.replace("_", "-")], patch
+        )
+    return reservation
+
+
+def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict) and isinstance(out.get(key), list):
+            out[key] = [{**out[key][0], **value[0]}]
+        else:
+            out[key] = value
+    return out
+
+
+DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]}
+IN_USE = {"inUseCount": 16}
+MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3}]}
+
+
+def run_with(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
+    return run_program(overrides, mocks=Mocks(reservation=reservation))
+
+
+def pools(run: Run) -> dict[str, dict[str, Any]]:
+    return {r.inputs["name"]: r.inputs for r in run.of_type(POOL) if r.name != "cluster-system"}
+
+
+def on(run: Run) -> dict[str, str]:
+    """Pool name -> the sub-block its reservation affinity names."""
+    out = {}
+    for name, inputs in pools(run).items():
+        (value,) = inputs["nodeConfig"]["reservationAffinity"]["values"]
+        assert value.startswith(BLOCK_PATH + "/reservationSubBlocks/"), value
+        out[name] = value.rsplit("/", 1)[1]
+        assert inputs["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": out[name]}
+    return out
+
+
+def rejected(run: Run, *fragments: str) -> str:
+    assert run.error is not None, "accepted"
+    message = str(run.error)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message}"
+    assert run.registrations == [], "resources registered before the error"
+    return message
+
+
+def cluster_pools_of(run: Run) -> list[dict[str, Any]]:
+    """getCluster's nodePools as GKE would report the pools `run` created (values stored as sent)."""
+    return [
+        {
+            "name": name,
+            "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for name, inputs in pools(run).items()
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The states
+
+
+def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_mapping() -> None:
+    reservation = fake(6)
+    run = run_with(reservation)
+    assert run.error is None, run.error
+    assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
+    assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
+    # Read lazily: only the sub-blocks a cube needs, through the invokes with the reservation's zone.
+    read = [args for token, args in reservation.calls if token == SUB_BLOCK_TOKEN]
+    assert [a["name"] for a in read] == ["sb-1", "sb-2"]
+    assert all(a["zone"] == "us-central1-ai1a" and a["reservationBlock"] == "block-0" for a in read)
+    plan = run.outputs["capacityPlan"]["subBlocks"]
+    assert [c["subBlock"] for c in plan["cubes"]] == ["sb-1", "sb-2"]
+
+
+def test_one_unhealthy_among_more_sub_blocks_than_cubes_is_skipped() -> None:
+    run = run_with(fake(4, sb_1=DEGRADED))
+    assert run.error is None, run.error
+    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
+
+
+def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_block() -> None:
+    run = run_with(fake(3, sb_1=DEGRADED, sb_3=MAINTENANCE))
+    message = rejected(
+        run,
+        f"{P}:tpu.cubes = 2",
+        "room for 1 of 2 cubes",
+        "tpu7-pool-2 (cube 1) on no sub-block: no usable sub-block left",
+        "sb-1: READY, DEGRADED, 16 hosts, 0 in use, no maintenance -> -",
+        "sb-2: READY, HEALTHY, 16 hosts, 0 in use, no maintenance -> tpu7-pool-1",
+        "sb-3: READY, HEALTHY, 16 hosts, 0 in use, maintenance 3 pending/0 ongoing -> -",
+        "What to do: lower gke-tpu-slicing:tpu.cubes",
+    )
+    assert message.startswith("TPU reservation cannot hold the cubes (1 problem)")
+
+
+def test_a_sub_block_in_use_by_something_else_is_skipped_or_refused_when_pinned() -> None:
+    run = run_with(fake(3, sb_1=IN_USE))
+    assert run.error is None, run.error
+    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
+    pinned = run_with(fake(3, sb_1=IN_USE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
+    rejected(
+        pinned,
+        f"{P}:tpu.subBlocks = ['sb-1', 'sb-2']",
+        "tpu7-pool-1 (cube 0) on sub-block sb-1: in use (16 VMs) by something other than this stack's pools",
+    )
+
+
+def test_pending_maintenance_is_skipped_or_refused_when_pinned() -> None:
+    run = run_with(fake(3, sb_2=MAINTENANCE))
+    assert run.error is None, run.error
+    assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-3"}
+    pinned = run_with(fake(3, sb_2=MAINTENANCE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
+    rejected(pinned, "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until it is done")
+
+
+@pytest.mark.parametrize(
+    ("patch", "words"),
+    [
+        ({"status": "CREATING"}, "status CREATING (not READY)"),
+        ({"subBlockCount": 8}, "8 hosts, a cube needs 16"),
+        ({"reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 1}]}, "maintenance ongoing (1)"),
+    ],
+)
+def test_other_states_that_keep_a_cube_off_a_sub_block(patch: dict[str, Any], words: str) -> None:
+    rejected(run_with(fake(2, sb_1=patch)), "sb-1: ", f"-> - (not usable: {words}")
+
+
+def test_a_missing_reservation_or_block_is_one_clear_error() -> None:
+    missing = FakeReservation.healthy(4)
+    missing.exists = False
+    rejected(
+        run_with(missing),
+        f"{P}:tpu.reservation.name = 'tpu7x-reservation': no such reservation in project my-tpu-project, "
+        "zone us-central1-ai1a",
+    )
+    rejected(
+        run_with(FakeReservation.healthy(4), {f"{P}:tpu": {"reservation": {"block": "block-9"}}}),
+        f"{P}:tpu.reservation.block = 'block-9': not a block of reservation tpu7x-reservation",
+        "its blocks: block-0",
+    )
+    # A reservation that lists no block names: the block read's 404 says it.
+    unlisted = FakeReservation.healthy(4)
+    unlisted.blocks = ()
+    rejected(run_with(unlisted), f"{P}:tpu.reservation.block = 'block-0': no such block")
+
+
+def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
+    class Forbidden(FakeReservation):
+        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+            from components.cli.mockrun import InvokeError
+
+            if token.endswith("getReservation"):
+                raise InvokeError(token, "googleapi: Error 403: Required 'compute.reservations.get' permission")
+            return super().call(token, args)
+
+    rejected(
+        run_with(Forbidden(FakeReservation.healthy(2).sub_blocks)),
+        "could not read the reservation of reservation tpu7x-reservation",
+        "Error 403",
+        "compute.reservations.get, compute.reservationBlocks.get",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Stability without state
+
+
+def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
+    first = run_with(fake(5, sb_1=IN_USE))  # sb-1 is someone else's: the pools start at sb-2
+    assert first.error is None, first.error
+    assert on(first) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
+    # GKE now runs the two pools (their sub-blocks full), and sb-1 has been freed meanwhile.
+    grown = fake(5, sb_2=IN_USE, sb_3=IN_USE)
+    grown.cluster_pools = cluster_pools_of(first)
+    second = run_with(grown, {f"{P}:tpu": {"cubes": 3}})
+    assert second.error is None, second.error
+    assert on(second) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3", "tpu7-pool-3": "sb-1"}
+    for name in ("tpu7-pool-1", "tpu7-pool-2"):
+        assert pools(second)[name] == pools(first)[name], f"{name} would change"
+
+
+def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved() -> None:
+    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}}}
+    first = run_with(fake(4), no_super)
+    state = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    state.cluster_pools = cluster_pools_of(first)
+    run = run_with(state, no_super)
+    assert run.error is None, run.error
+    assert pools(run) == pools(first), "nothing moves by itself"
+    warnings = [msg for level, msg in run.logs if level == "warn"]
+    (warning,) = [w for w in warnings if "tpu7-pool-1" in w and "sb-1" in w]
+    assert "health DEGRADED" in warning
+    assert f"to move it, set {P}:tpu.subBlocks: [sb-3, sb-2] (replaces tpu7-pool-1: its slices stop)" in warning
+    # Its capacity does not count: the plan has one cube.
+    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
+    # Following the advice moves exactly that pool.
+    moved = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    moved.cluster_pools = cluster_pools_of(first)
+    after = run_with(moved, {**no_super, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
+    assert after.error is None, after.error
+    assert on(after) == {"tpu7-pool-1": "sb-3", "tpu7-pool-2": "sb-2"}
+    assert pools(after)["tpu7-pool-2"] == pools(first)["tpu7-pool-2"]
+    assert any("tpu7-pool-1 runs on sub-block sb-1 and is bound to sub-block sb-3" in m for _, m in after.logs)
+    # A workload that needs that cube cannot come up: refused, with the way out in the message.
+    needs_both = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    needs_both.cluster_pools = cluster_pools_of(first)
+    rejected(
+        run_with(needs_both),
+        "demos.superslicing.topology = '4x4x8' needs 2 cubes but tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)",
+        "Cubes not counted:\n    tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is health DEGRADED",
+        f"set {P}:tpu.subBlocks: [sb-3, sb-2]",
+    )
+
+
+def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
+    # A stack deployed before sub-blocks were read: its pools name the block, GKE put them on sb-1, sb-2.
+    def deployed() -> FakeReservation:
+        state = fake(3, sb_1=IN_USE, sb_2=IN_USE)
+        affinity = {"consumeReservationType": "SPECIFIC_RESERVATION", "values": [BLOCK_PATH]}
+        state.cluster_pools = [
+            {"name": f"tpu7-pool-{i}", "nodeConfigs": [{"reservationAffinities": [affinity]}]} for i in (1, 2)
+        ]
+        return state
+
+    run = run_with(deployed(), {f"{P}:tpu": {"cubes": 3}})
+    assert run.error is None, run.error
+    inputs = pools(run)
+    for name in ("tpu7-pool-1", "tpu7-pool-2"):  # not replaced: the same block-level binding, no label
+        assert inputs[name]["nodeConfig"]["reservationAffinity"]["values"] == [BLOCK_PATH]
+        assert "labels" not in inputs[name]["nodeConfig"]
+        assert any(
+            f"{name} is bound to the whole block block-0, not to one sub-block: it stays so" in m for _, m in run.logs
+        )
+    assert inputs["tpu7-pool-3"]["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": "sb-3"}
+    assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": None, "tpu7-pool-2": None, "tpu7-pool-3": "sb-3"}
+    # Pinning a pool onto a sub-block GKE already fills (with that very pool, unknowably) is refused...
+    refused = run_with(deployed(), {f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
+    rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
+    # ... onto a free one, announced as the replacement it is.
+    moved = run_with(
+        deployed(),
+        {
+            f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]},
+            f"{P}:demos": {"superslicing": {"enabled": False}},
+            f"{P}:serving": {"enabled": False},
+        },
+    )
+    assert moved.error is None, moved.error
+    assert any(
+        "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
+        "replaces the pool" in m
+        for _, m in moved.logs
+    )
+
+
+def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reservation() -> None:
+    run = run_with(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
+    assert run.error is None, run.error
+    assert on(run) == {"tpu7-pool-1": "sb-5", "tpu7-pool-2": "sb-3"}
+    rejected(
+        run_with(fake(3), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-7"]}}),
+        f"{P}:tpu.subBlocks[1] = 'sb-7': not a sub-block of reservation tpu7x-reservation block block-0",
+        "its sub-blocks: sb-1, sb-2, sb-3",
+    )
+
+
+def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
+    base = {"reservation": {"name": "r"}}
+    with pytest.raises(ConfigError, match=r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"):
+        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
+    with pytest.raises(ConfigError, match="distinct sub-block names"):
+        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
+    with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
+        load(
+            {**OTHER_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
+            "my-tpu-project",
+        )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "ok"),
+    [
+        ("name", "tpu7x-reservation", True),
+        ("name", "a" * 63, True),
+        ("name", "1234567890123456789", True),  # a resource ID (uint64)
+        ("name", "a" * 64, False),
+        ("name", "Tpu7x", False),
+        ("name", "tpu7x-", False),
+        ("name", "7x-reservation", False),
+        ("block", "block-0", True),
+        ("block", "", True),
+        ("block", "block_0", False),
+        ("block", "99999999999999999999", False),  # above uint64
+    ],
+)
+def test_reservation_and_block_names_follow_compute_engines_grammar(key: str, value: str, ok: bool) -> None:
+    # Compute API reference, reservationBlocks.get: "Name should conform to RFC1035 or be a resource ID";
+    # RFC 1035 names are 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?.
+    reservation = {"name": "r", key: value}
+    if ok:
+        load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+    else:
+        with pytest.raises(ConfigError, match=rf"tpu.reservation.{key} = .*RFC 1035"):
+            load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+
+
+# ---------------------------------------------------------------------------------------------
+# The second `up`: what GKE returns for the pools against what the program declares
+
+
+# terraform-provider-google-beta (HEAD 93c65b2d60 on the 8.0 line that pulumi-gcp 10.x bridges; the same
+# in v7.45.0), resource_container_node_pool.go and node_config.go. A ForceNew list block forces a
+# replacement only when its item count changes (terraform-plugin-sdk helper/schema/schema.go diffList:
+# the count attribute takes the block's ForceNew, nested fields keep their own); these leaves are ForceNew.
+FORCE_NEW_BLOCKS = ("placementPolicy", "nodeConfig.reservationAffinity", "nodeConfig.advancedMachineFeatures")
+FORCE_NEW_LEAVES = (
+    "placementPolicy.policyName",
+    "nodeConfig.reservationAffinity.consumeReservationType",
+    "nodeConfig.reservationAffinity.key",
+    "nodeConfig.reservationAffinity.values",  # a TypeSet: order does not matter
+    "nodeConfig.advancedMachineFeatures.threadsPerCore",
+    "nodeConfig.advancedMachineFeatures.enableNestedVirtualization",
+)
+
+
+def gke_returns(inputs: dict[str, Any], cube_topology: str) -> dict[str, Any]:
+    """The pool as flattenNodePool / flattenNodeConfig read it back from GKE.
+
+    placementPolicy: policyName and tpuTopology, no type (vllm-project/ci-infra#547, live cluster);
+    reservationAffinity: the values as sent (flattenGKEReservationAffinity copies them); TPU hosts report
+    advancedMachineFeatures with SMT off (ci-infra terraform/gcp_old/tpu-inference/k8s/workers.tf).
+    """
+    state = copy.deepcopy(inputs)
+    state["placementPolicy"] = {
+        "type": "",
+        "policyName": inputs["placementPolicy"]["policyName"],
+        "tpuTopology": cube_topology,
+    }
+    state["nodeConfig"]["advancedMachineFeatures"] = {
+        "threadsPerCore": 1,
+        "enableNestedVirtualization": False,
+        "performanceMonitoringUnit": "",
+    }
+    return state
+
+
+def dig(value: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def differences(config: dict[str, Any], state: dict[str, Any], ignored: list[str]) -> dict[str, bool]:
+    """Changed path -> whether it forces a replacement, after the pool's ignoreChanges."""
+    out: dict[str, bool] = {}
+
+    def walk(c: Any, s: Any, path: str) -> None:
+        if any(path == i or path.startswith(i + ".") for i in ignored):
+            return
+        if isinstance(c, dict) or isinstance(s, dict):
+            c, s = c or {}, s or {}
+            if path in FORCE_NEW_BLOCKS and (not c) != (not s):
+                out[path] = True
+                return
+            for key in sorted(set(c) | set(s)):
+                walk(c.get(key), s.get(key), f"{path}.{key}" if path else key)
+            return
+        same = sorted(c or []) == sorted(s or []) if isinstance(c, list) or isinstance(s, list) else c == s
+        if not same:
+            out[path] = path in FORCE_NEW_LEAVES
+
+    walk(config, state, "")
+    return out
+
+
+def test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks() -> None:
+    run = run_with(fake(3))
+    assert run.error is None, run.error
+    for reg in (r for r in run.of_type(POOL) if r.name != "cluster-system"):
+        inputs = reg.plain()
+        state = gke_returns(inputs, "4x4x4")
+        ignored = reg.options["ignoreChanges"]
+        assert ignored == ["nodeConfig.advancedMachineFeatures"]
+        found = differences(inputs, state, ignored)
+        assert found == {}, f"{reg.name}: {found}"
+        # The controls: the earlier declaration differs (type, missing tpuTopology), and without the
+        # ignore GKE's advanced machine features replace the pool.
+        old = {**inputs, "placementPolicy": {"type": "COMPACT", "policyName": inputs["placementPolicy"]["policyName"]}}
+        assert differences(old, state, ignored) == {"placementPolicy.tpuTopology": False, "placementPolicy.type": False}
+        assert differences(inputs, state, []) == {"nodeConfig.advancedMachineFeatures": True}
+        assert differences(
+            inputs,
+            {
+                **state,
+                "nodeConfig": {
+                    **state["nodeConfig"],
+                    "reservationAffinity": {**state["nodeConfig"]["reservationAffinity"], "values": [BLOCK_PATH]},
+                },
+            },
+            ignored,
+        ) == {"nodeConfig.reservationAffinity.values": True}
+
+
+# ---------------------------------------------------------------------------------------------
+# The offline plan
+
+
+def invoke_file(tmp_path: Path, reservation: FakeReservation) -> Path:
+    """The invoke results as a file, exactly as the fake (the provider's wire shape) answers them."""
+    args = {"name": "tpu7x-reservation", "project": "my-tpu-project", "zone": "us-central1-ai1a"}
+    data = {
+        "getReservation": reservation.call("gcp:compute/getReservation:getReservation", args),
+        "getReservationBlock": reservation.call(
+            "gcp:compute/getReservationBlock:getReservationBlock",
+            {**args, "name": "block-0", "reservation": args["name"]},
+        ),
+        "getReservationSubBlock": list(reservation.sub_blocks.values()),
+        "getCluster": None,
+    }
+    path = tmp_path / "reservation.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_offline_plan_shows_sub_blocks_and_plans_on_usable_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = invoke_file(tmp_path, fake(3, sb_1=DEGRADED))
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev"), "--reservation", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "SUB-BLOCKS: reservation tpu7x-reservation block block-0" in out
+    assert f"read from the file {path}" in out
+    assert "sb-2       tpu7-pool-1  READY, HEALTHY" in out
+    assert "sb-3       tpu7-pool-2  READY, HEALTHY" in out
+    assert "sb-1       -            READY, DEGRADED" in out
+
+
+def test_offline_plan_refuses_what_cannot_come_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = invoke_file(tmp_path, fake(2, sb_2=MAINTENANCE))
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev"), "--reservation", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "gke-tpu-slicing:tpu.cubes = 2" in err and "sb-2: READY, HEALTHY, 16 hosts, 0 in use, maintenance" in err
+
+
+def test_offline_plan_without_data_says_what_it_did_not_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert plan_main(["plan", "--stack", "dev", "--json", *set_arguments("dev")]) == 0
+    data = json.loads(capsys.readouterr().out)["subBlocks"]
+    assert data["read"] is False
+    assert "not read (offline, no --reservation file)" in data["source"]
+    assert [c["usable"] for c in data["cubes"]] == [True, True]
+
+
+def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two pools run; the sub-block under one turned bad: a super-slice of both cubes cannot be admitted.
+    first = run_with(fake(3))
+    state = fake(3, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    state.cluster_pools = cluster_pools_of(first)
+    path = invoke_file(tmp_path, state)
+    data = json.loads(path.read_text())
+    data["getCluster"] = {"name": "qwen-serving-cluster", "nodePools": state.cluster_pools}
+    path.write_text(json.dumps(data))
+    assert plan_main(["plan", "--stack", "dev", "--json", *set_arguments("dev"), "--reservation", str(path)]) == 1
+    captured = capsys.readouterr()
+    plan = json.loads(captured.out)
+    assert plan["totals"]["cubes"] == 1 and plan["totals"]["chipsProvisioned"] == 64
+    assert [c["pool"] for c in plan["cubes"]] == ["tpu7-pool-2"]
+    assert "tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)" in captured.err
+
+
+def test_the_offline_render_says_the_sub_blocks_are_markers() -> None:
+    from components.cli.mockrun import execute
+    from tests.harness import CLOCK, stack_file_config
+
+    run = execute(stack_file_config("dev"), stack="dev", now=CLOCK)
+    assert run.error is None, run.error
+    (table,) = [msg for level, msg in run.logs if level == "info" and "SUB-BLOCKS" in msg]
+    assert "read from no API (offline render: the sub-blocks are markers, taken as ready and free)" in table
+    assert "<sub-block 001>  tpu7-pool-1" in table
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (f"{BLOCK_PATH}/reservationSubBlocks/sb-4", "sb-4"),
+        # xpk's short form for a reservation of the cluster's project (src/xpk/core/reservation.py).
+        ("tpu7x-reservation/reservationBlocks/block-0/reservationSubBlocks/sb-4", "sb-4"),
+        (BLOCK_PATH, ""),  # the whole block
+        ("tpu7x-reservation/reservationBlocks/block-0", ""),
+        ("projects/other/reservations/tpu7x-reservation/reservationBlocks/block-0/reservationSubBlocks/x", None),
+        ("tpu7x-reservation/reservationBlocks/block-1/reservationSubBlocks/sb-4", None),
+        ("other-reservation", None),
+    ],
+)
+def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: str | None) -> None:
+    from components.model.reservation import sub_block_of
+
+    assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
