@@ -15,7 +15,7 @@ from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli
+from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli, resolve_cluster_version
 from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
@@ -23,6 +23,8 @@ require_cli()
 settings = load_settings()
 sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
 capacity_plan = plan_capacity(settings, sub_blocks)
+# Asks GKE which versions the channel offers now: still before anything is registered.
+cluster_version = resolve_cluster_version(settings)
 
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
@@ -33,7 +35,18 @@ network = Network("network", settings, pulumi.ResourceOptions(depends_on=[servic
 identity = NodeIdentity("identity", settings, after_apis)
 # Nodes start only once their service account holds its role, or GKE runs them degraded.
 after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
-cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, identity.email, after_identity)
+cluster = Cluster(
+    "cluster",
+    settings,
+    network.network,
+    network.tpu_subnet,
+    identity.email,
+    cluster_version,
+    after_identity,
+    egress=network.egress_ready,
+)
+# The internal firewall's sources include the pods' range, which GKE allocates with the cluster.
+network.allow_internal(cluster.cluster.cluster_ipv4_cidr)
 
 # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
 k8s = cluster.provider

@@ -56,6 +56,8 @@ FIGURES: dict[str, Figure] = {
     "gcp:compute/network:Network": Figure(20, ESTIMATE, "custom-mode VPC"),
     "gcp:compute/subnetwork:Subnetwork": Figure(15, ESTIMATE, "TPU subnet, proxy-only subnet"),
     "gcp:compute/firewall:Firewall": Figure(10, ESTIMATE, "allow-internal"),
+    "gcp:compute/router:Router": Figure(10, ESTIMATE, "Cloud Router of the private nodes' NAT"),
+    "gcp:compute/routerNat:RouterNat": Figure(20, ESTIMATE, "Cloud NAT of the private nodes"),
     "gcp:serviceaccount/account:Account": Figure(5, ESTIMATE, "node service account"),
     "gcp:projects/iAMMember:IAMMember": Figure(
         10, f"{ESTIMATE}; propagation (typically 2 min, {IAM}) is waited for by neither tool", "node role"

@@ -410,13 +410,64 @@ def test_a_past_maintenance_exclusion_is_an_error() -> None:
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
+    # Keys with no default: the bucket, who hears of alerts, who may reach the control plane.
     required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
-    settings = load({"tpu": {"reservation": {"name": "r"}}, **required}, "my-tpu-project", now=now)
+    access = {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}}
+    settings = load({"tpu": {"reservation": {"name": "r"}}, "cluster": access, **required}, "my-tpu-project", now=now)
     assert settings.cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
     window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load({"tpu": {"reservation": {"name": "r"}}, "cluster": window, **required}, "my-tpu-project", now=now)
+        load(
+            {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **window}, **required},
+            "my-tpu-project",
+            now=now,
+        )
+    # An end-of-support exclusion has no end date for any day to pass.
+    lasting = {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}
+    lasting["maintenanceExclusion"]["scope"] = "NO_MINOR_UPGRADES"
+    load(
+        {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}, **required}, "my-tpu-project", now=now
+    )
+
+
+LASTING = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
+
+
+def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
+    run = run_program({f"{P}:cluster": {"maintenanceExclusion": {**LASTING, "scope": "NO_MINOR_OR_NODE_UPGRADES"}}})
+    assert run.error is None, run.error
+    # The provider drops end_time with a behaviour and reads none back: sending one would diff every run.
+    assert run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]["maintenanceExclusions"] == [
+        {
+            "exclusionName": "no-minor",
+            "startTime": "2026-12-01T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("exclusion", "expected"),
+    [
+        ({**LASTING, "scope": "NO_UPGRADES"}, ["maintenanceExclusion.endTimeBehavior", "NO_MINOR_UPGRADES"]),
+        (
+            {**LASTING, "scope": "NO_MINOR_UPGRADES", "end": "2027-01-01T00:00:00Z"},
+            ["maintenanceExclusion.end = '2027-01-01T00:00:00Z'", "unset when endTimeBehavior"],
+        ),
+        ({"start": "2026-12-01T00:00:00Z"}, ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"]),
+        (
+            {**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"},
+            ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
+        ),
+    ],
+)
+def test_an_exclusion_gke_would_not_take_is_refused(exclusion: dict[str, Any], expected: list[str]) -> None:
+    assert_rejected(
+        {f"{P}:cluster": {"maintenanceExclusion": exclusion}},
+        expected,
+        prefix="invalid stack configuration (1 problem)",
+    )
 
 
 def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:

@@ -73,6 +73,8 @@ NOT_IMPORTED_TYPES = {
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
+    "gke-tpu-slicing:network:Egress": "the reference scripts make public nodes and no Cloud Router or Cloud NAT: "
+    "there is nothing to adopt",
     "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
     "alert policies: there is nothing to adopt",
     "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
@@ -142,6 +144,17 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
             ids.firewall(project=project, name=net.firewall_name),
         ),
     ]
+
+    if s.cluster.private_nodes:
+        out.skipped.append(
+            Skipped(
+                "network-egress",
+                "gke-tpu-slicing:network:Egress",
+                NEW_COMPONENTS["gke-tpu-slicing:network:Egress"],
+                "`pulumi up` creates the Cloud Router and Cloud NAT, then turns the nodes private in place",
+                parent="network",
+            )
+        )
 
     c["identity"] = "gke-tpu-slicing:identity:NodeIdentity"
     email = ids.service_account_email(project=project, account_id=s.node_service_account_id)
