@@ -411,6 +411,20 @@ RULES: dict[str, Rule] = {
         "0" * 63,
     ),
     **_RESOURCES,
+    "addons.kueue.replicas": Rule(
+        "an integer of at least 1; every replica's requests count in the system-pool fit",
+        f"{THIS_PROGRAM}; {NODE_SIZES}",
+        "kueue-replicas",
+        0,
+        1,
+    ),
+    "addons.sliceController.drainTimeoutSeconds": Rule(
+        "an integer of at least 1 (seconds a pool's deletion waits for its Slices to be gone)",
+        THIS_PROGRAM,
+        "drain-timeout",
+        0,
+        1,
+    ),
     "addons.sliceController.manifestUrl": Rule(
         "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
         THIS_PROGRAM,
@@ -424,7 +438,7 @@ RULES: dict[str, Rule] = {
     "kueue.namespace": Rule(
         "a namespace name: a DNS-1123 label (at most 63)", K8S_NAMES, "kueue-names", "llm_d", "a" * 63
     ),
-    "kueue.{topologyName,flavorName,admissionCheckName,clusterQueue}": Rule(
+    "kueue.{flavorName,admissionCheckName}": Rule(
         "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "
         "these objects so",
         f"{K8S_NAMES}; {KUEUE_CRDS}",
@@ -432,11 +446,19 @@ RULES: dict[str, Rule] = {
         "Slice_RF",
         "a." * 126 + "a",
     ),
+    "kueue.{topologyName,clusterQueue}": Rule(
+        "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "
+        "these objects so",
+        f"{K8S_NAMES}; {KUEUE_CRDS}",
+        "kueue-immutable",
+        "Slice_RF",
+        "a." * 126 + "a",
+    ),
     "kueue.localQueue": Rule(
         "a DNS-1123 subdomain of at most 63 characters: it is also the kueue.x-k8s.io/queue-name label of every "
         "workload",
         f"{K8S_NAMES}; {LABELS}",
-        "kueue-names",
+        "local-queue",
         "l" * 64,
         "l.q",
     ),
@@ -729,7 +751,7 @@ RULES: dict[str, Rule] = {
 WHAT: dict[str, str] = {
     "project": "the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`",
     "zone": "the TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part",
-    "network.prefix": "names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`",
+    "network.prefix": "names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`",
     "network.mtu": "the VPC's MTU (the largest GCE allows, as the codelab sets it)",
     "network.tpuSubnetCidr": "primary range of the TPU and node subnet",
     "network.proxySubnetCidr": "the proxy-only subnet the regional internal Gateway needs",
@@ -768,6 +790,8 @@ WHAT: dict[str, str] = {
         "the controller's resources (default: the pinned chart's own)"
     ),
     "addons.sliceController.manifestUrl": "the slice controller's manifest",
+    "addons.kueue.replicas": "Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)",
+    "addons.sliceController.drainTimeoutSeconds": "how long deleting or replacing a TPU pool waits for its Slices",
     "addons.inferenceExtension.version": "the Gateway API Inference Extension CRDs' tag",
     "kueue.namespace": "the workload namespace (LocalQueue, JobSets, serving)",
     "kueue.{topologyName,flavorName,admissionCheckName,clusterQueue,localQueue}": "a Kueue object's name",

@@ -128,6 +128,7 @@ class Settings(Model):
         cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
         total_cpu = total_mem = 0
         errors = []
+        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
         for key, res in self.system_pool_pods().items():
             pod_cpu = cpu_millis(res.requests.cpu or "0")
             pod_mem = memory_bytes(res.requests.memory or "0")
@@ -140,7 +141,8 @@ class Settings(Model):
                         f"{self.cluster.system_machine_type} system node has left for pods",
                     )
                 )
-            total_cpu, total_mem = total_cpu + pod_cpu, total_mem + pod_mem
+            n = counts.get(key, 1)
+            total_cpu, total_mem = total_cpu + n * pod_cpu, total_mem + n * pod_mem
         nodes = self.cluster.system_node_count
         if not errors and (total_cpu > cpu * nodes or total_mem > mem * nodes):
             errors.append(
