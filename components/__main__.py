@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "diff": ("components.cli.diff", "preview what a change, a pull request or a second run does, offline"),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
+    "reference": ("components.cli.reference", "print or --write docs/configuration.md from the settings model"),
 }
 
 

@@ -56,6 +56,7 @@ def test_adding_a_cube_creates_one_pool_and_updates_what_counts_chips() -> None:
     assert code == 0
     assert actions(result) == {
         "capacity-tpu7-pool-3": "create",
+        "teardown-tpu7-pool-3": "create",  # its teardown gate
         "queues-cluster-queue": "update",  # the TPU quota: chips provisioned
         "observability-dashboard": "update",  # the provisioned-chips line
         "observability-tpu-quota-full": "update",  # the alert's threshold
@@ -63,13 +64,19 @@ def test_adding_a_cube_creates_one_pool_and_updates_what_counts_chips() -> None:
     assert change(result, "queues-cluster-queue")["properties"] == [
         "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
     ]
-    assert result["totals"]["create"] == 1 and result["totals"]["rejected"] == 0
+    assert result["totals"]["create"] == 2 and result["totals"]["rejected"] == 0
 
 
 def test_another_reservation_replaces_every_tpu_pool_delete_first() -> None:
     code, result = preview("dev", "--change", "tpu.reservation.name=other-reservation")
     assert code == 0
-    assert actions(result) == {"capacity-tpu7-pool-1": "replace", "capacity-tpu7-pool-2": "replace"}
+    assert actions(result) == {
+        "capacity-tpu7-pool-1": "replace",
+        "capacity-tpu7-pool-2": "replace",
+        "teardown-tpu7-pool-1": "replace",  # a gate's provider replaces it with its pool (delete-first)
+        "teardown-tpu7-pool-2": "replace",
+    }
+    assert change(result, "teardown-tpu7-pool-1")["deleteFirst"] is True
     pool = change(result, "capacity-tpu7-pool-1")
     assert pool["deleteFirst"] is True
     assert pool["properties"] == ["nodeConfig.reservationAffinity.values[0]"]
@@ -102,9 +109,15 @@ def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() 
     # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; the super-slice demo fits in whole 2x4x4 cubes.
     code, result = preview("dev", "--set", "demos.superslicing.topology=4x4x4", "--change", "tpu.cubeTopology=2x4x4")
     assert code == 1
+    # Kueue never updates spec.levels (CEL, kueue-v0.17.4_topologies.yaml:135): an in-place update is rejected;
+    # a program that replaces the Topology instead must refuse while queued workloads hold its quota.
     topology = change(result, "queues-topology")
-    assert topology["action"] == "rejected" and topology["properties"] == ["spec.levels"]
-    assert "kueue-v0.17.4_topologies.yaml:135" in topology["reason"]
+    assert topology["action"] in ("replace", "rejected") and topology["properties"] == ["spec.levels"]
+    if topology["action"] == "rejected":
+        assert "kueue-v0.17.4_topologies.yaml:135" in topology["reason"]
+    else:
+        refusals = [c for c in result["changes"] if c["action"] == "rejected"]
+        assert any("Topology.spec.levels" in c["reason"] for c in refusals), refusals
     policy = change(result, "capacity-policy")
     assert policy["action"] == "replace" and policy["deleteFirst"] and "resource_policy.go:476" in policy["reason"]
     for name in ("capacity-tpu7-pool-1", "capacity-tpu7-pool-2"):
@@ -217,7 +230,7 @@ def test_the_table_lists_what_changes_and_the_totals() -> None:
     code, out, _ = run("dev", "--change", "tpu.reservation.name=other-reservation")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("stack dev: 2 replace, ") and lines[0].endswith(" same")
+    assert lines[0].startswith("stack dev: 4 replace, ") and lines[0].endswith(" same")
     assert any(line.startswith("replace   capacity-tpu7-pool-1") and "(delete first)" in line for line in lines)
     assert "why: nodeConfig.reservationAffinity.values: ForceNew" in out
     assert "cluster-gke" not in out  # unchanged resources are only counted

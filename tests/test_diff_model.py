@@ -251,3 +251,24 @@ def test_every_kubernetes_fact_cites_a_pinned_file_and_line() -> None:
             paths.parse(fact.path)  # a well-formed path
             if fact.guard:
                 paths.parse(fact.guard)
+
+
+def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
+    """The model restates the program's dynamic providers' `diff`; this calls them and compares."""
+    from components.kueue_guard import ImmutableFieldsProvider
+    from components.teardown import SliceGateProvider
+
+    gate = {"pool": "p", "cluster": "c", "kubeconfig": "k", "timeoutSeconds": 60, "__provider": "x"}
+    gate_facts = engine.facts_of("pulumi-python:dynamic/teardown:SliceGate")
+    assert gate_facts is not None
+    for key, value in (("pool", "q"), ("cluster", "d"), ("kubeconfig", "k2"), ("__provider", "y")):
+        changed = {**gate, key: value}
+        result = SliceGateProvider().diff("id", gate, changed)
+        model = [f.path for f in gate_facts if facts.triggered(f, gate, changed)]
+        assert (result.replaces or []) == model, key
+        assert result.delete_before_replace is True
+    assert "pulumi-python:dynamic/teardown:SliceGate" in engine.DYNAMIC_DELETE_FIRST
+    guard = {"fields": {"a": {"keys": "k", "value": 1}}, "queuedWorkloads": 1, "__provider": "x"}
+    result = ImmutableFieldsProvider().diff("id", guard, {**guard, "__provider": "y"})
+    assert result.changes is False and not result.replaces
+    assert engine.facts_of("pulumi-python:dynamic/queues:ImmutableFields") == ()

@@ -33,6 +33,21 @@ from components.cli.plan import ROOT, StackFileError, add_stack_arguments, apply
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
+GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
+
+
+def _guard_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    """The program's Kueue guard refuses at preview (its provider's `check`): name the field, never the values."""
+    from components.kueue_guard import refusals
+
+    return [
+        f"{failure.property}: refused by the program's check before any change "
+        "(components/kueue_guard.py refusals: Kueue never updates it and queued workloads run)"
+        for failure in refusals(olds, news)
+    ]
+
+
+CHECKS: dict[str, engine.Check] = {GUARD: _guard_check}
 
 
 class DiffError(Exception):
@@ -119,10 +134,10 @@ def compute(args: argparse.Namespace) -> engine.Result:
     if args.second_run:
         first = _in_process(config, args.stack, secrets)
         second = _in_process(config, args.stack, secrets)
-        return engine.diff(readback.read_back(first), second, readback.SUPPRESSORS)
+        return engine.diff(readback.read_back(first), second, readback.SUPPRESSORS, CHECKS)
     if args.base:
         old = _at_ref(args.base, args.stack, args.set, args.dir)
-        return engine.diff(old, _in_process(config, args.stack, secrets))
+        return engine.diff(old, _in_process(config, args.stack, secrets), checks=CHECKS)
     changed = config
     try:
         for assignment in args.change:
@@ -130,7 +145,7 @@ def compute(args: argparse.Namespace) -> engine.Result:
     except StackFileError as err:
         raise DiffError(str(err).replace("--set", "--change")) from None
     old = _in_process(config, args.stack, secrets)
-    return engine.diff(old, _in_process(changed, args.stack, secrets))
+    return engine.diff(old, _in_process(changed, args.stack, secrets), checks=CHECKS)
 
 
 def table(result: engine.Result, stack: str) -> str:

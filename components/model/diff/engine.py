@@ -32,6 +32,23 @@ Record = dict[str, Any]
 
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 DYNAMIC = "pulumi-python:dynamic:Resource"
+DYNAMIC_PREFIX = "pulumi-python:dynamic"
+# The program's own dynamic providers decide their diff in code; these facts restate it, and
+# tests/test_diff_model.py calls each provider's `diff` to check them.
+_SLICE_GATE = "components/teardown.py SliceGateProvider.diff (REPLACE_KEYS, delete_before_replace=True)"
+DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
+    DYNAMIC: (),  # a provider without `diff`: any change of the inputs is an update (DYNAMIC_SOURCE)
+    "pulumi-python:dynamic/teardown:SliceGate": (
+        F.Fact("pool", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
+        F.Fact("cluster", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
+    ),
+    # Never replaced (kueue_guard.py ImmutableFieldsProvider.diff); its `check` refuses (see `checks` below).
+    "pulumi-python:dynamic/queues:ImmutableFields": (),
+}
+DYNAMIC_DELETE_FIRST = frozenset({"pulumi-python:dynamic/teardown:SliceGate"})
+# Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
+DYNAMIC_OWN_DIFF = frozenset(DYNAMIC_FACTS) - {DYNAMIC}
+Check = Callable[[dict[str, Any], dict[str, Any]], list[str]]
 # Components whose children the Kubernetes provider renders at run time (not visible offline).
 REMOTE = ("kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
 PROVIDER_FACTS = (
@@ -103,8 +120,10 @@ def facts_of(type_: str) -> tuple[F.Fact, ...] | None:
         return FORCE_NEW[type_]
     if type_ == K8S_PROVIDER:
         return PROVIDER_FACTS
-    if type_ in REMOTE or type_ == DYNAMIC:
+    if type_ in REMOTE:
         return ()
+    if type_.startswith(DYNAMIC_PREFIX):
+        return DYNAMIC_FACTS.get(type_)
     if type_.startswith("kubernetes:"):
         return facts_for(type_)
     return None
@@ -188,12 +207,15 @@ def _decide(
     replaced: dict[str, Record],
     providers: dict[str, Record],
     suppress: dict[tuple[str, str], Callable[[Any, Any], bool]],
+    checks: dict[str, Check],
 ) -> Change:
     type_ = new["type"]
     change = Change(new["name"], type_, SAME, urn=new["urn"])
     old_in = old.get("inputs") or {}
     options = new.get("options") or {}
     new_in = _ignore(old_in, new.get("inputs") or {}, list(options.get("ignoreChanges") or []))
+    if type_ in DYNAMIC_OWN_DIFF:
+        new_in = _ignore(old_in, new_in, ["__provider"])
     for (stype, prop), equal in suppress.items():
         if stype == type_ and prop in old_in and prop in new_in and equal(old_in[prop], new_in[prop]):
             new_in[prop] = copy.deepcopy(old_in[prop])
@@ -235,8 +257,10 @@ def _decide(
             reasons.append(f"{text}: replaceOnChanges ({F.REPLACE_ON_CHANGES})")
 
     if reasons:
-        change.delete_first = bool(options.get("deleteBeforeReplace")) or (
-            type_.startswith("kubernetes:") and _k8s_named_same(old_in, new_in)
+        change.delete_first = (
+            bool(options.get("deleteBeforeReplace"))
+            or (type_.startswith("kubernetes:") and _k8s_named_same(old_in, new_in))
+            or type_ in DYNAMIC_DELETE_FIRST
         )
         change.action, change.reason = REPLACE, "; ".join(reasons)
         if old.get("protect") and new.get("protect"):
@@ -248,13 +272,14 @@ def _decide(
                 change.action = REJECTED
                 change.reason = f"{fixed[0]} stays: {GCP_FIXED_NAME}; {change.reason}"
         return change
-    if not changed:
+    refused = checks[type_](old_in, new_in) if type_ in checks else []
+    if not changed and not refused:
         return change
     rejections = [
         f"{fact.path}: {fact.rule} ({fact.source})"
         for fact in model
         if fact.effect == F.REJECT and F.triggered(fact, old_in, new_in)
-    ]
+    ] + refused
     if rejections:
         change.action, change.reason = REJECTED, "; ".join(rejections)
     else:
@@ -272,6 +297,7 @@ def diff(
     old: list[Record],
     new: list[Record],
     suppress: dict[tuple[str, str], Callable[[Any, Any], bool]] | None = None,
+    checks: dict[str, Check] | None = None,
 ) -> Result:
     """The action for every resource of either run, by name (the runs register independent resources in any order).
 
@@ -292,7 +318,7 @@ def diff(
             changes.append(Change(rec["name"], rec["type"], CREATE, urn=rec["urn"]))
             continue
         matched.add(before["urn"])
-        change = _decide(before, rec, replaced, providers, suppress or {})
+        change = _decide(before, rec, replaced, providers, suppress or {}, checks or {})
         if change.action == REPLACE:
             replaced.update({rec["urn"]: before, before["urn"]: before})
         changes.append(change)

@@ -103,7 +103,7 @@ RULES: tuple[Rule, ...] = (
         POOL,
         "placementPolicy",
         "a tpu7x pool placed by a workload policy is stored with `policyName` and `tpuTopology` (the policy's "
-        "acceleratorTopology), without `type`, which reads back as \"\"; `type` is Required and `tpu_topology` "
+        'acceleratorTopology), without `type`, which reads back as ""; `type` is Required and `tpu_topology` '
         "Optional, not Computed, so a config that sends another type or no `tpuTopology` differs",
         "vllm-project/ci-infra#547 (against a live cluster); "
         f"{TPGB}services/container/resource_container_node_pool.go:386-405,1609-1614",
