@@ -301,7 +301,7 @@ def test_an_alias_keeps_the_resource() -> None:
     obj = {"metadata": {"name": "high"}, "value": 3000}
     new = record("p", new_type, obj, aliases=[{"spec": {"type": old_type, "parentUrn": ""}}])
     (only,) = engine.diff([record("p", old_type, obj)], [new]).changes
-    assert only.action == engine.SAME
+    assert only.action == engine.SAME and "alias" in only.reason
     # without the alias: a new object and a deletion
     without = engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes
     assert sorted(c.action for c in without) == [engine.CREATE, engine.DELETE]
@@ -311,7 +311,8 @@ def test_ignored_changes_are_not_diffed_and_replace_on_changes_replaces() -> Non
     cluster = "gcp:container/cluster:Cluster"
     old = record("c", cluster, {"name": "c", "initialNodeCount": 1})
     new = record("c", cluster, {"name": "c", "initialNodeCount": 3}, options={"ignoreChanges": ["initialNodeCount"]})
-    assert engine.diff([old], [new]).changes[0].action == engine.SAME
+    (ignored,) = engine.diff([old], [new]).changes
+    assert ignored.action == engine.SAME and ignored.reason.startswith("ignored: initialNodeCount")
     js = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
     before = record("j", js, {"metadata": {"name": "j"}, "spec": {"suspend": False}})
     after = record(

@@ -213,7 +213,11 @@ def _decide(
     change = Change(new["name"], type_, SAME, urn=new["urn"])
     old_in = old.get("inputs") or {}
     options = new.get("options") or {}
-    new_in = _ignore(old_in, new.get("inputs") or {}, list(options.get("ignoreChanges") or []))
+    ignored = list(options.get("ignoreChanges") or [])
+    new_in = _ignore(old_in, new.get("inputs") or {}, ignored)
+    hidden = [
+        p for p in ignored if paths.get(old_in, paths.parse(p)) != paths.get(new.get("inputs") or {}, paths.parse(p))
+    ]
     if type_ in DYNAMIC_OWN_DIFF:
         new_in = _ignore(old_in, new_in, ["__provider"])
     for (stype, prop), equal in suppress.items():
@@ -274,6 +278,8 @@ def _decide(
         return change
     refused = checks[type_](old_in, new_in) if type_ in checks else []
     if not changed and not refused:
+        if hidden:
+            change.reason = f"ignored: {', '.join(hidden)} ({F.IGNORE_CHANGES})"
         return change
     rejections = [
         f"{fact.path}: {fact.rule} ({fact.source})"
@@ -319,6 +325,8 @@ def diff(
             continue
         matched.add(before["urn"])
         change = _decide(before, rec, replaced, providers, suppress or {}, checks or {})
+        if before["urn"] != rec["urn"] and not change.reason:
+            change.reason = f"the same resource under an alias ({F.ALIASES})"
         if change.action == REPLACE:
             replaced.update({rec["urn"]: before, before["urn"]: before})
         changes.append(change)

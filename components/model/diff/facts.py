@@ -88,7 +88,8 @@ def triggered(fact: Fact, old: Any, new: Any) -> bool:
 # from the RegisterResource request (components/cli/mockrun.py), so they are read from the program, not restated.
 PULUMI_DOCS = "https://www.pulumi.com/docs/iac/concepts/options"
 REPLACE_ON_CHANGES = f"{PULUMI_DOCS}/replaceonchanges/: a change of these properties replaces the resource"
-DELETE_BEFORE_REPLACE = f"{PULUMI_DOCS}/deletebeforereplace/: the old resource is deleted before the new one is created"
+# deleteBeforeReplace (https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/) is read from the
+# registration and reported as a replacement's `deleteFirst`.
 IGNORE_CHANGES = f"{PULUMI_DOCS}/ignorechanges/: changes of these properties are not diffed (the old value is kept)"
 ALIASES = f"{PULUMI_DOCS}/aliases/: the resource was known under these earlier URNs (no delete and create)"
 PROTECT = f"{PULUMI_DOCS}/protect/: the engine refuses to delete a protected resource, and so to replace it"
