@@ -62,6 +62,7 @@ serving = (
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
         pools=capacity.pools,
+        capacity_plan=capacity_plan,
         project_api=services.services["cloudresourcemanager"],
         storage_api=[services.services["storage"]],
     )

@@ -24,9 +24,10 @@ from typing import Any
 import jsonpath
 import pytest
 
+from components.cli.mockrun import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.rollout import pod_spec_shape
-from tests.harness import Run, normalize, run_program, set_arguments
+from tests.harness import Mocks, Run, normalize, run_program, set_arguments
 
 P = "gke-tpu-slicing"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -308,3 +309,37 @@ def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
         # ... and the object waits for what the plan says.
         obj = lws(dev, role.split(".", 1)[1])
         assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
+
+
+def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_sub_block() -> None:
+    # Two pools run, then the sub-block under the first turns DEGRADED: that cube no longer counts
+    # (components/reservation.py), so 4 + 4 serving groups fill the one usable cube and a new set has no room.
+    # The LWS must follow that plan (delete first), not one that still counts both cubes (create first into
+    # room that is not there: the wait runs out with the old set up, and the preview said otherwise).
+    def reservation(sb_1: dict[str, Any] | None = None) -> FakeReservation:
+        subs = {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)}
+        if sb_1:
+            subs["sb-1"] = {**subs["sb-1"], **sb_1}
+            subs["sb-2"] = {**subs["sb-2"], "inUseCount": 16}
+        return FakeReservation(subs)
+
+    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}, "subslicing": {"enabled": False}}}
+    first = run_program(no_super, mocks=Mocks(reservation=reservation()))
+    assert first.error is None, first.error
+    degraded = reservation({"inUseCount": 16, "healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]})
+    degraded.cluster_pools = [
+        {
+            "name": r.inputs["name"],
+            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for r in first.of_type("gcp:container/nodePool:NodePool")
+        if r.name != "cluster-system"
+    ]
+    run = run_program(no_super, mocks=Mocks(reservation=degraded))
+    assert run.error is None, run.error
+    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
+    for r in run.outputs["capacityPlan"]["rollouts"]:
+        role = r["key"].split(".", 1)[1]
+        assert r["createFirst"] is False, r
+        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
+        assert ready(lws(run, role), r["waitFor"], r["replicas"]) and not ready(lws(run, role), r["waitFor"] - 1, 4)
