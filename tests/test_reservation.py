@@ -200,6 +200,42 @@ def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
     )
 
 
+# The provider's own miss (terraform-provider-google-beta google-beta/services/container/
+# data_source_google_container_cluster.go: after the resource Read's 404, `fmt.Errorf("%s not found", id)`, id from
+# containerClusterFullName = projects/P/locations/L/clusters/N), and errors that merely contain "not found".
+FRESH = "projects/my-tpu-project/locations/us-central1/clusters/qwen-serving-cluster not found"
+GKE_OFF = (
+    'Error when reading or editing Container Cluster "qwen-serving-cluster": googleapi: Error 403: Kubernetes '
+    "Engine API has not been used in project 123 before or it is disabled. Enable it by visiting "
+    "https://console.developers.google.com/apis/api/container.googleapis.com/overview?project=123\nDetails: "
+    '[{"reason": "SERVICE_DISABLED", "metadata": {"service": "container.googleapis.com"}}]'
+)
+NOT_A_MISS = (
+    'Error when reading or editing Container Cluster "qwen-serving-cluster": googleapi: Error 400: Location '
+    '"us-central1" not found or not supported',
+    "projects/my-tpu-project/locations/us-central1/clusters/other-cluster not found",
+    "Post https://oauth2.googleapis.com/token: credentials file not found",
+)
+
+
+@pytest.mark.parametrize(("message", "fresh"), [(FRESH, True), (GKE_OFF, True), *((m, False) for m in NOT_A_MISS)])
+def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fresh: bool) -> None:
+    class Cluster(FakeReservation):
+        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+            from components.cli.mockrun import InvokeError
+
+            if token == "gcp:container/getCluster:getCluster":
+                raise InvokeError(token, message)
+            return super().call(token, args)
+
+    run = run_with(Cluster(FakeReservation.healthy(2).sub_blocks))
+    if fresh:  # the first preview of a new stack: nothing runs yet, the pools take the first sub-blocks
+        assert run.error is None, run.error
+        assert on(run) == {"tpu7-pool-1": "subblock-1", "tpu7-pool-2": "subblock-2"}
+    else:  # a cluster read as "none" would move its running pools to other sub-blocks: stop instead
+        rejected(run, "could not read cluster qwen-serving-cluster", message.split(":")[0])
+
+
 # ---------------------------------------------------------------------------------------------
 # Stability without state
 
