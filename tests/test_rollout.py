@@ -17,8 +17,13 @@ Upstream facts the tests stand on (cited in components/model/rollout.py, compone
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonpath
@@ -177,6 +182,9 @@ def test_revision_follows_exactly_kueues_pod_shape() -> None:
 
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_the_longest_configured_name_plus_its_revision_fits_kueues_39(role: str) -> None:
+    # Kueue v0.17.4 site/content/en/docs/tasks/run/leaderworkerset.md, "Long LeaderWorkerSet names": the
+    # pod-group-name label (63 characters) is the LWS name plus a group suffix, so "the effective LWS name
+    # limit is 39 characters" (51 only with the alpha WorkloadIdentifierAnnotations gate).
     name = f"x{role}".ljust(33, "y")
     run = run_program({f"{P}:serving": {role: {"name": name}}})
     assert run.error is None, run.error
@@ -343,3 +351,29 @@ def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_su
         assert r["createFirst"] is False, r
         assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
         assert ready(lws(run, role), r["waitFor"], r["replicas"]) and not ready(lws(run, role), r["waitFor"] - 1, 4)
+
+
+NAMES_SCRIPT = """
+import json
+from components.cli.plan import settings_input
+from components.model.settings import load
+from components.modelserver import lws_object_name
+from tests.harness import stack_file_config
+
+settings = load(*settings_input(stack_file_config()))
+print(json.dumps({role: lws_object_name(settings, role) for role in ("prefill", "decode")}))
+"""
+
+
+def test_the_lws_names_do_not_depend_on_the_interpreters_hash_seed(dev: Run) -> None:
+    # A name that changed between two `pulumi up` runs of one configuration would replace both roles every time.
+    # str hashes, set and dict orders vary with PYTHONHASHSEED (https://docs.python.org/3/using/cmdline.html
+    # #envvar-PYTHONHASHSEED); the revision must not.
+    registered = {role: lws(dev, role)["metadata"]["name"] for role in ("prefill", "decode")}
+    root = Path(__file__).resolve().parent.parent
+    for seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+        out = subprocess.run(
+            [sys.executable, "-c", NAMES_SCRIPT], cwd=root, env=env, capture_output=True, text=True, check=True
+        )
+        assert json.loads(out.stdout) == registered, f"PYTHONHASHSEED={seed}"
