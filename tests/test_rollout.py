@@ -31,7 +31,7 @@ import pytest
 
 from components.cli.mockrun import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
-from components.model.rollout import pod_spec_shape
+from components.model.rollout import pod_spec_shape, revision
 from tests.harness import Mocks, Run, normalize, run_program, set_arguments
 
 P = "gke-tpu-slicing"
@@ -377,3 +377,57 @@ def test_the_lws_names_do_not_depend_on_the_interpreters_hash_seed(dev: Run) -> 
             [sys.executable, "-c", NAMES_SCRIPT], cwd=root, env=env, capture_output=True, text=True, check=True
         )
         assert json.loads(out.stdout) == registered, f"PYTHONHASHSEED={seed}"
+
+
+# Kueue v0.17.4 pkg/util/pod/pod.go, transcribed: SpecShape's keys, and ContainersShape's per container
+# (resources.requests and ports). Its LWS webhook's ValidateUpdate refuses a change of any of them in place
+# (pkg/controller/jobframework/validation.go ValidateImmutablePodGroupPodSpec), nothing else of the pod spec.
+KUEUE_SPEC_SHAPE = {
+    "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 1}]}],
+    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 2}]}],
+    "nodeSelector": {"k": "v"},
+    "affinity": {"nodeAffinity": {}},
+    "tolerations": [{"key": "t", "operator": "Exists"}],
+    "runtimeClassName": "r",
+    "priority": 1,
+    "topologySpreadConstraints": [{"maxSkew": 1}],
+    "overhead": {"cpu": "1"},
+    "resourceClaims": [{"name": "x"}],
+}
+OUTSIDE_THE_SHAPE = {
+    "serviceAccountName": "other",
+    "terminationGracePeriodSeconds": 7,
+    "volumes": [{"name": "v", "emptyDir": {}}],
+    "priorityClassName": "p",
+    "hostname": "h",
+}
+CONTAINER_OUTSIDE_THE_SHAPE = {
+    "image": "other:1",
+    "command": ["x"],
+    "env": [{"name": "E", "value": "1"}],
+    "readinessProbe": {"httpGet": {"path": "/", "port": 1}},
+    "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}},
+}
+
+
+def _revision(spec: dict[str, Any]) -> str:
+    return revision(leader_spec=spec, worker_spec=spec, size=2, replicas=4, queue="lq", priority="p")
+
+
+@pytest.mark.parametrize("field", sorted(KUEUE_SPEC_SHAPE))
+def test_every_field_kueue_refuses_to_change_in_place_renames_the_lws(field: str) -> None:
+    base = {k: v for k, v in KUEUE_SPEC_SHAPE.items() if k != field}
+    assert _revision(base) != _revision({**base, field: KUEUE_SPEC_SHAPE[field]})
+    if field.endswith("ontainers"):  # within a container: its requests and its ports
+        (c,) = KUEUE_SPEC_SHAPE[field]
+        for changed in ({**c, "resources": {"requests": {"cpu": "2"}}}, {**c, "ports": [{"containerPort": 9}]}):
+            assert _revision(KUEUE_SPEC_SHAPE) != _revision({**KUEUE_SPEC_SHAPE, field: [changed]})
+
+
+def test_what_kueue_lets_change_in_place_keeps_the_name() -> None:
+    rev = _revision(KUEUE_SPEC_SHAPE)
+    for key, value in OUTSIDE_THE_SHAPE.items():
+        assert _revision({**KUEUE_SPEC_SHAPE, key: value}) == rev, key
+    for key, value in CONTAINER_OUTSIDE_THE_SHAPE.items():
+        (c,) = KUEUE_SPEC_SHAPE["containers"]
+        assert _revision({**KUEUE_SPEC_SHAPE, "containers": [{**c, key: value}]}) == rev, key
