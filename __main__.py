@@ -15,13 +15,16 @@ from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli
+from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli, resolve_cluster_version
+from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 require_cli()
 settings = load_settings()
 sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
 capacity_plan = plan_capacity(settings, sub_blocks)
+# Asks GKE which versions the channel offers now: still before anything is registered.
+cluster_version = resolve_cluster_version(settings)
 
 services = ProjectServices("project", settings)
 after_apis = pulumi.ResourceOptions(depends_on=services.ready)
@@ -32,25 +35,38 @@ network = Network("network", settings, pulumi.ResourceOptions(depends_on=[servic
 identity = NodeIdentity("identity", settings, after_apis)
 # Nodes start only once their service account holds its role, or GKE runs them degraded.
 after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
-cluster = Cluster("cluster", settings, network.network, network.tpu_subnet, identity.email, after_identity)
+cluster = Cluster(
+    "cluster",
+    settings,
+    network.network,
+    network.tpu_subnet,
+    identity.email,
+    cluster_version,
+    after_identity,
+    egress=network.egress_ready,
+)
+# The internal firewall's sources include the pods' range, which GKE allocates with the cluster.
+network.allow_internal(cluster.cluster.cluster_ipv4_cidr)
 
 # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
 k8s = cluster.provider
 addons = Addons(settings, k8s)
-# The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
-capacity = TpuCapacity(
-    "capacity",
+# The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
+capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity, sub_blocks=sub_blocks)
+# One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
+# and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
+# workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
+gates = SliceGates(
+    "teardown",
     settings,
-    cluster.cluster,
-    identity.email,
-    after_identity,
-    after=[addons.slice_controller],
-    sub_blocks=sub_blocks,
+    cluster.kubeconfig,
+    capacity.pools,
+    pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
 )
+tpu_ready = [*capacity.pools, *gates.gates]
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
 demos = demo_workloads(
-    settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools, slice_controller=addons.slice_controller
+    settings, queues, k8s, jobset=addons.jobset, pools=tpu_ready, slice_controller=addons.slice_controller
 )
 serving = (
     Serving(
@@ -61,7 +77,7 @@ serving = (
         lws=addons.lws,
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
-        pools=capacity.pools,
+        pools=tpu_ready,
         capacity_plan=capacity_plan,
         project_api=services.services["cloudresourcemanager"],
         storage_api=[services.services["storage"]],

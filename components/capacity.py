@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.base import Component
-from components.cluster import CLOUD_PLATFORM_SCOPE
+from components.cluster import CLOUD_PLATFORM_SCOPE, node_network_config
 from components.model.reservation import SUB_BLOCK_LABEL, Assignment
 from components.model.settings import Settings
 
@@ -119,6 +119,8 @@ class TpuCapacity(Component):
                     "reservation_affinity": reservation_affinity(settings, sub_block),
                     **({"labels": {SUB_BLOCK_LABEL: sub_block}} if sub_block else {}),
                 },
+                # In place, never a replacement (components/cluster.py node_network_config).
+                network_config=node_network_config(settings),
                 # placement_policy.policy_name, reservation_affinity, service_account: ForceNew; the name is fixed.
                 opts=self.child(
                     depends_on=list(after),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -10,9 +11,24 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
+from components.model.gcp_settings import MaintenanceExclusion
 from components.model.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+def node_network_config(settings: Settings) -> dict[str, object]:
+    """Every node pool's private-node setting, set on the pool itself.
+
+    `network_config.enable_private_nodes` is Optional+Computed, not ForceNew, and updates the pool in place
+    (UpdateNodePool with NodeNetworkConfig): terraform-provider-google-beta release-8.0.0 @93c65b2d60,
+    resource_container_node_pool.go lines 588-593 and 2078-2082. So turning private nodes on for pools that
+    exist updates them, it does not replace them (the provider's TestAccContainerNodePool_withEnablePrivateNodesToggle,
+    resource_container_node_pool_test.go line 1458, toggles it on one pool). The other `network_config` fields
+    are Computed or read back as GKE set them, so sending only this one changes nothing else. The cluster's
+    default (below) only covers pools created later; naming it per pool makes every pool's setting explicit.
+    """
+    return {"enable_private_nodes": settings.cluster.private_nodes}
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
@@ -65,6 +81,19 @@ def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
     return pulumi.Output.all(cluster.id, dns, cluster.endpoint).apply(identity)
 
 
+def maintenance_exclusion(exclusion: MaintenanceExclusion) -> dict[str, object]:
+    """One exclusion as the provider takes it: an end time, or GKE's end-of-support behaviour without one."""
+    out: dict[str, object] = {"exclusion_name": exclusion.name, "start_time": exclusion.rfc3339(exclusion.start)}
+    options: dict[str, object] = {"scope": exclusion.scope}
+    if exclusion.end_time_behavior is not None:
+        # The provider drops end_time when a behaviour is set and reads none back (lines 6387-6389, 8299-8306).
+        options["end_time_behavior"] = exclusion.end_time_behavior
+    else:
+        assert exclusion.end is not None
+        out["end_time"] = exclusion.rfc3339(exclusion.end)
+    return {**out, "exclusion_options": options}
+
+
 class Cluster(Component):
     """A regional Standard cluster with every flag of the reference `gcloud container clusters create`."""
 
@@ -75,10 +104,15 @@ class Cluster(Component):
         network: gcp.compute.Network,
         subnetwork: gcp.compute.Subnetwork,
         node_service_account: pulumi.Input[str],
+        version: str,
         opts: pulumi.ResourceOptions | None = None,
+        egress: Sequence[pulumi.Resource] = (),
     ) -> None:
+        """`version`: the GKE version `cluster.version` resolved to (components/stack.py); `egress`: what
+        nodes need before they boot (the Cloud NAT of private nodes)."""
         super().__init__("gke-tpu-slicing:cluster:Cluster", name, opts)
         c = settings.cluster
+        cp = c.control_plane
         exclusion = c.maintenance_exclusion
         node_identity = {
             "service_account": node_service_account,
@@ -93,7 +127,13 @@ class Cluster(Component):
             network=network.id,
             subnetwork=subnetwork.id,
             release_channel={"channel": c.release_channel},
-            min_master_version=c.version,
+            # Only a floor, and never a reason to replace or downgrade: `min_master_version` is not ForceNew
+            # and not read back (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update
+            # upgrades the control plane only when it runs an older version (lines 4918-4935:
+            # `if cur.LessThan(des)`). GKE upgrades a Rapid cluster itself, so a newer resolved version is
+            # usually a no-op update. No node pool sets `version` (Optional+Computed): pools take the control
+            # plane's version at creation and follow auto-upgrades, never this value.
+            min_master_version=version,
             # The default pool is replaced by the `system` pool below, so that changing the system
             # machine type updates a node pool instead of replacing the whole cluster. No `node_config`
             # here: the provider marks that block ForceNew and GKE stops returning it once the default
@@ -104,6 +144,28 @@ class Cluster(Component):
             initial_node_count=1,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy={},
+            # Private nodes: `enable_private_nodes` is not ForceNew and updates the cluster's default in place
+            # (DesiredDefaultEnablePrivateNodes, resource_container_cluster.go lines 2335-2340, 4122-4127);
+            # `enable_private_endpoint` updates the control plane's endpoints in place (lines 4105-4112). Both
+            # are always sent, true or false: the block is Computed, so leaving it out would keep the old value.
+            # No `master_ipv4_cidr_block` nor `private_endpoint_subnetwork` (both ForceNew, lines 2342-2370): GKE
+            # places the private endpoint in the node subnet, and a block with only these two flags plans empty
+            # after apply (the provider's acceptance configs at resource_container_cluster_test.go lines 1132
+            # and 12593 set exactly that).
+            private_cluster_config={
+                "enable_private_nodes": c.private_nodes,
+                "enable_private_endpoint": cp.private_endpoint,
+            },
+            # Authorized networks update in place (the same control-plane endpoints update). The block is
+            # Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction).
+            master_authorized_networks_config=None
+            if cp.unrestricted_public_endpoint
+            else {
+                "cidr_blocks": [
+                    {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
+                    for n in cp.authorized_networks
+                ]
+            },
             datapath_provider="ADVANCED_DATAPATH",
             gateway_api_config={"channel": "CHANNEL_STANDARD"},
             monitoring_config={
@@ -124,17 +186,11 @@ class Cluster(Component):
             else {
                 # pulumi-gcp requires a window whenever a maintenance policy is set.
                 "daily_maintenance_window": {"start_time": c.daily_maintenance_start},
-                "maintenance_exclusions": [
-                    {
-                        "exclusion_name": exclusion.name,
-                        "start_time": exclusion.rfc3339(exclusion.start),
-                        "end_time": exclusion.rfc3339(exclusion.end),
-                        "exclusion_options": {"scope": exclusion.scope},
-                    }
-                ],
+                "maintenance_exclusions": [maintenance_exclusion(exclusion)],
             },
             deletion_protection=c.deletion_protection,
             opts=self.child(
+                depends_on=list(egress),
                 # A fixed name: a replacement must delete the old cluster first (create-first ends in 409).
                 delete_before_replace=True,
                 # ForceNew, and only shapes the default pool deleted right after creation: a value GKE
@@ -155,6 +211,7 @@ class Cluster(Component):
             # machine_type updates the pool in place (provider: nodePoolNodeConfigUpdate); the identity
             # fields are ForceNew and replace it, delete-first because the name is fixed.
             node_config={"machine_type": c.system_machine_type, **node_identity},
+            network_config=node_network_config(settings),
             opts=self.child(delete_before_replace=True, protect=c.protect),
         )
         self.kubeconfig = pulumi.Output.secret(

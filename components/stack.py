@@ -9,10 +9,11 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime.config as runtime_config
+import pulumi_gcp as gcp
 import yaml
 
 from components import reservation
-from components.model import planner
+from components.model import gke_versions, planner
 from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 
@@ -55,6 +56,72 @@ def load_settings() -> Settings:
     if "hfToken" in raw and "hfToken" not in secret_keys:
         pulumi.log.warn(f"{PROJECT}:hfToken is stored in plain text: set it with `pulumi config set --secret hfToken`")
     return settings
+
+
+def _engine_versions(settings: Settings, prefix: str | None) -> dict[str, Any]:
+    """GKE's answer for the cluster's region (the data source reads `getServerConfig`), snake_case keys."""
+    try:
+        result = gcp.container.get_engine_versions(
+            location=settings.region, project=settings.project, version_prefix=prefix
+        )
+    except Exception as err:  # the invoke's own error: no credentials, the API not enabled yet, ...
+        raise pulumi.RunError(
+            f"could not read the GKE versions offered in {settings.region} (project {settings.project}) to resolve "
+            f"{PROJECT}:cluster.version = {settings.cluster.version!r}: {err}. The Kubernetes Engine API must be "
+            "enabled in the project before the first preview (gcloud services enable container.googleapis.com)."
+        ) from None
+    return {
+        key: getattr(result, key) for key in ("id", "release_channel_default_version", "release_channel_latest_version")
+    }
+
+
+def resolve_cluster_version(settings: Settings) -> str:
+    """`cluster.version` as the version GKE offers now, checked against GKE's documented floors.
+
+    Runs before any resource is registered (a synchronous invoke), so a version the channel does not
+    offer stops the preview with one error naming the key, instead of failing the cluster's creation
+    minutes in. A later change of the answer (a new patch on Rapid) only changes the cluster's
+    `min_master_version`, which never replaces or downgrades anything (components/cluster.py).
+    """
+    c = settings.cluster
+    spec = c.version_spec
+    answer = _engine_versions(settings, spec.invoke_prefix)
+    floor, why = settings.version_floor()
+
+    def resolve(suggestion: dict[str, Any] | None = None) -> gke_versions.Resolution:
+        return gke_versions.resolve(
+            spec,
+            answer,
+            channel=c.release_channel,
+            location=settings.region,
+            floor=floor,
+            floor_reason=why,
+            suggestion=suggestion,
+        )
+
+    try:
+        try:
+            resolution = resolve()
+        except gke_versions.VersionError:
+            if spec.kind != "exact":
+                raise
+            # A second question only to word the error: the newest version of that minor the channel offers.
+            resolution = resolve(_engine_versions(settings, ".".join(spec.value.split(".")[:2]) + "."))
+    except gke_versions.VersionError as err:
+        raise pulumi.RunError(
+            f"invalid stack configuration (1 problem):\n  {PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
+        ) from None
+    if resolution.offline:
+        pulumi.log.warn(
+            f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "
+            f"{resolution.note}; the cluster shows {resolution.version}"
+        )
+    else:
+        pulumi.log.info(
+            f"{PROJECT}:cluster.version = {c.version!r} resolves to {resolution.version} "
+            f"({c.release_channel} channel, {settings.region})"
+        )
+    return resolution.version
 
 
 def read_sub_blocks(settings: Settings) -> Assignment:

@@ -55,6 +55,7 @@ PLACEHOLDER_VALUES: dict[str, Any] = {
     "gcp:project": "my-tpu-project",
     f"{PROJECT}:tpu.reservation.name": "tpu7x-reservation",
     f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
+    f"{PROJECT}:cluster.controlPlane.authorizedNetworks[0].cidrBlock": "198.51.100.0/24",
     f"{PROJECT}:observability.notificationChannels[0]": "projects/my-tpu-project/notificationChannels/123456",
 }
 
@@ -114,6 +115,66 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What GKE's getServerConfig answers for the region in tests (newest first, as the API lists them): the
+# location's valid versions and, per release channel, its default and valid versions. Shaped like the API,
+# not like the data source: `engine_versions` below applies the data source's own filtering to it.
+SERVER_CONFIG: dict[str, Any] = {
+    "defaultClusterVersion": "1.35.3-gke.1100000",
+    "validMasterVersions": [
+        "1.36.2-gke.1500000",
+        "1.36.1-gke.2000000",
+        "1.36.0-gke.3712000",
+        "1.35.3-gke.1100000",
+        "1.35.2-gke.1842000",
+        "1.34.6-gke.1200000",
+    ],
+    "channels": {
+        "RAPID": {
+            "defaultVersion": "1.36.1-gke.2000000",
+            "upgradeTargetVersion": "1.36.1-gke.2000000",
+            "validVersions": ["1.36.2-gke.1500000", "1.36.1-gke.2000000", "1.36.0-gke.3712000", "1.35.3-gke.1100000"],
+        },
+        "REGULAR": {
+            "defaultVersion": "1.35.3-gke.1100000",
+            "upgradeTargetVersion": "1.35.3-gke.1100000",
+            "validVersions": ["1.35.3-gke.1100000", "1.35.2-gke.1842000", "1.34.6-gke.1200000"],
+        },
+    },
+}
+
+
+def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The `gcp:container/getEngineVersions` invoke's answer, as the provider computes it from `server`.
+
+    terraform-provider-google-beta release-8.0.0 @93c65b2d60, data_source_google_container_engine_versions.go
+    lines 113-175: valid versions filtered by the plain string prefix, `latest_*` the first match, per channel
+    the default (unfiltered) and the first matching valid version. Keys are exactly the SDK result type's
+    (pulumi_gcp.container.GetEngineVersionsResult, camelCase on the wire).
+    """
+    prefix = args.get("versionPrefix") or ""
+    masters = [v for v in server["validMasterVersions"] if v.startswith(prefix)]
+    channels = server["channels"]
+    latest = {}
+    for name, channel in channels.items():
+        match = next((v for v in channel["validVersions"] if v.startswith(prefix)), None)
+        if match is not None:
+            latest[name] = match
+    return {
+        "defaultClusterVersion": server["defaultClusterVersion"],
+        "id": "2026-11-30 12:00:00 +0000 UTC",
+        "latestMasterVersion": masters[0] if masters else "",
+        "latestNodeVersion": masters[0] if masters else "",
+        "location": args.get("location"),
+        "project": args.get("project"),
+        "releaseChannelDefaultVersion": {n: c["defaultVersion"] for n, c in channels.items()},
+        "releaseChannelLatestVersion": latest,
+        "releaseChannelUpgradeTargetVersion": {n: c["upgradeTargetVersion"] for n, c in channels.items()},
+        "validMasterVersions": masters,
+        "validNodeVersions": masters,
+        "versionPrefix": args.get("versionPrefix"),
+    }
+
+
 class Mocks(pulumi.runtime.Mocks):
     """Returns inputs as state plus the computed fields the program reads.
 
@@ -124,9 +185,12 @@ class Mocks(pulumi.runtime.Mocks):
         self,
         known_cluster: bool = True,
         cluster_hash: str = "a1b2c3d4e5f6",
+        server_config: dict[str, Any] | None = None,
         reservation: FakeReservation | None = None,
     ) -> None:
         self.known_cluster = known_cluster
+        # What GKE offers in the region (getServerConfig); tests change it to model a later day.
+        self.server_config = server_config or SERVER_CONFIG
         # The reservation's block: healthy free sub-blocks and no cluster yet, unless a test says otherwise.
         self.reservation = reservation or FakeReservation.healthy()
         # GKE's DNS endpoint embeds a per-cluster hash: a replaced cluster gets a new one.
@@ -148,6 +212,8 @@ class Mocks(pulumi.runtime.Mocks):
                 dns = f"gke-{self.cluster_hash}-{PROJECT_NUMBER}.{state.get('location')}.gke.goog"
                 state.update(
                     endpoint="203.0.113.10",
+                    # The pods' range GKE allocates (ip_allocation_policy {}): read back, never sent.
+                    clusterIpv4Cidr="10.4.0.0/14",
                     masterAuth={"clusterCaCertificate": "Q0EtY2VydA=="},
                     controlPlaneEndpointsConfig={"dnsEndpointConfig": {"endpoint": dns}},
                 )
@@ -160,6 +226,8 @@ class Mocks(pulumi.runtime.Mocks):
         self.calls.append(args)
         if args.token == "gcp:organizations/getProject:getProject":
             return {"number": PROJECT_NUMBER, "projectId": args.args.get("projectId", "my-tpu-project")}, []
+        if args.token == "gcp:container/getEngineVersions:getEngineVersions":
+            return engine_versions(self.server_config, args.args), []
         if args.token in RESERVATION_TOKENS:
             return self.reservation.call(args.token, args.args), []
         return {}, []

@@ -85,12 +85,12 @@ def engine_urn(run: Run, reg: Registration) -> str:
     while parent is not None:
         chain.insert(0, parent.type)
         parent = parent_of(run, parent)
-    return f"urn:pulumi:dev::{P}::{'$'.join(chain)}::{reg.name}"
+    return f"{reg.urn.split('::', 1)[0]}::{P}::{'$'.join(chain)}::{reg.name}"
 
 
 def parent_of(run: Run, reg: Registration) -> Registration | None:
     """The parent registration; None for a child of the stack (the harness does not record the stack)."""
-    if not reg.parent or reg.parent.endswith(f"::{STACK_ROOT}::{P}-dev"):
+    if not reg.parent or f"::{STACK_ROOT}::{P}-" in reg.parent:
         return None
     return run.by_urn(reg.parent)
 
@@ -509,3 +509,14 @@ def test_the_command_is_registered() -> None:
     from components.__main__ import COMMANDS
 
     assert COMMANDS["import-file"][0] == "components.cli.import_file"
+
+
+def test_private_nodes_egress_is_left_to_up_as_a_new_component() -> None:
+    # Staging has private nodes: its Cloud Router and NAT are new (the scripts made public nodes), so the
+    # file leaves the whole Egress component to `pulumi up` and still names every other resource.
+    run = run_program(stack="staging")
+    assert run.error is None, run.error
+    assert run.of_type("gcp:compute/routerNat:RouterNat"), "staging's nodes are private"
+    data = import_json("--stack", "staging", "--project-number", PROJECT_NUMBER, *set_arguments("staging"))
+    check_agreement(run, data, PROJECT_NUMBER, stack="staging")
+    assert not {s["type"] for s in data["resources"]} & {"gcp:compute/router:Router", "gcp:compute/routerNat:RouterNat"}

@@ -30,10 +30,12 @@ from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
-# The keys every stack must set (no defaults): the reservation, the weights bucket, who hears of alerts.
+# The keys every stack must set (no defaults): the reservation, the weights bucket, who hears of alerts,
+# who may reach the control plane.
 REQUIRED: dict[str, Any] = {
     "serving": {"weightsBucket": "my-weights"},
     "observability": {"notifyNobody": True},
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
 }
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}

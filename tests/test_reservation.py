@@ -21,7 +21,12 @@ from components.model.settings import ConfigError, load
 from tests.harness import Mocks, Run, run_program, set_arguments
 
 # What settings without a stack file need besides the reservation: the keys that have no default.
-OTHER_KEYS: dict[str, Any] = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
+OTHER_KEYS: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+    # Who may reach the control plane has no default either.
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
+}
 
 P = "gke-tpu-slicing"
 POOL = "gcp:container/nodePool:NodePool"

@@ -7,6 +7,7 @@ Placeholders are filled from tests/harness.py PLACEHOLDER_VALUES; unfilled, each
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from components.model.checks import MTU_MAX, PLACEHOLDER_RE
 from components.model.geometry import Topology, system
 from components.model.settings import ConfigError, load
 from tests.harness import (
+    CLOCK,
     ROOT,
     STACKS,
     Registration,
@@ -150,7 +152,22 @@ def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
         return
     policy = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]
     (exclusion,) = policy["maintenanceExclusions"]
-    assert exclusion["startTime"] < exclusion["endTime"]
+    # No end date that a later day passes: GKE ends it at the minor version's end of support, and the
+    # provider reads no end time back with that behaviour (so none may be sent).
+    assert exclusion["exclusionOptions"]["endTimeBehavior"] == "UNTIL_END_OF_SUPPORT"
+    assert exclusion["exclusionOptions"]["scope"] in ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
+    assert "endTime" not in exclusion
+
+
+def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> None:
+    """The program's clock a year ahead: no date in a stack file expires (the first would have on 2027-02-26)."""
+    name, today = stack
+    later = run_program(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
+    assert later.error is None, later.error
+    # ...and registers exactly what it registers today (registration order is not deterministic).
+    assert {(r.type, r.name): r.inputs for r in later.registrations} == {
+        (r.type, r.name): r.inputs for r in today.registrations
+    }
 
 
 def test_no_code_branches_on_the_stack_name() -> None:
@@ -220,7 +237,9 @@ def test_each_placeholder_is_refused_by_name_before_anything_is_registered(name:
 def test_placeholders_are_refused_wherever_they_are_and_other_problems_still_reported() -> None:
     raw = {
         "tpu": {"reservation": {"name": "<REPLACE-ME: reservation>"}},
-        "network": {"internalSourceRanges": ["10.0.0.0/8", "<REPLACE-ME>"]},
+        "cluster": {
+            "controlPlane": {"authorizedNetworks": [{"cidrBlock": "10.0.0.0/8"}, {"cidrBlock": "<REPLACE-ME>"}]}
+        },
         "hfToken": "<REPLACE-ME: token hf_abc>",
         "zone": "nowhere",
         "serving": {"weightsBucket": "my-weights"},
@@ -234,7 +253,7 @@ def test_placeholders_are_refused_wherever_they_are_and_other_problems_still_rep
     assert keys == [
         "gcp:project",
         f"{P}:tpu.reservation.name",
-        f"{P}:network.internalSourceRanges[1]",
+        f"{P}:cluster.controlPlane.authorizedNetworks[1].cidrBlock",
         f"{P}:hfToken",
         f"{P}:zone",
     ]

@@ -66,13 +66,19 @@ NOT_IMPORTED_TYPES = {
     "the chart (not available offline); the chart component adopts them on `up`",
     "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
+    "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
+    "in Pulumi's state only (no API call): `pulumi up` creates it",
     "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
     "scripts write the cache into the weights bucket): there is nothing to adopt",
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
+    "gke-tpu-slicing:network:Egress": "the reference scripts make public nodes and no Cloud Router or Cloud NAT: "
+    "there is nothing to adopt",
     "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
     "alert policies: there is nothing to adopt",
+    "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
+    "no API): there is nothing to adopt",
 }
 
 
@@ -138,6 +144,17 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
             ids.firewall(project=project, name=net.firewall_name),
         ),
     ]
+
+    if s.cluster.private_nodes:
+        out.skipped.append(
+            Skipped(
+                "network-egress",
+                "gke-tpu-slicing:network:Egress",
+                NEW_COMPONENTS["gke-tpu-slicing:network:Egress"],
+                "`pulumi up` creates the Cloud Router and Cloud NAT, then turns the nodes private in place",
+                parent="network",
+            )
+        )
 
     c["identity"] = "gke-tpu-slicing:identity:NodeIdentity"
     email = ids.service_account_email(project=project, account_id=s.node_service_account_id)
@@ -250,6 +267,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
             )
         )
+    out.skipped.append(
+        Skipped(
+            "queues-immutable-fields",
+            "pulumi-python:dynamic/queues:ImmutableFields",
+            NOT_IMPORTED_TYPES["pulumi-python:dynamic/queues:ImmutableFields"],
+            "`pulumi up` records the current values; later changes of them are checked at preview",
+            parent="queues",
+        )
+    )
 
     demos = {"subslicing": s.demos.subslicing, "superslicing": s.demos.superslicing}
     for key, demo in demos.items():
@@ -325,6 +351,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 )
             )
 
+    if s.tpu.cubes:
+        out.skipped.append(
+            Skipped(
+                "teardown",
+                "gke-tpu-slicing:teardown:SliceGates",
+                NEW_COMPONENTS["gke-tpu-slicing:teardown:SliceGates"],
+                "`pulumi up` creates one gate per TPU pool",
+            )
+        )
     if s.observability.enabled:
         out.skipped.append(
             Skipped(

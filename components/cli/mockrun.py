@@ -26,6 +26,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 
 from components import stack as stack_module
+from components.model.gke_versions import OFFLINE_ID
 from components.stack import as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +136,7 @@ class RecordingMonitor(MockMonitor):
                         "ignoreChanges": list(request.ignoreChanges),
                         "replaceOnChanges": list(request.replaceOnChanges),
                         "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                        "additionalSecretOutputs": list(request.additionalSecretOutputs),
                     },
                     aliases=[json_format.MessageToDict(a) for a in request.aliases]
                     + [{"urn": u} for u in request.aliasURNs],
@@ -281,7 +283,11 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             email = f"{state['accountId']}@{state.get('project', '<project>')}.iam.gserviceaccount.com"
             state.update(email=email, member=f"serviceAccount:{email}")
         if args.typ == "gcp:container/cluster:Cluster":
-            state.update(endpoint=f"<{args.name}.endpoint>", masterAuth={"clusterCaCertificate": "<ca>"})
+            state.update(
+                endpoint=f"<{args.name}.endpoint>",
+                masterAuth={"clusterCaCertificate": "<ca>"},
+                clusterIpv4Cidr=f"<{args.name}.clusterIpv4Cidr>",
+            )
         return f"<{args.name}.id>", state
 
     def __init__(self) -> None:
@@ -295,6 +301,25 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId", "<project>")
             return {"number": f"<number of project {project}>", "projectId": project}, []
+        if args.token == "gcp:container/getEngineVersions:getEngineVersions":
+            # Offline, GKE's list cannot be read: the answer says so (its id), in the SDK result type's shape
+            # (pulumi_gcp.container.GetEngineVersionsResult), with no versions. The program then uses an exact
+            # `cluster.version` as given and shows a prefix or 'default' as a marker, with a warning
+            # (components/model/gke_versions.py resolve); `pulumi preview` resolves and checks it for real.
+            return {
+                "defaultClusterVersion": "",
+                "id": OFFLINE_ID,
+                "latestMasterVersion": "",
+                "latestNodeVersion": "",
+                "location": args.args.get("location"),
+                "project": args.args.get("project"),
+                "releaseChannelDefaultVersion": {},
+                "releaseChannelLatestVersion": {},
+                "releaseChannelUpgradeTargetVersion": {},
+                "validMasterVersions": [],
+                "validNodeVersions": [],
+                "versionPrefix": args.args.get("versionPrefix"),
+            }, []
         if args.token in RESERVATION_TOKENS:
             return self.reservation.call(args.token, args.args), []
         return {}, []

@@ -55,6 +55,8 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     "gcp:compute/network:Network": ("name", "mtu", "routingMode", "autoCreateSubnetworks"),
     "gcp:compute/subnetwork:Subnetwork": ("name", "region", "ipCidrRange", "purpose", "role"),
     "gcp:compute/firewall:Firewall": ("name", "direction", "sourceRanges", "allows"),
+    "gcp:compute/router:Router": ("name", "region"),
+    "gcp:compute/routerNat:RouterNat": ("name", "natIpAllocateOption", "sourceSubnetworkIpRangesToNat", "subnetworks"),
     "gcp:serviceaccount/account:Account": ("accountId",),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
     "gcp:container/cluster:Cluster": (
@@ -62,6 +64,8 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
         "location",
         "minMasterVersion",
         "releaseChannel.channel",
+        "privateClusterConfig",
+        "masterAuthorizedNetworksConfig",
         "deletionProtection",
         "maintenancePolicy.maintenanceExclusions",
         "nodeConfig.serviceAccount",

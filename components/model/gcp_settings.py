@@ -14,10 +14,9 @@ from pydantic import (
     model_validator,
 )
 
-from components.model import geometry
+from components.model import geometry, gke_versions
 from components.model.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
-    MIN_SUBSLICING_VERSION,
     MTU_MAX,
     MTU_MIN,
     Model,
@@ -40,7 +39,6 @@ class NetworkSettings(Model):
     mtu: int = 8896
     tpu_subnet_cidr: str = "10.10.0.0/18"
     proxy_subnet_cidr: str = "172.16.0.0/26"
-    internal_source_ranges: list[str] = Field(default_factory=lambda: ["172.16.0.0/12", "10.0.0.0/8"], min_length=1)
 
     @field_validator("prefix")
     @classmethod
@@ -56,11 +54,6 @@ class NetworkSettings(Model):
         return v
 
     _cidrs = field_validator("tpu_subnet_cidr", "proxy_subnet_cidr")(classmethod(lambda cls, v: cidr(v)))
-
-    @field_validator("internal_source_ranges")
-    @classmethod
-    def _ranges(cls, v: list[str]) -> list[str]:
-        return [cidr(r) for r in v]
 
     @model_validator(mode="after")
     def _disjoint(self) -> NetworkSettings:
@@ -89,24 +82,64 @@ class NetworkSettings(Model):
     def firewall_name(self) -> str:
         return f"{self.prefix}-allow-internal"
 
+    @property
+    def proxy_firewall_name(self) -> str:
+        return f"{self.prefix}-allow-proxy"
+
+    @property
+    def router_name(self) -> str:
+        return f"{self.prefix}-router"
+
+    @property
+    def nat_name(self) -> str:
+        return f"{self.prefix}-nat"
+
 
 class MaintenanceExclusion(Model):
-    """A window without upgrades. No default dates: any fixed default is in the past some day."""
+    """A window without upgrades. No default dates: any fixed default is in the past some day.
+
+    Either `end` or `endTimeBehavior: UNTIL_END_OF_SUPPORT` (GKE ends the exclusion when the cluster's
+    minor version reaches its end of support, so the stack file never expires). The provider sends no
+    end time with that behaviour and reads none back (terraform-provider-google-beta release-8.0.0
+    @93c65b2d60, resource_container_cluster.go lines 6387-6389 and 8299-8306): an `end` next to it would
+    diff on every run, so exactly one of the two is allowed.
+    """
 
     name: str = "no-upgrade-next-month"
     start: datetime
-    end: datetime
+    end: datetime | None = None
+    end_time_behavior: Literal["UNTIL_END_OF_SUPPORT"] | None = None
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_UPGRADES"
 
     @field_validator("start", "end")
     @classmethod
-    def _aware(cls, v: datetime) -> datetime:
-        if v.tzinfo is None:
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
             raise ValueError("an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
         return v
 
     @model_validator(mode="after")
     def _ordered(self, info: ValidationInfo) -> MaintenanceExclusion:
+        if self.end_time_behavior is not None:
+            # GKE offers end-of-support exclusions for the minor-upgrade scopes only.
+            if self.scope == "NO_UPGRADES":
+                raise SettingError(
+                    "endTimeBehavior",
+                    self.end_time_behavior,
+                    "only with scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES (a NO_UPGRADES exclusion "
+                    "needs an end)",
+                )
+            if self.end is not None:
+                raise SettingError(
+                    "end",
+                    self.rfc3339(self.end),
+                    "unset when endTimeBehavior is UNTIL_END_OF_SUPPORT (GKE takes no end time with it)",
+                )
+            return self
+        if self.end is None:
+            raise SettingError(
+                "end", None, "an RFC 3339 time, or endTimeBehavior: UNTIL_END_OF_SUPPORT (NO_MINOR scopes)"
+            )
         if self.end <= self.start:
             raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
         # An exclusion that is over protects nothing, and GKE rejects adding one that has ended.
@@ -116,7 +149,8 @@ class MaintenanceExclusion(Model):
                 "end",
                 self.rfc3339(self.end),
                 f"a time in the future (it is {self.rfc3339(now.replace(microsecond=0))}): move the window "
-                "forward, or set cluster.maintenanceExclusion to null for none",
+                "forward, use endTimeBehavior: UNTIL_END_OF_SUPPORT (NO_MINOR scopes), or set "
+                "cluster.maintenanceExclusion to null for none",
             )
         return self
 
@@ -124,11 +158,88 @@ class MaintenanceExclusion(Model):
         return when.isoformat().replace("+00:00", "Z")
 
 
+# GKE's limits on authorized networks (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks,
+# "Limitations"): "Public clusters can have up to 50 authorized network CIDR ranges; private clusters can have up
+# to 100" (a private cluster: one with private nodes).
+AUTHORIZED_NETWORKS_MAX_PUBLIC = 50
+AUTHORIZED_NETWORKS_MAX_PRIVATE = 100
+
+
+class AuthorizedNetwork(Model):
+    """One CIDR range allowed to reach the control plane's IP endpoint (the provider's `cidr_blocks`)."""
+
+    cidr_block: str
+    display_name: str | None = None
+
+    # The provider validates IsCIDRNetwork(0, 32): IPv4 and canonical (no host bits), any length.
+    _cidr = field_validator("cidr_block")(classmethod(lambda cls, v: cidr(v)))
+
+
+class ControlPlaneSettings(Model):
+    """Who can reach the control plane's IP endpoint.
+
+    The program's Kubernetes provider connects to that endpoint (`cluster.endpoint`), so whoever runs
+    `pulumi up` must connect from one of `authorizedNetworks` (and, with `privateEndpoint`, from the VPC
+    or a network connected to it).
+    """
+
+    # true: the IP endpoint has no external address; only the VPC (and networks connected to it) reach it.
+    private_endpoint: bool = False
+    authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list)
+    # The explicit opt-in to an external endpoint that accepts connections from any address (no
+    # authorized networks): authentication still applies, but nothing filters by network.
+    unrestricted_public_endpoint: bool = False
+
+    @model_validator(mode="after")
+    def _workable(self) -> ControlPlaneSettings:
+        cidrs = [n.cidr_block for n in self.authorized_networks]
+        if self.unrestricted_public_endpoint:
+            if self.private_endpoint:
+                raise SettingError(
+                    "unrestrictedPublicEndpoint",
+                    True,
+                    "false when privateEndpoint is true (there is no public endpoint)",
+                )
+            if cidrs:
+                raise SettingError(
+                    "unrestrictedPublicEndpoint",
+                    True,
+                    f"false when authorizedNetworks is set ({', '.join(cidrs)}): the two contradict each other",
+                )
+            return self
+        if "0.0.0.0/0" in cidrs:
+            raise SettingError(
+                f"authorizedNetworks.{cidrs.index('0.0.0.0/0')}.cidrBlock",
+                "0.0.0.0/0",
+                "a range narrower than every address; to expose the endpoint to any address set "
+                "cluster.controlPlane.unrestrictedPublicEndpoint: true and no authorized networks instead",
+            )
+        if not cidrs:
+            if self.private_endpoint:
+                raise SettingError(
+                    "authorizedNetworks",
+                    [],
+                    "at least one range when privateEndpoint is true: the network `pulumi up` runs from (a CI "
+                    "runner's subnet, a VPN or Interconnect range), since the program creates every Kubernetes "
+                    "object through the control plane's internal endpoint",
+                )
+            raise SettingError(
+                "authorizedNetworks",
+                [],
+                "at least one CIDR range that may reach the control plane's public endpoint (where `pulumi up` "
+                "and kubectl run from), or privateEndpoint: true with such a range, or the explicit opt-in "
+                "unrestrictedPublicEndpoint: true to accept connections from any address",
+            )
+        return self
+
+
 class ClusterSettings(Model):
     name: str = "qwen-serving-cluster"
-    # GKE's documented floor for sub-slices, which every default workload uses (2x2x2).
-    version: str = MIN_SUBSLICING_VERSION
-    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = "RAPID"
+    # Resolved at preview time against what the channel offers (components/model/gke_versions.py): a prefix
+    # follows the channel's patches; GKE's documented floors are checked on what it resolves to.
+    version: str = "1.36"
+    # Only RAPID (checked below with the reason); a plain string so that any other value gets that reason.
+    release_channel: str = "RAPID"
     system_machine_type: str = "n2-standard-32"
     system_node_count: int = Field(1, ge=1)
     deletion_protection: bool = True
@@ -140,6 +251,10 @@ class ClusterSettings(Model):
     daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     # None by default: a default window would lie in the past some day (an error, see MaintenanceExclusion).
     maintenance_exclusion: MaintenanceExclusion | None = None
+    # Nodes with internal addresses only (no external IP on any node, as `compute.vmExternalIpAccess`
+    # demands); the network then gets a Cloud Router and Cloud NAT so nodes still pull images and weights.
+    private_nodes: bool = True
+    control_plane: ControlPlaneSettings = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -149,12 +264,41 @@ class ClusterSettings(Model):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if gke_version_tuple(v) < gke_version_tuple(MIN_SLICE_CONTROLLER_VERSION):
+        newest = gke_versions.parse(v).newest_possible()
+        if newest is not None and newest < gke_version_tuple(MIN_SLICE_CONTROLLER_VERSION):
             raise ValueError(
                 f"{MIN_SLICE_CONTROLLER_VERSION} or newer (the first GKE release with the slice controller, "
-                "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing)"
+                f"{gke_versions.DYNAMIC_SLICING_DOC})"
             )
         return v
+
+    @field_validator("release_channel")
+    @classmethod
+    def _channel(cls, v: str) -> str:
+        # The cluster always enables the slice controller (addons_config.slice_controller_config).
+        if v != "RAPID":
+            raise ValueError(
+                "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires a Standard "
+                f"cluster on the Rapid channel, {gke_versions.DYNAMIC_SLICING_DOC}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _authorized_networks_limit(self) -> ClusterSettings:
+        count = len(self.control_plane.authorized_networks)
+        limit = AUTHORIZED_NETWORKS_MAX_PRIVATE if self.private_nodes else AUTHORIZED_NETWORKS_MAX_PUBLIC
+        if count > limit:
+            kind = "private nodes" if self.private_nodes else "public nodes (privateNodes: false)"
+            raise SettingError(
+                "controlPlane.authorizedNetworks",
+                f"{count} ranges",
+                f"at most {limit} ranges (GKE's limit for a cluster with {kind})",
+            )
+        return self
+
+    @property
+    def version_spec(self) -> gke_versions.VersionSpec:
+        return gke_versions.parse(self.version)
 
     @field_validator("system_machine_type")
     @classmethod

@@ -85,6 +85,10 @@ class HelmAddonSettings(Model):
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
 
+    def pod_count(self) -> int:
+        """Controller pods the chart runs on the system pool (the fit check counts each)."""
+        return 1
+
 
 class JobSetAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
@@ -102,6 +106,12 @@ class KueueAddon(HelmAddonSettings):
     controller_resources: ResourceRequirements = Field(
         default_factory=lambda: _resources("500m", "512Mi", "2", "512Mi")
     )
+    # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
+    # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/kueue_config.py).
+    replicas: int = Field(2, ge=1)
+
+    def pod_count(self) -> int:
+        return self.replicas
 
 
 class LwsAddon(HelmAddonSettings):
@@ -118,6 +128,9 @@ class SliceControllerSettings(Model):
         "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
         "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
     )
+    # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
+    # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
+    drain_timeout_seconds: int = Field(1200, ge=1)
 
     @field_validator("manifest_url")
     @classmethod

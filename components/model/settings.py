@@ -29,6 +29,7 @@ from components.model.checks import (
     LABEL_VALUE_RE,
     LWS_NAME_MAX,
     LWS_REVISION_LEN,
+    MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
@@ -51,6 +52,7 @@ from components.model.gcp_settings import (
     TpuSettings,
 )
 from components.model.geometry import Slice, SliceKind, Topology
+from components.model.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.k8s_settings import (
     AddonsSettings,
     DemosSettings,
@@ -113,6 +115,7 @@ class Settings(Model):
         cpu, mem = node_allocatable(self.cluster.system_machine_type)
         cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
         total_cpu = total_mem = 0
+        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
         for key, res in self.system_pool_pods().items():
             pod_cpu = cpu_millis(res.requests.cpu or "0")
             pod_mem = memory_bytes(res.requests.memory or "0")
@@ -123,7 +126,8 @@ class Settings(Model):
                     f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
                     f"{self.cluster.system_machine_type} system node has left for pods",
                 )
-            total_cpu, total_mem = total_cpu + pod_cpu, total_mem + pod_mem
+            n = counts.get(key, 1)
+            total_cpu, total_mem = total_cpu + n * pod_cpu, total_mem + n * pod_mem
         nodes = self.cluster.system_node_count
         if total_cpu > cpu * nodes or total_mem > mem * nodes:
             raise SettingError(
@@ -201,17 +205,38 @@ class Settings(Model):
                     f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
                     "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
                 )
+        # After the topologies are known to be valid: the floor depends on which of them are sub-slices.
+        self._check_version_floor()
         return self
+
+    def version_floor(self) -> tuple[str, str]:
+        """(the oldest GKE version the cluster may run, why): GKE's documented floors for dynamic slicing."""
+        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
+        if subslices:
+            why = f"GKE's floor for dynamic sub-slicing, which {', '.join(subslices)} use ({DYNAMIC_SLICING_DOC})"
+            return MIN_SUBSLICING_VERSION, why
+        return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
+
+    def _check_version_floor(self) -> None:
+        """A pin or prefix that can never reach the floor is refused here; what a prefix resolves to, at preview."""
+        floor, why = self.version_floor()
+        newest = self.cluster.version_spec.newest_possible()
+        if newest is not None and newest < gke_version_tuple(floor):
+            raise SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")
 
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
         out = []
-        subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
-        if subslices and gke_version_tuple(self.cluster.version) < gke_version_tuple(MIN_SUBSLICING_VERSION):
+        if self.cluster.control_plane.unrestricted_public_endpoint:
             out.append(
-                f"{PROJECT}:cluster.version = {self.cluster.version}: GKE documents {MIN_SUBSLICING_VERSION} or "
-                f"later for sub-slicing ({', '.join(subslices)}); see "
-                "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
+                f"{PROJECT}:cluster.controlPlane.unrestrictedPublicEndpoint = true: the control plane's public IP "
+                "endpoint accepts connections from any address on the internet (Kubernetes authentication and IAM "
+                "still apply); set cluster.controlPlane.authorizedNetworks to the ranges you connect from instead"
+            )
+        if not self.cluster.private_nodes:
+            out.append(
+                f"{PROJECT}:cluster.privateNodes = false: every node, TPU VMs included, gets an external IP address "
+                "(an organization enforcing constraints/compute.vmExternalIpAccess refuses to create them)"
             )
         gateway = self.serving.gateway
         if self.serving.enabled and gateway.external:
@@ -449,6 +474,9 @@ def load(
     for path, value in placeholders:
         path = path.lstrip(".")
         problems.append(_placeholder_problem(path, value, secret_keys))
+        placeholder_keys.append(_config_key(path))
+        # Validation errors spell list items `a.0.b`, placeholders `a[0].b`: drop both forms.
+        placeholder_keys.append(_config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
         # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
         placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))

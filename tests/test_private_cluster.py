@@ -1,0 +1,236 @@
+"""Exposure: private nodes with Cloud NAT, who may reach the control plane, the internal firewall's sources.
+
+Provider facts (what updates in place, what replaces) are cited next to the code in components/cluster.py
+and components/network.py; here the recorded graph shows the program sends what those facts need.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import pytest
+
+from tests.harness import Run, assert_rejected, run_program
+
+P = "gke-tpu-slicing"
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+ROUTER = "gcp:compute/router:Router"
+NAT = "gcp:compute/routerNat:RouterNat"
+FIREWALL = "gcp:compute/firewall:Firewall"
+OFFICE = [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}]
+# dev with private nodes and one authorized network instead of its explicit public opt-ins.
+PRIVATE_DEV = {
+    f"{P}:cluster": {
+        "privateNodes": True,
+        "controlPlane": {"unrestrictedPublicEndpoint": None, "authorizedNetworks": OFFICE},
+    }
+}
+
+
+def warnings_of(run: Run) -> list[str]:
+    assert run.error is None, run.error
+    return [m for level, m in run.logs if level == "warn"]
+
+
+@pytest.fixture(scope="module", params=["staging", "prod"])
+def private(request: pytest.FixtureRequest) -> Run:
+    run = run_program(stack=request.param)
+    assert run.error is None, run.error
+    return run
+
+
+def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> None:
+    cluster = private.get(CLUSTER, "cluster-gke")
+    assert cluster.inputs["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
+    pools = private.of_type(POOL)
+    assert len(pools) >= 2 and {p.name for p in pools} >= {"cluster-system"}
+    for pool in pools:  # every pool says so itself: the system pool and each TPU pool
+        assert pool.inputs["networkConfig"] == {"enablePrivateNodes": True}, pool.name
+    (router,) = private.of_type(ROUTER)
+    (nat,) = private.of_type(NAT)
+    net = private.get("gcp:compute/network:Network", "network-main")
+    subnet = private.get("gcp:compute/subnetwork:Subnetwork", "network-tpu")
+    assert router.inputs["name"] == "qwen-serving-router" and router.inputs["region"] == "us-central1"
+    assert net.urn in router.property_dependencies["network"]
+    assert router.urn in nat.property_dependencies["router"]
+    assert nat.inputs["natIpAllocateOption"] == "AUTO_ONLY"
+    # Only the TPU subnet (nodes and the pods' secondary range), not the proxy-only subnet.
+    assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS"
+    assert nat.inputs["subnetworks"] == [{"name": "network-tpu-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]
+    assert subnet.urn in nat.property_dependencies["subnetworks"]
+    # No node boots before it has egress: the cluster (and so its default pool and every pool) waits for NAT.
+    assert private.depends_on(cluster, nat)
+    assert all(private.depends_on(p, nat) for p in pools)
+
+
+def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(private: Run) -> None:
+    cluster = private.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}]
+    }
+    assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
+
+
+def test_dev_stays_public_on_purpose_and_says_what_is_exposed(dev: Run) -> None:
+    cluster = dev.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": False, "enablePrivateEndpoint": False}
+    assert "masterAuthorizedNetworksConfig" not in cluster
+    assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": False} for p in dev.of_type(POOL))
+    assert dev.of_type(ROUTER) == [] and dev.of_type(NAT) == []
+    warnings = warnings_of(dev)
+    assert any(
+        "cluster.controlPlane.unrestrictedPublicEndpoint = true" in w and "any address on the internet" in w
+        for w in warnings
+    )
+    assert any("cluster.privateNodes = false" in w and "external IP" in w for w in warnings)
+
+
+def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them(dev: Run) -> None:
+    """Only `network_config.enable_private_nodes` (not ForceNew) and the cluster's private-node default
+    (not ForceNew) change; every ForceNew input of every pool stays as it was."""
+    private = run_program(PRIVATE_DEV)
+    assert private.error is None, private.error
+    before = {p.name: p.inputs for p in dev.of_type(POOL)}
+    after = {p.name: p.inputs for p in private.of_type(POOL)}
+    assert before.keys() == after.keys()
+    for name in before:
+        changed = {k for k in before[name].keys() | after[name].keys() if before[name].get(k) != after[name].get(k)}
+        assert changed == {"networkConfig"}, (name, changed)
+        assert after[name]["networkConfig"] == {"enablePrivateNodes": True}
+    c0, c1 = dev.get(CLUSTER, "cluster-gke").inputs, private.get(CLUSTER, "cluster-gke").inputs
+    changed = {k for k in c0.keys() | c1.keys() if c0.get(k) != c1.get(k)}
+    assert changed == {"privateClusterConfig", "masterAuthorizedNetworksConfig"}
+    assert "masterIpv4CidrBlock" not in c1["privateClusterConfig"], "ForceNew, and the legacy peering model"
+    assert len(private.of_type(NAT)) == 1
+
+
+def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
+    run = run_program(
+        {
+            f"{P}:cluster": {
+                "privateNodes": True,
+                "controlPlane": {
+                    "unrestrictedPublicEndpoint": None,
+                    "privateEndpoint": True,
+                    "authorizedNetworks": OFFICE,
+                },
+            }
+        }
+    )
+    cluster = run.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert not any("unrestricted" in w for w in warnings_of(run))
+
+
+# ------------------------------------------------------------------------------------------------
+# Settings that cannot work, or would expose the control plane without saying so
+
+
+def _cp(control_plane: dict[str, Any]) -> dict[str, Any]:
+    return {f"{P}:cluster": {"controlPlane": {"unrestrictedPublicEndpoint": None, **control_plane}}}
+
+
+BAD = [
+    (
+        "public endpoint, nobody authorized, no opt-in",
+        _cp({}),
+        ["cluster.controlPlane.authorizedNetworks = []", "unrestrictedPublicEndpoint: true"],
+    ),
+    (
+        "private endpoint nobody can reach",
+        _cp({"privateEndpoint": True}),
+        ["cluster.controlPlane.authorizedNetworks = []", "privateEndpoint is true", "pulumi up"],
+    ),
+    (
+        "every address as an authorized network",
+        _cp({"authorizedNetworks": [{"cidrBlock": "0.0.0.0/0"}]}),
+        ["cluster.controlPlane.authorizedNetworks.0.cidrBlock = '0.0.0.0/0'", "unrestrictedPublicEndpoint"],
+    ),
+    (
+        "host bits set",
+        _cp({"authorizedNetworks": [{"cidrBlock": "198.51.100.7/24"}]}),
+        ["cluster.controlPlane.authorizedNetworks.0.cidrBlock = '198.51.100.7/24'", "no host bits"],
+    ),
+    (
+        "not IPv4",
+        _cp({"authorizedNetworks": [{"cidrBlock": "2001:db8::/32"}]}),
+        ["authorizedNetworks.0.cidrBlock = '2001:db8::/32'", "IPv4"],
+    ),
+    (
+        "opt-in beside authorized networks",
+        _cp({"unrestrictedPublicEndpoint": True, "authorizedNetworks": OFFICE}),
+        ["cluster.controlPlane.unrestrictedPublicEndpoint = true", "198.51.100.0/24"],
+    ),
+    (
+        "opt-in with a private endpoint",
+        _cp({"unrestrictedPublicEndpoint": True, "privateEndpoint": True}),
+        ["cluster.controlPlane.unrestrictedPublicEndpoint = true", "no public endpoint"],
+    ),
+    (
+        "more ranges than GKE allows with public nodes (dev's)",
+        _cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(51)]}),
+        ["cluster.controlPlane.authorizedNetworks = '51 ranges'", "at most 50", "public nodes"],
+    ),
+    ("unknown key", _cp({"authorisedNetworks": OFFICE}), ["controlPlane.authorisedNetworks", "authorizedNetworks"]),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[c[0] for c in BAD])
+def test_control_plane_settings_that_cannot_work_are_refused_by_name(
+    case: str, overrides: dict[str, Any], expected: list[str]
+) -> None:
+    assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
+
+
+def test_a_hundred_ranges_are_allowed_with_private_nodes() -> None:
+    ranges = [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]
+    private = {"privateNodes": True, "controlPlane": {"unrestrictedPublicEndpoint": None}}
+    run = run_program(
+        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": ranges}}}
+    )
+    assert run.error is None, run.error
+    too_many = [*ranges, {"cidrBlock": "10.200.0.0/16"}]
+    assert_rejected(
+        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": too_many}}},
+        ["cluster.controlPlane.authorizedNetworks = '101 ranges'", "at most 100", "private nodes"],
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# The internal firewall: the VPC's own ranges, the protocols the cluster uses
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_internal_firewall_admits_only_the_vpcs_own_ranges(stack: str) -> None:
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    (fw,) = run.of_type(FIREWALL)
+    tpu = run.get("gcp:compute/subnetwork:Subnetwork", "network-tpu").inputs["ipCidrRange"]
+    proxy = run.get("gcp:compute/subnetwork:Subnetwork", "network-proxy").inputs["ipCidrRange"]
+    pods = "10.4.0.0/14"  # what the harness's GKE allocates (clusterIpv4Cidr), read back from the cluster
+    assert fw.inputs["sourceRanges"] == [tpu, pods, proxy]
+    assert fw.inputs["direction"] == "INGRESS"
+    assert {a["protocol"] for a in fw.inputs["allows"]} == {"tcp", "udp", "icmp"}
+    assert all("ports" not in a for a in fw.inputs["allows"])
+    # Nothing as wide as the codelab's 10.0.0.0/8 or 172.16.0.0/12.
+    for source in fw.inputs["sourceRanges"]:
+        assert ipaddress.ip_network(source).prefixlen >= 14, source
+
+
+def test_the_firewall_follows_the_subnets_and_the_pods_range_in_place() -> None:
+    moved = run_program({f"{P}:network": {"tpuSubnetCidr": "10.20.0.0/18", "proxySubnetCidr": "10.21.0.0/26"}})
+    assert moved.error is None, moved.error
+    (fw,) = moved.of_type(FIREWALL)
+    assert fw.inputs["sourceRanges"] == ["10.20.0.0/18", "10.4.0.0/14", "10.21.0.0/26"]
+    # In place: the provider PATCHes source_ranges; the firewall keeps its name and direction (ForceNew).
+    assert fw.inputs["name"] == "qwen-serving-allow-internal" and fw.inputs["direction"] == "INGRESS"
+
+
+def test_the_old_wide_source_key_is_gone() -> None:
+    assert_rejected(
+        {f"{P}:network": {"internalSourceRanges": ["10.0.0.0/8"]}},
+        ["network.internalSourceRanges", "unknown key"],
+        prefix="invalid stack configuration (1 problem)",
+    )

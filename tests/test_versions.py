@@ -1,0 +1,245 @@
+"""The cluster's GKE version and release channel: resolved at preview from what GKE offers, floors as errors.
+
+GKE's answer comes from the harness's SERVER_CONFIG through `engine_versions`, which applies the data
+source's own filtering (cited there); the floors are GKE's documented ones, typed here from
+https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing#requirements.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi_gcp.container import GetEngineVersionsResult
+from pydantic.alias_generators import to_camel
+
+from components.cli import mockrun
+from components.model.gke_versions import OFFLINE_ID
+from tests.harness import SERVER_CONFIG, Mocks, Run, engine_versions, run_program, stack_file_config
+
+P = "gke-tpu-slicing"
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+INVOKE = "gcp:container/getEngineVersions:getEngineVersions"
+SLICING_FLOOR = "1.35.2-gke.1842000"  # super-slicing (topologies of whole 4x4x4 cubes)
+SUBSLICING_FLOOR = "1.36.0-gke.3712000"  # sub-slicing (topologies smaller than 4x4x4)
+NO_SUBSLICES = {f"{P}:demos": {"subslicing": {"enabled": False}}, f"{P}:serving": {"enabled": False}}
+
+
+def version_of(run: Run) -> str:
+    assert run.error is None, run.error
+    return run.get(CLUSTER, "cluster-gke").inputs["minMasterVersion"]
+
+
+def later_day(**rapid: Any) -> dict[str, Any]:
+    """SERVER_CONFIG with the RAPID channel's answer replaced: GKE on another day."""
+    server = copy.deepcopy(SERVER_CONFIG)
+    server["channels"]["RAPID"].update(rapid)
+    server["validMasterVersions"] = sorted(
+        set(server["validMasterVersions"]) | set(server["channels"]["RAPID"]["validVersions"]), reverse=True
+    )
+    return server
+
+
+def rejected(run: Run, *fragments: str) -> str:
+    assert run.error is not None, "accepted"
+    message = str(run.error)
+    assert message.startswith("invalid stack configuration (1 problem)"), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert run.registrations == [], "nothing may be registered before the error"
+    return message
+
+
+# ------------------------------------------------------------------------------------------------
+# The mocks answer exactly what the pinned SDK's result type holds
+
+
+@pytest.mark.parametrize("answer", ["harness", "offline"])
+def test_the_mocks_answer_in_the_sdk_result_types_shape(answer: str) -> None:
+    fields = [p for p in inspect.signature(GetEngineVersionsResult.__init__).parameters if p != "__self__"]
+    args = pulumi.runtime.MockCallArgs(
+        INVOKE, {"location": "us-central1", "project": "p", "versionPrefix": "1.36."}, ""
+    )
+    result = engine_versions(SERVER_CONFIG, args.args) if answer == "harness" else mockrun.SymbolicMocks().call(args)[0]
+    assert set(result) == {to_camel(f) for f in fields}
+    # ...and the SDK accepts it (its constructor type-checks every field).
+    GetEngineVersionsResult(**{f: result[to_camel(f)] for f in fields})
+
+
+def test_the_harness_answers_like_the_data_source() -> None:
+    # First match of each channel's list for the prefix; defaults unfiltered (the data source's loop).
+    answer = engine_versions(SERVER_CONFIG, {"versionPrefix": "1.35."})
+    assert answer["releaseChannelLatestVersion"] == {"RAPID": "1.35.3-gke.1100000", "REGULAR": "1.35.3-gke.1100000"}
+    assert answer["releaseChannelDefaultVersion"]["RAPID"] == "1.36.1-gke.2000000"
+    assert answer["validMasterVersions"] == ["1.35.3-gke.1100000", "1.35.2-gke.1842000"]
+    assert engine_versions(SERVER_CONFIG, {"versionPrefix": "1.37."})["releaseChannelLatestVersion"] == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# Resolution
+
+
+def test_a_prefix_resolves_to_the_newest_version_the_channel_offers_for_the_region() -> None:
+    mocks = Mocks()
+    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=mocks)
+    assert version_of(run) == "1.36.2-gke.1500000"
+    (call,) = [c for c in mocks.calls if c.token == INVOKE]
+    # The region of the regional cluster, the stack's project, and "1.36." (a bare "1.3" would match 1.30).
+    assert call.args == {"location": "us-central1", "project": "my-tpu-project", "versionPrefix": "1.36."}
+    patch = run_program({f"{P}:cluster": {"version": "1.36.1"}})
+    assert version_of(patch) == "1.36.1-gke.2000000"
+
+
+def test_default_follows_the_channels_default() -> None:
+    run = run_program({f"{P}:cluster": {"version": "default"}})
+    assert version_of(run) == SERVER_CONFIG["channels"]["RAPID"]["defaultVersion"]
+
+
+def test_an_exact_version_the_channel_offers_is_used_as_given() -> None:
+    assert version_of(run_program({f"{P}:cluster": {"version": "1.36.0-gke.3712000"}})) == "1.36.0-gke.3712000"
+
+
+def test_an_exact_version_the_channel_no_longer_offers_is_refused_with_what_it_offers() -> None:
+    # Above every floor, but (no longer) on the RAPID channel's list.
+    run = run_program({f"{P}:cluster": {"version": "1.36.0-gke.4000000"}})
+    rejected(
+        run,
+        "gke-tpu-slicing:cluster.version = '1.36.0-gke.4000000'",
+        "RAPID channel offers in us-central1",
+        "the newest 1.36 on RAPID: 1.36.2-gke.1500000",
+        "RAPID's default: 1.36.1-gke.2000000",
+    )
+    # 1.35.2-gke.1842000 is a valid master version of the location, but no RAPID one any more.
+    gone = run_program({f"{P}:cluster": {"version": SLICING_FLOOR}, **NO_SUBSLICES})
+    rejected(gone, f"cluster.version = '{SLICING_FLOOR}'", "is not offered")
+
+
+def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
+    """GKE offers a newer patch another day: nothing but `min_master_version` moves (an in-place update
+    that never downgrades, components/cluster.py), no pool carries a version that could replace it."""
+    today = run_program()
+    later = run_program(mocks=Mocks(server_config=later_day(validVersions=["1.36.3-gke.100000", "1.36.2-gke.1500000"])))
+    assert (version_of(today), version_of(later)) == ("1.36.2-gke.1500000", "1.36.3-gke.100000")
+    before = {(r.type, r.name): r.inputs for r in today.registrations}
+    after = {(r.type, r.name): r.inputs for r in later.registrations}
+    assert before.keys() == after.keys()
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {(CLUSTER, "cluster-gke")}
+    diff = {
+        k
+        for k in before[(CLUSTER, "cluster-gke")]
+        if before[(CLUSTER, "cluster-gke")][k] != after[(CLUSTER, "cluster-gke")].get(k)
+    }
+    assert diff == {"minMasterVersion"}
+    # Node versions are never set: pools take the control plane's version at creation (Optional+Computed).
+    assert all("version" not in p.inputs for p in today.of_type(POOL))
+    assert "nodeVersion" not in today.get(CLUSTER, "cluster-gke").inputs
+
+
+# ------------------------------------------------------------------------------------------------
+# GKE's floors, as errors naming the key
+
+
+def test_the_subslicing_floor_is_an_error_when_a_workload_uses_a_sub_slice() -> None:
+    # 1.35.3-gke.1100000 is offered on RAPID, and above the slicing floor, but below the sub-slicing one.
+    run = run_program({f"{P}:cluster": {"version": "1.35.3-gke.1100000"}})
+    message = rejected(run, "cluster.version = '1.35.3-gke.1100000'", SUBSLICING_FLOOR, "use-gke-dynamic-slicing")
+    assert "demos.subslicing" in message and "serving.prefill" in message, "names who needs the floor"
+    # Without sub-slices only the slicing floor applies: the same version is fine.
+    assert version_of(run_program({f"{P}:cluster": {"version": "1.35.3-gke.1100000"}, **NO_SUBSLICES})) == (
+        "1.35.3-gke.1100000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "floor", "overrides"),
+    [
+        ("1.35", SUBSLICING_FLOOR, {}),  # no 1.35 can reach the sub-slicing floor
+        ("1.34", SLICING_FLOOR, NO_SUBSLICES),
+        ("1.35.1", SLICING_FLOOR, NO_SUBSLICES),
+        ("1.35.1-gke.1000000", SLICING_FLOOR, NO_SUBSLICES),
+    ],
+)
+def test_a_version_that_can_never_reach_the_floor_is_refused_before_gke_is_asked(
+    version: str, floor: str, overrides: dict[str, Any]
+) -> None:
+    mocks = Mocks()
+    run = run_program({f"{P}:cluster": {"version": version}, **overrides}, mocks=mocks)
+    rejected(run, f"gke-tpu-slicing:cluster.version = '{version}'", floor)
+    assert [c for c in mocks.calls if c.token == INVOKE] == []
+
+
+def test_a_prefix_or_default_that_resolves_below_the_floor_is_refused() -> None:
+    old = later_day(defaultVersion="1.35.3-gke.1100000", validVersions=["1.36.0-gke.2459000", "1.35.3-gke.1100000"])
+    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=old))
+    rejected(run, "cluster.version = '1.36'", "resolves to 1.36.0-gke.2459000", f"older than {SUBSLICING_FLOOR}")
+    default = run_program({f"{P}:cluster": {"version": "default"}}, mocks=Mocks(server_config=old))
+    rejected(default, "cluster.version = 'default'", "resolves to 1.35.3-gke.1100000")
+    missing = run_program({f"{P}:cluster": {"version": "1.37"}})
+    rejected(missing, "cluster.version = '1.37'", "a prefix of a version the RAPID channel offers", "RAPID's default")
+
+
+@pytest.mark.parametrize("version", ["latest", "1.36.x", "v1.36", "1", "1.36.0-gke", ""])
+def test_a_version_of_no_known_form_is_refused_with_the_forms(version: str) -> None:
+    run = run_program({f"{P}:cluster": {"version": version}})
+    rejected(run, f"cluster.version = {version!r}", "'default'", "prefix such as 1.36", "1.36.0-gke.3712000")
+
+
+def test_a_failing_invoke_stops_with_what_to_do() -> None:
+    class NoApi(Mocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+            if args.token == INVOKE:  # how a provider's error reaches the program: the invoke fails
+                return {}, [("location", "googleapi: Error 403: Kubernetes Engine API has not been used")]
+            return super().call(args)
+
+    run = run_program(mocks=NoApi())
+    assert run.error is not None and run.registrations == []
+    message = str(run.error)
+    assert "could not read the GKE versions offered in us-central1" in message
+    assert "cluster.version = '1.36'" in message and "container.googleapis.com" in message
+
+
+# ------------------------------------------------------------------------------------------------
+# Offline commands cannot read the list: they say so
+
+
+def _offline(version: str) -> mockrun.MockRun:
+    config = stack_file_config("dev")
+    config[f"{P}:cluster"] = {**config[f"{P}:cluster"], "version": version}
+    return mockrun.execute(config, stack="dev")
+
+
+def test_offline_an_exact_version_is_shown_as_given_and_a_prefix_as_a_marker_with_a_warning() -> None:
+    exact = _offline("1.36.0-gke.3712000")
+    assert exact.error is None, exact.error
+    cluster = next(r for r in exact.registrations if r.type == CLUSTER)
+    assert cluster.inputs["minMasterVersion"] == "1.36.0-gke.3712000"
+    assert any("not read" in m and "not checked" in m for lvl, m in exact.logs if lvl == "warn")
+    prefix = _offline("1.36")
+    cluster = next(r for r in prefix.registrations if r.type == CLUSTER)
+    assert cluster.inputs["minMasterVersion"] == "<the newest 1.36 on RAPID, read at preview>"
+    assert any("cluster.version = '1.36'" in m and "not read" in m for lvl, m in prefix.logs if lvl == "warn")
+    # The floors that need no list still apply offline.
+    low = _offline("1.35.3-gke.1100000")
+    assert low.error is not None and SUBSLICING_FLOOR in str(low.error)
+    assert OFFLINE_ID in repr(mockrun.SymbolicMocks().call(pulumi.runtime.MockCallArgs(INVOKE, {}, ""))[0])
+
+
+# ------------------------------------------------------------------------------------------------
+# The release channel
+
+
+@pytest.mark.parametrize("channel", ["REGULAR", "STABLE", "EXTENDED"])
+def test_only_the_rapid_channel_is_accepted_with_the_slice_controller(channel: str) -> None:
+    run = run_program({f"{P}:cluster": {"releaseChannel": channel}})
+    rejected(run, f"gke-tpu-slicing:cluster.releaseChannel = '{channel}'", "RAPID", "slice controller", "#requirements")
+
+
+def test_every_problem_of_the_cluster_is_reported_together() -> None:
+    run = run_program({f"{P}:cluster": {"releaseChannel": "STABLE", "version": "v1"}})
+    assert run.error is not None and "(2 problems)" in str(run.error)
+    assert "cluster.releaseChannel" in str(run.error) and "cluster.version" in str(run.error)
