@@ -431,3 +431,32 @@ def test_what_kueue_lets_change_in_place_keeps_the_name() -> None:
     for key, value in CONTAINER_OUTSIDE_THE_SHAPE.items():
         (c,) = KUEUE_SPEC_SHAPE["containers"]
         assert _revision({**KUEUE_SPEC_SHAPE, "containers": [{**c, key: value}]}) == rev, key
+
+
+def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_replacement_order() -> None:
+    # First `up` of a new stack: no cluster yet, the sub-blocks free. Second: GKE runs the pools, so their
+    # sub-blocks report VMs in use and getCluster lists them. The plan, and with it each LWS's name, waitFor,
+    # timeout and deleteBeforeReplace, must come out the same, or the second run would update or replace serving.
+    fresh = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
+    first = run_program(mocks=Mocks(reservation=fresh))
+    assert first.error is None, first.error
+    pools = [r for r in first.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
+    deployed = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
+    for r in pools:
+        (value,) = r.inputs["nodeConfig"]["reservationAffinity"]["values"]
+        deployed.sub_blocks[value.rsplit("/", 1)[1]]["inUseCount"] = 16
+    deployed.cluster_pools = [
+        {
+            "name": r.inputs["name"],
+            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for r in pools
+    ]
+    second = run_program(mocks=Mocks(reservation=deployed))
+    assert second.error is None, second.error
+    assert second.outputs["capacityPlan"]["rollouts"] == first.outputs["capacityPlan"]["rollouts"]
+    for role in ("prefill", "decode"):
+        assert lws(second, role) == lws(first, role)
+        assert "pulumi.com/waitFor" in lws(second, role)["metadata"]["annotations"]
+        before, after = first.get(LWS, f"serving-{role}"), second.get(LWS, f"serving-{role}")
+        assert after.options["deleteBeforeReplace"] == before.options["deleteBeforeReplace"]
