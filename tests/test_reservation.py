@@ -292,6 +292,30 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     )
 
 
+def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up() -> None:
+    # Dev's super-slice needs both cubes. A maintenance notice on the sub-block under a running pool (hosts that
+    # "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it is done,
+    # nor ask to replace the pool: the cube still counts and the preview says what is coming.
+    first = run_with(fake(4))
+    state = fake(4, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
+    state.cluster_pools = cluster_pools_of(first)
+    run = run_with(state)
+    assert run.error is None, run.error
+    assert pools(run) == pools(first)
+    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
+    warnings = [msg for level, msg in run.logs if level == "warn"]
+    assert any(
+        "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which has maintenance pending (3)" in w
+        and "stop when the maintenance starts" in w
+        for w in warnings
+    ), warnings
+    assert not any("to move it" in w for w in warnings), warnings
+    # Once the maintenance runs, the cube is really gone: that still does not count.
+    ongoing = fake(4, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE)
+    ongoing.cluster_pools = cluster_pools_of(first)
+    rejected(run_with(ongoing), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)")
+
+
 def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
     # A stack deployed before sub-blocks were read: its pools name the block, GKE put them on sb-1, sb-2.
     def deployed() -> FakeReservation:
