@@ -31,8 +31,16 @@ def node_network_config(settings: Settings) -> dict[str, object]:
     return {"enable_private_nodes": settings.cluster.private_nodes}
 
 
-def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig that authenticates with gke-gcloud-auth-plugin, so no token is stored in state."""
+def kubeconfig(name: str, endpoint: str, ca_certificate: str | None) -> str:
+    """A kubeconfig that authenticates with gke-gcloud-auth-plugin, so no token is stored in state.
+
+    `ca_certificate` None: the server's certificate is checked against the system's trusted authorities,
+    as for GKE's DNS-based endpoint (`gke-<hash>-<project number>.<region>.gke.goog`), which presents a
+    publicly trusted certificate rather than one signed by the cluster's CA.
+    """
+    cluster: dict[str, str] = {"server": f"https://{endpoint}"}
+    if ca_certificate is not None:
+        cluster["certificate-authority-data"] = ca_certificate
     user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
@@ -45,17 +53,40 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": name,
-                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
-                }
-            ],
+            "clusters": [{"name": name, "cluster": cluster}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
             "users": [{"name": name, "user": user}],
         }
     )
+
+
+def dns_endpoint_of(config: Any) -> str | None:
+    """The DNS-based endpoint in the cluster's `control_plane_endpoints_config` output (None when absent)."""
+    dns = getattr(config, "dns_endpoint_config", None)
+    return getattr(dns, "endpoint", None)
+
+
+def _required_dns_endpoint(config: Any) -> str:
+    endpoint = dns_endpoint_of(config)
+    if not endpoint:  # GKE documents the field as always present: stop rather than write a broken kubeconfig
+        raise ValueError("GKE reported no DNS-based endpoint for the cluster (control_plane_endpoints_config)")
+    return endpoint
+
+
+def control_plane_endpoints_config(settings: Settings) -> dict[str, object]:
+    """The DNS-based endpoint's user access, always sent, true or false.
+
+    terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
+    `allow_external_traffic` is Optional and not Computed (line 2276) while its parent blocks (lines
+    2254-2294) are Optional+Computed, so leaving the block out would keep whatever GKE last had; the create and every
+    control-plane endpoints update send it from the configuration (expandControlPlaneEndpointsConfig,
+    lines 7095-7110, ForceSendFields), and the update is in place (UpdateCluster with
+    DesiredControlPlaneEndpointsConfig, lines 4105-4118). The read-back sets it as GKE stores it
+    (flattenDnsEndpointConfig, lines 8047-8058), so false on a cluster created without it: no diff.
+    `endpoint` (Optional+Computed) is never sent: it is the identity `cluster_identifier` reads.
+    """
+    return {"dns_endpoint_config": {"allow_external_traffic": settings.cluster.control_plane.dns_endpoint}}
 
 
 def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
@@ -69,15 +100,11 @@ def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
     The IP endpoint stands in only where GKE reports no DNS endpoint.
     """
 
-    def dns_endpoint(config: Any) -> str | None:
-        dns = getattr(config, "dns_endpoint_config", None)
-        return getattr(dns, "endpoint", None)
-
     def identity(args: list[Any]) -> str:
         cluster_id, dns, ip = args
         return f"{cluster_id}@{dns or ip}"
 
-    dns = cluster.control_plane_endpoints_config.apply(dns_endpoint)
+    dns = cluster.control_plane_endpoints_config.apply(dns_endpoint_of)
     return pulumi.Output.all(cluster.id, dns, cluster.endpoint).apply(identity)
 
 
@@ -156,6 +183,7 @@ class Cluster(Component):
                 "enable_private_nodes": c.private_nodes,
                 "enable_private_endpoint": cp.private_endpoint,
             },
+            control_plane_endpoints_config=control_plane_endpoints_config(settings),
             # Authorized networks update in place (the same control-plane endpoints update). The block is
             # Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction).
             master_authorized_networks_config=None
@@ -214,11 +242,20 @@ class Cluster(Component):
             network_config=node_network_config(settings),
             opts=self.child(delete_before_replace=True, protect=c.protect),
         )
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(lambda a: kubeconfig(f"gke_{settings.project}_{settings.region}_{a[0]}", a[1], a[2] or ""))
-        )
+        context = f"gke_{settings.project}_{settings.region}_"
+        if cp.dns_endpoint:
+            # Through GKE's DNS-based endpoint: reachable from wherever `pulumi up` runs (IAM decides), with a
+            # private IP endpoint too. Only the kubeconfig changes; the identity below stays the same.
+            dns = self.cluster.control_plane_endpoints_config.apply(_required_dns_endpoint)
+            self.kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(self.cluster.name, dns).apply(lambda a: kubeconfig(context + a[0], a[1], None))
+            )
+        else:
+            self.kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(
+                    self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+                ).apply(lambda a: kubeconfig(context + a[0], a[1], a[2] or ""))
+            )
         # The only Kubernetes provider of the program (default providers are disabled in Pulumi.yaml).
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -7,11 +7,13 @@ and components/network.py; here the recorded graph shows the program sends what 
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 import pytest
 
-from tests.harness import Run, assert_rejected, run_program
+from components.cli import mockrun
+from tests.harness import Run, assert_rejected, merge, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -125,6 +127,78 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# GKE's DNS-based endpoint: how `pulumi up` reaches a control plane with no public IP
+#
+# GKE: "Use only the DNS-based endpoint to access your control plane" (kubernetes-engine/docs/concepts/
+# network-isolation). terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
+# `allow_external_traffic` is Optional, not Computed (line 2276), sent on create and on every endpoints update
+# (lines 3202, 4105-4118, 7095-7110) and read back as stored (8047-8058); the update is in place.
+
+K8S = "pulumi:providers:kubernetes"
+DNS_ONLY = {
+    f"{P}:cluster": {
+        "privateNodes": True,
+        "controlPlane": {"unrestrictedPublicEndpoint": None, "privateEndpoint": True, "dnsEndpoint": True},
+    }
+}
+
+
+def kubeconfig_cluster(run: Run) -> dict[str, Any]:
+    provider = run.get(K8S, "cluster-k8s")
+    return json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
+
+
+def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic(dev: Run) -> None:
+    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
+    cluster = dev.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
+    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
+    assert kubeconfig_cluster(dev) == {"server": "https://203.0.113.10", "certificate-authority-data": "Q0EtY2VydA=="}
+
+
+def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
+    run = run_program(DNS_ONLY)
+    assert run.error is None, run.error
+    cluster = run.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+    # Authorized networks still sent (empty): nothing external reaches the IP endpoint.
+    assert cluster["masterAuthorizedNetworksConfig"] == {"cidrBlocks": []}
+    # The kubeconfig targets GKE's per-cluster DNS name; no cluster CA (the DNS endpoint's certificate is
+    # publicly trusted, and a pinned cluster CA would refuse it).
+    assert kubeconfig_cluster(run) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+    # The identity is the same one the IP-endpoint stacks have: switching endpoints replaces no Kubernetes object.
+    assert (
+        run.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
+        == dev.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
+        == "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
+    )
+
+
+def test_offline_the_kubeconfig_names_the_dns_endpoint_as_a_marker() -> None:
+    run = mockrun.execute(merge(stack_file_config("dev"), DNS_ONLY), stack="dev")
+    assert run.error is None, run.error
+    provider = next(r for r in run.registrations if r.type == K8S)
+    server = json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
+    assert server == {"server": "https://<cluster-gke.dnsEndpoint>"}
+
+
+def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfig_only() -> None:
+    staging = run_program(stack="staging")
+    dns = run_program({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": True}}}, stack="staging")
+    assert staging.error is None and dns.error is None, (staging.error, dns.error)
+    before = {(r.type, r.name): r.inputs for r in staging.registrations}
+    after = {(r.type, r.name): r.inputs for r in dns.registrations}
+    assert before.keys() == after.keys()
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
+    c0, c1 = before[(CLUSTER, "cluster-gke")], after[(CLUSTER, "cluster-gke")]
+    assert {k for k in c0.keys() | c1.keys() if c0.get(k) != c1.get(k)} == {"controlPlaneEndpointsConfig"}
+    p0, p1 = before[(K8S, "cluster-k8s")], after[(K8S, "cluster-k8s")]
+    assert {k for k in p0.keys() | p1.keys() if p0.get(k) != p1.get(k)} == {"kubeconfig"}
+
+
+# ------------------------------------------------------------------------------------------------
 # Settings that cannot work, or would expose the control plane without saying so
 
 
@@ -141,7 +215,7 @@ BAD = [
     (
         "private endpoint nobody can reach",
         _cp({"privateEndpoint": True}),
-        ["cluster.controlPlane.authorizedNetworks = []", "privateEndpoint is true", "pulumi up"],
+        ["cluster.controlPlane.authorizedNetworks = []", "privateEndpoint is true", "pulumi up", "dnsEndpoint: true"],
     ),
     (
         "every address as an authorized network",
