@@ -89,6 +89,34 @@ def control_plane_endpoints_config(settings: Settings) -> dict[str, object]:
     return {"dns_endpoint_config": {"allow_external_traffic": settings.cluster.control_plane.dns_endpoint}}
 
 
+def master_authorized_networks_config(settings: Settings) -> dict[str, object] | None:
+    """Who may reach the IP endpoints: the authorized networks and nothing else (None: the explicit opt-in).
+
+    Updates in place (the control-plane endpoints update, resource_container_cluster.go lines 4105-4118). The
+    block is Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction). Its two
+    flags are Optional+Computed and sent only when set (expandMasterAuthorizedNetworksConfig, lines 6909-6936,
+    GetOkExists): left out, GKE's own defaults would decide, so both are always sent.
+    * `gcp_public_cidrs_access_enabled` false: Compute Engine VMs' and Google Cloud services' public addresses
+      are not admitted beside the listed ranges (GKE's "Google Cloud public IP addresses" access).
+    * `private_endpoint_enforcement_enabled` = privateEndpoint: with only an internal endpoint, the list is what
+      restricts who in the VPC (or a network connected to it) reaches it; without enforcement any internal
+      address would (GKE's "enable authorized networks on the private endpoint"). Both toggle in place (the
+      provider's TestAccContainerCluster_withGcpPublicCidrsAccessEnabledToggle and
+      _withAuthorizedNetworkPrivateEnforcementToggle, resource_container_cluster_test.go lines 1802, 1896).
+    """
+    cp = settings.cluster.control_plane
+    if cp.unrestricted_public_endpoint:
+        return None
+    return {
+        "cidr_blocks": [
+            {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
+            for n in cp.authorized_networks
+        ],
+        "gcp_public_cidrs_access_enabled": False,
+        "private_endpoint_enforcement_enabled": cp.private_endpoint,
+    }
+
+
 def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
     """Identifies one cluster *instance*: new when the cluster is replaced, stable for its lifetime.
 
@@ -184,16 +212,7 @@ class Cluster(Component):
                 "enable_private_endpoint": cp.private_endpoint,
             },
             control_plane_endpoints_config=control_plane_endpoints_config(settings),
-            # Authorized networks update in place (the same control-plane endpoints update). The block is
-            # Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction).
-            master_authorized_networks_config=None
-            if cp.unrestricted_public_endpoint
-            else {
-                "cidr_blocks": [
-                    {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
-                    for n in cp.authorized_networks
-                ]
-            },
+            master_authorized_networks_config=master_authorized_networks_config(settings),
             datapath_provider="ADVANCED_DATAPATH",
             gateway_api_config={"channel": "CHANNEL_STANDARD"},
             monitoring_config={

@@ -71,8 +71,12 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
 
 def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke").inputs
+    # Only the listed range: not Google Cloud's public addresses (GKE's default decides when the flag is left
+    # out, the provider sends it only when set); the public endpoint's list leaves in-VPC clients alone.
     assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}]
+        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": False,
     }
     assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
 
@@ -125,6 +129,12 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
     )
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    # With only the internal endpoint, the list is enforced there too: not every address in the VPC gets in.
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": True,
+    }
     assert not any("unrestricted" in w for w in warnings_of(run))
 
 
@@ -164,8 +174,13 @@ def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_aut
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
-    # Authorized networks still sent (empty): nothing external reaches the IP endpoint.
-    assert cluster["masterAuthorizedNetworksConfig"] == {"cidrBlocks": []}
+    # Authorized networks still sent (empty, enforced on the internal endpoint): only GKE's own ranges reach the
+    # IP endpoint; people and CI come in through the DNS endpoint.
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": True,
+    }
     # The kubeconfig targets GKE's per-cluster DNS name; no cluster CA (the DNS endpoint's certificate is
     # publicly trusted, and a pinned cluster CA would refuse it).
     assert kubeconfig_cluster(run) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
