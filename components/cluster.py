@@ -182,12 +182,16 @@ class Cluster(Component):
             network=network.id,
             subnetwork=subnetwork.id,
             release_channel={"channel": c.release_channel},
-            # Only a floor, and never a reason to replace or downgrade: `min_master_version` is not ForceNew
-            # and not read back (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update
-            # upgrades the control plane only when it runs an older version (lines 4918-4935:
-            # `if cur.LessThan(des)`). GKE upgrades a Rapid cluster itself, so a newer resolved version is
-            # usually a no-op update. No node pool sets `version` (Optional+Computed): pools take the control
-            # plane's version at creation and follow auto-upgrades, never this value.
+            # Never a reason to replace or downgrade: `min_master_version` is not ForceNew and not read back
+            # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
+            # the control plane runs an older version (lines 4918-4935: `if cur.LessThan(des)`), so a resolved
+            # version older than the running one is an update that does nothing. A NEWER one is a requested
+            # control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the maintenance
+            # window: exclusions and windows hold automatic upgrades only, and Rapid offers patches before they
+            # become its auto-upgrade target. With a prefix that is the newest patch of the same minor (which
+            # a NO_MINOR_* exclusion allows anyway); `default` can move to a new minor. No node pool sets
+            # `version` (Optional+Computed): pools take the control plane's version at creation and follow
+            # auto-upgrades, never this value.
             min_master_version=version,
             # The default pool is replaced by the `system` pool below, so that changing the system
             # machine type updates a node pool instead of replacing the whole cluster. No `node_config`
