@@ -150,7 +150,7 @@ def exclusion_conflict(settings: Settings, version: str) -> str | None:
         f"{PROJECT}:cluster.version = {c.version!r} with cluster.maintenanceExclusion scope {exclusion.scope}: "
         f"it resolves at every preview (now {version}) and `pulumi up` upgrades the control plane to it when "
         f"it runs an older one, during the exclusion too (exclusions hold automatic upgrades only), so an up "
-        f"can start {what}; use a prefix of the minor version the cluster runs"
+        f"can start an upgrade to {what}; use a prefix of the minor version the cluster runs"
         + (" with a NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES exclusion" if spec.kind == "prefix" else "")
         + ", or run `pulumi up` only outside the exclusion"
     )
