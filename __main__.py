@@ -16,6 +16,7 @@ from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
 from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli, resolve_cluster_version
+from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 require_cli()
@@ -50,20 +51,22 @@ network.allow_internal(cluster.cluster.cluster_ipv4_cidr)
 # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
 k8s = cluster.provider
 addons = Addons(settings, k8s)
-# The TPU pools wait for the slice controller, so `pulumi destroy` deletes it only after them: it holds
-# the Kueue Workloads' slice finalizers until their Slices are gone (docs/teardown.md).
-capacity = TpuCapacity(
-    "capacity",
+# The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
+capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity, sub_blocks=sub_blocks)
+# One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
+# and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
+# workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
+gates = SliceGates(
+    "teardown",
     settings,
-    cluster.cluster,
-    identity.email,
-    after_identity,
-    after=[addons.slice_controller],
-    sub_blocks=sub_blocks,
+    cluster.kubeconfig,
+    capacity.pools,
+    pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
 )
+tpu_ready = [*capacity.pools, *gates.gates]
 queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
 demos = demo_workloads(
-    settings, queues, k8s, jobset=addons.jobset, pools=capacity.pools, slice_controller=addons.slice_controller
+    settings, queues, k8s, jobset=addons.jobset, pools=tpu_ready, slice_controller=addons.slice_controller
 )
 serving = (
     Serving(
@@ -74,7 +77,7 @@ serving = (
         lws=addons.lws,
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
-        pools=capacity.pools,
+        pools=tpu_ready,
         project_api=services.services["cloudresourcemanager"],
         storage_api=[services.services["storage"]],
     )

@@ -138,13 +138,13 @@ def render(result: dict[str, Any]) -> str:
         same = len({tuple(label.split()[0] for label in r[key]) for r in rows.values()}) == 1
         lines.append(f"{title} ({'the same for every count' if same else f'at {min(rows)} cubes'}):")
         lines.append("  " + " > ".join(first[key]))
-    costs = {r["criticalSeconds"] - r["criticalSecondsPoolsFree"] for r in rows.values()}
+    over = {r["cubes"]: r["criticalSeconds"] / r["chainSeconds"] - 1 for r in rows.values()}
+    worst = max(over, key=lambda c: over[c])
     lines.append(
-        "TPU pools waiting for the slice controller (after Kueue and JobSet; kept for teardown order): "
-        + (f"+{costs.pop():.0f} s" if len(costs) == 1 else "+" + "/".join(f"{c:.0f}" for c in sorted(costs)) + " s")
-        + f" on the modeled critical path; without those waits {first['criticalSecondsPoolsFree']:.0f} s:"
+        f"critical path over the chain network > cluster > TPU pool > workload ({first['chainSeconds']:.0f} s at "
+        f"{min(rows)} cubes): at most +{100 * over[worst]:.1f}% ({worst} cubes); the chain:"
     )
-    lines.append("  " + " > ".join(first["criticalPathPoolsFree"]))
+    lines.append("  " + " > ".join(first["chainPath"]))
     unmodeled = sorted({t for r in rows.values() for t in r.get("defaultFigures", [])})
     if unmodeled:
         lines.append(f"types without a figure in benchmarks/timings.py (default used): {', '.join(unmodeled)}")

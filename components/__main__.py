@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print a `pulumi import --file` file adopting a deployment the reference scripts made",
     ),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
+    "reference": ("components.cli.reference", "print or --write docs/configuration.md from the settings model"),
 }
 
 

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
-from components.model.monitoring import kueue_chart_values
+from components.model.kueue_config import kueue_chart_values
 from components.model.settings import Settings
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
@@ -40,9 +40,16 @@ def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
     return out
 
 
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The values this program sets on an add-on's chart (keys checked against the pinned values.yaml)."""
-    return {**nested(addon.resources_path, addon.controller_resources.manifest()), **(extra or {})}
+    return deep_merge(nested(addon.resources_path, addon.controller_resources.manifest()), extra or {})
 
 
 class HelmAddon(Component):
@@ -85,8 +92,9 @@ class SliceController(Component):
     Not redundant with the cluster's `slice_controller_config` add-on: the add-on installs the Slice CRD
     (`slices.accelerator.gke.io`) and the controller that forms slices; this manifest is the Kueue
     admission-check controller that turns admitted Workloads into Slices and holds a finalizer on each
-    Workload until its Slices are deleted (llm-d's TPU dynamic-slicing guide installs both). Workloads
-    therefore depend on it, so `pulumi destroy` removes it only after them (docs/teardown.md).
+    Workload until it has issued the deletes of its Slices (llm-d's TPU dynamic-slicing guide installs both).
+    Workloads and the pools' teardown gates depend on it, so `pulumi destroy` removes it only after the
+    workloads are gone and every gate has seen its pool's Slices go (components/teardown.py).
     """
 
     def __init__(
@@ -124,7 +132,8 @@ class Addons:
     def __init__(self, settings: Settings, provider: k8s.Provider) -> None:
         a = settings.addons
         self.jobset = HelmAddon("jobset", a.jobset, provider)
-        # Observability turns on Kueue's ClusterQueue resource metrics (the TPU quota chart and alert).
+        # Two replicas under a PodDisruptionBudget, webhooks only in the workload namespace, the integrations
+        # in use, and (with observability) the ClusterQueue resource metrics: components/model/kueue_config.py.
         self.kueue = HelmAddon("kueue", a.kueue, provider, extra_values=kueue_chart_values(settings))
         self.lws = HelmAddon("lws", a.lws, provider)
         # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
+from components.kueue_guard import ImmutableFields
 from components.model.geometry import Slice, SliceKind
 from components.model.settings import Settings
 from components.objects import KubernetesObject
@@ -29,6 +30,9 @@ TPU_RESOURCE = "google.com/tpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 HEALTHY = "HEALTHY"
+# Names the ResourceFlavor by its Output, so a delete-first replacement of the flavor replaces the ClusterQueue
+# first (Pulumi asks the ClusterQueue's Diff with this input unknown; `replace_on_changes=["metadata"]`).
+FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
 
 
 def partition_label(shape: object) -> str:
@@ -85,8 +89,19 @@ class SliceQueues(Component):
         super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
         q = settings.kueue
         self.levels = topology_levels(settings)
+        # Immutable fields change only through a replacement Kueue's finalizers let finish; the guard refuses
+        # one at preview while queued workloads run (components/kueue_guard.py).
+        self.guard = ImmutableFields(
+            f"{name}-immutable-fields", settings, self.levels, settings.tpu.system.accelerator, self.child()
+        )
         # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.
-        after_kueue = self.child(provider=provider, depends_on=[kueue])
+        after_kueue = self.child(provider=provider, depends_on=[kueue, self.guard])
+        # Objects with immutable fields (and fixed names): replaced delete-first, and since each names the next
+        # by Output (LocalQueue -> ClusterQueue -> ResourceFlavor -> Topology), Pulumi deletes them in the order
+        # Kueue's in-use finalizers release them: LocalQueue, ClusterQueue, ResourceFlavor, Topology.
+        replaced = pulumi.ResourceOptions.merge(
+            after_kueue, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+        )
 
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata={"name": q.namespace}, opts=self.child(provider=provider)
@@ -99,7 +114,7 @@ class SliceQueues(Component):
                 "metadata": {"name": q.topology_name},
                 "spec": {"levels": [{"nodeLabel": label} for label in self.levels]},
             },
-            after_kueue,
+            replaced,
         )
         self.flavor = KubernetesObject(
             f"{name}-flavor",
@@ -112,7 +127,7 @@ class SliceQueues(Component):
                     "topologyName": self.topology.object_name,
                 },
             },
-            after_kueue,
+            replaced,
         )
         # The check is only Active once the slice controller runs, so it waits for it too.
         self.admission_check = KubernetesObject(
@@ -130,7 +145,7 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "ClusterQueue",
-                "metadata": {"name": q.cluster_queue},
+                "metadata": {"name": q.cluster_queue, "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name}},
                 "spec": {
                     "namespaceSelector": {},
                     "admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check.object_name}]},
@@ -152,7 +167,9 @@ class SliceQueues(Component):
                     ],
                 },
             },
-            after_kueue,
+            pulumi.ResourceOptions.merge(
+                after_kueue, pulumi.ResourceOptions(replace_on_changes=["metadata"], delete_before_replace=True)
+            ),
         )
         self.local_queue = KubernetesObject(
             f"{name}-local-queue",
@@ -162,7 +179,7 @@ class SliceQueues(Component):
                 "metadata": {"name": q.local_queue, "namespace": self.namespace.metadata.name},
                 "spec": {"clusterQueue": self.cluster_queue.object_name},
             },
-            after_kueue,
+            replaced,
         )
         self.priorities = {
             priority: KubernetesObject(

@@ -53,8 +53,6 @@ def load_settings() -> Settings:
         raise pulumi.RunError(str(err)) from None
     for warning in settings.warnings():
         pulumi.log.warn(warning)
-    if "hfToken" in raw and "hfToken" not in secret_keys:
-        pulumi.log.warn(f"{PROJECT}:hfToken is stored in plain text: set it with `pulumi config set --secret hfToken`")
     return settings
 
 

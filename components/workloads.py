@@ -16,7 +16,7 @@ import yaml
 
 from components.base import Component
 from components.model.geometry import Slice
-from components.model.k8s_settings import SubslicingDemo, SuperslicingDemo
+from components.model.k8s_settings import DEMO_REPLICATED_JOB, SubslicingDemo, SuperslicingDemo
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
@@ -46,7 +46,7 @@ def jobset_spec(slice_: Slice, replicas: int) -> dict[str, Any]:
     return {
         "replicatedJobs": [
             {
-                "name": "job-jax",
+                "name": DEMO_REPLICATED_JOB,
                 "replicas": replicas,
                 "template": {
                     "spec": {

@@ -19,6 +19,7 @@ from components.model.checks import gke_version_tuple
 from components.model.settings import ConfigError, load
 from tests.harness import (
     ROOT,
+    UNKNOWN,
     Mocks,
     Registration,
     Run,
@@ -90,10 +91,10 @@ ONE_KEY = [
     (
         "more cubes",
         {f"{P}:tpu": {"cubes": 3}},
-        # a new pool; the ClusterQueue's TPU quota (chips provisioned) grows with it, and so do the
-        # dashboard's provisioned-chips line and the quota-full alert's threshold
+        # a new pool and its teardown gate; the ClusterQueue's TPU quota (chips provisioned) grows with it,
+        # and so do the dashboard's provisioned-chips line and the quota-full alert's threshold
         (
-            {"capacity-tpu7-pool-3"},
+            {"capacity-tpu7-pool-3", "teardown-tpu7-pool-3"},
             set(),
             {"queues-cluster-queue", "observability-dashboard", "observability-tpu-quota-full"},
         ),
@@ -282,24 +283,33 @@ def teardown_order(run: Run) -> list[str]:
     return order
 
 
-def test_destroy_deletes_workloads_then_pools_then_the_slice_controller(dev: Run) -> None:
+GATE = "pulumi-python:dynamic/teardown:SliceGate"
+
+
+def gate_of(run: Run, pool: Registration) -> Registration:
+    (gate,) = [g for g in run.of_type(GATE) if pool.urn in g.property_dependencies.get("pool", [])]
+    return gate
+
+
+def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_controller(dev: Run) -> None:
     order = teardown_order(dev)
     position = {urn: i for i, urn in enumerate(order)}
     workloads = dev.of_type(JOBSET) + dev.of_type(LWS)
     pools = tpu_pools(dev)
     slice_controller = dev.get(*SLICE_CONTROLLER)
     kueue, jobset = dev.get(CHART, "kueue-chart"), dev.get(CHART, "jobset-chart")
-    assert len(workloads) == 4 and len(pools) == 2
-    for w in workloads:
-        for pool in pools:
-            assert position[w.urn] < position[pool.urn], f"{w.name} before {pool.name}"
-            assert dev.depends_on(w, pool)
-        assert dev.depends_on(w, slice_controller), w.name
+    assert len(workloads) == 4 and len(pools) == 2 and len(dev.of_type(GATE)) == 2
     for pool in pools:
-        # the slice controller releases the Workloads' slice finalizers, so it goes after the pools
-        assert dev.depends_on(pool, slice_controller), pool.name
-        assert position[pool.urn] < position[slice_controller.urn]
-    # ...and before Kueue and JobSet, whose objects it watches; the cluster goes last of all.
+        gate = gate_of(dev, pool)
+        # The gate's delete waits until no Slice uses the pool: after every workload, before the pool.
+        for w in workloads:
+            assert position[w.urn] < position[gate.urn], f"{w.name} before {gate.name}"
+            assert dev.depends_on(w, gate) and dev.depends_on(w, slice_controller), w.name
+        assert position[gate.urn] < position[pool.urn]
+        # The slice controller (which deletes the Slices of deleted Workloads) outlives every gate's wait.
+        assert dev.depends_on(gate, slice_controller)
+        assert position[gate.urn] < position[slice_controller.urn]
+    # ...and goes before Kueue and JobSet, whose objects it watches; the cluster goes last of all.
     assert position[slice_controller.urn] < position[kueue.urn]
     assert position[slice_controller.urn] < position[jobset.urn]
     assert dev.depends_on(slice_controller, kueue) and dev.depends_on(slice_controller, jobset)
@@ -307,13 +317,56 @@ def test_destroy_deletes_workloads_then_pools_then_the_slice_controller(dev: Run
     assert all(position[r.urn] < position[cluster.urn] for r in dev.registrations if dev.depends_on(r, cluster))
 
 
-def test_the_slice_controller_does_not_wait_for_the_pools(dev: Run) -> None:
-    # It installs on the system pool; only the pools wait for it (and so are deleted before it).
+def test_the_pools_wait_for_nothing_in_the_cluster(dev: Run) -> None:
+    """They are created while the add-ons install; only their gates wait for the slice controller."""
     slice_controller = dev.get(*SLICE_CONTROLLER)
     for pool in tpu_pools(dev):
+        assert not dev.depends_on(pool, slice_controller), pool.name
+        assert not any(dev.depends_on(pool, r) for r in dev.registrations if r.type.startswith("kubernetes:"))
         assert not dev.depends_on(slice_controller, pool)
     policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
     assert not dev.depends_on(policy, slice_controller)
+
+
+def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
+    """What Pulumi deletes before a delete-first replacement of `root`, in deletion order.
+
+    pulumi/pulumi pkg/resource/deploy/step_generator.go `calculateDependentReplacements`: walk the dependents;
+    one whose inputs reference a resource being replaced is asked its provider's Diff with those inputs
+    unknown, and is replaced (deleted first) if the Diff says so; deletions run in reverse dependency order
+    before the root's. Only the gates' Diff is ours to call; every other dependent of a pool references it
+    by `depends_on` alone (asserted), which never replaces.
+    """
+    from components.teardown import SliceGateProvider
+
+    replace = {root.urn}
+    found: list[Registration] = []
+    for reg in run.registrations:  # registration order is a dependency order
+        keys = [k for k, urns in reg.property_dependencies.items() if replace & set(urns)]
+        if not keys or not reg.custom:
+            continue
+        assert reg.type == GATE, f"{reg.type} {reg.name} references {root.name} by an input: model its Diff"
+        olds = unwrap(reg.inputs)
+        news = {**olds, **dict.fromkeys(keys, UNKNOWN)}
+        diff = SliceGateProvider().diff(reg.id, olds, news)
+        if diff.replaces:
+            replace.add(reg.urn)
+            found.append(reg)
+    return list(reversed(found))
+
+
+def test_a_pool_replacement_deletes_its_gate_first_and_only_its_gate(dev: Run) -> None:
+    """The pools are replaced delete-first; the gate's delete (the wait for Slices) completes before the pool's."""
+    pools = tpu_pools(dev)
+    for pool in pools:
+        assert pool.options["deleteBeforeReplace"] is True
+        assert dependent_replacements(dev, pool) == [gate_of(dev, pool)]
+        gate = gate_of(dev, pool)
+        # The gate itself has the pool's fixed name: it too is replaced delete-first.
+        assert gate.options["deleteBeforeReplace"] is True
+    # A replaced workload policy replaces every pool first (placementPolicy is ForceNew), and with each its gate.
+    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
+    assert all(policy.urn in p.property_dependencies["placementPolicy"] for p in pools)
 
 
 # ------------------------------------------------------------------------------------------------

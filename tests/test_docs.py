@@ -48,6 +48,8 @@ def anchors(path: Path) -> set[str]:
         count = seen.get(base, 0)
         seen[base] = count + 1
         out.add(base if count == 0 else f"{base}-{count}")
+    # HTML anchors (`<a id="x"></a>`, as the change table gives each row): GitHub links #x to them too.
+    out.update(re.findall(r'<a id="([^"]+)"></a>', "\n".join(prose(path.read_text()))))
     return out
 
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from components.cli import adoption, import_file
-from components.cli.plan import settings_input, stack_config
+from components.cli.plan import secret_keys, settings_input, stack_config
 from components.model import import_ids as ids
 from components.model.settings import Settings, load
 from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, fill_placeholders, merge, run_program, set_arguments
@@ -161,7 +161,8 @@ def dev_all() -> dict[str, Any]:
 
 
 def _settings(stack: str, directory: Path = ROOT) -> Settings:
-    return load(*settings_input(fill_placeholders(stack_config(directory, stack))))
+    secrets = frozenset(k.removeprefix(f"{P}:") for k in secret_keys(directory, stack))
+    return load(*settings_input(fill_placeholders(stack_config(directory, stack))), secrets)
 
 
 def test_the_file_names_every_resource_the_program_registers(dev: Run, dev_all: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import yaml
 
 from components.model import geometry
 from components.model.geometry import Topology, TpuSystem
-from components.model.monitoring import KUEUE_CONFIG
+from components.model.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from tests import upstream
 from tests.harness import Registration, Run, assert_rejected, normalize, run_program
 
@@ -15,6 +15,7 @@ P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"
 KUEUE = "kubernetes:kueue.x-k8s.io"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 POOL = "gcp:container/nodePool:NodePool"
 
 
@@ -42,8 +43,10 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
         assert (c["name"], c["chart"], c["version"], c["namespace"]) == (release, chart, version, namespace)
         assert c["skipAwait"] is False  # wait for the controllers (and webhooks) to be ready
     kueue_values = normalize(charts["kueue-chart"]["values"])
-    # Observability's addition (tests/test_observability.py checks it against the pinned chart).
-    assert kueue_values.pop("managerConfig")["controllerManagerConfigYaml"] == KUEUE_CONFIG.read_text()
+    # The manager configuration and the replicas: the tests below.
+    assert set(kueue_values.pop("managerConfig")) == {"controllerManagerConfigYaml"}
+    manager = kueue_values["controllerManager"]
+    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}
     assert kueue_values == {
         "controllerManager": {
             "manager": {
@@ -51,6 +54,105 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
             }
         }
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# A Kueue outage stays in the workload namespace
+
+
+def kueue_values(run: Run) -> dict:
+    assert run.error is None, run.error
+    return normalize(run.get(CHART, "kueue-chart").plain("values"))
+
+
+def manager_config(run: Run) -> dict:
+    return yaml.safe_load(kueue_values(run)["managerConfig"]["controllerManagerConfigYaml"])
+
+
+def pinned_kueue_values() -> dict:
+    return yaml.safe_load(upstream.path(f"schemas/charts/kueue-v{KUEUE_CONFIG_VERSION}/values.yaml").read_text())
+
+
+def rendered_webhooks(config: dict) -> dict[str, tuple[str, dict]]:
+    """(failurePolicy, namespaceSelector) of the pod-level webhooks as Kueue's chart renders them for `config`.
+
+    kubernetes-sigs/kueue charts/kueue/templates/webhook/manifests.yaml@v0.17.4: mpod.kb.io (L265-281),
+    mdeployment.kb.io (L84-100) and mstatefulset.kb.io fail closed only when their integration is listed,
+    and take `managedJobsNamespaceSelector` when the configuration has one, else exclude kube-system and the
+    release namespace; the job kinds' webhooks (mjobset.kb.io, mleaderworkerset.kb.io, ...) always fail closed
+    and take the configuration's selector when set (`{{- if (hasKey $managerConfig ...) }}`), none otherwise.
+    """
+    default = {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
+        ]
+    }
+    selector = config.get("managedJobsNamespaceSelector")
+    frameworks = config["integrations"]["frameworks"]
+    out = {}
+    for name, framework in (("mpod", "pod"), ("mdeployment", "deployment"), ("mstatefulset", "statefulset")):
+        out[name] = ("Fail" if framework in frameworks else "Ignore", selector or default)
+    for name in ("mjob", "mjobset", "mleaderworkerset"):
+        out[name] = ("Fail", selector or {})  # {} selects every namespace
+    return out
+
+
+def test_kueue_webhooks_fail_closed_only_in_the_workload_namespace(dev: Run) -> None:
+    config = manager_config(dev)
+    queued = sorted({w.plain("metadata")["namespace"] for w in dev.of_type(JOBSET) + dev.of_type(LWS)})
+    assert queued == ["llm-d-pd-disaggregation"]  # every queued workload of the run, demos and serving
+    webhooks = rendered_webhooks(config)
+    only_queued = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": queued}]}
+    assert webhooks["mpod"] == ("Fail", only_queued)  # LWS pods are never created unmanaged
+    assert webhooks["mdeployment"][0] == webhooks["mstatefulset"][0] == "Ignore"
+    assert all(sel == only_queued for _, sel in webhooks.values())
+    # With the pinned default, the same webhooks covered every namespace but two.
+    default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    assert rendered_webhooks(default)["mpod"][1]["matchExpressions"][0]["operator"] == "NotIn"
+    assert rendered_webhooks(default)["mdeployment"][0] == "Fail"
+    # The selector follows the namespace setting.
+    moved = manager_config(run_program({f"{P}:kueue": {"namespace": "tpu-jobs"}}))
+    assert moved["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["tpu-jobs"]
+
+
+def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_and_metrics(dev: Run) -> None:
+    default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    ours = manager_config(dev)
+    assert ours.pop("managedJobsNamespaceSelector")
+    assert ours["metrics"].pop("enableClusterQueueResources") is True  # observability's quota series
+    frameworks = ours["integrations"].pop("frameworks")
+    assert frameworks == list(INTEGRATIONS)
+    assert set(frameworks) < set(default["integrations"].pop("frameworks"))
+    assert ours == default
+    # Every integration kept has objects in the run (or is LWS's implicit pod integration).
+    assert dev.of_type(JOBSET) and dev.of_type(LWS)
+    # Leader election stays on: the replicas below elect one leader.
+    assert ours["leaderElection"]["leaderElect"] is True
+
+
+def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) -> None:
+    pinned = pinned_kueue_values()["controllerManager"]
+    manager = kueue_values(dev)["controllerManager"]
+    # Keys the pinned chart has (its default: 1 replica, no PDB).
+    assert pinned["replicas"] == 1 and pinned["podDisruptionBudget"] == {"enabled": False, "minAvailable": 1}
+    assert {"replicas", "podDisruptionBudget", "topologySpreadConstraints"} <= set(pinned)
+    assert manager["replicas"] == 2
+    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
+    (spread,) = manager["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    # One replica: no budget (minAvailable 1 of 1 would block every drain), no spread.
+    single = kueue_values(run_program({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
+    assert single["replicas"] == 1 and single["podDisruptionBudget"]["enabled"] is False
+    assert "topologySpreadConstraints" not in single
+    assert_rejected({f"{P}:addons": {"kueue": {"replicas": 0}}}, ["addons.kueue.replicas"])
+
+
+def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
+    big = {"requests": {"cpu": "13", "memory": "1Gi"}}
+    assert run_program({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}}).error is None
+    assert_rejected(
+        {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
+    )
 
 
 def test_addon_versions_and_resources_are_configurable() -> None:
@@ -250,7 +352,7 @@ BAD = [
             f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
             f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
         },
-        ["cluster.systemMachineType", "n2-standard-8", "8000m CPU"],
+        ["cluster.systemMachineType", "n2-standard-8", "8500m CPU"],  # Kueue's two replicas count twice,
     ),
     (
         "one controller bigger than a node",

@@ -31,6 +31,12 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
         "999999",
         "TPU quota = chips the node pools provide (2 x 64), so Kueue's quota preemption matches the hardware",
     ),
+    "ClusterQueue/cq:metadata.annotations": (
+        {"gke-tpu-slicing/resource-flavor": "slice-rf"},
+        "<absent>",
+        "names the ResourceFlavor by Output, so a delete-first replacement of the flavor replaces the ClusterQueue "
+        "first, the order Kueue's in-use finalizer allows (components/queues.py)",
+    ),
     **{
         f"WorkloadPriorityClass/{name}:apiVersion": (
             "kueue.x-k8s.io/v1beta2",

@@ -66,6 +66,8 @@ NOT_IMPORTED_TYPES = {
     "the chart (not available offline); the chart component adopts them on `up`",
     "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
+    "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
+    "in Pulumi's state only (no API call): `pulumi up` creates it",
     "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
     "scripts write the cache into the weights bucket): there is nothing to adopt",
 }
@@ -75,6 +77,8 @@ NEW_COMPONENTS = {
     "there is nothing to adopt",
     "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
     "alert policies: there is nothing to adopt",
+    "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
+    "no API): there is nothing to adopt",
 }
 
 
@@ -263,6 +267,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
             )
         )
+    out.skipped.append(
+        Skipped(
+            "queues-immutable-fields",
+            "pulumi-python:dynamic/queues:ImmutableFields",
+            NOT_IMPORTED_TYPES["pulumi-python:dynamic/queues:ImmutableFields"],
+            "`pulumi up` records the current values; later changes of them are checked at preview",
+            parent="queues",
+        )
+    )
 
     demos = {"subslicing": s.demos.subslicing, "superslicing": s.demos.superslicing}
     for key, demo in demos.items():
@@ -338,6 +351,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 )
             )
 
+    if s.tpu.cubes:
+        out.skipped.append(
+            Skipped(
+                "teardown",
+                "gke-tpu-slicing:teardown:SliceGates",
+                NEW_COMPONENTS["gke-tpu-slicing:teardown:SliceGates"],
+                "`pulumi up` creates one gate per TPU pool",
+            )
+        )
     if s.observability.enabled:
         out.skipped.append(
             Skipped(

@@ -29,12 +29,12 @@ from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
     config_error,
+    load_config,
     read_stack,
     read_yaml,
-    settings_input,
 )
 from components.model import planner
-from components.model.settings import PROJECT, ConfigError, load
+from components.model.settings import PROJECT, ConfigError
 
 Part = Literal["cloud", "kubernetes", "all"]
 
@@ -165,8 +165,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     try:
         project = read_yaml(args.dir / "Pulumi.yaml").get("name", PROJECT)
         config = read_stack(args.dir, args.stack, args.set)
-        raw, gcp_project = settings_input(config)
-        settings = load(raw, gcp_project)
+        settings = load_config(config, args.dir, args.stack, args.set)
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2

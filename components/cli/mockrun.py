@@ -136,6 +136,7 @@ class RecordingMonitor(MockMonitor):
                         "ignoreChanges": list(request.ignoreChanges),
                         "replaceOnChanges": list(request.replaceOnChanges),
                         "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                        "additionalSecretOutputs": list(request.additionalSecretOutputs),
                     },
                     aliases=[json_format.MessageToDict(a) for a in request.aliases]
                     + [{"urn": u} for u in request.aliasURNs],

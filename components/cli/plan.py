@@ -24,8 +24,8 @@ import yaml
 
 from components import reservation
 from components.model import planner
-from components.model.checks import PLACEHOLDER_RE
-from components.model.settings import PROJECT, ConfigError, load
+from components.model.checks import PLACEHOLDER_RE, looks_secret
+from components.model.settings import PROJECT, ConfigError, Settings, is_secret_path, load
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"
@@ -84,35 +84,99 @@ def secret_keys(directory: Path, stack: str) -> list[str]:
     return sorted(key for key, value in config.items() if _secure_to_placeholder(value) != value)
 
 
+# KEY of `--set KEY=VALUE`: an optional `namespace:` then a path of names and [index]es, as
+# `pulumi config set --path` takes it (tpu.reservation.name, observability.notificationChannels[0]).
+_SET_KEY_RE = re.compile(r"^(?:[A-Za-z][-\w]*:)?[A-Za-z_][-\w]*(?:\[\d{1,4}\])*(?:\.[A-Za-z_][-\w]*(?:\[\d{1,4}\])*)*$")
+
+
+def _set_error(key: str, what: str, fix: str) -> StackFileError:
+    return StackFileError(f"--set {key}: {what}; {fix}")
+
+
 def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     """`KEY=VALUE` as `pulumi config set --path KEY VALUE` would store it, on a copy of `config`.
 
     KEY is `gcp:project`, or a project key with or without the `gke-tpu-slicing:` prefix, with
-    `.` and `[n]` for nested items (`tpu.reservation.name`). VALUE is read as a YAML scalar.
+    `.` and `[n]` for nested items (`tpu.reservation.name`). VALUE is read as a YAML scalar. A bad
+    assignment is a StackFileError of one line naming the key; a secret key's value is never in it.
     """
     key, sep, text = assignment.partition("=")
+    shown_key = key if _SET_KEY_RE.match(key) else "<key>"
     if not sep or not key:
-        raise StackFileError(f"--set {assignment!r}: expected KEY=VALUE")
+        shown = "[secret]" if looks_secret(assignment) else repr(assignment)
+        raise StackFileError(f"--set {shown}: expected KEY=VALUE, e.g. --set tpu.cubes=4")
+    if not _SET_KEY_RE.match(key):
+        raise _set_error(
+            "[secret]" if looks_secret(key) else repr(key),
+            "not a config key",
+            "use names joined by '.' with [n] for list items, e.g. tpu.reservation.name or "
+            "observability.notificationChannels[0]",
+        )
     if ":" not in key.split(".", 1)[0]:
         key = f"{PROJECT}:{key}"
     top, _, rest = key.partition(".")
     parts: list[str | int] = [top, *[int(x) if x.isdigit() else x for x in re.split(r"\.|\[|\]\.?", rest) if x]]
-    value = yaml.safe_load(text) if text else ""
+    bare = key.removeprefix(f"{PROJECT}:")
+    secret = key.startswith(f"{PROJECT}:") and is_secret_path(bare)
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError as err:
+        problem = "" if secret else f" ({getattr(err, 'problem', None) or 'unreadable'})"
+        raise _set_error(
+            shown_key,
+            f"the value is not valid YAML{problem}",
+            "quote it, e.g. --set '"
+            + shown_key
+            + '="<value>"\''
+            + (" (a secret is better set with `pulumi config set --secret`)" if secret else ""),
+        ) from None
     if isinstance(value, dict | list):
-        value = text  # only scalars: structured values go in the stack file
+        raise _set_error(
+            shown_key,
+            "a map or list value",
+            "--set takes one scalar; set each item (" + shown_key + ".<item>=... or " + shown_key + "[0]=...), "
+            "or write the structure in the stack file",
+        )
     out = copy.deepcopy(config)
     node: Any = out
     for part, after in itertools.pairwise(parts):
+        if isinstance(node, list) != isinstance(part, int):
+            raise _set_error(shown_key, f"{part!r} does not fit the value there", "check the key's path")
+        if isinstance(node, list):
+            node.extend([None] * (part + 1 - len(node)))
         child = node[part] if isinstance(node, list) else node.get(part)
         if not isinstance(child, dict | list):
             child = [] if isinstance(after, int) else {}
             node[part] = child
         node = child
     last = parts[-1]
-    if isinstance(node, list) and isinstance(last, int):
+    if isinstance(node, list) != isinstance(last, int):
+        raise _set_error(shown_key, f"{last!r} does not fit the value there", "check the key's path")
+    if isinstance(node, list):
         node.extend([None] * (last + 1 - len(node)))
     node[last] = value
     return out
+
+
+def set_secret_keys(assignments: Sequence[str]) -> set[str]:
+    """Full keys that `--set` gives a secret field: a value typed on the command line is no stack-file
+    plain text, and stays secret (redacted, a Pulumi secret in the render)."""
+    out = set()
+    for assignment in assignments:
+        key = assignment.partition("=")[0]
+        bare = key.removeprefix(f"{PROJECT}:")
+        if ":" not in bare.split(".", 1)[0] and is_secret_path(bare):
+            out.add(f"{PROJECT}:{re.split(r'[.[]', bare, maxsplit=1)[0]}")
+    return out
+
+
+def load_config(config: dict[str, Any], directory: Path, stack: str, assignments: Sequence[str]) -> Settings:
+    """Settings of a stack's merged config (read_stack), validated as the program would: the stack file's
+    encrypted keys and the secret keys given with `--set` are secrets. Raises ConfigError."""
+    raw, project = settings_input(config)
+    secrets = set(secret_keys(directory, stack)) | set_secret_keys(assignments)
+    prefix = f"{PROJECT}:"
+    return load(raw, project, frozenset(k[len(prefix) :] for k in secrets if k.startswith(prefix)))
 
 
 def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -218,9 +282,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
-    raw, project = settings_input(config)
     try:
-        settings = load(raw, project)
+        settings = load_config(config, args.dir, args.stack, args.set)
     except ConfigError as e:
         print(config_error(str(e), config), file=err)
         return 1

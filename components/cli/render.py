@@ -35,8 +35,15 @@ import pulumi
 import yaml
 
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
-from components.cli.plan import StackFileError, add_stack_arguments, config_error, read_stack, secret_keys
-from components.model.checks import PROJECT
+from components.cli.plan import (
+    StackFileError,
+    add_stack_arguments,
+    config_error,
+    read_stack,
+    secret_keys,
+    set_secret_keys,
+)
+from components.model.checks import redact_text
 
 INDEX = "RENDER.md"
 REDACTED = "<redacted>"
@@ -232,7 +239,8 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
     if run.error is not None:
         # Pulumi prints a RunError's message alone, anything else as the exception it is.
         error = run.error
-        raise RenderError(str(error) if isinstance(error, pulumi.RunError) else f"{type(error).__name__}: {error}")
+        message = str(error) if isinstance(error, pulumi.RunError) else f"{type(error).__name__}: {error}"
+        raise RenderError(redact_text(message))
     kubernetes = [r for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
     remote = [r for r in run.registrations if r.type in REMOTE]
     gcp = [r for r in run.registrations if r.custom and r.type.startswith("gcp:")]
@@ -315,8 +323,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     except StackFileError as e:
         print(f"error: {e}", file=err)
         return 2
-    if f"{PROJECT}:hfToken" in config:
-        secrets.add(f"{PROJECT}:hfToken")  # a token given with --set is still a secret
+    secrets |= set_secret_keys(args.set)  # a token given with --set is still a secret
     try:
         result = render(config, args.stack, sorted(secrets))
     except RenderError as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from pydantic import (
@@ -28,17 +29,37 @@ MIN_SLICE_CONTROLLER_VERSION = "1.35.2-gke.1842000"
 # an older one is a warning, not an error (the codelab's 1.36.0-gke.2459000 predates it and works).
 MIN_SUBSLICING_VERSION = "1.36.0-gke.3712000"
 _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
-# GCE resource names (RFC 1035); GKE cluster names are limited to 40 characters, node pools to 40.
+# GCE resource names: RFC 1035, `[a-z]([-a-z0-9]*[a-z0-9])?`, 1-63 characters
+# (https://cloud.google.com/compute/docs/naming-resources#resource-name-format).
 _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-# Kubernetes object names that become DNS labels (namespaces, services, LWS).
+GCE_NAME_MAX = 63
+GKE_CLUSTER_NAME_MAX = 40
+# GKE refuses node pool names over 40 characters (the API's own limit; not in the REST reference, reported in
+# https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67 "limited to 40 symbols by GCP").
+NODE_POOL_NAME_MAX = 40
+# Project IDs: "6 to 30 characters ... lowercase ASCII letters, digits, or hyphens ... must start with a
+# letter ... cannot end with a hyphen" (https://cloud.google.com/resource-manager/docs/creating-managing-projects).
+_PROJECT_ID_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+# Kubernetes names (k8s.io/apimachinery pkg/util/validation/validation.go): a DNS-1123 label (namespaces,
+# most objects), a DNS-1035 label (must start with a letter: Services, and the Jobs and pods JobSet and LWS
+# generate), a DNS-1123 subdomain (up to 253 characters, dots allowed: custom resources in general).
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX = 63, 253
+K8S_NAMES = "https://kubernetes.io/docs/concepts/overview/working-with-objects/names/"
 ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
 CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 # A value a stack file leaves for its owner to fill in, e.g. "<REPLACE-ME: the staging project ID>".
 # The program refuses to run while one is left anywhere in the configuration (docs/stacks.md, "Placeholders").
 PLACEHOLDER_RE = re.compile(r"<REPLACE-ME\b[^>]*>")
-QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
+# A Kubernetes quantity as resource.ParseQuantity reads it (k8s.io/apimachinery pkg/api/resource/quantity.go:
+# <signedNumber><suffix>, suffix = binarySI Ki..Ei | decimalSI n u m "" k M G T P E | decimalExponent e<n>),
+# without a sign: requests, limits and quotas cannot be negative.
+QUANTITY_RE = re.compile(
+    r"^\+?(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][-+]?[0-9]+)?$"
+)
 
 # Limits that bite after `pulumi up` if not checked here.
 LWS_NAME_MAX = 39  # llm-d: LWS names under Kueue (they feed slice and pod names)
@@ -50,12 +71,53 @@ LABEL_VALUE_MAX = 63  # Kubernetes label values
 MTU_MIN, MTU_MAX = 1300, 8896  # GCE VPC MTU range
 
 
+# Strings shaped like a credential (Hugging Face, GitHub, GitLab, Google API keys and OAuth tokens, OpenAI-style
+# keys, PEM private keys): never echoed in an error, whatever key they were put under.
+_TOKEN_RE = re.compile(
+    r"(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}|sk-[A-Za-z0-9_-]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
+REDACTED = "[secret]"
+
+
+def looks_secret(value: Any) -> bool:
+    """True when `value` (or anything inside it) holds a credential-shaped string."""
+    if isinstance(value, str):
+        return bool(_TOKEN_RE.search(value))
+    if isinstance(value, dict):
+        return any(looks_secret(k) or looks_secret(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(looks_secret(v) for v in value)
+    return False
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-shaped substring replaced by [secret]."""
+    return _TOKEN_RE.sub(REDACTED, text)
+
+
 class SettingError(ValueError):
     """A bad value, raised inside a validator; `field` is relative to the model being validated."""
 
     def __init__(self, field: str, value: Any, allowed: str) -> None:
         self.field, self.value, self.allowed = field, value, allowed
         super().__init__(f"{field} = {value!r}: {allowed}")
+
+
+class SettingErrors(ValueError):
+    """Several independent bad values found by one validator: each is reported on its own line."""
+
+    def __init__(self, errors: list[SettingError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+def raise_all(errors: list[SettingError]) -> None:
+    """Raises the problems a validator collected, all of them, or nothing."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise SettingErrors(errors)
 
 
 class ConfigError(Exception):
@@ -128,19 +190,54 @@ def compute_name(value: str, what: str) -> str:
     return value
 
 
-def dns_label(value: str, max_len: int = 63) -> str:
+def dns_label(value: str, max_len: int = DNS_LABEL_MAX, why: str = "") -> str:
+    """A DNS-1123 label: lowercase letters, digits and '-', alphanumeric at both ends."""
     if len(value) > max_len or not _DNS_LABEL_RE.match(value):
-        raise ValueError(f"a DNS label: lowercase letters, digits and hyphens, at most {max_len} characters")
+        raise ValueError(
+            f"a DNS-1123 label: lowercase letters, digits and hyphens, starting and ending with a letter or digit, "
+            f"at most {max_len} characters{why}"
+        )
     return value
 
 
-def cidr(value: str) -> str:
+def dns1035_label(value: str, max_len: int = DNS_LABEL_MAX, why: str = "") -> str:
+    """A DNS-1035 label: as a DNS-1123 label, but starting with a letter (Service, Job and pod names)."""
+    if len(value) > max_len or not _DNS1035_LABEL_RE.match(value):
+        raise ValueError(
+            f"a DNS-1035 label: lowercase letters, digits and hyphens, starting with a letter and ending with a "
+            f"letter or digit, at most {max_len} characters{why}"
+        )
+    return value
+
+
+def dns_subdomain(value: str, max_len: int = DNS_SUBDOMAIN_MAX, why: str = "") -> str:
+    """A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 characters in all."""
+    if len(value) > max_len or not _DNS_SUBDOMAIN_RE.match(value):
+        raise ValueError(
+            "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or "
+            f"digit, at most {max_len} characters{why}"
+        )
+    return value
+
+
+def project_id(value: str) -> str:
+    if not _PROJECT_ID_RE.match(value):
+        raise ValueError(
+            "a Google Cloud project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, "
+            "not ending with a hyphen"
+        )
+    return value
+
+
+def cidr(value: str, max_prefix: int = 32, why: str = "") -> str:
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError:
         raise ValueError("an IPv4 CIDR block with no host bits set, such as 10.10.0.0/18") from None
     if net.version != 4:
         raise ValueError("an IPv4 CIDR block")
+    if net.prefixlen > max_prefix:
+        raise ValueError(f"an IPv4 CIDR block of /{max_prefix} or larger: {why}")
     return str(net)
 
 
@@ -158,20 +255,32 @@ def gke_version_tuple(version: str) -> tuple[int, int, int, int]:
     return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
 
 
-_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_MEMORY_UNITS.update({"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18})
+_SUFFIXES: dict[str, Decimal] = {"Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30)}
+_SUFFIXES.update({"Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60), "": Decimal(1)})
+_SUFFIXES.update({"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10**3)})
+_SUFFIXES.update({"M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15)})
+_SUFFIXES["E"] = Decimal(10**18)
 GIB = 2**30
 
 
-def cpu_millis(quantity: str) -> int:
-    return int(float(quantity[:-1])) if quantity.endswith("m") else int(float(quantity) * 1000)
+def quantity(text: str) -> Decimal:
+    """The value of a Kubernetes quantity (QUANTITY_RE), exactly."""
+    m = QUANTITY_RE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    suffix = m["suffix"] or ""
+    if suffix[:1] in ("e", "E") and suffix != "E":
+        return Decimal(m["number"]) * Decimal(10) ** int(suffix[1:])
+    return Decimal(m["number"]) * _SUFFIXES[suffix]
 
 
-def memory_bytes(quantity: str) -> int:
-    for unit, factor in _MEMORY_UNITS.items():
-        if quantity.endswith(unit):
-            return int(float(quantity[: -len(unit)]) * factor)
-    return int(float(quantity))
+def cpu_millis(text: str) -> int:
+    # Kubernetes rounds CPU up to whole millicores (Quantity.MilliValue rounds up).
+    return math.ceil(quantity(text) * 1000)
+
+
+def memory_bytes(text: str) -> int:
+    return math.ceil(quantity(text))
 
 
 def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> float:
@@ -188,7 +297,11 @@ def node_allocatable(machine_type: str) -> tuple[int, int]:
 
     https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
     """
-    vcpus, mem_gib = machine_shape(machine_type)
+    return node_allocatable_of(*machine_shape(machine_type))
+
+
+def node_allocatable_of(vcpus: float, mem_gib: float) -> tuple[int, int]:
+    """(millicores, bytes) GKE leaves to pods on a node of `vcpus` and `mem_gib` (same source as above)."""
     cpu_reserved = _tiered(vcpus, ((1, 0.06), (2, 0.01), (4, 0.005), (math.inf, 0.0025)))
     mem_reserved = _tiered(mem_gib, ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (math.inf, 0.02)))
     eviction = 100 * 2**20

@@ -16,9 +16,11 @@ from pydantic import (
 
 from components.model import geometry, gke_versions
 from components.model.checks import (
+    GKE_CLUSTER_NAME_MAX,
     MIN_SLICE_CONTROLLER_VERSION,
     MTU_MAX,
     MTU_MIN,
+    NODE_POOL_NAME_MAX,
     Model,
     SettingError,
     cidr,
@@ -27,6 +29,8 @@ from components.model.checks import (
     gke_version_tuple,
     machine_shape,
     parse_topology,
+    project_id,
+    raise_all,
 )
 from components.model.geometry import Topology
 
@@ -53,7 +57,18 @@ class NetworkSettings(Model):
             raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
         return v
 
-    _cidrs = field_validator("tpu_subnet_cidr", "proxy_subnet_cidr")(classmethod(lambda cls, v: cidr(v)))
+    @field_validator("tpu_subnet_cidr")
+    @classmethod
+    def _tpu_cidr(cls, v: str) -> str:
+        # A subnet's primary range is /29 or larger (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
+        return cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")
+
+    @field_validator("proxy_subnet_cidr")
+    @classmethod
+    def _proxy_cidr(cls, v: str) -> str:
+        # "The proxy-only subnet must provide 64 or more IP addresses ... a prefix length of /26 or shorter"
+        # (https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size).
+        return cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")
 
     @model_validator(mode="after")
     def _disjoint(self) -> NetworkSettings:
@@ -270,7 +285,10 @@ class ClusterSettings(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return gce_name(v, 40, "a GKE cluster name")
+        # Cluster.name: "can be up to 40 characters ... Lowercase letters, numbers, and hyphens only. Must start
+        # with a letter. Must end with a number or a letter" (googleapis/googleapis@f8291d2b
+        # google/container/v1/cluster_service.proto:2912).
+        return gce_name(v, GKE_CLUSTER_NAME_MAX, "a GKE cluster name")
 
     @field_validator("version")
     @classmethod
@@ -339,6 +357,11 @@ class ReservationSettings(Model):
     def _block(cls, v: str) -> str:
         return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
 
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str | None) -> str | None:
+        return None if v is None else project_id(v)
+
 
 class TpuSettings(Model):
     machine_type: str = "tpu7x-standard-4t"
@@ -384,45 +407,68 @@ class TpuSettings(Model):
     @field_validator("pool_prefix")
     @classmethod
     def _pool(cls, v: str) -> str:
-        # Pools are named <prefix>-<n>; GKE node pool names stop at 40 characters.
-        return gce_name(v, 36, "a node pool name prefix")
+        # Pools are named <prefix>-<n>: the longest name is checked against tpu.cubes below.
+        return gce_name(v, NODE_POOL_NAME_MAX - 2, "a node pool name prefix")
 
     @model_validator(mode="after")
     def _consistent(self) -> TpuSettings:
+        errors = []
         system = geometry.SYSTEMS[self.machine_type]
         assert system.cube is not None
         allowed = system.partitions(system.cube)
         if Topology.parse(self.cube_topology) not in allowed:
-            raise SettingError(
-                "cubeTopology",
-                self.cube_topology,
-                f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
+            errors.append(
+                SettingError(
+                    "cubeTopology",
+                    self.cube_topology,
+                    f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
+                )
             )
         r = self.reservation
         if self.cubes > 0 and r.consume_type == "SPECIFIC" and not r.name:
-            raise SettingError(
-                "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
+            errors.append(
+                SettingError(
+                    "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
+                )
             )
         if self.sub_blocks is not None:
             if r.consume_type != "SPECIFIC" or not r.block:
-                raise SettingError(
-                    "subBlocks",
-                    self.sub_blocks,
-                    "only with a SPECIFIC reservation and one tpu.reservation.block (sub-blocks belong to a block)",
+                errors.append(
+                    SettingError(
+                        "subBlocks",
+                        self.sub_blocks,
+                        "only with a SPECIFIC reservation and one tpu.reservation.block (sub-blocks belong to a block)",
+                    )
                 )
-            if len(self.sub_blocks) != self.cubes:
-                raise SettingError(
-                    "subBlocks",
-                    self.sub_blocks,
-                    f"one sub-block per cube: {self.cubes} names for tpu.cubes = {self.cubes} "
-                    f"(got {len(self.sub_blocks)}); cube i runs on subBlocks[i]",
+            elif len(self.sub_blocks) != self.cubes:
+                errors.append(
+                    SettingError(
+                        "subBlocks",
+                        self.sub_blocks,
+                        f"one sub-block per cube: {self.cubes} names for tpu.cubes = {self.cubes} "
+                        f"(got {len(self.sub_blocks)}); cube i runs on subBlocks[i]",
+                    )
                 )
         if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
-            raise SettingError(
-                "reservation.consumeType",
-                r.consume_type,
-                "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
+            errors.append(
+                SettingError(
+                    "reservation.consumeType",
+                    r.consume_type,
+                    "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
+                )
             )
+        longest = self.pool_name(self.cubes - 1) if self.cubes > 0 else ""
+        if len(longest) > NODE_POOL_NAME_MAX:
+            errors.append(
+                SettingError(
+                    "poolPrefix",
+                    self.pool_prefix,
+                    f"at most {NODE_POOL_NAME_MAX - len(longest) + len(self.pool_prefix)} characters with tpu.cubes = "
+                    f"{self.cubes}: the last pool, {longest!r}, must be a GKE node pool name of at most "
+                    f"{NODE_POOL_NAME_MAX} characters",
+                )
+            )
+        raise_all(errors)
         return self
 
     @cached_property

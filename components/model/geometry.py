@@ -67,6 +67,9 @@ class TpuSystem:
     tensorcores_per_chip: int
     cube: Topology | None  # the ICI building block sliced dynamically; None when not supported
     source: str
+    # The VM's vCPUs and memory (GCE's "GB" are GiB), where the program sizes pods against them.
+    vcpus: int | None = None
+    memory_gib: float | None = None
 
     def __post_init__(self) -> None:
         if self.host.chips != self.chips_per_vm:
@@ -204,6 +207,9 @@ SYSTEMS: dict[str, TpuSystem] = {
             tensorcores_per_chip=2,
             cube=_t("4x4x4"),
             source=f"{_CLOUD_TPU_DOCS}/tpu7x; {_GKE_IRONWOOD}; {_XPK}",
+            # "System architecture" table of the tpu7x page: 224 vCPUs and 960 GB RAM per 4-chip VM.
+            vcpus=224,
+            memory_gib=960,
         ),
         # Ironwood single-chip VMs: 1x1x1 only, not part of a multi-host cube, so no dynamic slicing.
         TpuSystem(

@@ -14,12 +14,18 @@ from pydantic import (
 
 from components.model.checks import (
     CHART_VERSION_RE,
+    DNS_LABEL_MAX,
     QUANTITY_RE,
     Model,
     SettingError,
     bucket_name,
+    cpu_millis,
+    dns1035_label,
     dns_label,
+    dns_subdomain,
+    memory_bytes,
     parse_topology,
+    raise_all,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -41,6 +47,19 @@ class ResourceAmounts(Model):
 class ResourceRequirements(Model):
     requests: ResourceAmounts = Field(default_factory=dict)
     limits: ResourceAmounts = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> ResourceRequirements:
+        # The API server refuses a container whose request exceeds its limit (k8s.io/kubernetes
+        # pkg/apis/core/validation/validation.go ValidateResourceRequirements: "must be less than or equal to
+        # <resource> limit"); the chart would fail at `pulumi up`, so say it here.
+        errors = []
+        for kind, amount in (("cpu", cpu_millis), ("memory", memory_bytes)):
+            request, limit = getattr(self.requests, kind), getattr(self.limits, kind)
+            if request is not None and limit is not None and amount(request) > amount(limit):
+                errors.append(SettingError(f"requests.{kind}", request, f"at most limits.{kind} ({limit})"))
+        raise_all(errors)
+        return self
 
     def manifest(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
@@ -79,11 +98,13 @@ class HelmAddonSettings(Model):
     @field_validator("chart")
     @classmethod
     def _chart(cls, v: str) -> str:
-        if not v.startswith("oci://"):
-            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
-        return v
+        return oci_chart(v)
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+
+    def pod_count(self) -> int:
+        """Controller pods the chart runs on the system pool (the fit check counts each)."""
+        return 1
 
 
 class JobSetAddon(HelmAddonSettings):
@@ -102,6 +123,12 @@ class KueueAddon(HelmAddonSettings):
     controller_resources: ResourceRequirements = Field(
         default_factory=lambda: _resources("500m", "512Mi", "2", "512Mi")
     )
+    # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
+    # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/kueue_config.py).
+    replicas: int = Field(2, ge=1)
+
+    def pod_count(self) -> int:
+        return self.replicas
 
 
 class LwsAddon(HelmAddonSettings):
@@ -118,6 +145,9 @@ class SliceControllerSettings(Model):
         "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
         "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
     )
+    # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
+    # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
+    drain_timeout_seconds: int = Field(1200, ge=1)
 
     @field_validator("manifest_url")
     @classmethod
@@ -169,16 +199,56 @@ class KueueSettings(Model):
     cpu_quota: str = "999999"
     memory_quota: str = "999999Pi"
 
-    _names = field_validator(
-        "namespace", "topology_name", "flavor_name", "admission_check_name", "cluster_queue", "local_queue"
-    )(classmethod(lambda cls, v: dns_label(v)))
+    # A namespace is a DNS-1123 label (k8s ValidateNamespaceName).
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+    # Kueue's objects are custom resources, named by DNS-1123 subdomains, and the pinned v0.17.4 CRDs pattern
+    # references to them the same way (LocalQueue spec.clusterQueue, ResourceFlavor spec.topologyName,
+    # ClusterQueue flavors[].name: maxLength 253 and the subdomain pattern).
+    _subdomains = field_validator("topology_name", "flavor_name", "admission_check_name", "cluster_queue")(
+        classmethod(lambda cls, v: dns_subdomain(v))
+    )
+    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload, so
+    # it is a label value as well: a subdomain of at most 63 characters.
+    _lq = field_validator("local_queue")(
+        classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label"))
+    )
 
     @field_validator("priorities")
     @classmethod
     def _priorities(cls, v: dict[str, int]) -> dict[str, int]:
-        for name in v:
-            dns_label(name)
+        # A WorkloadPriorityClass is named by the kueue.x-k8s.io/priority-class label of each workload: a
+        # label value that is also an object name, so a DNS-1123 subdomain of at most 63 characters. Its value
+        # is an int32 (kueue v0.17.4 CRD workloadpriorityclasses: value format int32).
+        for name, value in v.items():
+            try:
+                dns_subdomain(name, DNS_LABEL_MAX)
+            except ValueError as err:
+                raise ValueError(f"priority class {name!r}: {err}") from None
+            if not -(2**31) <= value < 2**31:
+                raise ValueError(f"priority class {name!r}: a value from -2147483648 to 2147483647 (int32)")
         return v
+
+    @field_validator("cpu_quota", "memory_quota")
+    @classmethod
+    def _quota(cls, v: str) -> str:
+        if not QUANTITY_RE.match(v):
+            raise ValueError("a Kubernetes quantity such as 999999, 500m or 999999Pi")
+        return v
+
+
+# The replicated job of each demo JobSet; JobSet names its Jobs <jobset>-<replicated job>-<index>.
+DEMO_REPLICATED_JOB = "job-jax"
+
+
+def longest_job_name(jobset: str, replicas: int) -> str:
+    """The longest Job name JobSet generates (kubernetes-sigs/jobset v0.11.1 pkg/util/placement GenJobName)."""
+    return f"{jobset}-{DEMO_REPLICATED_JOB}-{replicas - 1}"
+
+
+def _jobset_name(v: str) -> str:
+    # A JobSet's Jobs (and their pods and headless Service) take its name as prefix, and JobSet's webhook
+    # requires them to be DNS-1035 labels (jobset_webhook.go validateCreate, IsDNS1035Label).
+    return dns1035_label(v, DNS_LABEL_MAX - len(f"-{DEMO_REPLICATED_JOB}-0"), ": JobSet's Job names start with it")
 
 
 class SubslicingDemo(Model):
@@ -189,7 +259,7 @@ class SubslicingDemo(Model):
     priority: str = "low-priority-1000"
 
     _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
-    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+    _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
 
 
 class SuperslicingDemo(Model):
@@ -199,7 +269,7 @@ class SuperslicingDemo(Model):
     priority: str = "medium-priority-2000"
 
     _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
-    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+    _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
 
     @property
     def replicas(self) -> int:
@@ -237,7 +307,10 @@ class ServingRole(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        return None if v is None else dns_label(v)
+        # LWS names its leader pods' headless Service after the LWS (lws v0.8.0 pkg/controllers: the
+        # Service is named lws.Name): a Service name is a DNS-1035 label. The 39-character bound is a
+        # cross-check at the root (it applies to the default name too).
+        return None if v is None else dns1035_label(v, why=": LWS names its headless Service after it")
 
 
 # GKE's single-cluster GatewayClasses and the load balancer each one makes
@@ -259,7 +332,9 @@ class GatewaySettings(Model):
     # An external class puts the model's endpoint on the internet; it takes this explicit opt-in.
     expose_to_internet: bool = False
 
-    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+    # A Gateway is a custom resource (a DNS-1123 subdomain), and the router chart's HTTPRoute names it in
+    # parentRefs[].name, an ObjectName of 1-253 characters (gateway-api v1.4.1 CRDs).
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_subdomain(v)))
 
     @field_validator("class_name")
     @classmethod
@@ -314,6 +389,58 @@ _IMAGE_RE = re.compile(
 )
 
 
+# OCI image references, the grammar of distribution/reference (regexp.go at 0965666a, the library containerd
+# and the kubelet parse image names with): [domain[:port]/]path[:tag][@digest], path components lowercase,
+# a tag up to 128 characters, a name up to 255 (reference.go NameTotalLengthMax).
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+OCI_REFERENCE_RE = re.compile(
+    rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
+# opencontainers/go-digest algorithm.go: the registered algorithms and their hex lengths.
+_DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
+OCI_SOURCE = "https://github.com/distribution/reference/blob/main/regexp.go"
+
+
+def image_reference(v: str) -> str:
+    """Checks `v` against the OCI reference grammar; returns it unchanged."""
+    m = OCI_REFERENCE_RE.match(v)
+    problem = None
+    if not m:
+        problem = "does not follow the grammar"
+    elif len(m["name"]) > 255:
+        problem = "has a name over 255 characters"
+    elif m["digest"]:
+        algorithm, _, hex_ = m["digest"].partition(":")
+        if _DIGEST_HEX.get(algorithm) != len(hex_) or hex_ != hex_.lower():
+            problem = "has a digest that is not sha256:<64 hex>, sha384:<96 hex> or sha512:<128 hex>"
+    if problem:
+        raise ValueError(
+            f"an OCI image reference, [registry[:port]/]repository[:tag][@sha256:<digest>] with a lowercase "
+            f"repository; this one {problem}"
+        )
+    return v
+
+
+def oci_chart(v: str) -> str:
+    """oci://<registry>/<repository> (https://helm.sh/docs/topics/registries/): an OCI name with a registry."""
+    m = OCI_REFERENCE_RE.match(v.removeprefix("oci://"))
+    if not v.startswith("oci://") or not m or "/" not in m["name"] or m["tag"] or m["digest"]:
+        raise ValueError(
+            "an OCI chart reference, oci://<registry>/<repository> (lowercase repository, no tag: the version "
+            "key pins it)"
+        )
+    return v
+
+
+# vLLM's --kv-cache-dtype choices (vllm-project/vllm vllm/config/cache.py, CacheDType), the union over the
+# releases around the pinned nightly (float16 and int8 come and go between releases).
+VLLM_KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "int8", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+
+
 def router_release(chart_version: str) -> tuple[int, ...] | None:
     """(major, minor[, patch]) of a pinned router chart version; None for `v0`, main's floating chart."""
     if chart_version.removeprefix("v") == FLOATING_CHART_VERSION.removeprefix("v"):
@@ -358,9 +485,7 @@ class RouterSettings(Model):
     @field_validator("chart")
     @classmethod
     def _chart(cls, v: str) -> str:
-        if not v.startswith("oci://"):
-            raise ValueError("an OCI chart reference, oci://<registry>/<path>")
-        return v
+        return oci_chart(v)
 
 
 class RoutingSidecarSettings(Model):
@@ -373,6 +498,7 @@ class RoutingSidecarSettings(Model):
     def _image(cls, v: str | None) -> str | None:
         if v is None:
             return v
+        image_reference(v)
         match = _IMAGE_RE.match(v)
         tag = match["tag"] if match else None
         if not match or not (tag or match["digest"]) or tag in ("latest", FLOATING_IMAGE_TAG):
@@ -435,6 +561,44 @@ class ServingSettings(Model):
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
 
+    @field_validator("image")
+    @classmethod
+    def _serving_image(cls, v: str) -> str:
+        return image_reference(v)
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, v: str) -> str:
+        if v not in VLLM_KV_CACHE_DTYPES:
+            raise ValueError(f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}")
+        return v
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, v: str) -> str:
+        # A Cloud Storage object name prefix (https://cloud.google.com/storage/docs/objects#naming: 1-1024
+        # bytes of UTF-8, no carriage return or line feed); vLLM reads gs://<bucket>/<path>, so no leading '/'.
+        if not v or len(v.encode()) > 1024 or re.search(r"[\r\n]", v) or v.startswith("/"):
+            raise ValueError(
+                "a Cloud Storage object path inside the bucket: 1-1024 bytes, no line breaks, no leading /"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _vllm_flags(self) -> ServingSettings:
+        # vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs (vllm-project/vllm
+        # vllm/config/scheduler.py, SchedulerConfig._verify_args / verify_max_model_len). Its other check,
+        # max_num_batched_tokens >= max_model_len, applies only with chunked prefill off, and the program
+        # leaves it on (vLLM's default).
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise SettingError(
+                "maxNumBatchedTokens",
+                self.max_num_batched_tokens,
+                f"at least serving.maxNumSeqs ({self.max_num_seqs}): vLLM refuses fewer batched tokens than "
+                "sequences in a batch",
+            )
+        return self
+
     @field_validator("weights_bucket")
     @classmethod
     def _weights_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
@@ -476,8 +640,13 @@ class ServingSettings(Model):
             )
         return v
 
-    # The guide names the router's Helm release (at most 53 characters) and labels every model server.
-    _guide = field_validator("guide")(classmethod(lambda cls, v: dns_label(v, 53)))
+    # The guide names the router's Helm release (at most 53 characters: helm/helm pkg/chartutil/validate_name.go
+    # maxReleaseNameLen) and labels every model server. The chart names its EPP Service <release[:40]>-epp
+    # (llm-d/llm-d-router@71f4f099 config/charts/routerlib/templates/_helpers.tpl, llm-d-router.name), and a
+    # Service name is a DNS-1035 label: so the guide starts with a letter.
+    _guide = field_validator("guide")(
+        classmethod(lambda cls, v: dns1035_label(v, 53, ": it names the router's Helm release and EPP Service"))
+    )
 
     @property
     def routing_sidecar_image(self) -> str:

@@ -35,7 +35,6 @@ name), so every query names its own job and this cluster: nothing from another s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from components.model.settings import PROJECT, Settings
@@ -73,8 +72,6 @@ KUEUE_METRICS_SA = "kueue-metrics-scraper"
 # GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
 GMP_COLLECTOR = ("gmp-system", "collector")
-KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
-KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG is
 
 
 def vllm_job(settings: Settings, role: str) -> str:
@@ -248,17 +245,3 @@ def router_monitoring_values(settings: Settings) -> dict[str, Any]:
         "provider": {"name": "gmp", "gmp": {"autopilot": False}},
         "prometheus": {"enabled": True, "auth": {"enabled": True}},
     }
-
-
-def kueue_chart_values(settings: Settings) -> dict[str, Any]:
-    """Kueue chart values for the quota metrics: v0.17.4's default manager configuration with
-    `metrics.enableClusterQueueResources: true`, only while scraping is on.
-
-    The chart takes the whole file as one value (`managerConfig.controllerManagerConfigYaml`); the test
-    compares it with the pinned chart's default, which must differ by that one key only. Another chart version
-    keeps its own default (a copy of an older default could break its controller); the quota chart and alert
-    then show no data.
-    """
-    if not settings.observability.scrapes or settings.addons.kueue.version != KUEUE_CONFIG_VERSION:
-        return {}
-    return {"managerConfig": {"controllerManagerConfigYaml": KUEUE_CONFIG.read_text()}}

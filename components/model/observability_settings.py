@@ -10,8 +10,14 @@ from components.model.checks import Model, SettingError
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
 # (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
-NOTIFICATION_CHANNEL_RE = re.compile(r"^projects/[a-z0-9][-a-z0-9]{4,29}/notificationChannels/[0-9]+$")
-_DURATION_RE = re.compile(r"^[1-9][0-9]*(s|m)$")
+NOTIFICATION_CHANNEL_RE = re.compile(
+    r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[0-9]{1,20})/notificationChannels/[0-9]+$"
+)
+# A Prometheus duration (prometheus/common model.ParseDuration: integer amounts of y w d h m s ms, largest unit
+# first, each at most once), as the Managed Prometheus operator parses PodMonitoring intervals
+# (prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/common_types.go). Without `y`: the CRD's
+# `format: duration` is validated by the API server (kube-openapi strfmt), which knows no years.
+_DURATION_RE = re.compile(r"^(?=.)([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$")
 
 
 class ObservabilitySettings(Model):
@@ -36,8 +42,11 @@ class ObservabilitySettings(Model):
     @field_validator("scrape_interval")
     @classmethod
     def _interval(cls, v: str) -> str:
-        if not _DURATION_RE.match(v):
-            raise ValueError("a Prometheus duration in seconds or minutes, such as 30s or 1m")
+        if not _DURATION_RE.match(v) or not re.search(r"[1-9]", v):
+            raise ValueError(
+                "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest first, such as 30s, "
+                "1m30s or 1500ms"
+            )
         return v
 
     @field_validator("notification_channels")

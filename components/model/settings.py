@@ -6,17 +6,20 @@ as `<config key> = <bad value>: <what is allowed>`, all problems in one error.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import (
     BaseModel,
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -24,6 +27,7 @@ from pydantic import (
 
 from components.model import geometry
 from components.model.checks import (
+    DNS_LABEL_MAX,
     GIB,
     LABEL_VALUE_MAX,
     LABEL_VALUE_RE,
@@ -33,6 +37,7 @@ from components.model.checks import (
     MIN_SUBSLICING_VERSION,
     PLACEHOLDER_RE,
     PROJECT,
+    REDACTED,
     SLICE_NAME_MAX,
     SYSTEM_PODS_CPU_MILLIS,
     SYSTEM_PODS_MEMORY,
@@ -40,11 +45,17 @@ from components.model.checks import (
     ConfigError,
     Model,
     SettingError,
+    SettingErrors,
     bucket_name,
     cpu_millis,
     gke_version_tuple,
+    looks_secret,
     memory_bytes,
     node_allocatable,
+    node_allocatable_of,
+    project_id,
+    raise_all,
+    redact_text,
 )
 from components.model.gcp_settings import (
     ClusterSettings,
@@ -54,11 +65,14 @@ from components.model.gcp_settings import (
 from components.model.geometry import Slice, SliceKind, Topology
 from components.model.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.k8s_settings import (
+    DEMO_REPLICATED_JOB,
     AddonsSettings,
     DemosSettings,
     KueueSettings,
+    ResourceAmounts,
     ResourceRequirements,
     ServingSettings,
+    longest_job_name,
 )
 from components.model.observability_settings import ObservabilitySettings
 
@@ -82,9 +96,7 @@ class Settings(Model):
     @field_validator("project")
     @classmethod
     def _project(cls, v: str) -> str:
-        if not re.match(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", v):
-            raise ValueError("a Google Cloud project ID (6-30 lowercase letters, digits, hyphens)")
-        return v
+        return project_id(v)
 
     @field_validator("zone")
     @classmethod
@@ -110,84 +122,105 @@ class Settings(Model):
             pods["serving.router.eppResources"] = self.serving.router.epp_resources
         return pods
 
-    def _check_system_pool_fit(self) -> None:
+    def _check_system_pool_fit(self) -> list[SettingError]:
         """Controllers sized beyond the system pool stay Pending: refuse that at preview time."""
         cpu, mem = node_allocatable(self.cluster.system_machine_type)
         cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
         total_cpu = total_mem = 0
+        errors = []
+        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
         for key, res in self.system_pool_pods().items():
             pod_cpu = cpu_millis(res.requests.cpu or "0")
             pod_mem = memory_bytes(res.requests.memory or "0")
             if pod_cpu > cpu or pod_mem > mem:
-                raise SettingError(
-                    f"{key}.requests",
-                    res.requests.model_dump(exclude_none=True),
-                    f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
-                    f"{self.cluster.system_machine_type} system node has left for pods",
+                errors.append(
+                    SettingError(
+                        f"{key}.requests",
+                        res.requests.model_dump(exclude_none=True),
+                        f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
+                        f"{self.cluster.system_machine_type} system node has left for pods",
+                    )
                 )
-            total_cpu, total_mem = total_cpu + pod_cpu, total_mem + pod_mem
+            n = counts.get(key, 1)
+            total_cpu, total_mem = total_cpu + n * pod_cpu, total_mem + n * pod_mem
         nodes = self.cluster.system_node_count
-        if total_cpu > cpu * nodes or total_mem > mem * nodes:
-            raise SettingError(
-                "cluster.systemMachineType",
-                self.cluster.system_machine_type,
-                f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
-                f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
-                f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+        if not errors and (total_cpu > cpu * nodes or total_mem > mem * nodes):
+            errors.append(
+                SettingError(
+                    "cluster.systemMachineType",
+                    self.cluster.system_machine_type,
+                    f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
+                    f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
+                    f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+                )
             )
+        return errors
 
-    def _check_reservation_project(self) -> None:
+    def _check_reservation_project(self) -> list[SettingError]:
         r = self.tpu.reservation
         # GKE cannot bind a node pool to a block of a reservation shared from another project (issue #8
         # reports cluster-toolkit refusing it as a precondition; not found in the snapshot we could read).
         if self.tpu.cubes > 0 and r.consume_type == "SPECIFIC" and r.block and r.project not in (None, self.project):
-            raise SettingError(
-                "tpu.reservation.project",
-                r.project,
-                f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
-                f"block ({r.block}) shared from another project; use a reservation of this project, or the whole "
-                'shared reservation (tpu.reservation.block: "")',
-            )
+            return [
+                SettingError(
+                    "tpu.reservation.project",
+                    r.project,
+                    f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
+                    f"block ({r.block}) shared from another project; use a reservation of this project, or the whole "
+                    'shared reservation (tpu.reservation.block: "")',
+                )
+            ]
+        return []
 
-    def _check_buckets(self) -> None:
+    def _check_buckets(self) -> list[SettingError]:
         # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
         # derived from the project and the cluster.
-        s = self.serving
-        if s.xla_cache_bucket is None:
-            try:
-                bucket_name(self.xla_cache_bucket)
-            except ValueError as err:  # never for a hash, but the rule is the API's, not ours
-                raise SettingError("serving.xlaCacheBucket", self.xla_cache_bucket, str(err)) from None
+        if not self.serving.enabled or self.serving.xla_cache_bucket is not None:
+            return []
+        try:
+            bucket_name(self.xla_cache_bucket)
+        except ValueError as err:  # never for a hash, but the rule is the API's, not ours
+            return [SettingError("serving.xlaCacheBucket", self.xla_cache_bucket, str(err))]
+        return []
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Settings:
-        self._check_system_pool_fit()
-        self._check_reservation_project()
+    def _check_workloads(self) -> list[SettingError]:
+        errors = []
         priorities = self.kueue.priorities
-        workloads = self.workload_topologies()
-        for key, (topology, priority) in workloads.items():
+        for key, (topology, priority) in self.workload_topologies().items():
             if priority not in priorities:
-                raise SettingError(f"{key}.priority", priority, f"one of kueue.priorities: {', '.join(priorities)}")
+                errors.append(
+                    SettingError(f"{key}.priority", priority, f"one of kueue.priorities: {', '.join(priorities)}")
+                )
             try:
                 self.tpu.cube.classify(Topology.parse(topology))
             except geometry.GeometryError as err:
-                raise SettingError(f"{key}.topology", topology, str(err)) from None
-        if self.serving.enabled:
-            self._check_buckets()
-            for role, spec in self.serving.roles().items():
-                derived = self.serving_slice(role).tensorcores
-                if spec.tensor_parallel_size is not None and spec.tensor_parallel_size != derived:
-                    raise SettingError(
+                errors.append(SettingError(f"{key}.topology", topology, str(err)))
+        return errors
+
+    def _check_serving(self) -> list[SettingError]:
+        if not self.serving.enabled:
+            return []
+        errors = []
+        system = self.tpu.system
+        for role, spec in self.serving.roles().items():
+            try:
+                slice_ = self.serving_slice(role)
+            except geometry.GeometryError:
+                continue  # reported by _check_workloads
+            if spec.tensor_parallel_size is not None and spec.tensor_parallel_size != slice_.tensorcores:
+                errors.append(
+                    SettingError(
                         f"serving.{role}.tensorParallelSize",
                         spec.tensor_parallel_size,
-                        f"{derived}: a {spec.topology} slice of {self.tpu.machine_type} has "
-                        f"{self.serving_slice(role).chips} chips x {self.tpu.system.tensorcores_per_chip} "
-                        "TensorCores per chip",
+                        f"{slice_.tensorcores}: a {spec.topology} slice of {self.tpu.machine_type} has "
+                        f"{slice_.chips} chips x {system.tensorcores_per_chip} TensorCores per chip",
                     )
-                name = self.lws_name(role)
-                room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
-                if len(name) > room:
-                    raise SettingError(
+                )
+            name = self.lws_name(role)
+            room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
+            if len(name) > room:
+                errors.append(
+                    SettingError(
                         f"serving.{role}.name",
                         name,
                         f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
@@ -195,16 +228,91 @@ class Settings(Model):
                         f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
                         f"{SLICE_NAME_MAX})",
                     )
-            # The model's last path segment becomes the llm-d.ai/model label of every pod.
-            if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
-                raise SettingError(
+                )
+            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources)
+        # The model's last path segment becomes the llm-d.ai/model label of every pod.
+        if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
+            errors.append(
+                SettingError(
                     "serving.model",
                     self.serving.model,
                     f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
                     "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
                 )
-        # After the topologies are known to be valid: the floor depends on which of them are sub-slices.
-        self._check_version_floor()
+            )
+        return errors
+
+    def _check_tpu_vm_fit(self, key: str, amounts: ResourceAmounts) -> list[SettingError]:
+        """A vLLM pod (requests = limits) asks for at most what one TPU VM offers to pods."""
+        system = self.tpu.system
+        if system.vcpus is None or system.memory_gib is None:
+            return []
+        cpu, mem = node_allocatable_of(system.vcpus, system.memory_gib)
+        errors = []
+        if amounts.cpu is not None and cpu_millis(amounts.cpu) > cpu:
+            errors.append(
+                SettingError(
+                    f"{key}.cpu",
+                    amounts.cpu,
+                    f"at most {cpu / 1000:g} CPUs, what one {self.tpu.machine_type} VM ({system.vcpus} vCPUs) "
+                    "offers to pods after GKE's reservation; a larger request never schedules",
+                )
+            )
+        if amounts.memory is not None and memory_bytes(amounts.memory) > mem:
+            errors.append(
+                SettingError(
+                    f"{key}.memory",
+                    amounts.memory,
+                    f"at most {mem // 2**20}Mi ({mem / GIB:.1f}Gi), what one {self.tpu.machine_type} VM "
+                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold",
+                )
+            )
+        return errors
+
+    def _check_demos(self) -> list[SettingError]:
+        """JobSet's webhook refuses a JobSet whose longest Job name, <jobset>-<replicatedJob>-<last index>,
+        is not a DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go, validateCreate:
+        placement.GenJobName(js.Name, rJob.Name, rJob.Replicas-1) through validation.IsDNS1035Label)."""
+        errors = []
+        for key, demo in (("demos.subslicing", self.demos.subslicing), ("demos.superslicing", self.demos.superslicing)):
+            if not demo.enabled:
+                continue
+            job = longest_job_name(demo.name, demo.replicas)
+            if len(job) > DNS_LABEL_MAX:
+                errors.append(
+                    SettingError(
+                        f"{key}.name",
+                        demo.name,
+                        f"at most {DNS_LABEL_MAX - (len(job) - len(demo.name))} characters here: JobSet names its "
+                        f"Jobs <name>-{DEMO_REPLICATED_JOB}-<index> ({job!r} would be {len(job)}), and a Job name "
+                        f"is a DNS-1035 label of at most {DNS_LABEL_MAX}",
+                    )
+                )
+        return errors
+
+    # Each cross-check with the top-level keys it reads: when some other key is invalid, the checks that do
+    # not read it still run, so every independent problem is in the one error.
+    CROSS_CHECKS: ClassVar[tuple[tuple[frozenset[str], str], ...]] = (
+        (frozenset({"cluster", "addons", "serving"}), "_check_system_pool_fit"),
+        (frozenset({"tpu", "project"}), "_check_reservation_project"),
+        (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
+        (frozenset({"tpu", "serving"}), "_check_serving"),
+        (frozenset({"demos"}), "_check_demos"),
+        (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
+        (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
+    )
+
+    def cross_check_errors(self, skip: frozenset[str] = frozenset()) -> list[SettingError]:
+        """Problems between keys, from every check that reads none of the keys in `skip` (invalid ones)."""
+        errors: list[SettingError] = []
+        for needs, check in self.CROSS_CHECKS:
+            if not needs & skip:
+                errors += getattr(self, check)()
+        return errors
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        raise_all(self.cross_check_errors())
         return self
 
     def version_floor(self) -> tuple[str, str]:
@@ -215,12 +323,16 @@ class Settings(Model):
             return MIN_SUBSLICING_VERSION, why
         return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
 
-    def _check_version_floor(self) -> None:
+    def _check_version_floor(self) -> list[SettingError]:
         """A pin or prefix that can never reach the floor is refused here; what a prefix resolves to, at preview."""
-        floor, why = self.version_floor()
+        try:
+            floor, why = self.version_floor()
+        except geometry.GeometryError:
+            return []  # the floor depends on which workloads are sub-slices: _check_workloads reports the shape
         newest = self.cluster.version_spec.newest_possible()
         if newest is not None and newest < gke_version_tuple(floor):
-            raise SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")
+            return [SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")]
+        return []
 
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
@@ -293,7 +405,6 @@ class Settings(Model):
         if self.demos.superslicing.enabled:
             out["demos.superslicing"] = (self.demos.superslicing.topology, self.demos.superslicing.priority)
         if self.serving.enabled:
-            self._check_buckets()
             for role, spec in self.serving.roles().items():
                 out[f"serving.{role}"] = (spec.topology, spec.priority)
         return out
@@ -315,14 +426,47 @@ class Settings(Model):
 # ---------------------------------------------------------------------------------------------
 # Loading and error reporting
 
-_SECRET_KEYS = {"hfToken"}
-_STRUCTURED = {name for name, f in Settings.model_fields.items() if name not in ("project", "zone", "hf_token")}
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    args = typing.get_args(annotation) or (annotation,)
+    return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+def _is_secret(annotation: Any) -> bool:
+    args = typing.get_args(annotation) or (annotation,)
+    return any(isinstance(a, type) and issubclass(a, SecretStr) for a in args)
+
+
+def secret_paths(model: type[BaseModel] = Settings, prefix: str = "") -> frozenset[str]:
+    """Config paths of every secret field (typed SecretStr), wherever it sits in the model tree.
+
+    A new secret key is secret everywhere (redacted, refused in plain text) by its type alone.
+    """
+    out: set[str] = set()
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        if _is_secret(field.annotation):
+            out.add(path)
+        for sub in _models_in(field.annotation):
+            out |= secret_paths(sub, f"{path}.")
+    return frozenset(out)
+
+
+SECRET_PATHS = secret_paths()
+# Top-level keys holding a secret: Pulumi encrypts (and reports as secret) whole top-level keys.
+SECRET_TOP_KEYS = frozenset(p.split(".", 1)[0] for p in SECRET_PATHS)
+_STRUCTURED = {
+    f.alias or name
+    for name, f in Settings.model_fields.items()
+    if _models_in(f.annotation) or typing.get_origin(f.annotation) in (list, dict)
+}
 
 
 def _alias_path(loc: tuple[Any, ...]) -> str:
     """The config path of an error location: pydantic names a field by its Python name when its default is
     what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
-    parts, model = [], Settings
+    parts: list[str] = []
+    model: Any = Settings
     for part in loc:
         field = None
         if isinstance(model, type) and issubclass(model, BaseModel):
@@ -344,11 +488,20 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         field = next((f for n, f in model.model_fields.items() if n == part or f.alias == part), None)
         if field is None:
             return None
-        model = field.annotation
-        args = [a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if args:
-            model = args[0]
+        subs = _models_in(field.annotation)
+        model = subs[0] if subs else None
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def all_paths(model: type[BaseModel] = Settings, prefix: str = "") -> list[str]:
+    """Every config path of the model tree, sections included (`tpu`, `tpu.reservation`, `tpu.reservation.name`)."""
+    out = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        out.append(path)
+        for sub in _models_in(field.annotation):
+            out += all_paths(sub, f"{path}.")
+    return out
 
 
 def _config_key(path: str) -> str:
@@ -356,10 +509,30 @@ def _config_key(path: str) -> str:
     return f"gcp:{path}" if top == "project" else f"{PROJECT}:{path}"
 
 
+def is_secret_path(path: str, secret_keys: frozenset[str] = frozenset()) -> bool:
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    return top in SECRET_TOP_KEYS | secret_keys or any(
+        path == p or path.startswith((f"{p}.", f"{p}[")) for p in SECRET_PATHS
+    )
+
+
 def _show(path: str, value: Any, secret_keys: frozenset[str] = frozenset()) -> str:
-    if path.split(".", 1)[0] in _SECRET_KEYS | secret_keys:
-        return "[secret]"
+    if is_secret_path(path, secret_keys) or looks_secret(value):
+        return REDACTED
     return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+
+
+def _unknown_key(path: str, parent: type[BaseModel] | None) -> str:
+    """`<key>: unknown key ...`, never with its value (it may be a secret put in the wrong place)."""
+    known = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
+    if parent is Settings:
+        known.remove("project")  # that one is gcp:project
+    name = path.rsplit(".", 1)[-1]
+    prefix = path[: -len(name)]
+    close = [f"{prefix}{k}" for k in difflib.get_close_matches(name, known, n=1)]
+    elsewhere = close or [p for p in all_paths() if p.rsplit(".", 1)[-1] == name and p != path]
+    hint = f"; did you mean {', '.join(_config_key(p) for p in elsewhere)}?" if elsewhere else ""
+    return f"{_config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
 
 
 def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) -> list[str]:
@@ -368,23 +541,24 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
         cause = (e.get("ctx") or {}).get("error")
-        if isinstance(cause, SettingError):
-            path = _alias_path(loc + tuple(cause.field.split(".")))
-            if cause.value is None:
-                lines.append(f"{_config_key(path)} is not set: {cause.allowed}")
-                continue
-            lines.append(f"{_config_key(path)} = {_show(path, cause.value, secret_keys)}: {cause.allowed}")
+        causes = (
+            cause.errors if isinstance(cause, SettingErrors) else [cause] if isinstance(cause, SettingError) else []
+        )
+        if causes:
+            for c in causes:
+                path = _alias_path(loc + tuple(c.field.split(".")))
+                if c.value is None:
+                    lines.append(f"{_config_key(path)} is not set: {c.allowed}")
+                else:
+                    lines.append(f"{_config_key(path)} = {_show(path, c.value, secret_keys)}: {c.allowed}")
             continue
         path = _alias_path(loc)
         if e["type"] == "extra_forbidden":
-            parent = _model_at(loc[:-1])
-            known = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
-            if parent is Settings:
-                known.remove("project")  # that one is gcp:project
-            shown = _show(path, e["input"], secret_keys)
-            lines.append(f"{_config_key(path)} = {shown}: unknown key; allowed: {', '.join(known)}")
+            lines.append(_unknown_key(path, _model_at(loc[:-1])))
             continue
-        msg = e["msg"].removeprefix("Value error, ")
+        msg = redact_text(e["msg"].removeprefix("Value error, "))
+        if is_secret_path(path, secret_keys):
+            msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
             lines.append(f"{_config_key(path)} is not set: it is required")
         elif e["input"] is None:  # a key that may be unset, but not here
@@ -392,6 +566,10 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         else:
             lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
     return lines
+
+
+def _type_word(error_type: str) -> str:
+    return error_type.removesuffix("_type").replace("_", " ")
 
 
 def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
@@ -425,18 +603,100 @@ def _split_path(path: str) -> list[str | int]:
     return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p]
 
 
+def _get(value: Any, path: list[str | int]) -> Any:
+    for part in path:
+        if isinstance(value, Mapping) and isinstance(part, str):
+            value = value.get(part)
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        else:
+            return None
+    return value
+
+
+def set_command(path: str, secret: bool = False) -> str:
+    """The `pulumi config set` command that stores a value at `path` (nested paths need --path)."""
+    if path == "project":
+        return "pulumi config set gcp:project <value>"
+    flag = " --secret" if secret else ""
+    where = f" --path '{path}'" if re.search(r"[.\[]", path) else f" {path}"
+    return f"pulumi config set{flag}{where} <value>"
+
+
 def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
     key = _config_key(path)
-    if path == "project":
-        how = "pulumi config set gcp:project <value>"
-    else:
-        secret = " --secret" if path.split(".", 1)[0] in _SECRET_KEYS | secret_keys else ""
-        path_flag = f" --path '{path}'" if re.search(r"[.\[]", path) else f" {path}"
-        how = f"pulumi config set{secret}{path_flag} <value>"
+    how = f"`{set_command(path, is_secret_path(path))}`"
     return (
         f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
-        f"environment's value there or with `{how}`"
+        f"environment's value there or with {how}"
     )
+
+
+def _plaintext_secrets(data: Mapping[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """A secret field set in plain text (not a Pulumi secret) is refused: the stack file would hold it."""
+    problems = []
+    for path in sorted(SECRET_PATHS):
+        value = _get(data, _split_path(path))
+        if value in (None, "") or path.split(".", 1)[0] in secret_keys:
+            continue
+        problems.append(
+            f"{_config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
+            f"{' --path' if '.' in path else ''} {path}`) and set it encrypted with `{set_command(path, True)}`"
+        )
+    return problems
+
+
+def _flat_nested_key(key: str) -> str | None:
+    """A top-level key such as `tpu.cubes`: what `pulumi config set tpu.cubes 4` stores without --path."""
+    top = re.split(r"[.\[]", key, maxsplit=1)[0]
+    camel = {(f.alias or n) for n, f in Settings.model_fields.items()} - {"project"}
+    if key == top or top not in camel:
+        return None
+    return (
+        f"{PROJECT}:{key}: a nested key set without --path (Pulumi stored one flat key named {key!r}, which the "
+        f"program does not read); run `pulumi config rm {key}`, then `pulumi config set --path '{key}' <value>`"
+    )
+
+
+def _partial(data: Mapping[str, Any], valid: set[str], context: dict[str, Any]) -> tuple[Settings, frozenset[str]]:
+    """Settings built from the top-level keys that validate on their own, and the names of those left out."""
+    values: dict[str, Any] = {}
+    for name, field in Settings.model_fields.items():
+        if name not in valid:
+            continue
+        alias = field.alias or name
+        try:
+            if alias in data:
+                values[name] = TypeAdapter(field.annotation).validate_python(data[alias], context=context)
+            else:
+                values[name] = field.get_default(call_default_factory=True, validated_data={})
+                if isinstance(values[name], dict) and _models_in(field.annotation):
+                    values[name] = _models_in(field.annotation)[0].model_validate({}, context=context)
+        except (ValidationError, ValueError, TypeError):
+            continue
+    return Settings.model_construct(**values), frozenset(set(Settings.model_fields) - set(values))
+
+
+def _independent_problems(
+    err: ValidationError, data: Mapping[str, Any], context: dict[str, Any], secret_keys: frozenset[str]
+) -> list[str]:
+    """Cross-key problems among the keys that are valid, found although other keys are not."""
+    alias_to_name = {(f.alias or n): n for n, f in Settings.model_fields.items()}
+    failed = {alias_to_name.get(str(e["loc"][0]), str(e["loc"][0])) for e in err.errors() if e["loc"]}
+    if any(not e["loc"] for e in err.errors()):
+        return []  # the cross-checks themselves ran and failed: already reported
+    partial, left_out = _partial(data, set(Settings.model_fields) - failed, context)
+    lines = []
+    try:
+        errors = partial.cross_check_errors(skip=left_out)
+    except Exception:
+        return []
+    for c in errors:
+        if c.value is None:
+            lines.append(f"{_config_key(c.field)} is not set: {c.allowed}")
+        else:
+            lines.append(f"{_config_key(c.field)} = {_show(c.field, c.value, secret_keys)}: {c.allowed}")
+    return lines
 
 
 def load(
@@ -447,21 +707,29 @@ def load(
 ) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 
-    Values of `secret_keys` (Pulumi secrets, by top-level key) are never echoed in the error. `now` is the
-    clock for date checks (a maintenance exclusion must not be over); default: the current time. A value
-    holding a `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset,
-    and other problems of the same key are not reported on top.
+    Values of `secret_keys` (Pulumi secrets, by top-level key) and of secret fields are never echoed, and a
+    secret field outside `secret_keys` (plain text in the stack) is an error. `now` is the clock for date
+    checks (a maintenance exclusion must not be over); default: the current time. A value holding a
+    `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset, and other
+    problems of the same key are not reported on top. (The offline commands add the `--set` flags that fill
+    the placeholders: components/cli/plan.py config_error.)
     """
     data: dict[str, Any] = {}
     problems: list[str] = []
-    camel = {(f.alias or n): n for n, f in Settings.model_fields.items()}
+    secret_keys = frozenset(secret_keys)
     for key, value in raw.items():
-        field = camel.get(key)
-        if field in _STRUCTURED and isinstance(value, str):
+        flat = _flat_nested_key(key)
+        if flat:
+            problems.append(flat)
+            continue
+        if key in _STRUCTURED and isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                problems.append(f"{PROJECT}:{key} = {_show(key, value, secret_keys)}: a structured object (YAML map)")
+                problems.append(
+                    f"{PROJECT}:{key} = {_show(key, value, secret_keys)}: a structured object (YAML map); set "
+                    f"its items with `pulumi config set --path '{key}.<item>' <value>`"
+                )
                 continue
         data[key] = value
     if project is not None:
@@ -478,19 +746,23 @@ def load(
         # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
         placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))
+    problems += _plaintext_secrets(data, secret_keys)  # after the placeholders: a marker is no secret
+    context = {"now": now or datetime.now(UTC)}
     try:
-        settings = Settings.model_validate(data, context={"now": now or datetime.now(UTC)})
+        settings = Settings.model_validate(data, context=context)
     except ValidationError as err:
+        lines = describe(err, secret_keys) + _independent_problems(err, data, context, secret_keys)
         problems.extend(
             line
-            for line in describe(err, secret_keys)
-            if not any(line.startswith((f"{key} ", f"{key}.", f"{key}[")) for key in placeholder_keys)
+            for line in lines
+            if not any(line.startswith((f"{key} ", f"{key}.", f"{key}[", f"{key}:")) for key in placeholder_keys)
         )
         settings = None
     if problems:
         raise ConfigError(
             f"invalid stack configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  "
-            + "\n  ".join(problems)
+            # Credential-shaped text is redacted wherever it sits, key names included.
+            + "\n  ".join(redact_text(line) for line in problems)
         )
     assert settings is not None
     return settings

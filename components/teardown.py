@@ -1,0 +1,166 @@
+"""Teardown gates: one per TPU pool, whose delete waits until no Slice uses the pool (docs/teardown.md).
+
+Why: the slice controller releases a Workload's finalizer as soon as it has *issued* the deletes of the
+Workload's Slices (xpk `slice/internal/controller/workload_controller.go@250d4b3c`, `cleanupSlices` returns
+true right after `deleteSlices`, then `finalizeWorkload`), so a workload's delete completes while its
+Slices are still DEACTIVATING, and active Slices block the deletion of their node pool (llm-d's
+dynamic-slicing guide). Nothing in Kubernetes or GKE makes Pulumi wait for that; this does.
+
+How: a `pulumi.dynamic.Resource` per pool. Creating it does nothing (the pool is already there); deleting
+it polls the Kubernetes API (the `kubernetes` client, with the cluster's kubeconfig from the gate's
+state, a Pulumi secret) until no Slice is formed from the pool's partitions, bounded by
+`addons.sliceController.drainTimeoutSeconds`, after which it fails naming the Slices and their
+workloads and the pool is left alone. The graph does the rest:
+
+* the gate takes the pool's name and cluster as inputs, so it is created after the pool, and a
+  delete-first replacement of the pool replaces the gate too, deleting it first: Pulumi deletes every
+  dependent whose inputs referencing the pool would replace it (its provider's Diff, asked with those
+  inputs unknown) before the pool (pulumi/pulumi pkg/resource/deploy/step_generator.go,
+  `calculateDependentReplacements`); this provider's Diff replaces on any change of `pool` or `cluster`;
+* workloads depend on the gates, so `pulumi destroy` deletes them first;
+* the gates depend on the slice controller, so it is deleted only after every gate has finished waiting.
+
+The kubeconfig authenticates through gke-gcloud-auth-plugin, as the Kubernetes provider's does: the
+client runs the credential plugin the kubeconfig names, nothing here runs a command.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import yaml
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from components.base import Component
+from components.model import slices as model
+from components.model.settings import Settings
+
+TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
+POLL_SECONDS = 10.0
+# Inputs whose change means another pool (or cluster): the gate is replaced, and so deleted first.
+REPLACE_KEYS = ("pool", "cluster")
+
+ListNodes = Callable[[str], list[dict[str, str]]]
+ListSlices = Callable[[], list[dict[str, Any]] | None]
+
+
+def wait_until_unused(
+    pool: str,
+    timeout: float,
+    list_nodes: ListNodes,
+    list_slices: ListSlices,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll: float = POLL_SECONDS,
+) -> float:
+    """Returns the seconds waited once no Slice uses `pool`; raises RuntimeError after `timeout`.
+
+    `list_nodes(pool)` gives the labels of the pool's nodes, `list_slices()` every Slice (None when the
+    cluster has no Slice API at all, e.g. the slice controller add-on was never enabled).
+    """
+    start = clock()
+    while True:
+        found = list_slices()
+        uses = [] if found is None else model.slices_using_pool(found, list_nodes(pool))
+        waited = clock() - start
+        if not uses:
+            return waited
+        if waited >= timeout:
+            raise RuntimeError(model.still_in_use_message(pool, uses, waited, TIMEOUT_KEY))
+        pulumi.log.info(f"node pool {pool}: waiting for {len(uses)} Slice(s): {uses[0].describe()} ...")
+        sleep(min(poll, max(timeout - waited, 0.0)))
+
+
+def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
+    """Node and Slice listers for the cluster the kubeconfig names (imported lazily: only deletes need them)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+    def list_nodes(pool: str) -> list[dict[str, str]]:
+        nodes = core.list_node(label_selector=f"{model.NODE_POOL_LABEL}={pool}").items
+        return [dict(n.metadata.labels or {}) for n in nodes]
+
+    def list_slices() -> list[dict[str, Any]] | None:
+        groups = client.ApisApi(api).get_api_versions().groups or []
+        group = next((g for g in groups if g.name == model.SLICE_GROUP), None)
+        if group is None:
+            return None
+        version = group.preferred_version.version
+        try:
+            found = custom.list_cluster_custom_object(model.SLICE_GROUP, version, model.SLICE_PLURAL)
+        except client.exceptions.ApiException as err:
+            if err.status == 404:  # the CRD went away between discovery and the list: no Slices
+                return None
+            raise
+        return list(found["items"])
+
+    return list_nodes, list_slices
+
+
+class SliceGateProvider(ResourceProvider):
+    """Stateless: everything a delete needs is in the gate's state, so the pickled provider holds no secret."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props['cluster']}/{props['pool']}", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # An unknown input (the engine's question during a pool's delete-first replacement) differs too.
+        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
+        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "timeoutSeconds"))
+        return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        list_nodes, list_slices = cluster_listers(props["kubeconfig"])
+        wait_until_unused(props["pool"], float(props["timeoutSeconds"]), list_nodes, list_slices)
+
+
+class SliceGate(pulumi.dynamic.Resource, module="teardown", name="SliceGate"):
+    """Type `pulumi-python:dynamic/teardown:SliceGate`."""
+
+    def __init__(
+        self,
+        name: str,
+        pool: gcp.container.NodePool,
+        kubeconfig: pulumi.Input[str],
+        timeout_seconds: int,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "pool": pool.name,
+            "cluster": pool.cluster,
+            "kubeconfig": kubeconfig,
+            "timeoutSeconds": timeout_seconds,
+        }
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"], delete_before_replace=True)
+        )
+        super().__init__(SliceGateProvider(), name, props, opts)
+
+
+class SliceGates(Component):
+    """One gate per TPU pool. `opts.depends_on` (the slice controller) is what is deleted only after them."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        kubeconfig: pulumi.Input[str],
+        pools: Sequence[gcp.container.NodePool],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gke-tpu-slicing:teardown:SliceGates", name, opts)
+        timeout = settings.addons.slice_controller.drain_timeout_seconds
+        self.gates = [
+            SliceGate(f"{name}-{settings.tpu.pool_name(i)}", pool, kubeconfig, timeout, self.child())
+            for i, pool in enumerate(pools)
+        ]
+        self.register_outputs({"timeoutSeconds": timeout, "gates": len(self.gates)})

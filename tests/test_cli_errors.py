@@ -1,0 +1,117 @@
+"""Command-line errors of the offline commands: one clear line, exit 2 for usage, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.cli import import_file, plan, render
+from tests.harness import ROOT, fill_placeholders, set_arguments
+
+COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
+
+# (--set argument, the key the error names, what it says is wrong)
+BAD_SETS = [
+    ("tpu.cubes", "'tpu.cubes'", "expected KEY=VALUE"),
+    ("=4", "'=4'", "expected KEY=VALUE"),
+    ("tpu..cubes=4", "'tpu..cubes'", "not a config key"),
+    ("tpu.cubes[x]=4", "'tpu.cubes[x]'", "not a config key"),
+    ("tpu.cubes=[2", "tpu.cubes", "not valid YAML"),
+    ("hfToken=@hf_abc", "hfToken", "not valid YAML"),
+    ("serving.image=`x`", "serving.image", "not valid YAML"),
+    ("tpu.cubes=[2, 4]", "tpu.cubes", "a map or list value"),
+    ("tpu={cubes: 4}", "tpu", "a map or list value"),
+    ("tpu.reservation[0]=x", "tpu.reservation[0]", "does not fit"),
+    ("observability.notificationChannels[99999]=x", "'observability.notificationChannels[99999]'", "not a config key"),
+]
+
+
+def run(command: str, args: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    if command == "render":
+        args = [*args, "--out", str(tmp_path / "out")]
+    code = COMMANDS[command](args, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize(("assignment", "key", "problem"), BAD_SETS, ids=[b[0] for b in BAD_SETS])
+def test_a_bad_set_is_one_line_naming_the_key_and_exits_2(
+    command: str, assignment: str, key: str, problem: str, tmp_path: Path
+) -> None:
+    code, out, err = run(command, ["--stack", "dev", "--set", assignment], tmp_path)
+    assert code == 2, err
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: --set {key}:"), err
+    assert problem in lines[0], err
+    assert "e.g." in lines[0] or "; " in lines[0], f"no fix in {err!r}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_secret_value_in_a_bad_set_is_not_echoed(tmp_path: Path) -> None:
+    code, _, err = run("plan", ["--stack", "dev", "--set", "hfToken=@my secret value"], tmp_path)
+    assert code == 2 and "my secret value" not in err and "hfToken" in err, err
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_placeholder_error_of_a_command_names_set(command: str, tmp_path: Path) -> None:
+    # The staging stack ships placeholders for the project and the reservation.
+    code, _, err = run(command, ["--stack", "staging"], tmp_path)
+    assert code == 1, err
+    assert "gcp:project = '<REPLACE-ME" in err
+    hint = err.splitlines()[-1]
+    assert hint.startswith("or, for this command alone (no Pulumi CLI needed): --set gcp:project=VALUE ")
+    assert "--set tpu.reservation.name=VALUE" in hint
+    assert "pulumi config set --path 'tpu.reservation.name' <value>" in err
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_flat_nested_key_gets_a_hint_naming_path(command: str, tmp_path: Path) -> None:
+    # What `pulumi config set tpu.cubes 4` (without --path) stores in a stack file.
+    config = fill_placeholders(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])
+    config["gke-tpu-slicing:tpu.cubes"] = "4"
+    directory = tmp_path / "stack"
+    directory.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", directory / "Pulumi.yaml")
+    (directory / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
+    code, _, err = run(command, ["--stack", "dev", "--dir", str(directory)], tmp_path)
+    assert code == 1, err
+    assert "gke-tpu-slicing:tpu.cubes: a nested key set without --path" in err
+    assert "pulumi config set --path 'tpu.cubes' <value>" in err
+
+
+def test_a_good_set_still_works(tmp_path: Path) -> None:
+    code, out, err = run("plan", ["--stack", "dev", *set_arguments("dev"), "--set", "tpu.cubes=3"], tmp_path)
+    assert code == 0, err
+    assert "stack dev" in out
+
+
+def test_the_reference_command_is_listed() -> None:
+    from components.__main__ import COMMANDS as ALL
+
+    assert "reference" in ALL
+
+
+def test_the_real_process_prints_one_line_and_exits_2() -> None:
+    # The whole path a user runs, python -m components, in a process of its own: no traceback, no token.
+    import subprocess
+    import sys
+
+    token = "hf_" + "Q" * 34
+    proc = subprocess.run(
+        [sys.executable, "-m", "components", "plan", "--stack", "dev", "--set", f"hfToken=@{token}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set hfToken:"), proc.stderr
+    assert token not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr

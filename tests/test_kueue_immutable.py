@@ -1,0 +1,161 @@
+"""Kueue objects with immutable fields: replaced delete-first in the order Kueue's finalizers allow, or refused.
+
+The rules (CEL `self == oldSelf` in the pinned v0.17.4 CRDs; the `resource-in-use` finalizer logic of Kueue
+v0.17.4's controllers) are cited in components/kueue_guard.py; here the recorded graph is run through the
+engine's delete-before-replace algorithm and the guard's check is given the inputs of two program runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.kueue_guard import ImmutableFieldsProvider, refusals
+from components.queues import FLAVOR_ANNOTATION
+from tests.harness import Registration, Run, run_program, unwrap
+
+P = "gke-tpu-slicing"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
+GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
+NO_WORKLOADS = {
+    f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+    f"{P}:serving": {"enabled": False},
+}
+
+
+def kueue(run: Run, kind: str) -> Registration:
+    (reg,) = run.of_type(f"{KUEUE}:{kind}")
+    return reg
+
+
+def kubernetes_diff_replaces(reg: Registration, unknown: set[str]) -> bool:
+    """The engine's answer for a Kubernetes object whose top-level inputs `unknown` may change.
+
+    pulumi-kubernetes reports a changed top-level input (its whole value unknown) as a diff of that key, and the
+    engine turns it into a replacement when a `replaceOnChanges` path contains it (step_generator.go
+    applyReplaceOnChanges: `replaceOnChangePath.Contains(diffPath)`), so only a path equal to the key counts.
+    """
+    return any(path in unknown for path in reg.options["replaceOnChanges"])
+
+
+def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
+    """What Pulumi deletes, in order, before a delete-first replacement of `root` (then `root` itself).
+
+    pulumi/pulumi pkg/resource/deploy/step_generator.go `calculateDependentReplacements`: each dependent (in
+    dependency order) with an input referencing the replace set is asked its Diff with those inputs unknown.
+    """
+    replace, found = {root.urn}, []
+    for reg in run.registrations:
+        keys = {k for k, urns in reg.property_dependencies.items() if replace & set(urns)}
+        if keys and reg.custom and reg.type.startswith("kubernetes:") and kubernetes_diff_replaces(reg, keys):
+            replace.add(reg.urn)
+            found.append(reg)
+    return [*reversed(found), root]
+
+
+def blockers(run: Run, reg: Registration) -> list[Registration]:
+    """The objects whose existence keeps Kueue's in-use finalizer on `reg` (kubernetes-sigs/kueue@v0.17.4):
+    a Topology's ResourceFlavors (tas/topology_controller.go), a ResourceFlavor's ClusterQueues
+    (core/resourceflavor_controller.go), a ClusterQueue's admitted workloads (core/clusterqueue_controller.go)."""
+    kind = reg.type.rsplit(":", 1)[-1]
+    name = reg.plain("metadata")["name"]
+    if kind == "Topology":
+        return [r for r in run.of_type(f"{KUEUE}:ResourceFlavor") if r.plain("spec").get("topologyName") == name]
+    if kind == "ResourceFlavor":
+        cqs = run.of_type(f"{KUEUE}:ClusterQueue")
+        return [
+            cq for cq in cqs if any(f["name"] == name for g in cq.plain("spec")["resourceGroups"] for f in g["flavors"])
+        ]
+    if kind == "ClusterQueue":
+        return [r for r in run.registrations if r.type.endswith((":JobSet", ":LeaderWorkerSet"))]
+    return []
+
+
+@pytest.fixture(scope="module")
+def idle() -> Run:
+    run = run_program(NO_WORKLOADS)
+    assert run.error is None, run.error
+    return run
+
+
+def test_objects_with_immutable_fields_replace_delete_first(dev: Run) -> None:
+    for kind in ("Topology", "ResourceFlavor", "LocalQueue"):
+        reg = kueue(dev, kind)
+        assert reg.options["replaceOnChanges"] == ["spec"] and reg.options["deleteBeforeReplace"] is True, kind
+    cq = kueue(dev, "ClusterQueue")
+    assert cq.options["replaceOnChanges"] == ["metadata"] and cq.options["deleteBeforeReplace"] is True
+    # The ClusterQueue's metadata names the flavor by Output: that is what makes a flavor replacement reach it.
+    assert cq.plain("metadata")["annotations"] == {FLAVOR_ANNOTATION: "slice-rf"}
+    assert kueue(dev, "ResourceFlavor").urn in cq.property_dependencies["metadata"]
+    # Objects whose fields all update in place keep updating in place.
+    for kind in ("AdmissionCheck", "WorkloadPriorityClass"):
+        for reg in dev.of_type(f"{KUEUE}:{kind}"):
+            assert reg.options["replaceOnChanges"] == [], kind
+
+
+@pytest.mark.parametrize("root", ["Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"])
+def test_each_replacement_deletes_in_the_order_kueues_finalizers_release(idle: Run, root: str) -> None:
+    order = dependent_replacements(idle, kueue(idle, root))
+    kinds = [r.type.rsplit(":", 1)[-1] for r in order]
+    expected = ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"]
+    assert kinds == expected[: expected.index(root) + 1]
+    deleted: set[str] = set()
+    for reg in order:
+        waiting = [b.name for b in blockers(idle, reg) if b.urn not in deleted]
+        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
+        deleted.add(reg.urn)
+
+
+def test_with_workloads_the_replacement_could_never_finish(dev: Run) -> None:
+    """Why the guard exists: the ClusterQueue would wait for workloads that are not deleted."""
+    order = dependent_replacements(dev, kueue(dev, "Topology"))
+    cq = next(r for r in order if r.type.endswith(":ClusterQueue"))
+    assert blockers(dev, cq) and not any(b in order for b in blockers(dev, cq))
+
+
+def guard_inputs(run: Run) -> dict[str, Any]:
+    assert run.error is None, run.error
+    (guard,) = run.of_type(GUARD)
+    return unwrap(guard.inputs)
+
+
+CHANGES = [
+    ("kueue.clusterQueue", {f"{P}:kueue": {"clusterQueue": "cq2"}}, "LocalQueue.spec.clusterQueue"),
+    ("kueue.topologyName", {f"{P}:kueue": {"topologyName": "slice-topology-2"}}, "ResourceFlavor.spec.topologyName"),
+]
+
+
+@pytest.mark.parametrize(("key", "overrides", "field"), CHANGES, ids=[c[0] for c in CHANGES])
+def test_a_change_is_refused_at_preview_while_workloads_run(dev: Run, key: str, overrides: dict, field: str) -> None:
+    before, after = guard_inputs(dev), guard_inputs(run_program(overrides))
+    (failure,) = refusals(before, after)
+    assert failure.property == field
+    assert failure.reason.startswith(f"{key}: ") and "4 queued workload(s)" in failure.reason
+    assert "Disable demos.*.enabled and serving.enabled first" in failure.reason
+    # The provider's Check is what the engine calls during preview.
+    assert [f.property for f in ImmutableFieldsProvider().check(before, after).failures] == [field]
+    # Turning the workloads off in the same update is refused too: they are deleted only after the replacements.
+    after_idle = guard_inputs(run_program({**overrides, **NO_WORKLOADS}))
+    assert [f.property for f in refusals(before, after_idle)] == [field]
+    # Once they are gone, the same change goes through (and replaces in the order tested above).
+    assert refusals(guard_inputs(run_program(NO_WORKLOADS)), after_idle) == []
+
+
+def test_derived_fields_are_guarded_with_the_keys_that_drive_them(dev: Run) -> None:
+    before = guard_inputs(dev)
+    fields = before["fields"]
+    levels = [lv["nodeLabel"] for lv in kueue(dev, "Topology").plain("spec")["levels"]]
+    assert fields["Topology.spec.levels"]["value"] == levels
+    flavor = kueue(dev, "ResourceFlavor").plain("spec")
+    assert fields["ResourceFlavor.spec.nodeLabels"]["value"] in flavor["nodeLabels"].values()
+    other = {**before, "fields": {**fields, "Topology.spec.levels": {**fields["Topology.spec.levels"], "value": []}}}
+    (failure,) = refusals(other, before)
+    assert failure.reason.startswith("tpu.machineType, tpu.cubeTopology: ")
+
+
+def test_what_is_not_an_immutable_field_is_not_refused(dev: Run) -> None:
+    before = guard_inputs(dev)
+    assert refusals({}, before) == []  # the first `up`
+    for overrides in ({f"{P}:tpu": {"cubes": 3}}, {f"{P}:kueue": {"cpuQuota": "20000"}}, NO_WORKLOADS):
+        assert refusals(before, guard_inputs(run_program(overrides))) == [], overrides

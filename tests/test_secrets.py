@@ -1,0 +1,155 @@
+"""A secret's value never leaves the program: not in an error, a warning, a log line or a traceback.
+
+A token-shaped value is fed through every path that can echo a value (an unknown key, a misplaced key, a
+wrong type, a flat nested key, a structured key given a string, an unparsable `--set`, plain text in the
+stack file) and through every entry point (the program under the mock engine, `plan`, `render`,
+`import-file`); what each prints on stdout and stderr, and any exception, must not contain it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.cli import import_file, plan, render
+from components.model.settings import SECRET_PATHS, secret_paths
+from tests.harness import ROOT, fill_placeholders, run_program
+
+P = "gke-tpu-slicing"
+TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"  # the shape of a Hugging Face token, not a real one
+COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
+
+# (case, stack-file config on top of the filled dev stack, extra command-line arguments)
+PATHS: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("unknown key", {f"{P}:hfTokn": TOKEN}, []),
+    ("misplaced key", {f"{P}:serving": {"hfToken": TOKEN}}, []),
+    ("misplaced deeper", {f"{P}:serving": {"router": {"token": TOKEN}}}, []),
+    ("wrong type of the secret", {f"{P}:hfToken": {"value": TOKEN}}, []),
+    ("a token where a number goes", {f"{P}:tpu": {"cubes": TOKEN}}, []),
+    ("a token where a name goes", {f"{P}:cluster": {"name": TOKEN}}, []),
+    ("flat nested key", {f"{P}:serving.hfToken": TOKEN}, []),
+    ("plain text in the stack file", {f"{P}:hfToken": TOKEN}, []),
+    ("structured key given a string", {f"{P}:observability": TOKEN}, []),
+    ("unparsable --set of the secret", {}, ["--set", f"hfToken=@{TOKEN}"]),
+    ("unparsable --set of a list", {}, ["--set", f"tpu.cubes=[{TOKEN}"]),
+    ("--set without =", {}, ["--set", TOKEN]),
+    ("--set of a bad key", {}, ["--set", f"{TOKEN}.x=1"]),
+    ("--set of a map", {}, ["--set", f"serving={{a: {TOKEN}}}"]),
+]
+
+
+def stack_dir(tmp_path: Path, overrides: dict[str, Any]) -> Path:
+    config = fill_placeholders(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
+    return tmp_path
+
+
+def run_command(name: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | None, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None = None
+    raised = ""
+    with contextlib.suppress(SystemExit):
+        try:
+            code = COMMANDS[name](args, stdout=out, stderr=err)
+        except Exception as exc:
+            raised = f"{type(exc).__name__}: {exc}"
+    captured = capsys.readouterr()
+    return code, out.getvalue() + err.getvalue() + captured.out + captured.err + raised
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize(("case", "overrides", "extra"), PATHS, ids=[c[0] for c in PATHS])
+def test_no_command_prints_the_token(
+    case: str,
+    overrides: dict[str, Any],
+    extra: list[str],
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "stack").mkdir()
+    directory = stack_dir(tmp_path / "stack", overrides)
+    args = ["--stack", "dev", "--dir", str(directory), *extra]
+    if command == "render":
+        args += ["--out", str(tmp_path / "out")]
+    code, text = run_command(command, args, capsys)
+    assert TOKEN not in text, f"{command}, {case}: the token was printed:\n{text}"
+    assert "Traceback" not in text and code in (1, 2), f"{command}, {case}: exit {code}:\n{text}"
+    assert text.count("error:") >= 1, text
+
+
+@pytest.mark.parametrize(
+    ("case", "overrides", "extra"), [p for p in PATHS if not p[2]], ids=[c[0] for c in PATHS if not c[2]]
+)
+def test_the_program_never_prints_the_token(case: str, overrides: dict[str, Any], extra: list[str]) -> None:
+    run = run_program(overrides)
+    text = str(run.error) + "".join(message for _, message in run.logs)
+    assert run.error is not None, f"{case}: accepted"
+    assert TOKEN not in text, f"{case}: the token was printed:\n{text}"
+    assert run.registrations == [], f"{case}: resources registered before the error"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_plaintext_secret_is_refused_by_every_command_with_the_fix(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "stack").mkdir()
+    directory = stack_dir(tmp_path / "stack", {f"{P}:hfToken": TOKEN})
+    args = ["--stack", "dev", "--dir", str(directory)] + (
+        ["--out", str(tmp_path / "out")] if command == "render" else []
+    )
+    code, text = run_command(command, args, capsys)
+    assert code == 1, text
+    assert f"{P}:hfToken = [secret]: a secret stored in plain text" in text
+    assert "pulumi config set --secret hfToken" in text
+
+
+def test_the_program_refuses_a_plaintext_secret_with_the_fix() -> None:
+    run = run_program({f"{P}:hfToken": TOKEN})
+    assert "pulumi config set --secret hfToken" in str(run.error) and TOKEN not in str(run.error)
+    assert run.registrations == []
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_an_encrypted_secret_and_a_set_secret_are_accepted(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "stack").mkdir()
+    directory = stack_dir(tmp_path / "stack", {f"{P}:hfToken": {"secure": "v1:AAAA"}})
+    args = ["--stack", "dev", "--dir", str(directory), "--set", f"hfToken={TOKEN}"]
+    args += ["--out", str(tmp_path / "out")] if command == "render" else []
+    code, text = run_command(command, args, capsys)
+    assert code == 0, text
+    assert TOKEN not in text
+    if command == "render":
+        rendered = "".join(p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())
+        assert TOKEN not in rendered
+
+
+def test_secret_keys_come_from_the_model_types() -> None:
+    from pydantic import SecretStr
+
+    from components.model.checks import Model
+
+    class Inner(Model):
+        api_key: SecretStr | None = None
+        plain: str = "x"
+
+    class Outer(Model):
+        inner: Inner = Inner()
+        token: SecretStr
+
+    assert secret_paths(Outer) == {"inner.apiKey", "token"}
+    assert "hfToken" in SECRET_PATHS
