@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from components.cli import mockrun
+from components.teardown import REPLACE_KEYS
 from tests.harness import Run, assert_rejected, merge, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
@@ -147,6 +148,7 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
 # (lines 3202, 4105-4118, 7095-7110) and read back as stored (8047-8058); the update is in place.
 
 K8S = "pulumi:providers:kubernetes"
+GATE = "pulumi-python:dynamic/teardown:SliceGate"
 DNS_ONLY = {
     f"{P}:cluster": {
         "privateNodes": True,
@@ -208,11 +210,18 @@ def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfi
     after = {(r.type, r.name): r.inputs for r in dns.registrations}
     assert before.keys() == after.keys()
     changed = {key for key in before if before[key] != after[key]}
-    assert changed == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
-    c0, c1 = before[(CLUSTER, "cluster-gke")], after[(CLUSTER, "cluster-gke")]
-    assert {k for k in c0.keys() | c1.keys() if c0.get(k) != c1.get(k)} == {"controlPlaneEndpointsConfig"}
-    p0, p1 = before[(K8S, "cluster-k8s")], after[(K8S, "cluster-k8s")]
-    assert {k for k in p0.keys() | p1.keys() if p0.get(k) != p1.get(k)} == {"kubeconfig"}
+    gates = {key for key in changed if key[0] == GATE}
+    assert len(gates) == len(staging.of_type(GATE)) > 0  # the teardown gates carry the kubeconfig too
+    assert changed - gates == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
+
+    def keys_changed(key: tuple[str, str]) -> set[str]:
+        old, new = before[key], after[key]
+        return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+
+    assert keys_changed((CLUSTER, "cluster-gke")) == {"controlPlaneEndpointsConfig"}
+    # Only the kubeconfig: the provider's identity stays, and a gate replaces only on its pool or cluster.
+    assert all(keys_changed(key) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
+    assert not {"kubeconfig"} & set(REPLACE_KEYS)
 
 
 # ------------------------------------------------------------------------------------------------
