@@ -78,6 +78,7 @@ serving = (
         inference_extension=addons.inference_extension,
         proxy_subnet=network.proxy_subnet,
         pools=tpu_ready,
+        capacity_plan=capacity_plan,
         project_api=services.services["cloudresourcemanager"],
         storage_api=[services.services["storage"]],
     )

@@ -11,7 +11,7 @@ What the provider does on a miss, from its source: `get_reservation` of a missin
 no error and an empty result (its Read turns the API's 404 into "gone", then the data source sets the
 id anyway), so a missing `self_link` is the "does not exist" signal; a missing block or sub-block is
 an invoke error ("Error reading ReservationBlock: googleapi: Error 404 ..."); `get_cluster` of a
-missing cluster fails with "<id> not found".
+missing cluster fails with "projects/P/locations/L/clusters/N not found", and only that text means "no cluster".
 """
 
 from __future__ import annotations
@@ -81,6 +81,13 @@ class LiveSource:
         self.name, self.block_name = r.name, r.block
         self.project, self.zone = settings.reservation_project, settings.zone
         self.cluster_args = {"name": settings.cluster.name, "location": settings.region, "project": settings.project}
+        # The data source's own miss (data_source_google_container_cluster.go: the resource Read turns the API's
+        # 404 into an empty id, then `fmt.Errorf("%s not found", id)` with id = containerClusterFullName(project,
+        # location, name)): this exact text, nothing looser, since reading a cluster that exists as "none" would
+        # put its running pools on other sub-blocks, i.e. replace them.
+        self.cluster_missing = (
+            f"projects/{settings.project}/locations/{settings.region}/clusters/{settings.cluster.name} not found"
+        )
 
     def reservation(self) -> Any:
         return gcp.compute.get_reservation(name=self.name, project=self.project, zone=self.zone)
@@ -100,8 +107,12 @@ class LiveSource:
             return gcp.container.get_cluster(**self.cluster_args)
         except Exception as err:
             text = str(err)
-            # No cluster yet (a fresh stack), or the GKE API not enabled yet: no pools exist.
-            if "not found" in text or "has not been used" in text or "SERVICE_DISABLED" in text:
+            # No cluster yet (a fresh stack), or the GKE API not enabled yet (Google's SERVICE_DISABLED error names
+            # the service): no pools exist. Any other error (a 403, a bad location, a network failure) stops.
+            disabled = "container.googleapis.com" in text and (
+                "SERVICE_DISABLED" in text or "has not been used" in text
+            )
+            if self.cluster_missing in text or disabled:
                 return None
             raise
 

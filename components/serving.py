@@ -115,6 +115,7 @@ class Serving(Component):
         inference_extension: pulumi.Resource,
         proxy_subnet: pulumi.Resource,
         pools: list[pulumi.Resource],
+        capacity_plan: planner.Plan,
         project_api: pulumi.Resource | None = None,
         storage_api: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -209,8 +210,10 @@ class Serving(Component):
         # new LWS, waits until `wait_for` of its groups are ready, and deletes the old one only at the end of the
         # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
         # to zero ready leaders. Without room the old one must go first (the plan warns about it).
-        capacity = planner.plan(settings)
-        self.rollouts = {role: capacity.rollout(f"serving.{role}") for role in ROLES}
+        # The stack's one plan (`capacity_plan`, on the cubes of usable sub-blocks only): a plan of its own here
+        # would count a cube whose sub-block turned bad and create-first into room that is not there, so the
+        # wait would run out with the old set still up, while the printed plan said delete-first.
+        self.rollouts = {role: capacity_plan.rollout(f"serving.{role}") for role in ROLES}
         self.lws = {
             role.name: KubernetesObject(
                 f"{name}-{role.name}",

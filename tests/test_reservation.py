@@ -205,6 +205,42 @@ def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
     )
 
 
+# The provider's own miss (terraform-provider-google-beta google-beta/services/container/
+# data_source_google_container_cluster.go: after the resource Read's 404, `fmt.Errorf("%s not found", id)`, id from
+# containerClusterFullName = projects/P/locations/L/clusters/N), and errors that merely contain "not found".
+FRESH = "projects/my-tpu-project/locations/us-central1/clusters/qwen-serving-cluster not found"
+GKE_OFF = (
+    'Error when reading or editing Container Cluster "qwen-serving-cluster": googleapi: Error 403: Kubernetes '
+    "Engine API has not been used in project 123 before or it is disabled. Enable it by visiting "
+    "https://console.developers.google.com/apis/api/container.googleapis.com/overview?project=123\nDetails: "
+    '[{"reason": "SERVICE_DISABLED", "metadata": {"service": "container.googleapis.com"}}]'
+)
+NOT_A_MISS = (
+    'Error when reading or editing Container Cluster "qwen-serving-cluster": googleapi: Error 400: Location '
+    '"us-central1" not found or not supported',
+    "projects/my-tpu-project/locations/us-central1/clusters/other-cluster not found",
+    "Post https://oauth2.googleapis.com/token: credentials file not found",
+)
+
+
+@pytest.mark.parametrize(("message", "fresh"), [(FRESH, True), (GKE_OFF, True), *((m, False) for m in NOT_A_MISS)])
+def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fresh: bool) -> None:
+    class Cluster(FakeReservation):
+        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+            from components.cli.mockrun import InvokeError
+
+            if token == "gcp:container/getCluster:getCluster":
+                raise InvokeError(token, message)
+            return super().call(token, args)
+
+    run = run_with(Cluster(FakeReservation.healthy(2).sub_blocks))
+    if fresh:  # the first preview of a new stack: nothing runs yet, the pools take the first sub-blocks
+        assert run.error is None, run.error
+        assert on(run) == {"tpu7-pool-1": "subblock-1", "tpu7-pool-2": "subblock-2"}
+    else:  # a cluster read as "none" would move its running pools to other sub-blocks: stop instead
+        rejected(run, "could not read cluster qwen-serving-cluster", message.split(":")[0])
+
+
 # ---------------------------------------------------------------------------------------------
 # Stability without state
 
@@ -254,6 +290,30 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
         "Cubes not counted:\n    tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is health DEGRADED",
         f"set {P}:tpu.subBlocks: [sb-3, sb-2]",
     )
+
+
+def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up() -> None:
+    # Dev's super-slice needs both cubes. A maintenance notice on the sub-block under a running pool (hosts that
+    # "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it is done,
+    # nor ask to replace the pool: the cube still counts and the preview says what is coming.
+    first = run_with(fake(4))
+    state = fake(4, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
+    state.cluster_pools = cluster_pools_of(first)
+    run = run_with(state)
+    assert run.error is None, run.error
+    assert pools(run) == pools(first)
+    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
+    warnings = [msg for level, msg in run.logs if level == "warn"]
+    assert any(
+        "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which has maintenance pending (3)" in w
+        and "stop when the maintenance starts" in w
+        for w in warnings
+    ), warnings
+    assert not any("to move it" in w for w in warnings), warnings
+    # Once the maintenance runs, the cube is really gone: that still does not count.
+    ongoing = fake(4, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE)
+    ongoing.cluster_pools = cluster_pools_of(first)
+    rejected(run_with(ongoing), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)")
 
 
 def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:

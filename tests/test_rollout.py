@@ -17,16 +17,22 @@ Upstream facts the tests stand on (cited in components/model/rollout.py, compone
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonpath
 import pytest
 
+from components.cli.mockrun import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
-from components.model.rollout import pod_spec_shape
-from tests.harness import Run, normalize, run_program, set_arguments
+from components.model.rollout import pod_spec_shape, revision
+from tests.harness import Mocks, Run, normalize, run_program, set_arguments
 
 P = "gke-tpu-slicing"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -176,6 +182,9 @@ def test_revision_follows_exactly_kueues_pod_shape() -> None:
 
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_the_longest_configured_name_plus_its_revision_fits_kueues_39(role: str) -> None:
+    # Kueue v0.17.4 site/content/en/docs/tasks/run/leaderworkerset.md, "Long LeaderWorkerSet names": the
+    # pod-group-name label (63 characters) is the LWS name plus a group suffix, so "the effective LWS name
+    # limit is 39 characters" (51 only with the alpha WorkloadIdentifierAnnotations gate).
     name = f"x{role}".ljust(33, "y")
     run = run_program({f"{P}:serving": {role: {"name": name}}})
     assert run.error is None, run.error
@@ -308,3 +317,146 @@ def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
         # ... and the object waits for what the plan says.
         obj = lws(dev, role.split(".", 1)[1])
         assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
+
+
+def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_sub_block() -> None:
+    # Two pools run, then the sub-block under the first turns DEGRADED: that cube no longer counts
+    # (components/reservation.py), so 4 + 4 serving groups fill the one usable cube and a new set has no room.
+    # The LWS must follow that plan (delete first), not one that still counts both cubes (create first into
+    # room that is not there: the wait runs out with the old set up, and the preview said otherwise).
+    def reservation(sb_1: dict[str, Any] | None = None) -> FakeReservation:
+        subs = {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)}
+        if sb_1:
+            subs["sb-1"] = {**subs["sb-1"], **sb_1}
+            subs["sb-2"] = {**subs["sb-2"], "inUseCount": 16}
+        return FakeReservation(subs)
+
+    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}, "subslicing": {"enabled": False}}}
+    first = run_program(no_super, mocks=Mocks(reservation=reservation()))
+    assert first.error is None, first.error
+    degraded = reservation({"inUseCount": 16, "healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]})
+    degraded.cluster_pools = [
+        {
+            "name": r.inputs["name"],
+            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for r in first.of_type("gcp:container/nodePool:NodePool")
+        if r.name != "cluster-system"
+    ]
+    run = run_program(no_super, mocks=Mocks(reservation=degraded))
+    assert run.error is None, run.error
+    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
+    for r in run.outputs["capacityPlan"]["rollouts"]:
+        role = r["key"].split(".", 1)[1]
+        assert r["createFirst"] is False, r
+        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
+        assert ready(lws(run, role), r["waitFor"], r["replicas"]) and not ready(lws(run, role), r["waitFor"] - 1, 4)
+
+
+NAMES_SCRIPT = """
+import json
+from components.cli.plan import settings_input
+from components.model.settings import load
+from components.modelserver import lws_object_name
+from tests.harness import stack_file_config
+
+settings = load(*settings_input(stack_file_config()))
+print(json.dumps({role: lws_object_name(settings, role) for role in ("prefill", "decode")}))
+"""
+
+
+def test_the_lws_names_do_not_depend_on_the_interpreters_hash_seed(dev: Run) -> None:
+    # A name that changed between two `pulumi up` runs of one configuration would replace both roles every time.
+    # str hashes, set and dict orders vary with PYTHONHASHSEED (https://docs.python.org/3/using/cmdline.html
+    # #envvar-PYTHONHASHSEED); the revision must not.
+    registered = {role: lws(dev, role)["metadata"]["name"] for role in ("prefill", "decode")}
+    root = Path(__file__).resolve().parent.parent
+    for seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+        out = subprocess.run(
+            [sys.executable, "-c", NAMES_SCRIPT], cwd=root, env=env, capture_output=True, text=True, check=True
+        )
+        assert json.loads(out.stdout) == registered, f"PYTHONHASHSEED={seed}"
+
+
+# Kueue v0.17.4 pkg/util/pod/pod.go, transcribed: SpecShape's keys, and ContainersShape's per container
+# (resources.requests and ports). Its LWS webhook's ValidateUpdate refuses a change of any of them in place
+# (pkg/controller/jobframework/validation.go ValidateImmutablePodGroupPodSpec), nothing else of the pod spec.
+KUEUE_SPEC_SHAPE = {
+    "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 1}]}],
+    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 2}]}],
+    "nodeSelector": {"k": "v"},
+    "affinity": {"nodeAffinity": {}},
+    "tolerations": [{"key": "t", "operator": "Exists"}],
+    "runtimeClassName": "r",
+    "priority": 1,
+    "topologySpreadConstraints": [{"maxSkew": 1}],
+    "overhead": {"cpu": "1"},
+    "resourceClaims": [{"name": "x"}],
+}
+OUTSIDE_THE_SHAPE = {
+    "serviceAccountName": "other",
+    "terminationGracePeriodSeconds": 7,
+    "volumes": [{"name": "v", "emptyDir": {}}],
+    "priorityClassName": "p",
+    "hostname": "h",
+}
+CONTAINER_OUTSIDE_THE_SHAPE = {
+    "image": "other:1",
+    "command": ["x"],
+    "env": [{"name": "E", "value": "1"}],
+    "readinessProbe": {"httpGet": {"path": "/", "port": 1}},
+    "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}},
+}
+
+
+def _revision(spec: dict[str, Any]) -> str:
+    return revision(leader_spec=spec, worker_spec=spec, size=2, replicas=4, queue="lq", priority="p")
+
+
+@pytest.mark.parametrize("field", sorted(KUEUE_SPEC_SHAPE))
+def test_every_field_kueue_refuses_to_change_in_place_renames_the_lws(field: str) -> None:
+    base = {k: v for k, v in KUEUE_SPEC_SHAPE.items() if k != field}
+    assert _revision(base) != _revision({**base, field: KUEUE_SPEC_SHAPE[field]})
+    if field.endswith("ontainers"):  # within a container: its requests and its ports
+        (c,) = KUEUE_SPEC_SHAPE[field]
+        for changed in ({**c, "resources": {"requests": {"cpu": "2"}}}, {**c, "ports": [{"containerPort": 9}]}):
+            assert _revision(KUEUE_SPEC_SHAPE) != _revision({**KUEUE_SPEC_SHAPE, field: [changed]})
+
+
+def test_what_kueue_lets_change_in_place_keeps_the_name() -> None:
+    rev = _revision(KUEUE_SPEC_SHAPE)
+    for key, value in OUTSIDE_THE_SHAPE.items():
+        assert _revision({**KUEUE_SPEC_SHAPE, key: value}) == rev, key
+    for key, value in CONTAINER_OUTSIDE_THE_SHAPE.items():
+        (c,) = KUEUE_SPEC_SHAPE["containers"]
+        assert _revision({**KUEUE_SPEC_SHAPE, "containers": [{**c, key: value}]}) == rev, key
+
+
+def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_replacement_order() -> None:
+    # First `up` of a new stack: no cluster yet, the sub-blocks free. Second: GKE runs the pools, so their
+    # sub-blocks report VMs in use and getCluster lists them. The plan, and with it each LWS's name, waitFor,
+    # timeout and deleteBeforeReplace, must come out the same, or the second run would update or replace serving.
+    fresh = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
+    first = run_program(mocks=Mocks(reservation=fresh))
+    assert first.error is None, first.error
+    pools = [r for r in first.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
+    deployed = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
+    for r in pools:
+        (value,) = r.inputs["nodeConfig"]["reservationAffinity"]["values"]
+        deployed.sub_blocks[value.rsplit("/", 1)[1]]["inUseCount"] = 16
+    deployed.cluster_pools = [
+        {
+            "name": r.inputs["name"],
+            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for r in pools
+    ]
+    second = run_program(mocks=Mocks(reservation=deployed))
+    assert second.error is None, second.error
+    assert second.outputs["capacityPlan"]["rollouts"] == first.outputs["capacityPlan"]["rollouts"]
+    for role in ("prefill", "decode"):
+        assert lws(second, role) == lws(first, role)
+        assert "pulumi.com/waitFor" in lws(second, role)["metadata"]["annotations"]
+        before, after = first.get(LWS, f"serving-{role}"), second.get(LWS, f"serving-{role}")
+        assert after.options["deleteBeforeReplace"] == before.options["deleteBeforeReplace"]

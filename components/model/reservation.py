@@ -64,7 +64,12 @@ class SubBlock:
             out.append(f"{self.hosts} hosts, a cube needs {hosts_needed}: pick another sub-block")
         if self.maintenance_ongoing:
             out.append(f"maintenance ongoing ({self.maintenance_ongoing}): wait until it ends")
-        if self.maintenance_pending:
+        # Pending maintenance is scheduled, not started: "hosts in the sub-block that have pending maintenance"
+        # (terraform-provider-google-beta data_source_google_compute_reservation_sub_block.go,
+        # maintenance_pending_count), so they still run. A new pool should not start there; a running pool
+        # keeps its capacity until then (a warning, `notice`), or every `up` of a stack whose workloads need
+        # that cube would be refused for as long as the notice stands.
+        if self.maintenance_pending and not ours:
             out.append(
                 f"maintenance pending ({self.maintenance_pending}): wait until it is done, or pick another sub-block"
             )
@@ -73,6 +78,15 @@ class SubBlock:
                 f"in use ({self.in_use} VMs) by something other than this stack's pools: free it, or pick another"
             )
         return out
+
+    def notice(self, ours: bool) -> str | None:
+        """What to know about a sub-block our pool runs on that does not stop it from counting."""
+        if ours and self.maintenance_pending:
+            return (
+                f"has maintenance pending ({self.maintenance_pending}): its capacity still counts, and the slices "
+                "on it stop when the maintenance starts"
+            )
+        return None
 
     def state(self) -> str:
         parts = [self.status or "status?", self.health or "health?"]
@@ -257,6 +271,9 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
         ours = current.get(pool) == name
         sb = state(name)
         bindings.append(CubeBinding(i, pool, name, sb, ours, tuple(sb.problems(hosts_needed, ours))))
+        notice = sb.notice(ours)
+        if notice and not bindings[-1].problems:
+            warnings.append(f"{pool} (cube {i}) runs on sub-block {name}, which {notice}")
         moved_from = current.get(pool)
         if pool in view.existing and moved_from != name:
             was = (

@@ -13,10 +13,11 @@ every pod labelled `leaderworkerset.sigs.k8s.io/name=<lws>` has finished, which 
 
 So the LWS name carries a revision: a hash of exactly what Kueue compares (the pod shape of both templates),
 the group size, the replica count, the queue and the priority. A change of any of them is a new name, which
-Pulumi turns into a replacement (pulumi-kubernetes forces replacement on `.metadata.name`,
-provider/pkg/provider/provider.go `forceNewFields`): the new LWS is created, and the old one deleted at the end
-of the update (components/serving.py). Anything else (image, flags, env, probes) keeps the name and rolls in
-place, which Kueue allows.
+Pulumi turns into a replacement (pulumi-kubernetes forces replacement on `.metadata.name`: provider/pkg/provider/
+provider.go Diff, `forceNewFields = k.forceNewProperties(newInputs)`, which starts from diff.go
+`metadataForceNewProperties` = .metadata.name, .metadata.namespace): the new LWS is created, and the old one
+deleted at the end of the update (components/serving.py). Anything else (image, flags, env, probes) keeps the
+name and rolls in place, which Kueue allows.
 
 Not upstream's DisaggregatedSet (LWS v0.9+, llm-d's TPU7x dynamic-slice recipe): at sigs.k8s.io/lws v0.10.0
 (2161f38ff333) its rollout scales the old revision's LWS down group by group (pkg/controllers/disaggregatedset/
@@ -88,8 +89,13 @@ def revision(
 # v4.24.0 (CHANGELOG), for at most `pulumi.com/timeoutSeconds` (default 10 minutes, provider/pkg/await/await.go).
 # Its parser splits the expression on a single "=" (provider/pkg/jsonpath/jsonpath.go `Parse`), so the
 # comparison is written with ">" only. The filter runs over the object's top-level members; only `status` has
-# `readyReplicas`: the LWS's count of groups whose leader is Ready and whose workers are ready
-# (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1 `ReadyReplicas`, omitted while 0).
+# `readyReplicas`: the LWS's count of groups whose leader is Ready and whose workers are ready, "updated or not"
+# (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1 `ReadyReplicas`, omitted while 0). The same annotation is awaited
+# on an update in place (provider/pkg/await/await.go `Update` calls `ReadyCondition` too), but there the old groups
+# already count and the LWS status has no observedGeneration for the JSONPath condition to hold back on
+# (await/condition/jsonpath.go), so `up` returns while the in-place roll goes on. The JSONPath library compares
+# the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0, the provider's go.mod;
+# spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d), the newest at hand.
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 
