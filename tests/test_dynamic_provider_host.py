@@ -1,0 +1,220 @@
+"""The program's dynamic providers as the Pulumi engine runs them: in Pulumi's own provider host process.
+
+How the engine runs them (pulumi/pulumi, cited at the commit read):
+
+* The CLI launches `pulumi-resource-pulumi-python`, a shell script that runs
+  `$PULUMI_RUNTIME_VIRTUALENV/bin/python -u -m pulumi.dynamic` (sdk/python/dist/pulumi-resource-pulumi-python
+  @332a620f), `PULUMI_RUNTIME_VIRTUALENV` being the project's `runtime.options.virtualenv` made absolute from
+  `$PWD`: the engine appends every runtime option as `PULUMI_RUNTIME_<KEY>` to `os.Environ()`
+  (sdk/go/common/resource/plugin/provider_plugin.go NewProvider, "Runtime options are passed as environment
+  variables ... used by dynamic providers to ... lookup the virtual environment").
+* It starts the script with `cmd.Dir = pwd`, `ctx.Pwd` being the project's directory, and `cmd.Env = env`
+  (sdk/go/common/resource/plugin/plugin.go newPlugin/ExecPlugin@00712118). `python -m` puts that directory
+  first on `sys.path`, which is how the providers, pickled by reference (`components.teardown`,
+  `components.kueue_guard`), import. `pulumi destroy` does not run the program but starts the same host the
+  same way, and each Delete unpickles the provider from the resource's state (`pulumi/dynamic/__main__.py`
+  Delete -> get_provider(props)).
+* The dynamic host answers Configure with `acceptSecrets: False`, so the engine sends the kubeconfig plain.
+* The kubeconfig's credential plugin runs as a child of that process with its environment
+  (kubernetes/config/exec_provider.py: `env = os.environ.copy()`, `KUBERNETES_EXEC_INFO`, the cluster when
+  `provideClusterInfo`): `gke-gcloud-auth-plugin` (and the gcloud credentials it reads) must be found from
+  the environment `pulumi` itself was started with.
+
+Here: the real host (`python -u -m pulumi.dynamic`), from the project's directory with no PYTHONPATH, a fake
+`gke-gcloud-auth-plugin` on PATH and a fake API server; then from another directory, where the import fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from components.cluster import kubeconfig
+from components.kueue_guard import ImmutableFieldsProvider
+from components.model import slices as model
+from components.teardown import SliceGateProvider
+from tests.harness import Run, unwrap
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "ya29.fake-token"
+POOL = "tpu7-pool-0"
+NODE = {model.NODE_POOL_LABEL: POOL, model.partition_id_label("4x4x4"): "cube-a"}
+SLICE = {
+    "apiVersion": "accelerator.gke.io/v1beta1",
+    "kind": "Slice",
+    "metadata": {"name": "wl-sub-abc", "annotations": {model.OWNER_NAMESPACE: "ns", model.OWNER_NAME: "wl"}},
+    "spec": {"type": "tpu7x", "topology": "4x4x8", "partitionIds": ["cube-a"]},
+    "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ACTIVE"}]},
+}
+
+
+@dataclass
+class FakeApiServer:
+    """The three reads a gate makes: API discovery, the pool's nodes, the Slices; each request's Authorization."""
+
+    slices: list[dict[str, Any]] = field(default_factory=lambda: [SLICE])
+    seen: list[tuple[str, str]] = field(default_factory=list)
+
+    def reply(self, path: str, query: dict[str, list[str]]) -> dict[str, Any] | None:
+        version = {"groupVersion": "accelerator.gke.io/v1beta1", "version": "v1beta1"}
+        if path == "/apis":
+            group = {"name": model.SLICE_GROUP, "versions": [version], "preferredVersion": version}
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
+        if path == "/api/v1/nodes":
+            wanted = query["labelSelector"][0].split("=", 1)
+            items = [{"metadata": {"name": "n0", "labels": NODE}}] if NODE.get(wanted[0]) == wanted[1] else []
+            return {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
+        if path == "/apis/accelerator.gke.io/v1beta1/slices":
+            return {"kind": "SliceList", "apiVersion": "accelerator.gke.io/v1beta1", "items": self.slices}
+        return None
+
+    def serve(self) -> tuple[ThreadingHTTPServer, str]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                url = urlparse(self.path)
+                path = url.path.rstrip("/") or "/"
+                api.seen.append((path, self.headers.get("Authorization", "")))
+                body = api.reply(path, parse_qs(url.query))
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(json.dumps(body or {"kind": "Status", "code": 404}).encode())
+
+            def log_message(self, *_args: object) -> None: ...
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server, f"127.0.0.1:{server.server_address[1]}"
+
+
+def fake_auth_plugin(bin_dir: Path, record: Path) -> None:
+    """A `gke-gcloud-auth-plugin` that records what it was given and prints an ExecCredential."""
+    bin_dir.mkdir()
+    script = bin_dir / "gke-gcloud-auth-plugin"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, os, pathlib\n"
+        f"pathlib.Path({str(record)!r}).write_text(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', 'kind': 'ExecCredential',"
+        f" 'status': {{'token': {TOKEN!r}}}}}))\n"
+    )
+    script.chmod(0o755)
+
+
+@dataclass
+class Host:
+    process: subprocess.Popen[bytes]
+    stub: provider_pb2_grpc.ResourceProviderStub
+
+    def delete(self, props: dict[str, Any]) -> None:
+        self.stub.Delete(provider_pb2.DeleteRequest(id="c/p", urn="urn:pulumi:dev::p::t::n", properties=struct(props)))
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+        request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=struct(olds), news=struct(news))
+        return [f.property for f in self.stub.Check(request).failures]
+
+
+def struct(props: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(props)
+    return out
+
+
+@pytest.fixture
+def host_in(tmp_path: Path) -> Iterator[Any]:
+    """Starts the dynamic provider host as the engine does, in a given directory, with a fake auth plugin."""
+    started: list[Host] = []
+
+    def start(cwd: Path) -> Host:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert process.stdout is not None
+        port = int(process.stdout.readline())  # the engine reads the port the same way (plugin.go newPlugin)
+        host = Host(process, provider_pb2_grpc.ResourceProviderStub(grpc.insecure_channel(f"127.0.0.1:{port}")))
+        started.append(host)
+        return host
+
+    fake_auth_plugin(tmp_path / "bin", tmp_path / "exec-info.json")
+    yield start
+    for host in started:
+        host.process.kill()
+        host.process.wait()
+
+
+def gate_state(server: str, timeout: int) -> dict[str, Any]:
+    config = json.loads(kubeconfig("c", "placeholder", None))
+    config["clusters"][0]["cluster"]["server"] = f"http://{server}"  # the real user entry; plain HTTP to the fake
+    return {
+        "__provider": serialize_provider(SliceGateProvider()),
+        "pool": POOL,
+        "cluster": "c",
+        "kubeconfig": json.dumps(config),
+        "timeoutSeconds": timeout,
+    }
+
+
+def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in: Any, tmp_path: Path) -> None:
+    api = FakeApiServer()
+    server, address = api.serve()
+    try:
+        host = host_in(ROOT)
+        with pytest.raises(grpc.RpcError) as err:
+            host.delete(gate_state(address, timeout=0))
+        details = err.value.details() or ""
+        assert f"node pool {POOL}: 1 TPU Slice(s) still use its nodes" in details, details
+        assert "wl-sub-abc (ACTIVE, workload ns/wl)" in details
+        # The credential plugin was found on PATH, told the cluster (provideClusterInfo), not interactive.
+        info = json.loads((tmp_path / "exec-info.json").read_text())
+        assert info["spec"]["cluster"]["server"] == f"http://{address}" and info["spec"]["interactive"] is False
+        assert {auth for _path, auth in api.seen} == {f"Bearer {TOKEN}"}
+        assert "/api/v1/nodes" in {path for path, _auth in api.seen}
+        api.slices = []  # GKE has dismantled the Slice: the same delete now returns
+        host.delete(gate_state(address, timeout=0))
+    finally:
+        server.shutdown()
+
+
+def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, tmp_path: Path) -> None:
+    """Why the engine's working directory matters: the providers are stored as references to this checkout."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(grpc.RpcError) as err:
+        host_in(elsewhere).delete(gate_state("127.0.0.1:9", timeout=0))
+    assert "No module named 'components'" in (err.value.details() or "")
+
+
+def test_the_guard_checks_on_the_wire_and_never_refuses_a_no_op(host_in: Any, dev: Run) -> None:
+    """The engine's Check gets the old inputs from state (numbers as doubles after the protobuf round trip)."""
+    (guard,) = dev.of_type("pulumi-python:dynamic/queues:ImmutableFields")
+    news = {**unwrap(guard.inputs), "__provider": serialize_provider(ImmutableFieldsProvider())}
+    assert news["queuedWorkloads"] > 0
+    host = host_in(ROOT)
+    assert host.check(news, news) == []  # the second `up`, nothing changed
+    assert host.check({}, news) == []  # the first `up`
+    fields = news["fields"]
+    changed = {**news, "fields": {**fields, "LocalQueue.spec.clusterQueue": {**fields["LocalQueue.spec.clusterQueue"]}}}
+    changed["fields"]["LocalQueue.spec.clusterQueue"]["value"] = "another-cq"
+    assert host.check(news, changed) == ["LocalQueue.spec.clusterQueue"]
