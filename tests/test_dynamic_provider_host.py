@@ -87,7 +87,7 @@ class FakeApiServer:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:  # http.server's name
                 url = urlparse(self.path)
                 path = url.path.rstrip("/") or "/"
                 api.seen.append((path, self.headers.get("Authorization", "")))

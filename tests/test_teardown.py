@@ -62,6 +62,27 @@ def test_a_slice_uses_a_pool_through_the_partition_label_of_its_shape() -> None:
     assert model.slices_using_pool([sub, sup], []) == []
 
 
+def test_which_label_a_slice_names_follows_the_controllers_rule_not_the_nodes_labels() -> None:
+    """xpk slice/internal/topology/topology.go@250d4b3c: 2x2x1, 2x2x2, 2x2x4, 2x4x4 are sub-slices (their own
+    label, L81 SupportedSubsliceTopologies); every other shape, a whole cube included, names 4x4x4 IDs."""
+    cubes_only = [{model.NODE_POOL_LABEL: "p", model.partition_id_label("4x4x4"): "x"}]
+    # A 2x4x4 sub-slice never names a cube ID, even on nodes that carry no 2x4x4 label.
+    assert model.slices_using_pool([slice_("sub", "2x4x4", ["x"])], cubes_only) == []
+    assert [u.name for u in model.slices_using_pool([slice_("cube", "4x4x4", ["x"])], cubes_only)] == ["cube"]
+    assert [u.name for u in model.slices_using_pool([slice_("sub", "2x2x2", ["a-0"])], POOL_A)] == ["sub"]
+
+
+def test_a_deleted_slice_still_holds_its_pool_and_says_it_is_being_deleted() -> None:
+    """The controller calls a Slice with a deletionTimestamp deleted (core.go GetSliceState) and releases its
+    Workload; the object, and its partitions, stay until GKE has dismantled it."""
+    gone = slice_("sub", "2x2x2", ["a-0"], reason="DEACTIVATING", deleting=True)
+    (use,) = model.slices_using_pool([gone], POOL_A)
+    assert use.state == "DEACTIVATING, deleting"
+    bare = {**gone, "status": {}}
+    assert model.slices_using_pool([bare], POOL_A)[0].state == "deleting"
+    assert model.slices_using_pool([{**bare, "metadata": {"name": "new"}}], POOL_A)[0].state == "unknown"
+
+
 class FakeCluster:
     """Slices that disappear after `polls` polls; a clock that advances with each sleep."""
 

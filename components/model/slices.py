@@ -32,6 +32,9 @@ SLICE_GROUP = "accelerator.gke.io"
 SLICE_PLURAL = "slices"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 CUBE_PARTITION = "4x4x4"  # xpk slice/internal/core/constants.go TPUSubBlockLabel
+# xpk slice/internal/topology/topology.go@250d4b3c L81 SupportedSubsliceTopologies: ParseTopologyV7 makes these
+# subsliceTopology (RequiredSliceLevel: the shape's own partition label), every other shape supersliceTopology.
+SUBSLICE_SHAPES = frozenset({"2x2x1", "2x2x2", "2x2x4", "2x4x4"})
 # xpk slice/internal/core/constants.go: the annotations naming the Workload that owns a Slice.
 OWNER_NAMESPACE = "accelerator.gke.io/owner-workload-namespace"
 OWNER_NAME = "accelerator.gke.io/owner-workload-name"
@@ -44,7 +47,7 @@ def partition_id_label(shape: str) -> str:
 @dataclass(frozen=True)
 class SliceUse:
     name: str
-    state: str  # the Ready condition's reason (ACTIVE, DEACTIVATING, ...), "deleting" or "unknown"
+    state: str  # the Ready condition's reason (ACTIVE, DEACTIVATING, ...), with ", deleting" once deleted; or "unknown"
     owner: str  # namespace/name of the Kueue Workload, or "" when the annotations are missing
 
     def describe(self) -> str:
@@ -54,9 +57,12 @@ class SliceUse:
 def _state(slice_: Mapping[str, Any]) -> str:
     conditions = (slice_.get("status") or {}).get("conditions") or []
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-    if ready and ready.get("reason"):
-        return str(ready["reason"])
-    return "deleting" if (slice_.get("metadata") or {}).get("deletionTimestamp") else "unknown"
+    reason = str(ready["reason"]) if ready and ready.get("reason") else ""
+    # A Slice with a deletionTimestamp is "deleted" to the slice controller (core.go GetSliceState), yet it
+    # still exists, and holds its partitions, until GKE has dismantled it: it counts, and says so.
+    if (slice_.get("metadata") or {}).get("deletionTimestamp"):
+        return f"{reason}, deleting" if reason else "deleting"
+    return reason or "unknown"
 
 
 def slices_using_pool(slices: Iterable[Mapping[str, Any]], node_labels: Iterable[Mapping[str, str]]) -> list[SliceUse]:
@@ -67,10 +73,9 @@ def slices_using_pool(slices: Iterable[Mapping[str, Any]], node_labels: Iterable
         spec = s.get("spec") or {}
         ids = set(spec.get("partitionIds") or [])
         shape = str(spec.get("topology") or "")
-        # A sub-slice's IDs are values of its own shape's label; anything else is made of whole cubes.
-        key = partition_id_label(shape)
-        if not any(key in labels for labels in nodes):
-            key = partition_id_label(CUBE_PARTITION)
+        # The controller's own rule: a sub-slice shape's IDs are values of that shape's label, any other shape's
+        # (a super-slice) of the cube's; never guessed from which labels the nodes carry.
+        key = partition_id_label(shape if shape in SUBSLICE_SHAPES else CUBE_PARTITION)
         if ids & {labels[key] for labels in nodes if key in labels}:
             meta = s.get("metadata") or {}
             annotations = meta.get("annotations") or {}
