@@ -42,6 +42,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from components.cluster import kubeconfig
@@ -124,6 +125,12 @@ class Host:
 
     def delete(self, props: dict[str, Any]) -> None:
         self.stub.Delete(provider_pb2.DeleteRequest(id="c/p", urn="urn:pulumi:dev::p::t::n", properties=struct(props)))
+
+    def diff(self, olds: dict[str, Any], news: dict[str, Any]) -> provider_pb2.DiffResponse:
+        request = provider_pb2.DiffRequest(
+            id="c/p", urn="urn:pulumi:dev::p::t::n", olds=struct(olds), news=struct(news)
+        )
+        return self.stub.Diff(request)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
         request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=struct(olds), news=struct(news))
@@ -218,3 +225,19 @@ def test_the_guard_checks_on_the_wire_and_never_refuses_a_no_op(host_in: Any, de
     changed = {**news, "fields": {**fields, "LocalQueue.spec.clusterQueue": {**fields["LocalQueue.spec.clusterQueue"]}}}
     changed["fields"]["LocalQueue.spec.clusterQueue"]["value"] = "another-cq"
     assert host.check(news, changed) == ["LocalQueue.spec.clusterQueue"]
+
+
+def test_a_pools_delete_first_replacement_reaches_its_gate_through_the_host(host_in: Any) -> None:
+    """The engine asks each dependent's Diff with the inputs that reference the replaced pool computed
+    (step_generator.go calculateDependentReplacements: `resource.MakeComputed`); on the wire that is the
+    unknown sentinel, which the host turns into `rpc.UNKNOWN` (deserialize_properties(..., keep_unknowns=True))."""
+    host = host_in(ROOT)
+    state = gate_state("127.0.0.1:9", timeout=1200)
+    same = host.diff(state, state)
+    assert same.changes == provider_pb2.DiffResponse.DIFF_NONE and not same.replaces
+    for key in ("pool", "cluster"):
+        replaced = host.diff(state, {**state, key: rpc.UNKNOWN})
+        assert list(replaced.replaces) == [key] and replaced.deleteBeforeReplace, key
+    # The pool updated in place keeps its name and cluster: a new kubeconfig updates the gate, nothing is replaced.
+    updated = host.diff(state, {**state, "kubeconfig": state["kubeconfig"].replace("127.0.0.1:9", "10.0.0.2")})
+    assert updated.changes == provider_pb2.DiffResponse.DIFF_SOME and not updated.replaces
