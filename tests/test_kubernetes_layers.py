@@ -115,6 +115,25 @@ def test_kueue_webhooks_fail_closed_only_in_the_workload_namespace(dev: Run) -> 
     assert moved["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["tpu-jobs"]
 
 
+@pytest.mark.parametrize(
+    ("namespace", "why"),
+    [
+        ("kueue-system", "it is addons.kueue.namespace"),
+        ("lws-system", "it is addons.lws.namespace"),
+        ("kube-system", "kube- is Kubernetes' own prefix"),
+    ],
+)
+def test_the_workload_namespace_is_no_controllers_namespace(namespace: str, why: str) -> None:
+    """Kueue's pod webhook fails closed in the workload namespace (mpod.kb.io, `pod` listed): Kueue's own pods
+    there would need Kueue to start, and an add-on's or kube-system's pods would stop whenever Kueue is down.
+    Kueue's default selector leaves kube-system and its own namespace out for that reason
+    (kubernetes-sigs/kueue apis/config/v1beta2/defaults.go@v0.17.4 L111-119)."""
+    assert_rejected({f"{P}:kueue": {"namespace": namespace}}, ["kueue.namespace", repr(namespace), why])
+    # The add-on moved away, the name is free again.
+    moved = run_program({f"{P}:kueue": {"namespace": "kueue-system"}, f"{P}:addons": {"kueue": {"namespace": "kq"}}})
+    assert moved.error is None, moved.error
+
+
 def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_and_metrics(dev: Run) -> None:
     default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
     ours = manager_config(dev)

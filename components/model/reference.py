@@ -445,7 +445,13 @@ RULES: dict[str, Rule] = {
         "a released tag such as v1.5.0", THIS_PROGRAM, "manifests", "main", "1.5.0"
     ),
     "kueue.namespace": Rule(
-        "a namespace name: a DNS-1123 label (at most 63)", K8S_NAMES, "kueue-names", "llm_d", "a" * 63
+        "a namespace name: a DNS-1123 label (at most 63), its own: not an add-on's namespace, not kube-*",
+        f"{K8S_NAMES}; kubernetes-sigs/kueue v0.17.4 charts/kueue/templates/webhook/manifests.yaml (mpod.kb.io "
+        "fails closed in managedJobsNamespaceSelector) and apis/config/v1beta2/defaults.go (kube-system and "
+        "Kueue's own namespace left out)",
+        "kueue-names",
+        "llm_d",
+        "a" * 63,
     ),
     "kueue.{flavorName,admissionCheckName}": Rule(
         "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "

@@ -290,6 +290,32 @@ class Settings(Model):
                 )
         return errors
 
+    def _check_workload_namespace(self) -> list[SettingError]:
+        """Kueue's webhooks fail closed in exactly this namespace (components/model/kueue_config.py sets it as
+        managedJobsNamespaceSelector, and the chart gives the pod webhook that selector with `failurePolicy: Fail`:
+        kubernetes-sigs/kueue v0.17.4 charts/kueue/templates/webhook/manifests.yaml mpod.kb.io). Kueue's own default
+        leaves kube-system and its own namespace out for that reason (apis/config/v1beta2/defaults.go): in an
+        add-on's namespace no controller pod could start while Kueue is down (Kueue's own, never), and `kube-` is
+        Kubernetes' own prefix (kubernetes.io/docs/concepts/overview/working-with-objects/namespaces, "Avoid
+        creating namespaces with the prefix kube-"). The program also creates this namespace itself."""
+        namespace = self.kueue.namespace
+        addons = {
+            f"addons.{key}.namespace": addon.namespace
+            for key, addon in (("jobset", self.addons.jobset), ("kueue", self.addons.kueue), ("lws", self.addons.lws))
+        }
+        taken = [key for key, value in addons.items() if value == namespace]
+        if taken or namespace.startswith("kube-"):
+            why = f"it is {', '.join(taken)}" if taken else "kube- is Kubernetes' own prefix"
+            return [
+                SettingError(
+                    "kueue.namespace",
+                    namespace,
+                    "a namespace of its own, not an add-on's and not kube-*: Kueue's pod webhook fails closed "
+                    f"there, so no other controller may live in it ({why})",
+                )
+            ]
+        return []
+
     # Each cross-check with the top-level keys it reads: when some other key is invalid, the checks that do
     # not read it still run, so every independent problem is in the one error.
     CROSS_CHECKS: ClassVar[tuple[tuple[frozenset[str], str], ...]] = (
@@ -298,6 +324,7 @@ class Settings(Model):
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
         (frozenset({"demos"}), "_check_demos"),
+        (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
         (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
     )
