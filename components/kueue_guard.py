@@ -8,6 +8,8 @@ Immutable in the pinned Kueue v0.17.4 CRDs (CEL rules, v1beta2 schemas in ../sha
   "nodeLabels are immutable when topologyName is set", "topologyName is immutable ..."). From `tpu.machineType`
   (the accelerator label) and `kueue.topologyName`.
 * LocalQueue `spec.clusterQueue`: `self == oldSelf` (localqueues.yaml L471-475). From `kueue.clusterQueue`.
+* ResourceFlavor `metadata.name` (no object is ever renamed: pulumi-kubernetes replaces on a name change), from
+  `kueue.flavorName`: the flavor replaces delete-first, so the ClusterQueue that names it does too.
 * AdmissionCheck `spec.controllerName` (admissionchecks.yaml L193-195) is the constant `accelerator.gke.io/slice`.
 
 Deleting them is gated by Kueue's `kueue.x-k8s.io/resource-in-use` finalizer (kubernetes-sigs/kueue@v0.17.4):
@@ -49,6 +51,9 @@ def immutable_fields(settings: Settings, levels: list[str], accelerator: str) ->
         "ResourceFlavor.spec.nodeLabels": {"keys": "tpu.machineType", "value": accelerator},
         "ResourceFlavor.spec.topologyName": {"keys": "kueue.topologyName", "value": settings.kueue.topology_name},
         "LocalQueue.spec.clusterQueue": {"keys": "kueue.clusterQueue", "value": settings.kueue.cluster_queue},
+        # A name never changes either: a renamed ResourceFlavor is replaced delete-first, and the ClusterQueue that
+        # names it by Output (FLAVOR_ANNOTATION, replace_on_changes=["metadata"]) is deleted before it.
+        "ResourceFlavor.metadata.name": {"keys": "kueue.flavorName", "value": settings.kueue.flavor_name},
     }
 
 

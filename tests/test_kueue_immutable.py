@@ -123,7 +123,37 @@ def guard_inputs(run: Run) -> dict[str, Any]:
 CHANGES = [
     ("kueue.clusterQueue", {f"{P}:kueue": {"clusterQueue": "cq2"}}, "LocalQueue.spec.clusterQueue"),
     ("kueue.topologyName", {f"{P}:kueue": {"topologyName": "slice-topology-2"}}, "ResourceFlavor.spec.topologyName"),
+    ("kueue.flavorName", {f"{P}:kueue": {"flavorName": "slice-rf-2"}}, "ResourceFlavor.metadata.name"),
 ]
+
+
+RENAMES = {
+    "kueue.topologyName": ("topologyName", "slice-topology-2"),
+    "kueue.flavorName": ("flavorName", "slice-rf-2"),
+    "kueue.clusterQueue": ("clusterQueue", "cq-2"),
+    "kueue.localQueue": ("localQueue", "lq-2"),
+    "kueue.admissionCheckName": ("admissionCheckName", "ac-2"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(RENAMES))
+def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_workloads_run(dev: Run, key: str) -> None:
+    """pulumi-kubernetes replaces an object whose metadata.name changes (provider/pkg/provider/diff.go); with
+    deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
+    calculateDependentReplacements). A ClusterQueue deleted while workloads hold quota keeps Kueue's in-use
+    finalizer until they end (clusterqueue_controller.go L201-209): that `up` can only hang, so it is refused."""
+    setting, value = RENAMES[key]
+    renamed = run_program({f"{P}:kueue": {setting: value}})
+    assert renamed.error is None, renamed.error
+    deleted_first: list[str] = []
+    for reg in dev.registrations:
+        if not reg.type.startswith(KUEUE) or not reg.options.get("deleteBeforeReplace"):
+            continue
+        new = renamed.get(reg.type, reg.name)
+        if new.plain("metadata")["name"] != reg.plain("metadata")["name"]:
+            deleted_first += [r.type.rsplit(":", 1)[-1] for r in dependent_replacements(dev, reg)]
+    refused = [f.property for f in refusals(guard_inputs(dev), guard_inputs(renamed))]
+    assert bool(refused) == ("ClusterQueue" in deleted_first), (deleted_first, refused)
 
 
 @pytest.mark.parametrize(("key", "overrides", "field"), CHANGES, ids=[c[0] for c in CHANGES])

@@ -453,7 +453,7 @@ RULES: dict[str, Rule] = {
         "llm_d",
         "a" * 63,
     ),
-    "kueue.{flavorName,admissionCheckName}": Rule(
+    "kueue.admissionCheckName": Rule(
         "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "
         "these objects so",
         f"{K8S_NAMES}; {KUEUE_CRDS}",
@@ -461,7 +461,7 @@ RULES: dict[str, Rule] = {
         "Slice_RF",
         "a." * 126 + "a",
     ),
-    "kueue.{topologyName,clusterQueue}": Rule(
+    "kueue.{topologyName,flavorName,clusterQueue}": Rule(
         "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to "
         "these objects so",
         f"{K8S_NAMES}; {KUEUE_CRDS}",
