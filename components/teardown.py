@@ -79,7 +79,9 @@ def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
     """Node and Slice listers for the cluster the kubeconfig names (imported lazily: only deletes need them)."""
     from kubernetes import client, config
 
-    api = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    parsed = yaml.safe_load(kubeconfig)
+    api = config.new_client_from_config_dict(parsed)
+    _require_credential(parsed, api)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
     def list_nodes(pool: str) -> list[dict[str, str]]:
@@ -101,6 +103,24 @@ def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
         return list(found["items"])
 
     return list_nodes, list_slices
+
+
+def _require_credential(kubeconfig: dict[str, Any], api: Any) -> None:
+    """Stops when the kubeconfig's credential plugin gave nothing: the client only logs that failure (its
+    `_load_from_exec_plugin` catches every exception, kubernetes/config/kube_config.py) and goes on anonymously,
+    so the gate would fail later on a 401 or 403 that does not say why."""
+    current = kubeconfig.get("current-context")
+    context = next((c["context"] for c in kubeconfig.get("contexts") or [] if c.get("name") == current), {})
+    user = next((u["user"] for u in kubeconfig.get("users") or [] if u.get("name") == context.get("user")), {})
+    exec_ = user.get("exec")
+    if not exec_ or api.configuration.api_key.get("BearerToken") or api.configuration.cert_file:
+        return
+    command = exec_.get("command", "?")
+    raise RuntimeError(
+        f"the kubeconfig's credential plugin {command} gave no credential, so the gate cannot ask the cluster "
+        f"which Slices use the pool: it must be on the PATH `pulumi` runs with, and logged in "
+        f"(gcloud auth login); {exec_.get('installHint', '')} (its error is logged above)"
+    )
 
 
 class SliceGateProvider(ResourceProvider):

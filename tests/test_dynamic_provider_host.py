@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -92,6 +93,10 @@ class FakeApiServer:
                 url = urlparse(self.path)
                 path = url.path.rstrip("/") or "/"
                 api.seen.append((path, self.headers.get("Authorization", "")))
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":  # as GKE: no anonymous discovery
+                    self.send_response(401)
+                    self.end_headers()
+                    return
                 body = api.reply(path, parse_qs(url.query))
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", "application/json")
@@ -148,9 +153,9 @@ def host_in(tmp_path: Path) -> Iterator[Any]:
     """Starts the dynamic provider host as the engine does, in a given directory, with a fake auth plugin."""
     started: list[Host] = []
 
-    def start(cwd: Path) -> Host:
+    def start(cwd: Path, path: str | None = None) -> Host:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["PATH"] = path if path is not None else f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         process = subprocess.Popen(
             [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
             cwd=cwd,
@@ -241,3 +246,22 @@ def test_a_pools_delete_first_replacement_reaches_its_gate_through_the_host(host
     # The pool updated in place keeps its name and cluster: a new kubeconfig updates the gate, nothing is replaced.
     updated = host.diff(state, {**state, "kubeconfig": state["kubeconfig"].replace("127.0.0.1:9", "10.0.0.2")})
     assert updated.changes == provider_pb2.DiffResponse.DIFF_SOME and not updated.replaces
+
+
+def test_without_the_credential_plugin_the_gate_says_so(host_in: Any, tmp_path: Path) -> None:
+    """The kubernetes client logs a failed credential plugin and carries on anonymously; the gate stops first."""
+    api = FakeApiServer()
+    server, address = api.serve()
+    try:
+        (tmp_path / "bin" / "gke-gcloud-auth-plugin").unlink()
+        path = str(tmp_path / "bin")  # nothing else: this machine may have the real plugin
+        assert shutil.which("gke-gcloud-auth-plugin", path=path) is None
+        host = host_in(ROOT, path)
+        with pytest.raises(grpc.RpcError) as err:
+            host.delete(gate_state(address, timeout=0))
+        details = err.value.details() or ""
+        assert "credential plugin gke-gcloud-auth-plugin gave no credential" in details, details
+        assert "gcloud components install gke-gcloud-auth-plugin" in details  # the kubeconfig's installHint
+        assert api.seen == []  # nothing was asked anonymously
+    finally:
+        server.shutdown()

@@ -213,7 +213,11 @@ class FakeApis:
                     raise client.exceptions.ApiException(status=fake.list_status)
                 return {"items": [slice_("sub", "2x2x2", ["a-0"])]}
 
-        monkeypatch.setattr(config, "new_client_from_config_dict", lambda cfg: fake.calls.append(("config", cfg)))
+        def new_client(cfg: dict) -> SimpleNamespace:
+            fake.calls.append(("config", cfg))
+            return SimpleNamespace(configuration=SimpleNamespace(api_key={}, cert_file=None))
+
+        monkeypatch.setattr(config, "new_client_from_config_dict", new_client)
         monkeypatch.setattr(client, "CoreV1Api", Core)
         monkeypatch.setattr(client, "ApisApi", Apis)
         monkeypatch.setattr(client, "CustomObjectsApi", Custom)
