@@ -149,6 +149,17 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+# A StackReference is a read resource (pulumi sdk/python/lib/pulumi/stack_reference.py); the mock engine hands
+# its read to Mocks.new_resource with the referenced stack's name as the id.
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def stack_reference_state(args: pulumi.runtime.MockResourceArgs, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What the builtin provider's Read answers for a StackReference (pulumi/pulumi pkg/resource/deploy/builtins.go
+    `readStackReference`): the name, the referenced stack's outputs and which of them are secret."""
+    return args.resource_id or args.name, {"name": args.resource_id, "outputs": outputs, "secretOutputNames": []}
+
+
 RESERVATION_TOKENS = (
     "gcp:compute/getReservation:getReservation",
     "gcp:compute/getReservationBlock:getReservationBlock",
@@ -275,6 +286,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
     """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:  # offline, no backend is read: a stack's first update
+            return stack_reference_state(args, {})
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         if args.typ.startswith("gcp:"):
@@ -355,11 +368,13 @@ def execute(
     preview: bool = False,
     mocks: pulumi.runtime.Mocks | None = None,
     now: datetime | None = None,
+    organization: str = "organization",
 ) -> MockRun:
     """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
 
     The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
-    given, is the program's clock (components.stack.clock), so date checks do not depend on the day.
+    given, is the program's clock (components.stack.clock), so date checks do not depend on the day; `organization` is
+    what pulumi.get_organization() answers (a diy backend's by default).
     """
     pulumi.runtime.set_all_config(as_runtime_config(config), list(secret_keys))
     mocks = mocks or SymbolicMocks()
@@ -367,7 +382,9 @@ def execute(
     logs: list[tuple[str, str]] = []
     # A fresh root stack per run, or exports of an earlier run would leak into this one.
     set_root_resource(None)  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor, organization=organization
+    )
     # The mock engine has no RequirePulumiVersion: record what the program asks for instead.
     required: list[str] = []
     engine = pulumi.runtime.settings.SETTINGS.engine
