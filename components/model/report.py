@@ -199,7 +199,7 @@ class RolloutPlan:
                 text += f" (meanwhile preempting {', '.join(self.preempts)})"
             return text
         return (
-            f"no room for a new {self.topology} group beside the {self.running} running ones: the old "
+            f"no room for a new {self.topology} group beside the running ones: the old "
             f"LeaderWorkerSet is deleted first and {self.key} has no ready leader until the new groups load"
         )
 
