@@ -20,9 +20,25 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import diff as diff_bench  # noqa: E402
 from benchmarks import planning, scenario  # noqa: E402
 
 PLANNING_CASES = ((64, 300), (144, 300), (144, 700))
+DIFF_CUBES = (2, 8, 32, 64)
+DIFF_BUDGET_SECONDS = 5.0  # a diff of two dev runs, cold (the command as a user runs it)
+
+
+def diff_run(cubes: int, repeats: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.diff", str(cubes), str(repeats)],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"the diff of {cubes} cubes failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def evaluate(cubes: int, repeats: int) -> dict[str, Any]:
@@ -163,6 +179,38 @@ def render(result: dict[str, Any]) -> str:
             ]
         )
     lines += ["", "Slice planning (benchmarks/planning.py mix)", "", align(plan_table)]
+    if result.get("diff"):
+        diff_table = [["CUBES", "RESOURCES", "COLD WALL s", "COLD CPU s", "WARM CPU s min/med", "ENGINE ms"]]
+        for d in result["diff"]:
+            w = d["warmCpuSeconds"]
+            diff_table.append(
+                [
+                    str(d["cubes"]),
+                    str(d["resources"]),
+                    f"{d['coldWallSeconds']:.2f}",
+                    f"{d['coldCpuSeconds']:.2f}",
+                    f"{w['min']:.2f}/{w['median']:.2f}",
+                    f"{1000 * d['engineCpuSeconds']:.1f}",
+                ]
+            )
+        lines += [
+            "",
+            "Change preview (`diff --second-run`: two program runs, read-back, engine)",
+            "",
+            align(diff_table),
+        ]
+        seconds = result.get("diffCommandSeconds")
+        if seconds is not None:
+            verdict = "within" if seconds <= DIFF_BUDGET_SECONDS else "OVER"
+            lines.append(
+                f"`python -m components diff --stack dev --second-run`, whole command: {seconds:.2f} s wall, "
+                f"{verdict} the {DIFF_BUDGET_SECONDS:.0f} s budget"
+            )
+        fit = linear_fit({d["cubes"]: {"cpu": {"min": d["warmCpuSeconds"]["min"]}} for d in result["diff"]})
+        if fit:
+            lines.append(
+                f"warm diff CPU = {fit['seconds']:.2f} s + {fit['msPerCube']:.1f} ms per cube (R^2 = {fit['r2']:.3f})"
+            )
     return "\n".join(lines)
 
 
@@ -248,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         "fit": linear_fit(rows),
         "planning": [planning.measure(c, s, args.repeats, seed=5) for c, s in PLANNING_CASES],
     }
+    print("change preview ...", file=sys.stderr, flush=True)
+    result["diff"] = [diff_run(c, args.repeats) for c in DIFF_CUBES]
+    result["diffCommandSeconds"] = diff_bench.command_seconds()
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "components.cli.import_file",
         "print a `pulumi import --file` file adopting a deployment the reference scripts made",
     ),
+    "diff": ("components.cli.diff", "preview what a change, a pull request or a second run does, offline"),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
     "reference": ("components.cli.reference", "print or --write docs/configuration.md from the settings model"),
 }

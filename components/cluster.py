@@ -31,8 +31,16 @@ def node_network_config(settings: Settings) -> dict[str, object]:
     return {"enable_private_nodes": settings.cluster.private_nodes}
 
 
-def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig that authenticates with gke-gcloud-auth-plugin, so no token is stored in state."""
+def kubeconfig(name: str, endpoint: str, ca_certificate: str | None) -> str:
+    """A kubeconfig that authenticates with gke-gcloud-auth-plugin, so no token is stored in state.
+
+    `ca_certificate` None: the server's certificate is checked against the system's trusted authorities,
+    as for GKE's DNS-based endpoint (`gke-<hash>-<project number>.<region>.gke.goog`), which presents a
+    publicly trusted certificate rather than one signed by the cluster's CA.
+    """
+    cluster: dict[str, str] = {"server": f"https://{endpoint}"}
+    if ca_certificate is not None:
+        cluster["certificate-authority-data"] = ca_certificate
     user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
@@ -45,17 +53,68 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": name,
-                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
-                }
-            ],
+            "clusters": [{"name": name, "cluster": cluster}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
             "users": [{"name": name, "user": user}],
         }
     )
+
+
+def dns_endpoint_of(config: Any) -> str | None:
+    """The DNS-based endpoint in the cluster's `control_plane_endpoints_config` output (None when absent)."""
+    dns = getattr(config, "dns_endpoint_config", None)
+    return getattr(dns, "endpoint", None)
+
+
+def _required_dns_endpoint(config: Any) -> str:
+    endpoint = dns_endpoint_of(config)
+    if not endpoint:  # GKE documents the field as always present: stop rather than write a broken kubeconfig
+        raise ValueError("GKE reported no DNS-based endpoint for the cluster (control_plane_endpoints_config)")
+    return endpoint
+
+
+def control_plane_endpoints_config(settings: Settings) -> dict[str, object]:
+    """The DNS-based endpoint's user access, always sent, true or false.
+
+    terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
+    `allow_external_traffic` is Optional and not Computed (line 2276) while its parent blocks (lines
+    2254-2294) are Optional+Computed, so leaving the block out would keep whatever GKE last had; the create and every
+    control-plane endpoints update send it from the configuration (expandControlPlaneEndpointsConfig,
+    lines 7095-7110, ForceSendFields), and the update is in place (UpdateCluster with
+    DesiredControlPlaneEndpointsConfig, lines 4105-4118). The read-back sets it as GKE stores it
+    (flattenDnsEndpointConfig, lines 8047-8058), so false on a cluster created without it: no diff.
+    `endpoint` (Optional+Computed) is never sent: it is the identity `cluster_identifier` reads.
+    """
+    return {"dns_endpoint_config": {"allow_external_traffic": settings.cluster.control_plane.dns_endpoint}}
+
+
+def master_authorized_networks_config(settings: Settings) -> dict[str, object] | None:
+    """Who may reach the IP endpoints: the authorized networks and nothing else (None: the explicit opt-in).
+
+    Updates in place (the control-plane endpoints update, resource_container_cluster.go lines 4105-4118). The
+    block is Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction). Its two
+    flags are Optional+Computed and sent only when set (expandMasterAuthorizedNetworksConfig, lines 6909-6936,
+    GetOkExists): left out, GKE's own defaults would decide, so both are always sent.
+    * `gcp_public_cidrs_access_enabled` false: Compute Engine VMs' and Google Cloud services' public addresses
+      are not admitted beside the listed ranges (GKE's "Google Cloud public IP addresses" access).
+    * `private_endpoint_enforcement_enabled` = privateEndpoint: with only an internal endpoint, the list is what
+      restricts who in the VPC (or a network connected to it) reaches it; without enforcement any internal
+      address would (GKE's "enable authorized networks on the private endpoint"). Both toggle in place (the
+      provider's TestAccContainerCluster_withGcpPublicCidrsAccessEnabledToggle and
+      _withAuthorizedNetworkPrivateEnforcementToggle, resource_container_cluster_test.go lines 1802, 1896).
+    """
+    cp = settings.cluster.control_plane
+    if cp.unrestricted_public_endpoint:
+        return None
+    return {
+        "cidr_blocks": [
+            {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
+            for n in cp.authorized_networks
+        ],
+        "gcp_public_cidrs_access_enabled": False,
+        "private_endpoint_enforcement_enabled": cp.private_endpoint,
+    }
 
 
 def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
@@ -69,15 +128,11 @@ def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
     The IP endpoint stands in only where GKE reports no DNS endpoint.
     """
 
-    def dns_endpoint(config: Any) -> str | None:
-        dns = getattr(config, "dns_endpoint_config", None)
-        return getattr(dns, "endpoint", None)
-
     def identity(args: list[Any]) -> str:
         cluster_id, dns, ip = args
         return f"{cluster_id}@{dns or ip}"
 
-    dns = cluster.control_plane_endpoints_config.apply(dns_endpoint)
+    dns = cluster.control_plane_endpoints_config.apply(dns_endpoint_of)
     return pulumi.Output.all(cluster.id, dns, cluster.endpoint).apply(identity)
 
 
@@ -127,12 +182,16 @@ class Cluster(Component):
             network=network.id,
             subnetwork=subnetwork.id,
             release_channel={"channel": c.release_channel},
-            # Only a floor, and never a reason to replace or downgrade: `min_master_version` is not ForceNew
-            # and not read back (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update
-            # upgrades the control plane only when it runs an older version (lines 4918-4935:
-            # `if cur.LessThan(des)`). GKE upgrades a Rapid cluster itself, so a newer resolved version is
-            # usually a no-op update. No node pool sets `version` (Optional+Computed): pools take the control
-            # plane's version at creation and follow auto-upgrades, never this value.
+            # Never a reason to replace or downgrade: `min_master_version` is not ForceNew and not read back
+            # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
+            # the control plane runs an older version (lines 4918-4935: `if cur.LessThan(des)`), so a resolved
+            # version older than the running one is an update that does nothing. A NEWER one is a requested
+            # control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the maintenance
+            # window: exclusions and windows hold automatic upgrades only, and Rapid offers patches before they
+            # become its auto-upgrade target. With a prefix that is the newest patch of the same minor (which
+            # a NO_MINOR_* exclusion allows anyway); `default` can move to a new minor. No node pool sets
+            # `version` (Optional+Computed): pools take the control plane's version at creation and follow
+            # auto-upgrades, never this value.
             min_master_version=version,
             # The default pool is replaced by the `system` pool below, so that changing the system
             # machine type updates a node pool instead of replacing the whole cluster. No `node_config`
@@ -156,16 +215,8 @@ class Cluster(Component):
                 "enable_private_nodes": c.private_nodes,
                 "enable_private_endpoint": cp.private_endpoint,
             },
-            # Authorized networks update in place (the same control-plane endpoints update). The block is
-            # Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction).
-            master_authorized_networks_config=None
-            if cp.unrestricted_public_endpoint
-            else {
-                "cidr_blocks": [
-                    {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
-                    for n in cp.authorized_networks
-                ]
-            },
+            control_plane_endpoints_config=control_plane_endpoints_config(settings),
+            master_authorized_networks_config=master_authorized_networks_config(settings),
             datapath_provider="ADVANCED_DATAPATH",
             gateway_api_config={"channel": "CHANNEL_STANDARD"},
             monitoring_config={
@@ -214,11 +265,20 @@ class Cluster(Component):
             network_config=node_network_config(settings),
             opts=self.child(delete_before_replace=True, protect=c.protect),
         )
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(lambda a: kubeconfig(f"gke_{settings.project}_{settings.region}_{a[0]}", a[1], a[2] or ""))
-        )
+        context = f"gke_{settings.project}_{settings.region}_"
+        if cp.dns_endpoint:
+            # Through GKE's DNS-based endpoint: reachable from wherever `pulumi up` runs (IAM decides), with a
+            # private IP endpoint too. Only the kubeconfig changes; the identity below stays the same.
+            dns = self.cluster.control_plane_endpoints_config.apply(_required_dns_endpoint)
+            self.kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(self.cluster.name, dns).apply(lambda a: kubeconfig(context + a[0], a[1], None))
+            )
+        else:
+            self.kubeconfig = pulumi.Output.secret(
+                pulumi.Output.all(
+                    self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+                ).apply(lambda a: kubeconfig(context + a[0], a[1], a[2] or ""))
+            )
         # The only Kubernetes provider of the program (default providers are disabled in Pulumi.yaml).
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -68,6 +68,13 @@ class Egress(Component):
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
             subnetworks=[{"name": subnet.id, "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
+            # Errors only: a node whose pull or download fails for want of NAT ports (OUT_OF_RESOURCES) or an
+            # endpoint NAT drops shows in Cloud Logging. Always sent: `log_config` is Optional and not Computed
+            # (resource_compute_router_nat.go lines 407-427) and read back as the API returns it (lines 1644-1658);
+            # the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, which then plans as a
+            # change on every run (the `log_config { enable = false -> null }` diff reported in
+            # metro-digital/terraform-google-cf-projectcfg#12). Updates in place (PATCH of the router, line 1317).
+            log_config={"enable": True, "filter": "ERRORS_ONLY"},
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.register_outputs({"router": self.router.self_link, "nat": self.nat.name})

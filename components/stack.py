@@ -121,7 +121,39 @@ def resolve_cluster_version(settings: Settings) -> str:
             f"{PROJECT}:cluster.version = {c.version!r} resolves to {resolution.version} "
             f"({c.release_channel} channel, {settings.region})"
         )
+        conflict = exclusion_conflict(settings, resolution.version)
+        if conflict:
+            pulumi.log.warn(conflict)
     return resolution.version
+
+
+def exclusion_conflict(settings: Settings, version: str) -> str | None:
+    """A maintenance exclusion that `cluster.version` undoes: what `pulumi up` would upgrade during it.
+
+    The resolved version is the cluster's `min_master_version`, and the provider requests an upgrade to it
+    whenever the control plane runs an older one (components/cluster.py). Maintenance exclusions hold
+    automatic upgrades only, not requested ones (https://cloud.google.com/kubernetes-engine/docs/concepts/
+    maintenance-windows-and-exclusions). So a NO_UPGRADES exclusion is undone by any non-exact version (a new
+    patch), and a NO_MINOR_* one by `default` (the channel's default moves to new minor versions).
+    """
+    c = settings.cluster
+    exclusion, spec = c.maintenance_exclusion, c.version_spec
+    if exclusion is None or spec.kind == "exact":
+        return None
+    if exclusion.scope == "NO_UPGRADES":
+        what = "a newer patch" if spec.kind == "prefix" else "a newer patch or minor version"
+    elif spec.kind == "default":
+        what = "a new minor version"
+    else:
+        return None
+    return (
+        f"{PROJECT}:cluster.version = {c.version!r} with cluster.maintenanceExclusion scope {exclusion.scope}: "
+        f"it resolves at every preview (now {version}) and `pulumi up` upgrades the control plane to it when "
+        f"it runs an older one, during the exclusion too (exclusions hold automatic upgrades only), so an up "
+        f"can start an upgrade to {what}; use a prefix of the minor version the cluster runs"
+        + (" with a NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES exclusion" if spec.kind == "prefix" else "")
+        + ", or run `pulumi up` only outside the exclusion"
+    )
 
 
 def read_sub_blocks(settings: Settings) -> Assignment:

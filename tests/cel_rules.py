@@ -5,7 +5,10 @@ A library, not a test module. For an object and its CRD schema (``openAPIV3Schem
 1. structural defaults are applied first (the API server defaults before it validates);
 2. every rule is evaluated with ``self`` bound to the value at its schema node, once per list item or map value,
    and only where that value is present;
-3. transition rules (those that reference ``oldSelf``) are skipped: they only run on update;
+3. transition rules (those that reference ``oldSelf``) are skipped by `evaluate`: they only run on update, where
+   `evaluate_update` runs them with ``oldSelf`` bound to the old value, wherever the old and the new value
+   correlate (object properties, map values by key, ``x-kubernetes-list-type: map`` items by their keys;
+   items of atomic lists do not correlate, so rules under them do not run, as in the apiserver);
 4. the outcome of each rule is ``passed``, ``failed`` (false: the apiserver rejects the object with the rule's
    message; ``messageExpression`` is not evaluated, it only words the rejection), ``error`` (the evaluation
    failed, e.g. a field read without ``has()``: also a rejection) or ``unevaluated``: the rule calls a function
@@ -293,7 +296,7 @@ def program(rule: str) -> Any:
     return _ENV.program(_ENV.compile(rule), functions=KUBERNETES_FUNCTIONS)
 
 
-def _evaluate(rule: Rule, path: str, value: Any, schema: Mapping[str, Any]) -> Outcome:
+def _evaluate(rule: Rule, path: str, value: Any, schema: Mapping[str, Any], old: Any = None) -> Outcome:
     missing = rule.unsupported
     if missing:
         return Outcome(path, rule, "unevaluated", f"calls {', '.join(missing)}, not implemented here")
@@ -305,8 +308,14 @@ def _evaluate(rule: Rule, path: str, value: Any, schema: Mapping[str, Any]) -> O
         self_value = to_cel(value, schema)
     except (ValueError, TypeError) as err:  # e.g. a duration string celpy cannot parse: our limit, not a verdict
         return Outcome(path, rule, "unevaluated", f"cannot convert the value to CEL: {err}")
+    activation = {"self": self_value}
+    if rule.transition:
+        try:
+            activation["oldSelf"] = to_cel(old, schema)
+        except (ValueError, TypeError) as err:
+            return Outcome(path, rule, "unevaluated", f"cannot convert the old value to CEL: {err}")
     try:
-        result = compiled.evaluate({"self": self_value})
+        result = compiled.evaluate(activation)
     except CELEvalError as err:
         return Outcome(path, rule, "error", str(err.args[0] if err.args else err))
     except Exception as err:  # a failure inside cel-python itself, not an evaluation error of the rule
@@ -349,3 +358,35 @@ def evaluate(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Outcome]
 def rejections(outcomes: list[Outcome]) -> list[str]:
     """What the apiserver would reject the object for: failed rules and evaluation errors."""
     return [str(o) for o in outcomes if o.status in ("failed", "error")]
+
+
+def _walk_update(old: Any, new: Any, schema: Mapping[str, Any], path: str, where: str) -> Iterator[Outcome]:
+    if old is None or new is None:
+        return
+    for entry in schema.get("x-kubernetes-validations") or []:
+        rule = Rule(where, entry["rule"], entry.get("message", ""))
+        if rule.transition:
+            yield _evaluate(rule, path, new, schema, old)
+    if isinstance(new, dict) and isinstance(old, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if name in new and name in old:
+                yield from _walk_update(old[name], new[name], sub, f"{path}.{name}", f"{where}.{name}")
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for key in new.keys() & old.keys():
+                yield from _walk_update(old[key], new[key], extra, f"{path}[{key!r}]", f"{where}[*]")
+    elif isinstance(new, list) and isinstance(old, list) and isinstance(schema.get("items"), Mapping):
+        if schema.get("x-kubernetes-list-type") != "map":
+            return  # atomic lists and sets: items do not correlate
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        before = {tuple(item.get(k) for k in keys): item for item in old if isinstance(item, dict)}
+        for i, item in enumerate(new):
+            match = before.get(tuple(item.get(k) for k in keys)) if isinstance(item, dict) else None
+            yield from _walk_update(match, item, schema["items"], f"{path}[{i}]", f"{where}[*]")
+
+
+def evaluate_update(old: Mapping[str, Any], new: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Outcome]:
+    """The outcome of every transition rule of ``schema`` on an update from ``old`` to ``new``, after defaulting."""
+    root = {**schema, "properties": {**(schema.get("properties") or {}), "metadata": ROOT_METADATA}}
+    before, after = apply_defaults(dict(old), schema), apply_defaults(dict(new), schema)
+    return list(_walk_update(before, after, root, "$", "$"))

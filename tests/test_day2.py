@@ -15,7 +15,9 @@ import pulumi
 import pytest
 import yaml
 
+from components.cli.snapshot import records
 from components.model.checks import gke_version_tuple
+from components.model.diff import engine
 from components.model.settings import ConfigError, load
 from tests.harness import (
     ROOT,
@@ -67,12 +69,20 @@ def snapshot(run: Run) -> dict[tuple[str, str], Any]:
     return {(r.type, r.name): normalize(unwrap(r.inputs)) for r in run.registrations if r.custom or r.remote}
 
 
+def preview(before: Run, after: Run) -> engine.Result:
+    """What `pulumi preview` does between two runs, from the change model (components/model/diff)."""
+    assert before.error is None and after.error is None, before.error or after.error
+    return engine.diff(records(before.registrations), records(after.registrations))
+
+
 def changes(before: Run, after: Run) -> tuple[set[str], set[str], set[str]]:
     """(added, removed, changed) resource names between two runs."""
-    a, b = snapshot(before), snapshot(after)
-    added = {name for (_, name) in b.keys() - a.keys()}
-    removed = {name for (_, name) in a.keys() - b.keys()}
-    changed = {key[1] for key in a.keys() & b.keys() if a[key] != b[key]}
+    result = preview(before, after).changes
+    added = {c.name for c in result if c.action == engine.CREATE}
+    removed = {c.name for c in result if c.action == engine.DELETE}
+    changed = {c.name for c in result if c.action in (engine.UPDATE, engine.REPLACE, engine.REJECTED)}
+    # The model compares the same inputs the snapshot holds: no change it misses.
+    assert (snapshot(before) == snapshot(after)) == (not added | removed | changed)
     return added, removed, changed
 
 
@@ -147,14 +157,18 @@ def test_one_key_moves_only_what_it_must(
 
 def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
     bigger = run_program({f"{P}:cluster": {"systemMachineType": "n2-standard-48"}})
-    before, after = dev.get(POOL, "cluster-system").inputs, bigger.get(POOL, "cluster-system").inputs
-    # Only machine_type differs: the provider updates it in place (node_config.0.machine_type is not
-    # ForceNew on google_container_node_pool); the ForceNew identity fields stay the same.
-    diff = {k for k in before["nodeConfig"] if before["nodeConfig"][k] != after["nodeConfig"].get(k)}
-    assert diff == {"machineType"}
-    assert {k: v for k, v in before.items() if k != "nodeConfig"} == {
-        k: v for k, v in after.items() if k != "nodeConfig"
-    }
+    # The model: node_config.machine_type is not ForceNew on google_container_node_pool, nothing else changes.
+    (pool,) = [c for c in preview(dev, bigger).changes if c.action != engine.SAME]
+    assert (pool.name, pool.action, pool.properties) == ("cluster-system", engine.UPDATE, ["nodeConfig.machineType"])
+
+
+def test_another_reservation_replaces_the_tpu_pools_delete_first(dev: Run) -> None:
+    other = run_program({f"{P}:tpu": {"reservation": {"name": "another-reservation"}}})
+    moved = [c for c in preview(dev, other).changes if c.action != engine.SAME]
+    # the pools, and with each its teardown gate (the gate's provider replaces it when its pool is new)
+    gates = {c.name for c in moved if c.type == "pulumi-python:dynamic/teardown:SliceGate"}
+    assert {c.name for c in moved} - gates == {p.name for p in tpu_pools(dev)} and len(gates) == len(tpu_pools(dev))
+    assert all(c.action == engine.REPLACE and c.delete_first for c in moved)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,6 +211,11 @@ def test_pools_reference_the_policy_so_a_policy_replacement_replaces_them_first(
         # Pulumi deletes dependents whose referencing input is ForceNew (placement_policy) before a
         # delete-first replacement of what they reference.
         assert policy.urn in pool.property_dependencies["placementPolicy"]
+    # ...and the model says so: a new accelerator topology mode replaces the policy, and with it every pool.
+    other = run_program({f"{P}:tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}})
+    result = preview(dev, other).by_name()
+    assert result["capacity-policy"].action == engine.REPLACE
+    assert all(result[p.name].action == engine.REPLACE for p in tpu_pools(dev))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -237,9 +256,11 @@ def test_jobsets_replace_on_spec_changes_delete_first(dev: Run) -> None:
     for js in jobsets:
         assert js.options["replaceOnChanges"] == ["spec"]
         assert js.options["deleteBeforeReplace"] is True
-    # and changing a demo's shape is a change of exactly that JobSet
+    # and changing a demo's shape replaces exactly that JobSet, delete-first
     fewer = run_program({f"{P}:demos": {"subslicing": {"replicas": 4}}})
     assert changes(dev, fewer)[2] == {"subslicing-jobset"}
+    jobset = preview(dev, fewer).by_name()["subslicing-jobset"]
+    assert (jobset.action, jobset.delete_first) == (engine.REPLACE, True)
 
 
 # ------------------------------------------------------------------------------------------------

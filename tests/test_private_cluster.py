@@ -7,11 +7,14 @@ and components/network.py; here the recorded graph shows the program sends what 
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 import pytest
 
-from tests.harness import Run, assert_rejected, run_program
+from components.cli import mockrun
+from components.teardown import REPLACE_KEYS
+from tests.harness import Run, assert_rejected, merge, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -60,6 +63,8 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
     assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS"
     assert nat.inputs["subnetworks"] == [{"name": "network-tpu-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]
     assert subnet.urn in nat.property_dependencies["subnetworks"]
+    # Sent, so what the API reads back matches (not Computed in the provider) and NAT errors are logged.
+    assert nat.inputs["logConfig"] == {"enable": True, "filter": "ERRORS_ONLY"}
     # No node boots before it has egress: the cluster (and so its default pool and every pool) waits for NAT.
     assert private.depends_on(cluster, nat)
     assert all(private.depends_on(p, nat) for p in pools)
@@ -67,8 +72,12 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
 
 def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke").inputs
+    # Only the listed range: not Google Cloud's public addresses (GKE's default decides when the flag is left
+    # out, the provider sends it only when set); the public endpoint's list leaves in-VPC clients alone.
     assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}]
+        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": False,
     }
     assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
 
@@ -121,7 +130,98 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
     )
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    # With only the internal endpoint, the list is enforced there too: not every address in the VPC gets in.
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": True,
+    }
     assert not any("unrestricted" in w for w in warnings_of(run))
+
+
+# ------------------------------------------------------------------------------------------------
+# GKE's DNS-based endpoint: how `pulumi up` reaches a control plane with no public IP
+#
+# GKE: "Use only the DNS-based endpoint to access your control plane" (kubernetes-engine/docs/concepts/
+# network-isolation). terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
+# `allow_external_traffic` is Optional, not Computed (line 2276), sent on create and on every endpoints update
+# (lines 3202, 4105-4118, 7095-7110) and read back as stored (8047-8058); the update is in place.
+
+K8S = "pulumi:providers:kubernetes"
+GATE = "pulumi-python:dynamic/teardown:SliceGate"
+DNS_ONLY = {
+    f"{P}:cluster": {
+        "privateNodes": True,
+        "controlPlane": {"unrestrictedPublicEndpoint": None, "privateEndpoint": True, "dnsEndpoint": True},
+    }
+}
+
+
+def kubeconfig_cluster(run: Run) -> dict[str, Any]:
+    provider = run.get(K8S, "cluster-k8s")
+    return json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
+
+
+def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic(dev: Run) -> None:
+    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
+    cluster = dev.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
+    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
+    assert kubeconfig_cluster(dev) == {"server": "https://203.0.113.10", "certificate-authority-data": "Q0EtY2VydA=="}
+
+
+def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
+    run = run_program(DNS_ONLY)
+    assert run.error is None, run.error
+    cluster = run.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+    # Authorized networks still sent (empty, enforced on the internal endpoint): only GKE's own ranges reach the
+    # IP endpoint; people and CI come in through the DNS endpoint.
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [],
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": True,
+    }
+    # The kubeconfig targets GKE's per-cluster DNS name; no cluster CA (the DNS endpoint's certificate is
+    # publicly trusted, and a pinned cluster CA would refuse it).
+    assert kubeconfig_cluster(run) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+    # The identity is the same one the IP-endpoint stacks have: switching endpoints replaces no Kubernetes object.
+    assert (
+        run.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
+        == dev.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
+        == "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
+    )
+
+
+def test_offline_the_kubeconfig_names_the_dns_endpoint_as_a_marker() -> None:
+    run = mockrun.execute(merge(stack_file_config("dev"), DNS_ONLY), stack="dev")
+    assert run.error is None, run.error
+    provider = next(r for r in run.registrations if r.type == K8S)
+    server = json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
+    assert server == {"server": "https://<cluster-gke.dnsEndpoint>"}
+
+
+def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfig_only() -> None:
+    staging = run_program(stack="staging")
+    dns = run_program({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": True}}}, stack="staging")
+    assert staging.error is None and dns.error is None, (staging.error, dns.error)
+    before = {(r.type, r.name): r.inputs for r in staging.registrations}
+    after = {(r.type, r.name): r.inputs for r in dns.registrations}
+    assert before.keys() == after.keys()
+    changed = {key for key in before if before[key] != after[key]}
+    gates = {key for key in changed if key[0] == GATE}
+    assert len(gates) == len(staging.of_type(GATE)) > 0  # the teardown gates carry the kubeconfig too
+    assert changed - gates == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
+
+    def keys_changed(key: tuple[str, str]) -> set[str]:
+        old, new = before[key], after[key]
+        return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+
+    assert keys_changed((CLUSTER, "cluster-gke")) == {"controlPlaneEndpointsConfig"}
+    # Only the kubeconfig: the provider's identity stays, and a gate replaces only on its pool or cluster.
+    assert all(keys_changed(key) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
+    assert not {"kubeconfig"} & set(REPLACE_KEYS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -141,7 +241,7 @@ BAD = [
     (
         "private endpoint nobody can reach",
         _cp({"privateEndpoint": True}),
-        ["cluster.controlPlane.authorizedNetworks = []", "privateEndpoint is true", "pulumi up"],
+        ["cluster.controlPlane.authorizedNetworks = []", "privateEndpoint is true", "pulumi up", "dnsEndpoint: true"],
     ),
     (
         "every address as an authorized network",

@@ -243,3 +243,51 @@ def test_every_problem_of_the_cluster_is_reported_together() -> None:
     run = run_program({f"{P}:cluster": {"releaseChannel": "STABLE", "version": "v1"}})
     assert run.error is not None and "(2 problems)" in str(run.error)
     assert "cluster.releaseChannel" in str(run.error) and "cluster.version" in str(run.error)
+
+
+# ------------------------------------------------------------------------------------------------
+# A maintenance exclusion the version undoes: the provider requests an upgrade to min_master_version whenever
+# the control plane runs an older one (resource_container_cluster.go lines 4918-4935, release-8.0.0
+# @93c65b2d60), and exclusions hold automatic upgrades only (GKE, maintenance-windows-and-exclusions).
+
+FREEZE = {"name": "freeze", "start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z", "scope": "NO_UPGRADES"}
+NO_MINOR = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
+
+
+def exclusion_warnings(run: Run) -> list[str]:
+    assert run.error is None, run.error
+    return [m for level, m in run.logs if level == "warn" and "cluster.maintenanceExclusion scope" in m]
+
+
+@pytest.mark.parametrize(
+    ("version", "exclusion", "expected"),
+    [
+        ("1.36", FREEZE, "a newer patch"),
+        ("default", FREEZE, "a newer patch or minor version"),
+        ("default", {**NO_MINOR, "scope": "NO_MINOR_UPGRADES"}, "a new minor version"),
+    ],
+)
+def test_a_version_that_would_upgrade_during_the_exclusion_is_warned(
+    version: str, exclusion: dict[str, Any], expected: str
+) -> None:
+    run = run_program({f"{P}:cluster": {"version": version, "maintenanceExclusion": exclusion}})
+    (warning,) = exclusion_warnings(run)
+    assert f"cluster.version = '{version}'" in warning and exclusion["scope"] in warning
+    assert expected in warning and f"now {version_of(run)}" in warning
+
+
+@pytest.mark.parametrize(
+    ("version", "exclusion"),
+    [
+        ("1.36.0-gke.3712000", FREEZE),  # exact: nothing moves
+        ("1.36", {**NO_MINOR, "scope": "NO_MINOR_OR_NODE_UPGRADES"}),  # prod's: patches are allowed anyway
+        ("1.36", None),
+    ],
+)
+def test_a_version_the_exclusion_allows_is_not_warned(version: str, exclusion: dict[str, Any] | None) -> None:
+    run = run_program({f"{P}:cluster": {"version": version, "maintenanceExclusion": exclusion}})
+    assert exclusion_warnings(run) == []
+
+
+def test_prod_is_not_warned() -> None:
+    assert exclusion_warnings(run_program(stack="prod")) == []

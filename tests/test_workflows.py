@@ -86,3 +86,43 @@ def test_every_setting_the_workflows_read_is_documented() -> None:
     assert used == {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", *re.findall(r"`(GCP_\w+)`", section)}
     for name in used:
         assert f"`{name}`" in section, name
+
+
+# --------------------------------------------------------------------------------------------- offline diff
+
+
+def test_every_stack_gets_an_offline_diff_against_the_pull_requests_base_without_credentials() -> None:
+    wf = workflow("preview.yml")
+    job = wf["jobs"]["offline-diff"]
+    assert set(STACKS) <= set(job["strategy"]["matrix"]["stack"])
+    # Fork-safe: a read-only token, no secrets, no cloud login, no Pulumi service.
+    assert job["permissions"] == {"contents": "read"}
+    assert job["env"] == {"PULUMI_CONFIG_PASSPHRASE": ""}
+    text = yaml.safe_dump(job)
+    assert "secrets." not in text and "google-github-actions" not in text and "pulumi/actions" not in text
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"] == {"persist-credentials": False, "fetch-depth": 0}
+    (run,) = [s for s in job["steps"] if "components diff" in s.get("run", "")]
+    assert run["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    assert '--stack "$STACK"' in run["run"] and '--base "$BASE_SHA"' in run["run"]
+    assert 'echo "$?" > "offline-diff/$STACK.rc"' in run["run"]
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["if"] == "always()" and upload["with"]["name"] == "offline-diff-${{ matrix.stack }}"
+    # The check fails with the command's exit status: 1 when a change is rejected.
+    assert job["steps"][-1]["run"] == 'exit "$(cat "offline-diff/$STACK.rc")"'
+
+
+def test_one_comment_per_pull_request_is_posted_by_a_workflow_run_that_runs_no_pr_code() -> None:
+    wf = workflow("preview-comment.yml")
+    assert wf[True] == {"workflow_run": {"workflows": [workflow("preview.yml")["name"]], "types": ["completed"]}}
+    assert wf["permissions"] == {}
+    (job,) = wf["jobs"].values()
+    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    uses = [s.get("uses", "").split("@")[0] for s in job["steps"]]
+    assert uses == ["actions/download-artifact", "actions/github-script"]  # no checkout, no run: step
+    download = job["steps"][0]["with"]
+    assert download["run-id"] == "${{ github.event.workflow_run.id }}" and download["pattern"] == "offline-diff-*"
+    script = job["steps"][1]["with"]["script"]
+    # One comment, found again by its marker and edited; only for the pull request the run was for.
+    assert "updateComment" in script and "createComment" in script and "marker" in script
+    assert "pr.head.sha !== process.env.HEAD_SHA" in script

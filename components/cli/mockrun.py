@@ -300,6 +300,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
                 endpoint=f"<{args.name}.endpoint>",
                 masterAuth={"clusterCaCertificate": "<ca>"},
                 clusterIpv4Cidr=f"<{args.name}.clusterIpv4Cidr>",
+                # GKE's DNS-based endpoint, which every cluster has (the kubeconfig may target it).
+                controlPlaneEndpointsConfig={"dnsEndpointConfig": {"endpoint": f"<{args.name}.dnsEndpoint>"}},
             )
         return f"<{args.name}.id>", state
 

@@ -191,15 +191,22 @@ class AuthorizedNetwork(Model):
 
 
 class ControlPlaneSettings(Model):
-    """Who can reach the control plane's IP endpoint.
+    """Who can reach the control plane: its IP endpoint, and its DNS-based endpoint.
 
-    The program's Kubernetes provider connects to that endpoint (`cluster.endpoint`), so whoever runs
+    The program's Kubernetes provider connects to the IP endpoint (`cluster.endpoint`), so whoever runs
     `pulumi up` must connect from one of `authorizedNetworks` (and, with `privateEndpoint`, from the VPC
-    or a network connected to it).
+    or a network connected to it), unless `dnsEndpoint` is true: then it connects to GKE's DNS-based
+    endpoint, which every cluster has and which IAM guards instead of an IP filter (GKE's recommended way
+    to reach a control plane without a public IP: "Use only the DNS-based endpoint to access your control
+    plane", https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint).
     """
 
     # true: the IP endpoint has no external address; only the VPC (and networks connected to it) reach it.
     private_endpoint: bool = False
+    # true: the DNS-based endpoint accepts user traffic from any network (`allow_external_traffic`; every
+    # request still needs IAM's container.clusters.connect and Kubernetes RBAC), and the program connects
+    # through it. false: only Google-managed services use it.
+    dns_endpoint: bool = False
     authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list)
     # The explicit opt-in to an external endpoint that accepts connections from any address (no
     # authorized networks): authentication still applies, but nothing filters by network.
@@ -231,19 +238,23 @@ class ControlPlaneSettings(Model):
             )
         if not cidrs:
             if self.private_endpoint:
+                if self.dns_endpoint:
+                    # DNS-only: `pulumi up` reaches the control plane through the DNS-based endpoint (IAM).
+                    return self
                 raise SettingError(
                     "authorizedNetworks",
                     [],
                     "at least one range when privateEndpoint is true: the network `pulumi up` runs from (a CI "
                     "runner's subnet, a VPN or Interconnect range), since the program creates every Kubernetes "
-                    "object through the control plane's internal endpoint",
+                    "object through the control plane's internal endpoint; or dnsEndpoint: true to connect "
+                    "through GKE's DNS-based endpoint (IAM-checked, from any network) instead",
                 )
             raise SettingError(
                 "authorizedNetworks",
                 [],
                 "at least one CIDR range that may reach the control plane's public endpoint (where `pulumi up` "
-                "and kubectl run from), or privateEndpoint: true with such a range, or the explicit opt-in "
-                "unrestrictedPublicEndpoint: true to accept connections from any address",
+                "and kubectl run from), or privateEndpoint: true with such a range or with dnsEndpoint: true, "
+                "or the explicit opt-in unrestrictedPublicEndpoint: true to accept connections from any address",
             )
         return self
 

@@ -214,11 +214,20 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "cluster.controlPlane.privateEndpoint": Rule(
-        "true or false; true needs at least one authorized network (where `pulumi up` runs from)",
+        "true or false; true needs at least one authorized network (where `pulumi up` runs from) or dnsEndpoint",
         "https://cloud.google.com/kubernetes-engine/docs/how-to/latest/network-isolation",
         "control-plane",
         "maybe",
         True,
+    ),
+    "cluster.controlPlane.dnsEndpoint": Rule(
+        "true or false; true lets privateEndpoint go without authorized networks",
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation (DNS-based endpoint); "
+        f"{TF_CLUSTER} (control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic)",
+        "control-plane",
+        "maybe",
+        True,
+        {"cluster": {"controlPlane": {"authorizedNetworks": [], "privateEndpoint": True}}},
     ),
     "cluster.controlPlane.authorizedNetworks": Rule(
         "a list of {cidrBlock, displayName}: IPv4 CIDR blocks with no host bits set, not 0.0.0.0/0; at least one "
@@ -770,6 +779,10 @@ WHAT: dict[str, str] = {
     "cluster.maintenanceExclusion.endTimeBehavior": "an exclusion that lasts until the minor version's end of support",
     "cluster.privateNodes": "nodes with internal addresses only (Cloud Router and Cloud NAT for their egress)",
     "cluster.controlPlane.privateEndpoint": "the control plane's IP endpoint without an external address",
+    "cluster.controlPlane.dnsEndpoint": (
+        "GKE's DNS-based endpoint takes user traffic (IAM-checked, from any network) and `pulumi up` connects "
+        "through it"
+    ),
     "cluster.controlPlane.authorizedNetworks": "the ranges that may reach the control plane's IP endpoint",
     "cluster.controlPlane.unrestrictedPublicEndpoint": "the opt-in to a public endpoint any address may reach",
     "tpu.machineType": "the TPU VM type (the TPU facts table, `components/model/geometry.py`)",

@@ -1,0 +1,186 @@
+"""`python -m components diff`: what `pulumi preview` would do, offline, from the providers' own rules.
+
+Three modes, each comparing two recorded runs of the real `__main__.py` (components/cli/mockrun.py):
+
+* `--stack NAME [--set K=V ...] --change K=V [--change ...]`: the stack before and after the changes;
+* `--stack NAME --base GIT_REF`: the program and stack file at GIT_REF (exported with `git archive` into a
+  temporary directory and run there in a subprocess) against the working tree; `--set` applies to both;
+* `--stack NAME --second-run`: the program's inputs against what the APIs would hold after its first run
+  (components/model/diff/readback.py). A correct program shows no change.
+
+Per resource: create, update (the changed inputs), replace (what forces it; delete-first or not), delete,
+rejected (the rule and its source) or same (components/model/diff/engine.py). `--json` prints
+`{"changes": [{"name", "type", "action", "properties", "reason", "deleteFirst"}], "totals": {...}}`.
+Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr).
+Values are never printed, only property paths: a secret cannot leak through the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from components.cli import snapshot
+from components.cli.plan import ROOT, StackFileError, add_stack_arguments, apply_set, read_stack, secret_keys
+from components.model.diff import engine, readback
+
+HIDDEN = (engine.SAME,)
+GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
+
+
+def _guard_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    """The program's Kueue guard refuses at preview (its provider's `check`): name the field, never the values."""
+    from components.kueue_guard import refusals
+
+    return [
+        f"{failure.property}: refused by the program's check before any change "
+        "(components/kueue_guard.py refusals: Kueue never updates it and queued workloads run)"
+        for failure in refusals(olds, news)
+    ]
+
+
+CHECKS: dict[str, engine.Check] = {GUARD: _guard_check}
+
+
+class DiffError(Exception):
+    """Bad arguments or configuration: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `python -m components diff --help`)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m components diff",
+        description="Preview what a configuration change, a pull request or a second `pulumi up` does to every "
+        "resource: create, update, replace (delete-first or not), delete, rejected by the API or a webhook, same. "
+        "Offline: Pulumi's mock runtime and the providers' replace-on-change and immutability rules.",
+    )
+    add_stack_arguments(parser, stack_required=True)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--change", action="append", metavar="KEY=VALUE", help="a changed value (repeatable)")
+    mode.add_argument("--base", metavar="GIT_REF", help="compare the program at GIT_REF with the working tree")
+    mode.add_argument("--second-run", action="store_true", help="the program against its own first run")
+    parser.add_argument("--json", action="store_true", help="print the changes as JSON")
+    return parser
+
+
+def _in_process(config: dict[str, Any], stack: str, secrets: set[str]) -> list[dict[str, Any]]:
+    from components.cli.mockrun import execute
+
+    run = execute(config, stack=stack, secret_keys=sorted(secrets | {k for k in config if k.endswith(":hfToken")}))
+    if run.error is not None:
+        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}")
+    return snapshot.records(run.registrations)
+
+
+def _git(args: list[str], cwd: Path) -> bytes:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    except OSError as err:
+        raise DiffError(f"cannot run git: {err.strerror or err}") from None
+    if done.returncode != 0:
+        text = done.stderr.decode(errors="replace").strip().splitlines()
+        raise DiffError(f"git {' '.join(args)}: {text[-1] if text else 'failed'}")
+    return done.stdout
+
+
+def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[dict[str, Any]]:
+    """The program and stack file at `ref`, run by that revision's own mock runner in a subprocess."""
+    if ref.startswith("-"):
+        raise DiffError(f"--base {ref!r}: not a git revision")
+    top = Path(_git(["rev-parse", "--show-toplevel"], directory).decode().strip())
+    sha = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top).decode().strip()
+    with tempfile.TemporaryDirectory(prefix="diff-base-") as tmp:
+        archive = Path(tmp) / "base.tar"
+        archive.write_bytes(_git(["archive", "--format=tar", sha], top))
+        tree = Path(tmp) / "tree"
+        with tarfile.open(archive) as tar:
+            tar.extractall(tree, filter="data")
+        sub = directory.resolve().relative_to(top) if directory.resolve().is_relative_to(top) else Path()
+        root = tree / sub
+        if not (root / "components" / "cli" / "mockrun.py").is_file():
+            raise DiffError(f"--base {ref}: that revision has no components/cli/mockrun.py to run the program with")
+        cmd = [sys.executable, str(Path(snapshot.__file__).resolve()), "--root", str(root), "--stack", stack]
+        for assignment in sets:
+            cmd += ["--set", assignment]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+        done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise DiffError(f"--base {ref}: the program could not run: {lines[-1] if lines else 'no output'}")
+    result = json.loads(done.stdout)
+    if result["error"]:
+        raise DiffError(f"--base {ref}: stack {stack}: {result['error']}")
+    return list(result["records"])
+
+
+def compute(args: argparse.Namespace) -> engine.Result:
+    try:
+        config = read_stack(args.dir, args.stack, args.set)
+        secrets = set(secret_keys(args.dir, args.stack))
+    except StackFileError as err:
+        raise DiffError(str(err)) from None
+    if args.second_run:
+        first = _in_process(config, args.stack, secrets)
+        second = _in_process(config, args.stack, secrets)
+        return engine.diff(readback.read_back(first), second, readback.SUPPRESSORS, CHECKS)
+    if args.base:
+        old = _at_ref(args.base, args.stack, args.set, args.dir)
+        return engine.diff(old, _in_process(config, args.stack, secrets), checks=CHECKS)
+    changed = config
+    try:
+        for assignment in args.change:
+            changed = apply_set(changed, assignment)
+    except StackFileError as err:
+        raise DiffError(str(err).replace("--set", "--change")) from None
+    old = _in_process(config, args.stack, secrets)
+    return engine.diff(old, _in_process(changed, args.stack, secrets), checks=CHECKS)
+
+
+def table(result: engine.Result, stack: str) -> str:
+    shown = [c for c in result.changes if c.action not in HIDDEN]
+    width = max([len(c.name) for c in shown] + [8])
+    lines = [f"stack {stack}: " + ", ".join(f"{n} {a}" for a, n in result.totals.items() if n)]
+    if shown:
+        lines += ["", f"{'action':9} {'resource':{width}}  type"]
+    for c in shown:
+        kind = c.type.rsplit(":", 1)[-1] if c.type.startswith(("gcp:", "kubernetes:")) else c.type
+        flag = " (delete first)" if c.delete_first else ""
+        lines.append(f"{c.action:9} {c.name:{width}}  {kind}{flag}")
+        if c.properties:
+            lines.append(f"{'':9} {'':{width}}  changed: {', '.join(c.properties)}")
+        if c.reason:
+            lines.append(f"{'':9} {'':{width}}  why: {c.reason}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["diff"]:
+        args_list = args_list[1:]
+    args = _parser().parse_args(args_list)
+    if args.dir is None:
+        args.dir = ROOT
+    try:
+        result = compute(args)
+    except DiffError as e:
+        print(f"error: {' '.join(str(e).split())}", file=err)  # one line, however the program wrapped it
+        return 2
+    print(json.dumps(result.as_dict(), indent=2) if args.json else table(result, args.stack), file=out)
+    return 1 if result.rejected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The change preview: two recorded program runs in, one action per resource out.
+
+Each record is one RegisterResource request as plain data (components/cli/diff.py builds them from the
+mock runner): urn, type, name, custom, parent, provider, protect, inputs, property_dependencies, options
+(deleteBeforeReplace, ignoreChanges, replaceOnChanges), aliases. The engine follows what `pulumi preview`
+does with them, in registration order (a resource is registered after everything its inputs depend on):
+
+1. match old and new resources by URN, or by an alias of the new one (no delete and create);
+2. drop `ignoreChanges` paths, apply the provider's diff suppression (read-back model), list changed paths;
+3. replace when a replace-on-change fact applies (provider schema, `replaceOnChanges`), when the provider
+   itself is replaced, or when an input depends on a replaced resource through a replace-on-change property;
+4. otherwise update, unless a rejection fact applies (a webhook, a CEL transition rule);
+5. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
+   Google Cloud resource whose fixed name stays (the create fails with 409 alreadyExists).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.model.diff import facts as F
+from components.model.diff import paths
+from components.model.diff.gcp import FORCE_NEW
+from components.model.diff.kubernetes import facts_for
+
+CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
+ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
+Record = dict[str, Any]
+
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+DYNAMIC = "pulumi-python:dynamic:Resource"
+DYNAMIC_PREFIX = "pulumi-python:dynamic"
+# The program's own dynamic providers decide their diff in code; these facts restate it, and
+# tests/test_diff_model.py calls each provider's `diff` to check them.
+_SLICE_GATE = "components/teardown.py SliceGateProvider.diff (REPLACE_KEYS, delete_before_replace=True)"
+DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
+    DYNAMIC: (),  # a provider without `diff`: any change of the inputs is an update (DYNAMIC_SOURCE)
+    "pulumi-python:dynamic/teardown:SliceGate": (
+        F.Fact("pool", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
+        F.Fact("cluster", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
+    ),
+    # Never replaced (kueue_guard.py ImmutableFieldsProvider.diff); its `check` refuses (see `checks` below).
+    "pulumi-python:dynamic/queues:ImmutableFields": (),
+}
+DYNAMIC_DELETE_FIRST = frozenset({"pulumi-python:dynamic/teardown:SliceGate"})
+# Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
+DYNAMIC_OWN_DIFF = frozenset(DYNAMIC_FACTS) - {DYNAMIC}
+Check = Callable[[dict[str, Any], dict[str, Any]], list[str]]
+# Components whose children the Kubernetes provider renders at run time (not visible offline).
+REMOTE = ("kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+PROVIDER_FACTS = (
+    F.Fact(
+        "clusterIdentifier",
+        F.REPLACE,
+        "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go:490",
+        "a new clusterIdentifier replaces the provider",
+    ),
+)
+DYNAMIC_SOURCE = (
+    "pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/dynamic.py:222-231 (default diff: unknown) and "
+    "dynamic/__main__.py:121-134: the engine compares the inputs, and a change is an update"
+)
+GCP_FIXED_NAME = (
+    "a create-first replacement under the same name fails with 409 alreadyExists "
+    "(https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/)"
+)
+
+
+@dataclass
+class Change:
+    name: str
+    type: str
+    action: str
+    properties: list[str] = field(default_factory=list)
+    reason: str = ""
+    delete_first: bool = False
+    urn: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "action": self.action,
+            "properties": self.properties,
+            "reason": self.reason,
+            "deleteFirst": self.delete_first,
+        }
+
+
+@dataclass
+class Result:
+    changes: list[Change]
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return {a: sum(1 for c in self.changes if c.action == a) for a in ACTIONS}
+
+    @property
+    def rejected(self) -> list[Change]:
+        return [c for c in self.changes if c.action == REJECTED]
+
+    def by_name(self) -> dict[str, Change]:
+        return {c.name: c for c in self.changes}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"changes": [c.as_dict() for c in self.changes], "totals": self.totals}
+
+
+def is_modelled(record: Record) -> bool:
+    """Custom resources and the components whose children the provider renders; not the program's own components."""
+    return bool(record.get("custom")) or record["type"] in REMOTE
+
+
+def facts_of(type_: str) -> tuple[F.Fact, ...] | None:
+    """The model's facts for a type token; None when the model does not cover the type."""
+    if type_ in FORCE_NEW:
+        return FORCE_NEW[type_]
+    if type_ == K8S_PROVIDER:
+        return PROVIDER_FACTS
+    if type_ in REMOTE:
+        return ()
+    if type_.startswith(DYNAMIC_PREFIX):
+        return DYNAMIC_FACTS.get(type_)
+    if type_.startswith("kubernetes:"):
+        return facts_for(type_)
+    return None
+
+
+def _alias_urns(record: Record) -> list[str]:
+    """The URNs an alias spec names: the same URN with another type and/or name (parent kept)."""
+    urn = record["urn"]
+    head, _, name = urn.rpartition("::")
+    prefix, _, chain = head.rpartition("::")
+    out = []
+    for alias in record.get("aliases") or []:
+        if "urn" in alias:
+            out.append(alias["urn"])
+            continue
+        spec = alias.get("spec") or {}
+        parents, _, own = chain.rpartition("$")
+        new_type = spec.get("type") or own
+        new_chain = f"{parents}${new_type}" if parents else new_type
+        out.append(f"{prefix}::{new_chain}::{spec.get('name') or name}")
+    return out
+
+
+def _provider_urn(ref: str) -> str:
+    """A provider reference is `<urn>::<id>`."""
+    return ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
+
+
+def _ignore(old: Any, new: Any, ignored: list[str]) -> Any:
+    out = copy.deepcopy(new)
+    for text in ignored:
+        path = paths.parse(text)
+        paths.assign(out, path, paths.get(old, path))
+    return out
+
+
+def _k8s_named_same(old: Any, new: Any) -> bool:
+    """provider.go L1647-1660: named (not auto-named) and the same name and namespace -> delete first."""
+    meta_new, meta_old = (new or {}).get("metadata") or {}, (old or {}).get("metadata") or {}
+    return (
+        bool(meta_new.get("name"))
+        and meta_new.get("name") == meta_old.get("name")
+        and (meta_new.get("namespace") == meta_old.get("namespace"))
+    )
+
+
+def _secret_mutable(record: Record, providers: dict[str, Record]) -> bool:
+    provider = providers.get(_provider_urn(record.get("provider") or ""))
+    return bool(provider and str(provider["inputs"].get("enableSecretMutable", "")).lower() == "true")
+
+
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set().union(*(_leaves(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_leaves(v) for v in value)) if value else set()
+    return {value} if isinstance(value, str) else set()
+
+
+def _references(record: Record) -> set[str]:
+    """What identifies a resource to its dependents: its name (GCP `name`/`accountId`, Kubernetes
+    `metadata.name`) and the mock runner's markers for its id and self link."""
+    inputs = record.get("inputs") or {}
+    names = {inputs.get("name"), inputs.get("accountId"), (inputs.get("metadata") or {}).get("name")}
+    return {n for n in names if isinstance(n, str) and n} | {f"<{record['name']}.{o}>" for o in ("id", "selfLink")}
+
+
+def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
+    """A value at a fact's path is (or embeds) one of the replaced resource's identifiers: unknown in the preview."""
+    strings = set().union(*(_leaves(v) for _, v in found)) if found else set()
+    for s in strings:
+        for ref in refs:
+            if s == ref or (ref.startswith("<") and ref in s) or s.startswith(f"{ref}@") or s.endswith(f"/{ref}"):
+                return True
+    return False
+
+
+def _decide(
+    old: Record,
+    new: Record,
+    replaced: dict[str, Record],
+    providers: dict[str, Record],
+    suppress: dict[tuple[str, str], Callable[[Any, Any], bool]],
+    checks: dict[str, Check],
+) -> Change:
+    type_ = new["type"]
+    change = Change(new["name"], type_, SAME, urn=new["urn"])
+    old_in = old.get("inputs") or {}
+    options = new.get("options") or {}
+    ignored = list(options.get("ignoreChanges") or [])
+    new_in = _ignore(old_in, new.get("inputs") or {}, ignored)
+    hidden = [
+        p for p in ignored if paths.get(old_in, paths.parse(p)) != paths.get(new.get("inputs") or {}, paths.parse(p))
+    ]
+    if type_ in DYNAMIC_OWN_DIFF:
+        new_in = _ignore(old_in, new_in, ["__provider"])
+    for (stype, prop), equal in suppress.items():
+        if stype == type_ and prop in old_in and prop in new_in and equal(old_in[prop], new_in[prop]):
+            new_in[prop] = copy.deepcopy(old_in[prop])
+    changed = [paths.show(p) for p in paths.changed(old_in, new_in)]
+    # Inputs that reference a replaced resource are unknown in the preview.
+    deps = new.get("property_dependencies") or {}
+    unknown = sorted(prop for prop, urns in deps.items() if replaced.keys() & set(urns))
+    references = {
+        prop: set().union(*(_references(replaced[u]) for u in deps[prop] if u in replaced)) for prop in unknown
+    }
+    changed += [f"{p} (unknown: depends on a replaced resource)" for p in unknown if p not in changed]
+    change.properties = changed
+    known = facts_of(type_)
+    model = () if known is None else known
+    if type_ == "kubernetes:core/v1:Secret" and _secret_mutable(new, providers):
+        model = tuple(f for f in model if f.path not in ("data", "stringData"))
+
+    reasons: list[str] = []
+    provider = _provider_urn(new.get("provider") or "")
+    if provider and provider in replaced:
+        reasons.append(f"its provider is replaced ({F.PROVIDER_REPLACED})")
+    for fact in model:
+        if fact.effect == F.REPLACE and F.triggered(fact, old_in, new_in):
+            reasons.append(f"{fact.path}: {fact.rule} ({fact.source})")
+    for prop in unknown:
+        refs = references.get(prop, set())
+        hits = [
+            f
+            for f in model
+            if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and _mentions(paths.values(new_in, f.parsed), refs)
+        ]
+        if hits:
+            reasons.append(f"{hits[0].path}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
+    for text in options.get("replaceOnChanges") or []:
+        target = paths.parse(text) if text != "*" else ()
+        if any(
+            paths.covers(paths.without_indices(target), paths.without_indices(p)) for p in paths.changed(old_in, new_in)
+        ):
+            reasons.append(f"{text}: replaceOnChanges ({F.REPLACE_ON_CHANGES})")
+
+    if reasons:
+        change.delete_first = (
+            bool(options.get("deleteBeforeReplace"))
+            or (type_.startswith("kubernetes:") and _k8s_named_same(old_in, new_in))
+            or type_ in DYNAMIC_DELETE_FIRST
+        )
+        change.action, change.reason = REPLACE, "; ".join(reasons)
+        if old.get("protect") and new.get("protect"):
+            change.action = REJECTED
+            change.reason = f"protected: its replacement is refused ({F.PROTECT}, {F.PROTECT_REPLACE}); {change.reason}"
+        elif type_.startswith("gcp:") and not change.delete_first:
+            fixed = [k for k in ("name", "accountId") if k in new_in and new_in.get(k) == old_in.get(k)]
+            if fixed:
+                change.action = REJECTED
+                change.reason = f"{fixed[0]} stays: {GCP_FIXED_NAME}; {change.reason}"
+        return change
+    refused = checks[type_](old_in, new_in) if type_ in checks else []
+    if not changed and not refused:
+        if hidden:
+            change.reason = f"ignored: {', '.join(hidden)} ({F.IGNORE_CHANGES})"
+        return change
+    rejections = [
+        f"{fact.path}: {fact.rule} ({fact.source})"
+        for fact in model
+        if fact.effect == F.REJECT and F.triggered(fact, old_in, new_in)
+    ] + refused
+    if rejections:
+        change.action, change.reason = REJECTED, "; ".join(rejections)
+    else:
+        change.action = UPDATE
+        if known is None:
+            change.reason = "type not in the model: assumed to update in place"
+        elif type_ in REMOTE:
+            change.reason = "the provider renders its children at run time: their own actions are not modelled"
+        elif type_ == DYNAMIC:
+            change.reason = DYNAMIC_SOURCE
+    return change
+
+
+def diff(
+    old: list[Record],
+    new: list[Record],
+    suppress: dict[tuple[str, str], Callable[[Any, Any], bool]] | None = None,
+    checks: dict[str, Check] | None = None,
+) -> Result:
+    """The action for every resource of either run, by name (the runs register independent resources in any order).
+
+    Decided in the new run's registration order, so a resource is decided after what its inputs depend on.
+    """
+    old = [r for r in old if is_modelled(r)]
+    new = [r for r in new if is_modelled(r)]
+    by_urn = {r["urn"]: r for r in old}
+    providers = {r["urn"]: r for r in new if r["type"].startswith("pulumi:providers:")}
+    matched: set[str] = set()
+    replaced: dict[str, Record] = {}
+    changes: list[Change] = []
+    for rec in new:
+        before = by_urn.get(rec["urn"])
+        if before is None:
+            before = next((by_urn[u] for u in _alias_urns(rec) if u in by_urn and u not in matched), None)
+        if before is None:
+            changes.append(Change(rec["name"], rec["type"], CREATE, urn=rec["urn"]))
+            continue
+        matched.add(before["urn"])
+        change = _decide(before, rec, replaced, providers, suppress or {}, checks or {})
+        if before["urn"] != rec["urn"] and not change.reason:
+            change.reason = f"the same resource under an alias ({F.ALIASES})"
+        if change.action == REPLACE:
+            replaced.update({rec["urn"]: before, before["urn"]: before})
+        changes.append(change)
+    for rec in old:
+        if rec["urn"] not in matched:
+            if rec.get("protect"):
+                changes.append(
+                    Change(rec["name"], rec["type"], REJECTED, reason=f"deletion of a protected resource ({F.PROTECT})")
+                )
+            else:
+                changes.append(Change(rec["name"], rec["type"], DELETE, urn=rec["urn"]))
+    return Result(sorted(changes, key=lambda c: (c.name, c.type)))

@@ -1,0 +1,232 @@
+"""Immutable fields of every Kubernetes kind the program applies, or will: replaced by the provider, or refused.
+
+Three sources, each cited per fact:
+
+* pulumi-kubernetes' own replace-on-change list (`forceNewProperties`, provider/pkg/provider/diff.go at
+  commit 94977969d, the newest source available offline; the program pins 4.34.2): the provider replaces
+  the object, delete-first when its name and namespace stay (provider/pkg/provider/provider.go L1645-1660);
+* the CRDs' CEL transition rules (`oldSelf`), pinned in ../shared/schemas/crds (tests/test_diff_model.py
+  checks that every transition rule of a kind the program applies is here, at the cited line);
+* the controllers' validating webhooks: Kueue v0.17.4 (commit 731bece78d5f) for queued LeaderWorkerSets
+  and JobSets, LWS v0.8.0 (c52b4f929a2f) and v0.10.0 (566625933a26), JobSet v0.11.1 (c1a0ef054250).
+
+A REJECT fact is a refused update: when the object is replaced anyway (a replace-on-change property
+changed too, or `replaceOnChanges`), the new object is a create and the fact does not apply.
+"""
+
+from __future__ import annotations
+
+from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, REJECT, REMOVED, REPLACE, Fact
+
+PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/diff.go"
+CRDS = "../shared/schemas/crds"
+KUEUE = "kubernetes-sigs/kueue@v0.17.4"
+LWS_WEBHOOK = "kubernetes-sigs/lws@v0.8.0 pkg/webhooks/leaderworkerset_webhook.go"
+JOBSET_WEBHOOK = "kubernetes-sigs/jobset@v0.11.1 pkg/webhooks/jobset_webhook.go"
+QUEUE_LABEL = 'metadata.labels["kueue.x-k8s.io/queue-name"]'  # pkg/controller/constants/constants.go:23
+PRIORITY_LABEL = 'metadata.labels["kueue.x-k8s.io/priority-class"]'  # pkg/controller/constants/constants.go:48
+
+
+def _replace(source: str, *paths: str, rule: str = "replaced by the provider") -> tuple[Fact, ...]:
+    return tuple(Fact(p, REPLACE, source, rule) for p in paths)
+
+
+# Every kind: another name or namespace is another object (diff.go L207-211).
+METADATA = _replace(f"{PK}:207", "metadata.name", "metadata.namespace")
+# A Secret: its type always (L155-157); its data too unless the provider sets enableSecretMutable (L28-29).
+SECRET = _replace(f"{PK}:156", "type") + _replace(f"{PK}:29", "data", "stringData")
+_SELECTOR = ("spec.selector", "spec.selector.matchExpressions", "spec.selector.matchLabels")  # L243-250
+
+_SHAPE = (  # Kueue's SpecShape: pkg/util/pod/pod.go L139-164, compared by validation.go L231-262
+    ("spec.containers[*]", PRESENCE),
+    ("spec.containers[*].resources.requests", ALWAYS),
+    ("spec.containers[*].ports", ALWAYS),
+    ("spec.initContainers[*]", PRESENCE),
+    ("spec.initContainers[*].resources.requests", ALWAYS),
+    ("spec.initContainers[*].ports", ALWAYS),
+    ("spec.nodeSelector", ALWAYS),
+    ("spec.affinity", ALWAYS),
+    ("spec.tolerations", ALWAYS),
+    ("spec.runtimeClassName", ALWAYS),
+    ("spec.priority", ALWAYS),
+    ("spec.topologySpreadConstraints", ALWAYS),
+    ("spec.overhead", ALWAYS),
+    ("spec.resourceClaims", ALWAYS),
+)
+
+
+def _queued_lws_shape() -> tuple[Fact, ...]:
+    """leaderworkerset_webhook.go L183-198: a queued LWS keeps both pod templates' shape."""
+    source = f"{KUEUE} pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:187"
+    out = [
+        Fact(
+            "spec.leaderWorkerTemplate.leaderTemplate",
+            REJECT,
+            source,
+            "leader template added or removed",
+            PRESENCE,
+            QUEUE_LABEL,
+        )
+    ]
+    for template in ("leaderTemplate", "workerTemplate"):
+        for path, when in _SHAPE:
+            rule = "pod shape (SpecShape) of a queued LeaderWorkerSet is immutable"
+            out.append(Fact(f"spec.leaderWorkerTemplate.{template}.{path}", REJECT, source, rule, when, QUEUE_LABEL))
+    return tuple(out)
+
+
+_PRIORITY = (
+    Fact(
+        PRIORITY_LABEL, REJECT, f"{KUEUE} pkg/controller/jobframework/validation.go:196", "cannot be removed", REMOVED
+    ),
+    Fact(
+        PRIORITY_LABEL,
+        REJECT,
+        f"{KUEUE} pkg/controller/jobframework/validation.go:190",
+        "cannot be added to a running workload",
+        ADDED,
+    ),
+)
+
+
+def _cel(file: str, line: int, path: str, message: str, guard: str = "") -> Fact:
+    """A CEL transition rule of a pinned CRD (`self == oldSelf`, or `!has(oldSelf.x) || ...` with `guard`)."""
+    return Fact(path, REJECT, f"{CRDS}/{file}:{line}", f"CEL: {message}", ALWAYS, guard, OLD)
+
+
+_JOBSET_CEL = tuple(
+    _cel("jobset-v0.11.1_jobsets.yaml", line, path, "Value is immutable")
+    for line, path in (
+        (180, "spec.failurePolicy"),
+        (218, "spec.network"),
+        (260, "spec.replicatedJobs[*].dependsOn"),
+        (9499, "spec.startupPolicy"),
+        (9527, "spec.successPolicy"),
+        (10025, "spec.volumeClaimPolicies"),
+    )
+)
+
+FACTS: dict[str, tuple[Fact, ...]] = {
+    # ---------------------------------------------------------------- built-in kinds (diff.go L45-205)
+    "kubernetes:core/v1:Namespace": (),
+    "kubernetes:core/v1:ServiceAccount": (),
+    "kubernetes:core/v1:ConfigMap": _replace(f"{PK}:33", "data", "binaryData"),  # unless enableConfigMapMutable
+    "kubernetes:core/v1:Secret": SECRET,
+    "kubernetes:core/v1:Service": _replace(f"{PK}:159", "spec.clusterIP"),
+    "kubernetes:apps/v1:Deployment": _replace(f"{PK}:171", *_SELECTOR),
+    "kubernetes:apps/v1:DaemonSet": _replace(f"{PK}:164", *_SELECTOR),
+    "kubernetes:apps/v1:StatefulSet": _replace(
+        f"{PK}:196",
+        *_SELECTOR,
+        "spec.podManagementPolicy",
+        "spec.revisionHistoryLimit",
+        "spec.serviceName",
+        "spec.volumeClaimTemplates",
+    ),
+    "kubernetes:batch/v1:Job": _replace(
+        f"{PK}:178", *_SELECTOR, "spec.completions", "spec.parallelism", "spec.template"
+    ),
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": (),
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": (),
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _replace(f"{PK}:193", "roleRef"),
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": _replace(f"{PK}:193", "roleRef"),
+    # policy/v1 is not in the list (only v1beta1, L62-64): its spec updates in place (Kubernetes 1.15+).
+    "kubernetes:policy/v1:PodDisruptionBudget": (),
+    # ---------------------------------------------------------------- Gateway API v1.4.1 (no transition rule)
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway": (),
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": (),
+    "kubernetes:gateway.networking.k8s.io/v1:GatewayClass": (
+        _cel("gateway-api-v1.4.1_gatewayclasses.yaml", 94, "spec.controllerName", "Value is immutable"),
+    ),
+    # ---------------------------------------------------------------- Managed Prometheus v0.17.2, GAIE v1.5.0
+    "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": (),
+    "kubernetes:monitoring.googleapis.com/v1:ClusterPodMonitoring": (),
+    "kubernetes:inference.networking.k8s.io/v1:InferencePool": (),
+    "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective": (),
+    # ---------------------------------------------------------------- Kueue v0.17.4
+    "kubernetes:kueue.x-k8s.io/v1beta2:Topology": (
+        _cel("kueue-v0.17.4_topologies.yaml", 135, "spec.levels", "field is immutable"),
+    ),
+    "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": (
+        _cel("kueue-v0.17.4_localqueues.yaml", 475, "spec.clusterQueue", "field is immutable"),
+    ),
+    "kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck": (
+        _cel("kueue-v0.17.4_admissionchecks.yaml", 195, "spec.controllerName", "field is immutable"),
+    ),
+    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": (
+        _cel(
+            "kueue-v0.17.4_resourceflavors.yaml",
+            374,
+            "spec.nodeLabels",
+            "nodeLabels are immutable when topologyName is set",
+            "spec.topologyName",
+        ),
+        _cel(
+            "kueue-v0.17.4_resourceflavors.yaml",
+            377,
+            "spec.tolerations",
+            "tolerations are immutable when topologyName is set",
+            "spec.topologyName",
+        ),
+        _cel(
+            "kueue-v0.17.4_resourceflavors.yaml",
+            380,
+            "spec.topologyName",
+            "topologyName is immutable when topologyName is set",
+            "spec.topologyName",
+        ),
+    ),
+    "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": (),
+    "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass": (),
+    # ---------------------------------------------------------------- JobSet v0.11.1 (+ Kueue's job webhook)
+    "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": (
+        *_JOBSET_CEL,
+        # jobset_webhook.go L350-351: replicatedJobs (pod labels, annotations, nodeSelector, tolerations and
+        # scheduling gates excepted while suspended) and managedBy are immutable.
+        Fact("spec.replicatedJobs", REJECT, f"{JOBSET_WEBHOOK}:350", "replicatedJobs are immutable"),
+        Fact("spec.managedBy", REJECT, f"{JOBSET_WEBHOOK}:351", "managedBy is immutable"),
+        # Kueue: the queue name of a job that is not suspended (admitted and running) is immutable.
+        Fact(
+            QUEUE_LABEL,
+            REJECT,
+            f"{KUEUE} pkg/controller/jobframework/validation.go:151",
+            "queue-name is immutable while the job runs",
+        ),
+        *_PRIORITY,
+    ),
+    # ---------------------------------------------------------------- LeaderWorkerSet (+ Kueue's LWS webhook)
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": (
+        Fact(
+            QUEUE_LABEL,
+            REJECT,
+            f"{KUEUE} pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:166",
+            "queue-name is immutable",
+        ),
+        *_PRIORITY,
+        *_queued_lws_shape(),
+        Fact(
+            "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+            REJECT,
+            f"{LWS_WEBHOOK}:109",
+            "subGroupSize is immutable",
+        ),
+        Fact(
+            "spec.leaderWorkerTemplate.subGroupPolicy",
+            REJECT,
+            f"{LWS_WEBHOOK}:111",
+            "subGroupPolicy cannot be added or removed",
+            PRESENCE,
+        ),
+        Fact("spec.networkConfig.subdomainPolicy", REJECT, f"{LWS_WEBHOOK}:117", "cannot be set to null", REMOVED),
+    ),
+    # LWS v0.10.0: the DisaggregatedSet CRD has no transition rule (upstream-next/lws-v0.10.0/crds) and its
+    # webhook checks an update like a create (pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go
+    # L55-59): its roles' templates change in place, the controller rolls them out to new LeaderWorkerSets.
+    "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet": (),
+}
+
+
+def facts_for(type_: str) -> tuple[Fact, ...] | None:
+    """The facts of a Kubernetes type token (metadata included), or None when the model does not cover it."""
+    kind = FACTS.get(type_)
+    return None if kind is None else METADATA + kind

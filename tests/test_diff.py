@@ -1,0 +1,342 @@
+"""`python -m components diff`: each action on real one-key changes of the stack files, the second run of every
+stack against the read-back model, the pull-request mode against a git revision, the output and exit codes.
+
+Expected actions come from the model (components/model/diff/) and its cited facts; these tests pin which
+resources a change touches and what the command prints.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.cli import diff
+from components.model.diff import engine
+from tests.harness import ROOT, STACKS, set_arguments
+
+P = "gke-tpu-slicing"
+POOL = "gcp:container/nodePool:NodePool"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
+
+
+def run(stack: str, *args: str, directory: Path = ROOT) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", stack, "--dir", str(directory), *set_arguments(stack), *args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@cache
+def preview(stack: str, *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(stack, *args, "--json")
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def actions(result: dict[str, Any]) -> dict[str, str]:
+    return {c["name"]: c["action"] for c in result["changes"] if c["action"] != "same"}
+
+
+def change(result: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in result["changes"] if c["name"] == name)
+
+
+# ------------------------------------------------------------------------------------------------ each action
+
+
+def test_adding_a_cube_creates_one_pool_and_updates_what_counts_chips() -> None:
+    code, result = preview("dev", "--change", "tpu.cubes=3")
+    assert code == 0
+    assert actions(result) == {
+        "capacity-tpu7-pool-3": "create",
+        "teardown-tpu7-pool-3": "create",  # its teardown gate
+        "queues-cluster-queue": "update",  # the TPU quota: chips provisioned
+        "observability-dashboard": "update",  # the provisioned-chips line
+        "observability-tpu-quota-full": "update",  # the alert's threshold
+    }
+    assert change(result, "queues-cluster-queue")["properties"] == [
+        "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+    ]
+    assert result["totals"]["create"] == 2 and result["totals"]["rejected"] == 0
+
+
+def test_another_reservation_replaces_every_tpu_pool_delete_first() -> None:
+    code, result = preview("dev", "--change", "tpu.reservation.name=other-reservation")
+    assert code == 0
+    assert actions(result) == {
+        "capacity-tpu7-pool-1": "replace",
+        "capacity-tpu7-pool-2": "replace",
+        "teardown-tpu7-pool-1": "replace",  # a gate's provider replaces it with its pool (delete-first)
+        "teardown-tpu7-pool-2": "replace",
+    }
+    assert change(result, "teardown-tpu7-pool-1")["deleteFirst"] is True
+    pool = change(result, "capacity-tpu7-pool-1")
+    assert pool["deleteFirst"] is True
+    assert pool["properties"] == ["nodeConfig.reservationAffinity.values[0]"]
+    assert "container/node_config.go:626" in pool["reason"]  # reservation_affinity.values is ForceNew
+
+
+def test_the_system_machine_type_updates_the_system_pool_in_place() -> None:
+    code, result = preview("dev", "--change", "cluster.systemMachineType=n2-standard-48")
+    assert (code, actions(result)) == (0, {"cluster-system": "update"})
+    assert change(result, "cluster-system")["properties"] == ["nodeConfig.machineType"]
+
+
+def test_a_serving_shape_change_is_what_the_program_registers_allows() -> None:
+    """An in-place LeaderWorkerSet shape change under Kueue is refused by its webhook; a rollout to new objects
+    (new names, or a DisaggregatedSet whose controller rolls) is a create and a delete, or an update."""
+    code, result = preview("dev", "--change", "serving.decode.topology=2x2x4")
+    by_name = {c["name"]: c for c in result["changes"]}
+    touched = [c for c in result["changes"] if c["type"] in (LWS, DISAGG) and c["action"] != "same"]
+    assert touched, "a decode shape change must touch the decode role"
+    for c in touched:
+        if c["type"] == LWS and c["action"] in ("update", "rejected"):
+            assert c["action"] == "rejected", c
+            assert "leaderworkerset_webhook.go:187" in c["reason"] and "SpecShape" in c["reason"]
+        else:
+            assert c["action"] in ("create", "delete", "update", "replace"), c
+    assert code == (1 if any(c["action"] == "rejected" for c in by_name.values()) else 0)
+
+
+def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() -> None:
+    # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; the super-slice demo fits in whole 2x4x4 cubes.
+    code, result = preview("dev", "--set", "demos.superslicing.topology=4x4x4", "--change", "tpu.cubeTopology=2x4x4")
+    assert code == 1
+    # Kueue never updates spec.levels (CEL, kueue-v0.17.4_topologies.yaml:135): an in-place update is rejected;
+    # a program that replaces the Topology instead must refuse while queued workloads hold its quota.
+    topology = change(result, "queues-topology")
+    assert topology["action"] in ("replace", "rejected") and topology["properties"] == ["spec.levels"]
+    if topology["action"] == "rejected":
+        assert "kueue-v0.17.4_topologies.yaml:135" in topology["reason"]
+    else:
+        refusals = [c for c in result["changes"] if c["action"] == "rejected"]
+        assert any("Topology.spec.levels" in c["reason"] for c in refusals), refusals
+    policy = change(result, "capacity-policy")
+    assert policy["action"] == "replace" and policy["deleteFirst"] and "resource_policy.go:476" in policy["reason"]
+    for name in ("capacity-tpu7-pool-1", "capacity-tpu7-pool-2"):
+        pool = change(result, name)
+        # placement_policy references the replaced policy: unknown in the preview, and ForceNew.
+        assert pool["action"] == "replace" and "placementPolicy: unknown" in pool["reason"]
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_replacing_a_protected_resource_is_rejected(stack: str) -> None:
+    code, result = preview(stack, "--change", "tpu.reservation.name=other-reservation")
+    assert code == 1
+    pools = [c for c in result["changes"] if c["type"] == POOL and c["name"] != "cluster-system"]
+    assert pools and all(c["action"] == "rejected" for c in pools)
+    assert all("protected" in c["reason"] and "node_config.go:626" in c["reason"] for c in pools)
+
+
+def test_disabling_a_demo_deletes_its_jobset() -> None:
+    code, result = preview("dev", "--change", "demos.subslicing.enabled=false")
+    assert code == 0 and actions(result).get("subslicing-jobset") == "delete"
+    assert not {a for n, a in actions(result).items() if n != "subslicing-jobset"} - {"update", "delete"}
+
+
+def test_a_new_cluster_name_replaces_the_cluster_and_every_kubernetes_object() -> None:
+    code, result = preview("dev", "--change", "cluster.name=other-cluster")
+    assert code == 0
+    cluster = change(result, "cluster-gke")
+    assert cluster["action"] == "replace" and "resource_container_cluster.go:298" in cluster["reason"]
+    kubernetes = [c for c in result["changes"] if c["type"].startswith("kubernetes:")]
+    assert kubernetes and all(c["action"] == "replace" for c in kubernetes), [
+        c["name"] for c in kubernetes if c["action"] != "replace"
+    ]
+    provider = change(result, "cluster-k8s")
+    assert provider["action"] == "replace" and "provider.go:490" in provider["reason"]
+
+
+def test_no_change_is_all_same() -> None:
+    code, result = preview("dev", "--change", "tpu.cubes=2")
+    assert code == 0 and actions(result) == {}
+    assert result["totals"]["same"] == len(result["changes"]) > 50
+
+
+# ------------------------------------------------------------------------------------------------ second run
+
+# What the read-back model finds in the program today: fixes are in flight on other branches. Each entry is
+# (type, top-level property) -> why. Remove an entry once its fix is merged (its xfail test then fails).
+# (The TPU pools' placementPolicy and the dashboard JSON were listed here until their fixes were merged.)
+KNOWN_READBACK_FINDINGS: dict[tuple[str, str], str] = {}
+
+
+def second_run_findings(stack: str) -> set[tuple[str, str]]:
+    _, result = preview(stack, "--second-run")
+    found = set()
+    for c in result["changes"]:
+        if c["action"] != "same":
+            found |= {(c["type"], p.split(".")[0].split("[")[0]) for p in c["properties"] or ["<none>"]}
+    return found
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_second_run_changes_nothing_but_the_known_findings(stack: str) -> None:
+    unexplained = second_run_findings(stack) - KNOWN_READBACK_FINDINGS.keys()
+    assert unexplained == set(), f"the second `pulumi up` of {stack} would change {sorted(unexplained)}"
+
+
+def test_every_known_finding_still_occurs() -> None:
+    """A finding whose fix is merged must leave the list (the coordinator removes it at merge)."""
+    found = set().union(*(second_run_findings(stack) for stack in STACKS))
+    assert set(KNOWN_READBACK_FINDINGS) <= found, sorted(set(KNOWN_READBACK_FINDINGS) - found)
+
+
+# ------------------------------------------------------------------------------------------------ --base
+
+
+def test_base_runs_the_program_at_a_git_revision(tmp_path: Path) -> None:
+    """A copy of this tree committed in a scratch repository; the stack file then changes in the worktree."""
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file() and not rel.startswith(("tests/", "benchmarks/", ".github/")):
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, tmp_path / rel)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=tmp_path, check=True)
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(stack_file.read_text().replace("cubes: 2", "cubes: 3"))
+    code, out, err = run("dev", "--base", "HEAD", "--json", directory=tmp_path)
+    assert code == 0, err
+    assert actions(json.loads(out)).get("capacity-tpu7-pool-3") == "create"
+    code, out, err = run("dev", "--base", "no-such-ref", directory=tmp_path)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-ref" in err
+
+
+# ------------------------------------------------------------------------------------------------ output, errors
+
+
+def test_the_json_output_is_the_documented_shape() -> None:
+    _, result = preview("dev", "--change", "tpu.cubes=3")
+    assert set(result) == {"changes", "totals"}
+    assert set(result["totals"]) == set(engine.ACTIONS)
+    for c in result["changes"]:
+        assert set(c) == {"name", "type", "action", "properties", "reason", "deleteFirst"}
+        assert c["action"] in engine.ACTIONS and isinstance(c["properties"], list)
+
+
+def test_the_table_lists_what_changes_and_the_totals() -> None:
+    code, out, _ = run("dev", "--change", "tpu.reservation.name=other-reservation")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("stack dev: 4 replace, ") and lines[0].endswith(" same")
+    assert any(line.startswith("replace   capacity-tpu7-pool-1") and "(delete first)" in line for line in lines)
+    assert "why: nodeConfig.reservationAffinity.values: ForceNew" in out
+    assert "cluster-gke" not in out  # unchanged resources are only counted
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--change", "tpu.cubes=0"], "tpu.cubes"),  # the program refuses the configuration
+        (["--change", "novalue"], "expected KEY=VALUE"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exits_2(args: list[str], fragment: str) -> None:
+    code, out, err = run("dev", *args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and fragment in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [([], "one of the arguments"), (["--second-run", "--base", "HEAD"], "not allowed with"), (["--stack"], "expected")],
+)
+def test_argument_errors_print_one_line(capsys: pytest.CaptureFixture[str], args: list[str], fragment: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        diff.main(["--stack", "dev", *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and fragment in err
+
+
+def test_a_missing_stack_file_exits_2() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", "nosuchstack", "--second-run"], out, err)
+    out, err = out.getvalue(), err.getvalue()
+    assert code == 2 and "Pulumi.nosuchstack.yaml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_secrets_are_never_printed() -> None:
+    token = "hf_SECRETvalue123456"
+    for extra in ([], ["--json"]):
+        code, out, err = run("dev", "--set", "hfToken=hf_oldTOKEN0000000", "--change", f"hfToken={token}", *extra)
+        assert code == 0, err
+        assert token not in out + err and "hf_oldTOKEN0000000" not in out + err
+    _, result = preview("dev", "--set", "hfToken=hf_oldTOKEN0000000", "--change", f"hfToken={token}")
+    secret = change(result, "serving-hf-token")
+    # A Secret's data is replace-on-change for the provider unless enableSecretMutable (diff.go L28-29);
+    # the key changed, never its value, is what the output names.
+    assert secret["action"] == "replace" and secret["properties"] == ["stringData"]
+    # Pods that read it see an unknown reference while it is replaced: an update, not a refused shape change.
+    others = {c["name"]: c for c in result["changes"] if c["action"] != "same" and c["name"] != secret["name"]}
+    assert {c["action"] for c in others.values()} <= {"update"}
+    assert all(
+        p.endswith("(unknown: depends on a replaced resource)") for c in others.values() for p in c["properties"]
+    )
+
+
+# ------------------------------------------------------------------------------------------------ Pulumi options
+
+
+def record(name: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    urn = f"urn:pulumi:dev::{P}::{type_}::{name}"
+    return {"urn": urn, "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
+
+
+def test_an_alias_keeps_the_resource() -> None:
+    old_type = "kubernetes:kueue.x-k8s.io/v1beta1:WorkloadPriorityClass"
+    new_type = "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"
+    obj = {"metadata": {"name": "high"}, "value": 3000}
+    new = record("p", new_type, obj, aliases=[{"spec": {"type": old_type, "parentUrn": ""}}])
+    (only,) = engine.diff([record("p", old_type, obj)], [new]).changes
+    assert only.action == engine.SAME and "alias" in only.reason
+    # without the alias: a new object and a deletion
+    without = engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes
+    assert sorted(c.action for c in without) == [engine.CREATE, engine.DELETE]
+
+
+def test_ignored_changes_are_not_diffed_and_replace_on_changes_replaces() -> None:
+    cluster = "gcp:container/cluster:Cluster"
+    old = record("c", cluster, {"name": "c", "initialNodeCount": 1})
+    new = record("c", cluster, {"name": "c", "initialNodeCount": 3}, options={"ignoreChanges": ["initialNodeCount"]})
+    (ignored,) = engine.diff([old], [new]).changes
+    assert ignored.action == engine.SAME and ignored.reason.startswith("ignored: initialNodeCount")
+    js = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+    before = record("j", js, {"metadata": {"name": "j"}, "spec": {"suspend": False}})
+    after = record(
+        "j", js, {"metadata": {"name": "j"}, "spec": {"suspend": True}}, options={"replaceOnChanges": ["spec"]}
+    )
+    (c,) = engine.diff([before], [after]).changes
+    assert c.action == engine.REPLACE and "replaceOnChanges" in c.reason
+    assert c.delete_first  # a named object under the same name: the provider deletes first (provider.go L1647)
+
+
+def test_a_create_first_replacement_under_a_fixed_name_is_rejected() -> None:
+    pool = {"name": "p", "cluster": "c", "nodeConfig": {"serviceAccount": "a@x"}}
+    old = record("p", POOL, pool)
+    new = record("p", POOL, {**pool, "nodeConfig": {"serviceAccount": "b@x"}})
+    (c,) = engine.diff([old], [new]).changes
+    assert c.action == engine.REJECTED and "409" in c.reason and "node_config.go:647" in c.reason
+    (c,) = engine.diff([old], [{**new, "options": {"deleteBeforeReplace": True}}]).changes
+    assert c.action == engine.REPLACE and c.delete_first
+
+
+def test_deleting_a_protected_resource_is_rejected() -> None:
+    (c,) = engine.diff([record("p", POOL, {"name": "p"}, protect=True)], []).changes
+    assert c.action == engine.REJECTED and "protect" in c.reason
+    # Replacement needs both states protected (pulumi/pulumi#8873): dropping protect in the same change allows it.
+    old = record("p", POOL, {"name": "p", "cluster": "a"}, protect=True, options={"deleteBeforeReplace": True})
+    new = {**old, "inputs": {"name": "p", "cluster": "b"}, "protect": False}
+    assert engine.diff([old], [new]).changes[0].action == engine.REPLACE

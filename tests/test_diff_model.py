@@ -1,0 +1,274 @@
+"""The change preview's model agrees with its sources: the installed SDK's property names, the pinned CRDs'
+CEL transition rules (found, cited at the right line, and evaluated), and every type the program registers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.model.diff import engine, facts, gcp, kubernetes, paths, readback
+from tests import cel_rules, upstream
+from tests.harness import STACKS, Run, run_program
+
+SDK = Path(__import__("pulumi_gcp").__file__).parent
+# Types other branches are adding now: the model must know them before they land.
+COMING = [
+    "gcp:compute/router:Router",
+    "gcp:compute/routerNat:RouterNat",
+    "gcp:storage/bucket:Bucket",
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "gcp:compute/firewall:Firewall",
+    "kubernetes:policy/v1:PodDisruptionBudget",
+    "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet",
+    "pulumi-python:dynamic:Resource",
+]
+
+
+@cache
+def stack_run(stack: str) -> Run:
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    return run
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_type_the_program_registers_is_in_the_model(stack: str) -> None:
+    types = {r.type for r in stack_run(stack).registrations if engine.is_modelled({"type": r.type, "custom": r.custom})}
+    missing = sorted(t for t in types if engine.facts_of(t) is None)
+    assert missing == [], f"add the replace-on-change and immutability facts of {missing} to components/model/diff/"
+
+
+@pytest.mark.parametrize("type_", COMING)
+def test_types_other_branches_add_are_in_the_model(type_: str) -> None:
+    assert engine.facts_of(type_) is not None
+
+
+def test_an_unknown_type_is_reported_as_not_modelled() -> None:
+    assert engine.facts_of("gcp:sql/databaseInstance:DatabaseInstance") is None
+    old = {"urn": "u", "type": "gcp:sql/databaseInstance:DatabaseInstance", "name": "db", "custom": True}
+    result = engine.diff([{**old, "inputs": {"tier": "a"}}], [{**old, "inputs": {"tier": "b"}}])
+    assert result.changes[0].action == engine.UPDATE and "not in the model" in result.changes[0].reason
+
+
+# ------------------------------------------------------------------------------------------- Google Cloud
+
+
+@cache
+def sdk_names(module: str) -> frozenset[str]:
+    """Every wire name (camelCase) the installed pulumi-gcp SDK knows in a module."""
+    names: set[str] = set()
+    for f in (SDK / module).glob("*.py"):
+        text = f.read_text()
+        names |= set(re.findall(r'pulumi\.getter\(name="([A-Za-z0-9]+)"\)', text))
+        names |= set(re.findall(r"@pulumi\.getter\n    def ([a-z0-9]+)\(", text))
+    return frozenset(names)
+
+
+@pytest.mark.parametrize("type_", sorted(gcp.FORCE_NEW))
+def test_every_force_new_path_names_properties_of_the_installed_sdk(type_: str) -> None:
+    module = type_.split(":")[1].split("/")[0]
+    names = sdk_names(module)
+    for fact in gcp.FORCE_NEW[type_]:
+        unknown = [seg for seg in fact.parsed if seg not in names]
+        assert unknown == [], f"{type_} {fact.path}: {unknown} not in pulumi_gcp/{module}"
+        assert re.fullmatch(
+            r"hashicorp/terraform-provider-google-beta@93c65b2d60fe google-beta/\S+\.go:\d+", fact.source
+        )
+
+
+def test_the_pinned_sdk_is_the_one_the_facts_are_for() -> None:
+    plugin = json.loads((SDK / "pulumi-plugin.json").read_text())
+    assert plugin["version"] == "10.2.0"
+    # The 8.x provider removed these resources (version_8_upgrade.html.markdown L137-147); 10.x does not have them.
+    assert not (SDK / "beyondcorp" / "app_connection.py").exists()
+
+
+# ------------------------------------------------------------------------------------------- CRDs and CEL
+
+
+@cache
+def crd_documents() -> list[tuple[str, dict[str, Any]]]:
+    base = upstream.require("schemas/crds", "schemas/monitoring", "upstream-next")
+    files = [
+        *sorted((base / "schemas/crds").glob("*.yaml")),
+        *sorted((base / "schemas/monitoring").glob("*.yaml")),
+        *sorted((base / "upstream-next").rglob("crds/*.yaml")),
+    ]
+    listed = {f.path for f in upstream.load()}
+    return [
+        (p.relative_to(base).as_posix(), doc)
+        for p in files
+        if p.relative_to(base).as_posix() in listed
+        for doc in yaml.load_all(p.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if doc
+    ]
+
+
+@cache
+def transition_rules() -> dict[str, list[tuple[str, cel_rules.Rule]]]:
+    """Type token -> (file, rule) for every transition rule of a served version of a pinned CRD."""
+    out: dict[str, list[tuple[str, cel_rules.Rule]]] = {}
+    for file, doc in crd_documents():
+        group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
+        for version in doc["spec"]["versions"]:
+            token = f"kubernetes:{group}/{version['name']}:{kind}"
+            rules = cel_rules.rules(version["schema"]["openAPIV3Schema"])
+            out[token] = [(file, r) for r in rules if r.transition]
+    return out
+
+
+def test_every_transition_rule_of_a_modelled_kind_is_a_fact_at_its_line() -> None:
+    base = upstream.root()
+    found = transition_rules()
+    assert "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet" in found  # read from upstream-next
+    assert "kubernetes:monitoring.googleapis.com/v1:PodMonitoring" in found
+    for token, rules in found.items():
+        model = kubernetes.FACTS.get(token)
+        if model is None:
+            continue  # a version or kind the program does not apply (e.g. Kueue's v1beta1)
+        cel = [f for f in model if f.rule.startswith("CEL: ")]
+        assert sorted(f.rule.removeprefix("CEL: ") for f in cel) == sorted(r.message for _, r in rules), token
+        for fact in cel:
+            file, line = fact.source.removeprefix("../shared/").rsplit(":", 1)
+            text = (base / file).read_text().splitlines()
+            assert text[int(line) - 1].strip().startswith("rule:"), fact.source
+            assert fact.rule.removeprefix("CEL: ") in text[int(line) - 2], fact.source
+
+
+def _mutate(value: Any) -> Any:
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, list):
+        return value[:-1] if len(value) > 1 else [*value, copy.deepcopy(value[0])] if value else ["x"]
+    if isinstance(value, dict):
+        return {**value, "example.com/changed": "true"}
+    if isinstance(value, bool):
+        return not value
+    return value + 1
+
+
+@cache
+def crd_schema(token: str) -> dict[str, Any]:
+    for _, doc in crd_documents():
+        for version in doc["spec"]["versions"]:
+            if f"kubernetes:{doc['spec']['group']}/{version['name']}:{doc['spec']['names']['kind']}" == token:
+                return version["schema"]["openAPIV3Schema"]
+    raise KeyError(token)
+
+
+def test_the_cel_facts_decide_as_the_apiserver_evaluates_the_rules() -> None:
+    """For each CEL fact on an object the program applies: changing the field is rejected by the rule exactly
+    when the model says so, and the unchanged object passes."""
+    checked = 0
+    for reg in stack_run("dev").registrations:
+        cel = [f for f in kubernetes.FACTS.get(reg.type, ()) if f.rule.startswith("CEL: ")]
+        if not cel:
+            continue
+        schema, old = crd_schema(reg.type), reg.plain()
+        assert cel_rules.rejections(cel_rules.evaluate_update(old, old, schema)) == [], reg.name
+        for fact in cel:
+            for at, value in paths.values(old, fact.parsed):
+                new = copy.deepcopy(old)
+                paths.assign(new, at, _mutate(value))
+                verdict = cel_rules.rejections(cel_rules.evaluate_update(old, new, schema))
+                assert bool(verdict) == facts.triggered(fact, old, new), (reg.name, fact.path, verdict)
+                assert verdict, (reg.name, fact.path)
+                checked += 1
+    assert checked >= 4  # Topology levels, LocalQueue clusterQueue, AdmissionCheck controllerName, flavor labels
+
+
+def test_a_flavor_without_a_topology_may_change_its_labels() -> None:
+    """`!has(oldSelf.topologyName) || ...`: the guard of the ResourceFlavor facts, evaluated both ways."""
+    schema = crd_schema("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")
+    old = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    old["spec"] = {"nodeLabels": {"a": "1"}}
+    new = copy.deepcopy(old)
+    new["spec"]["nodeLabels"] = {"a": "2"}
+    labels = next(
+        f for f in kubernetes.FACTS["kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"] if "nodeLabels" in f.path
+    )
+    assert not cel_rules.rejections(cel_rules.evaluate_update(old, new, schema))
+    assert not facts.triggered(labels, old, new)
+    old["spec"]["topologyName"] = new["spec"]["topologyName"] = "t"
+    assert cel_rules.rejections(cel_rules.evaluate_update(old, new, schema))
+    assert facts.triggered(labels, old, new)
+
+
+# ------------------------------------------------------------------------------------------- read-back
+
+
+def test_every_read_back_rule_cites_its_source_and_names_a_modelled_type() -> None:
+    for rule in readback.RULES:
+        assert rule.source and rule.fact, rule
+        assert rule.type == "kubernetes:*" or engine.facts_of(rule.type) is not None, rule.type
+
+
+def test_the_dashboard_suppression_is_the_providers() -> None:
+    """removeComputedKeys drops what the API added, not what it dropped: a default value sent is a diff."""
+    equal = readback.SUPPRESSORS[(readback.DASHBOARD, "dashboardJson")]
+    config = json.dumps({"displayName": "d", "tiles": [{"xPos": 0, "width": 6}]})
+    assert not equal(json.dumps({"displayName": "d", "tiles": [{"width": 6}], "etag": "e"}), config)
+    assert equal(json.dumps({"displayName": "d", "tiles": [{"xPos": 0, "width": 6}], "etag": "e"}), config)
+    stored = {"type": readback.DASHBOARD, "name": "x", "inputs": {"dashboardJson": config}}
+    (after,) = readback.read_back([stored])
+    assert "xPos" not in after["inputs"]["dashboardJson"] and '"etag"' in after["inputs"]["dashboardJson"]
+
+
+def test_the_read_back_model_catches_what_a_pool_must_declare() -> None:
+    """What the TPU pools declare is exactly what GKE stores: sending a placement type, or not ignoring the SMT
+    block GKE reports, is a change on every second run (a replacement, for the ForceNew SMT block)."""
+    pool = next(r for r in stack_run("dev").registrations if r.name == "capacity-tpu7-pool-1")
+    policy = next(r for r in stack_run("dev").registrations if r.type == readback.POLICY)
+    from components.cli.snapshot import records
+
+    base = records([policy, pool])
+    assert {c.action for c in engine.diff(readback.read_back(base), base, readback.SUPPRESSORS).changes} == {"same"}
+    typed = copy.deepcopy(base)
+    typed[1]["inputs"]["placementPolicy"]["type"] = "COMPACT"
+    (_, change) = engine.diff(readback.read_back(typed), typed, readback.SUPPRESSORS).changes
+    assert change.action == engine.UPDATE and change.properties == ["placementPolicy.type"]
+    unignored = copy.deepcopy(base)
+    unignored[1]["options"]["ignoreChanges"] = []
+    (_, change) = engine.diff(readback.read_back(unignored), unignored, readback.SUPPRESSORS).changes
+    assert change.action == engine.REPLACE and change.delete_first
+    assert "nodeConfig.advancedMachineFeatures: ForceNew block" in change.reason
+
+
+def test_every_kubernetes_fact_cites_a_pinned_file_and_line() -> None:
+    pinned = ("pulumi/pulumi-kubernetes@94977969d ", "../shared/schemas/crds/", "kubernetes-sigs/kueue@v0.17.4 ")
+    pinned += ("kubernetes-sigs/lws@v0.8.0 ", "kubernetes-sigs/jobset@v0.11.1 ")
+    for type_, facts_ in kubernetes.FACTS.items():
+        for fact in (*kubernetes.METADATA, *facts_):
+            assert fact.source.startswith(pinned) and re.search(r":\d+$", fact.source), (type_, fact)
+            paths.parse(fact.path)  # a well-formed path
+            if fact.guard:
+                paths.parse(fact.guard)
+
+
+def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
+    """The model restates the program's dynamic providers' `diff`; this calls them and compares."""
+    from components.kueue_guard import ImmutableFieldsProvider
+    from components.teardown import SliceGateProvider
+
+    gate = {"pool": "p", "cluster": "c", "kubeconfig": "k", "timeoutSeconds": 60, "__provider": "x"}
+    gate_facts = engine.facts_of("pulumi-python:dynamic/teardown:SliceGate")
+    assert gate_facts is not None
+    for key, value in (("pool", "q"), ("cluster", "d"), ("kubeconfig", "k2"), ("__provider", "y")):
+        changed = {**gate, key: value}
+        result = SliceGateProvider().diff("id", gate, changed)
+        model = [f.path for f in gate_facts if facts.triggered(f, gate, changed)]
+        assert (result.replaces or []) == model, key
+        assert result.delete_before_replace is True
+    assert "pulumi-python:dynamic/teardown:SliceGate" in engine.DYNAMIC_DELETE_FIRST
+    guard = {"fields": {"a": {"keys": "k", "value": 1}}, "queuedWorkloads": 1, "__provider": "x"}
+    result = ImmutableFieldsProvider().diff("id", guard, {**guard, "__provider": "y"})
+    assert result.changes is False and not result.replaces
+    assert engine.facts_of("pulumi-python:dynamic/queues:ImmutableFields") == ()
