@@ -286,8 +286,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
     """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if args.typ == STACK_REFERENCE:  # offline, no backend is read: a stack's first update
-            return stack_reference_state(args, {})
+        if args.typ == STACK_REFERENCE:  # no backend is read offline: a stack's first update unless told
+            return stack_reference_state(args, self.previous_outputs)
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         if args.typ.startswith("gcp:"):
@@ -305,7 +305,9 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             )
         return f"<{args.name}.id>", state
 
-    def __init__(self) -> None:
+    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
+        # The outputs a StackReference to the stack itself answers (`diff` hands on those of its first run).
+        self.previous_outputs = previous_outputs or {}
         # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
         self.reservation = FakeReservation(
             {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
@@ -360,6 +362,19 @@ def _captured_logs(logs: list[tuple[str, str]]) -> Iterator[None]:
     finally:
         for lvl, fn in original.items():
             setattr(pulumi.log, lvl, fn)
+
+
+def exported(name: str) -> Any:
+    """The stack output `name` of the run that just ended (None when it exported none); call it before the next
+    run, which starts a new root stack."""
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.sync_await import _sync_await
+
+    root = get_root_resource()
+    outputs = getattr(root, "outputs", None) or {}
+    if name not in outputs:
+        return None
+    return _sync_await(pulumi.Output.from_input(outputs[name]).future())
 
 
 def execute(
