@@ -196,7 +196,8 @@ def read_deployed_serving(settings: Settings) -> dict[str, DeployedRole]:
     step.go `ReadStep.Apply`: "Unlike most steps, Read steps run during previews"), through the builtin provider
     (pkg/resource/deploy/builtins.go `readStackReference`) and the backend client both backends hand the engine
     for previews and updates alike (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go `BackendClient:`).
-    That client reads the stack's latest checkpoint (pkg/backend/backend.go `backendClient.GetStackOutputs`; diy:
+    That client reads the stack's latest checkpoint (pkg/backend/backend.go `backendClient.GetStackOutputs`, the
+    same `SnapshotStackOutputs` as `pulumi stack output`, pkg/cmd/pulumi/stack/stack_output.go; diy:
     the stack's file, pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing when it has no deployment yet;
     Cloud: its latest export, pkg/backend/httpstate/state.go) and returns the root stack's outputs
     (pkg/resource/stack/deployment.go `DeserializeStackOutputs`, nothing without a root stack). During this stack's
