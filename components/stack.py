@@ -108,9 +108,20 @@ def resolve_cluster_version(settings: Settings) -> str:
             # A second question only to word the error: the newest version of that minor the channel offers.
             resolution = resolve(_engine_versions(settings, ".".join(spec.value.split(".")[:2]) + "."))
     except gke_versions.VersionError as err:
-        raise pulumi.RunError(
-            f"invalid stack configuration (1 problem):\n  {PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
-        ) from None
+        problem = f"{PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
+        if err.not_offered and reservation.read_cluster(settings) is not None:
+            # The channel moved on under a running cluster, which GKE upgrades itself. The spec as given is a
+            # valid minimum (GKE accepts "1.X", "1.X.Y" and exact versions: googleapis container/v1
+            # cluster_service.proto, UpdateMasterRequest.master_version) and the provider asks for an upgrade
+            # only when the running version is older (resource_container_cluster.go, `cur.LessThan(des)`), so
+            # the update goes on and changes nothing; only a new environment or a rebuild would be refused.
+            pulumi.log.warn(
+                f"{problem}. The running cluster is not affected (GKE upgrades Rapid clusters itself, and "
+                f"{c.version} is sent only as a minimum it already meets), but a rebuild or a new environment "
+                "from this configuration would be refused: choose a version the channel offers"
+            )
+            return c.version
+        raise pulumi.RunError(f"invalid stack configuration (1 problem):\n  {problem}") from None
     if resolution.offline:
         pulumi.log.warn(
             f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "

@@ -355,3 +355,13 @@ def test_deleting_a_protected_resource_is_rejected() -> None:
     old = record("p", POOL, {"name": "p", "cluster": "a"}, protect=True, options={"deleteBeforeReplace": True})
     new = {**old, "inputs": {"name": "p", "cluster": "b"}, "protect": False}
     assert engine.diff([old], [new]).changes[0].action == engine.REPLACE
+
+
+def test_placeholders_left_name_the_set_flags_that_fill_them() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", "dev", "--second-run"], out, err)
+    err_text = err.getvalue()
+    assert code == 2 and out.getvalue() == "" and len(err_text.strip().splitlines()) == 1
+    hint = err_text[err_text.index("for this command alone") :]
+    for key in ("gcp:project", "tpu.reservation.name", "serving.weightsBucket"):
+        assert f"--set {key}=VALUE" in hint, key

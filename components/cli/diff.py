@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from components.cli import snapshot
-from components.cli.plan import ROOT, StackFileError, add_stack_arguments, apply_set, read_stack, secret_keys
+from components.cli.plan import (
+    ROOT,
+    StackFileError,
+    add_stack_arguments,
+    apply_set,
+    placeholder_flags,
+    read_stack,
+    secret_keys,
+)
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
@@ -86,7 +94,9 @@ def _in_process(
     secret = sorted(secrets | {k for k in config if k.endswith(":hfToken")})
     run = execute(config, stack=stack, secret_keys=secret, mocks=SymbolicMocks(previous))
     if run.error is not None:
-        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}")
+        flags = placeholder_flags(config)  # the refusal names `pulumi config set`; offline, --set does it
+        hint = f"; or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else ""
+        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}{hint}")
     shape = exported(SERVING_SHAPE_OUTPUT)
     return snapshot.records(run.registrations), ({SERVING_SHAPE_OUTPUT: shape} if shape is not None else {})
 
