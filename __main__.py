@@ -10,19 +10,28 @@ from components.addons import Addons
 from components.capacity import TpuCapacity
 from components.cluster import Cluster
 from components.identity import NodeIdentity
+from components.model.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.network import Network
 from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
-from components.stack import load_settings, plan_capacity, read_sub_blocks, require_cli, resolve_cluster_version
+from components.stack import (
+    load_settings,
+    plan_capacity,
+    read_deployed_serving,
+    read_sub_blocks,
+    require_cli,
+    resolve_cluster_version,
+)
 from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 require_cli()
 settings = load_settings()
 sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
-capacity_plan = plan_capacity(settings, sub_blocks)
+# What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
+capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))
 # Asks GKE which versions the channel offers now: still before anything is registered.
 cluster_version = resolve_cluster_version(settings)
 
@@ -115,5 +124,7 @@ if serving is not None:
     pulumi.export("inferencePool", serving.pool_name)
     pulumi.export("servingLeaders", serving.leaders)
     pulumi.export("verifyCommand", serving.verify_command)
+    # Read back by the next run (read_deployed_serving): the shape each role's LeaderWorkerSet now has.
+    pulumi.export(SERVING_SHAPE_OUTPUT, serving_shape(w.workload for w in capacity_plan.workloads))
 if observability is not None and observability.dashboard_url is not None:
     pulumi.export("dashboardUrl", observability.dashboard_url)

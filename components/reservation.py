@@ -57,6 +57,27 @@ class ReservationError(Exception):
     """The reservation or its block cannot be read, or does not exist. Raised before any registration."""
 
 
+def read_cluster(settings: Settings) -> Any | None:
+    """The stack's GKE cluster as `gcp.container.get_cluster` reads it, None when it does not exist yet.
+
+    None for the data source's own miss only (data_source_google_container_cluster.go: the resource Read turns
+    the API's 404 into an empty id, then `fmt.Errorf("%s not found", id)` with id = containerClusterFullName(
+    project, location, name)): this exact text, nothing looser, since reading a cluster that exists as "none"
+    would put its running pools on other sub-blocks, i.e. replace them. Also None while the GKE API is not
+    enabled yet (Google's SERVICE_DISABLED error names the service). Any other error (a 403, a bad location, a
+    network failure) is raised.
+    """
+    missing = f"projects/{settings.project}/locations/{settings.region}/clusters/{settings.cluster.name} not found"
+    try:
+        return gcp.container.get_cluster(name=settings.cluster.name, location=settings.region, project=settings.project)
+    except Exception as err:
+        text = str(err)
+        disabled = "container.googleapis.com" in text and ("SERVICE_DISABLED" in text or "has not been used" in text)
+        if missing in text or disabled:
+            return None
+        raise
+
+
 class Source(Protocol):
     description: str
 
@@ -80,14 +101,7 @@ class LiveSource:
         assert r.name is not None
         self.name, self.block_name = r.name, r.block
         self.project, self.zone = settings.reservation_project, settings.zone
-        self.cluster_args = {"name": settings.cluster.name, "location": settings.region, "project": settings.project}
-        # The data source's own miss (data_source_google_container_cluster.go: the resource Read turns the API's
-        # 404 into an empty id, then `fmt.Errorf("%s not found", id)` with id = containerClusterFullName(project,
-        # location, name)): this exact text, nothing looser, since reading a cluster that exists as "none" would
-        # put its running pools on other sub-blocks, i.e. replace them.
-        self.cluster_missing = (
-            f"projects/{settings.project}/locations/{settings.region}/clusters/{settings.cluster.name} not found"
-        )
+        self.settings = settings
 
     def reservation(self) -> Any:
         return gcp.compute.get_reservation(name=self.name, project=self.project, zone=self.zone)
@@ -103,18 +117,7 @@ class LiveSource:
         )
 
     def cluster(self) -> Any | None:
-        try:
-            return gcp.container.get_cluster(**self.cluster_args)
-        except Exception as err:
-            text = str(err)
-            # No cluster yet (a fresh stack), or the GKE API not enabled yet (Google's SERVICE_DISABLED error names
-            # the service): no pools exist. Any other error (a 403, a bad location, a network failure) stops.
-            disabled = "container.googleapis.com" in text and (
-                "SERVICE_DISABLED" in text or "has not been used" in text
-            )
-            if self.cluster_missing in text or disabled:
-                return None
-            raise
+        return read_cluster(self.settings)
 
 
 class FileSource:

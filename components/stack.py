@@ -11,9 +11,11 @@ import pulumi
 import pulumi.runtime.config as runtime_config
 import pulumi_gcp as gcp
 import yaml
+from pulumi.runtime.sync_await import _sync_await
 
 from components import reservation
 from components.model import gke_versions, planner
+from components.model.deployed import SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
 from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 
@@ -106,9 +108,20 @@ def resolve_cluster_version(settings: Settings) -> str:
             # A second question only to word the error: the newest version of that minor the channel offers.
             resolution = resolve(_engine_versions(settings, ".".join(spec.value.split(".")[:2]) + "."))
     except gke_versions.VersionError as err:
-        raise pulumi.RunError(
-            f"invalid stack configuration (1 problem):\n  {PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
-        ) from None
+        problem = f"{PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
+        if err.not_offered and reservation.read_cluster(settings) is not None:
+            # The channel moved on under a running cluster, which GKE upgrades itself. The spec as given is a
+            # valid minimum (GKE accepts "1.X", "1.X.Y" and exact versions: googleapis container/v1
+            # cluster_service.proto, UpdateMasterRequest.master_version) and the provider asks for an upgrade
+            # only when the running version is older (resource_container_cluster.go, `cur.LessThan(des)`), so
+            # the update goes on and changes nothing; only a new environment or a rebuild would be refused.
+            pulumi.log.warn(
+                f"{problem}. The running cluster is not affected (GKE upgrades Rapid clusters itself, and "
+                f"{c.version} is sent only as a minimum it already meets), but a rebuild or a new environment "
+                "from this configuration would be refused: choose a version the channel offers"
+            )
+            return c.version
+        raise pulumi.RunError(f"invalid stack configuration (1 problem):\n  {problem}") from None
     if resolution.offline:
         pulumi.log.warn(
             f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "
@@ -169,14 +182,64 @@ def read_sub_blocks(settings: Settings) -> Assignment:
     return result
 
 
-def plan_capacity(settings: Settings, sub_blocks: Assignment | None = None) -> planner.Plan:
+# The diy backends' one organization (pulumi/pulumi pkg/backend/diy/state.go: `Organization: "organization"`).
+DIY_ORGANIZATION = "organization"
+
+
+def own_stack_reference() -> str:
+    """The name under which this stack's backend finds the stack itself.
+
+    Pulumi Cloud takes only `<org>/<project>/<stack>` (pulumi/pulumi pkg/backend/httpstate/backend.go
+    `httpstateBackendClient.GetStackOutputs`); a diy backend (file://, gs://) initialised before CLI v3.61 takes only
+    a bare stack name (pkg/backend/diy/store.go `legacyReferenceStore.ParseReference`: tokens.ParseStackName), and a
+    project-scoped one a bare name too, with the current project (`projectReferenceStore.ParseReference`, case 1).
+    """
+    org, project, stack = pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()
+    return stack if org in (None, DIY_ORGANIZATION) else f"{org}/{project}/{stack}"
+
+
+def read_deployed_serving(settings: Settings) -> dict[str, DeployedRole]:
+    """The serving roles as the stack's previous update exported them (components/model/deployed.py).
+
+    A StackReference to the stack itself, read while the stack updates. From pulumi/pulumi's source (v3.259.0+,
+    1b5949891b, the newest at hand; the SDK is 3.272.0): the Python StackReference is a read resource (sdk/python
+    stack_reference.py: `id=target_stack`), and the engine runs Read steps in previews too (pkg/resource/deploy/
+    step.go `ReadStep.Apply`: "Unlike most steps, Read steps run during previews"), through the builtin provider
+    (pkg/resource/deploy/builtins.go `readStackReference`) and the backend client both backends hand the engine
+    for previews and updates alike (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go `BackendClient:`).
+    That client reads the stack's latest checkpoint (pkg/backend/backend.go `backendClient.GetStackOutputs`, the
+    same `SnapshotStackOutputs` as `pulumi stack output`, pkg/cmd/pulumi/stack/stack_output.go; diy:
+    the stack's file, pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing when it has no deployment yet;
+    Cloud: its latest export, pkg/backend/httpstate/state.go) and returns the root stack's outputs
+    (pkg/resource/stack/deployment.go `DeserializeStackOutputs`, nothing without a root stack). During this stack's
+    own update those are still the previous ones: the root stack is a same step, which keeps the old outputs
+    (step.go `SameStep.Apply`), and new stack outputs are written only when the deployment ends
+    (step_executor.go `executeRegisterResourceOutputs`, `finalizingStackOutputs`), over the old ones after a
+    failed update. So this is what the last update that ended exported, and nothing on a stack's first update.
+    The read blocks the program as the SDK's own synchronous invokes do (pulumi/runtime/invoke.py `_sync_await`),
+    because the plan it feeds decides resource options (deleteBeforeReplace) that cannot wait for an Output.
+    """
+    if not settings.serving.enabled:
+        return {}
+    ref = pulumi.StackReference("deployed-serving", stack_name=own_stack_reference())
+    details = _sync_await(ref.get_output_details(SERVING_SHAPE_OUTPUT))
+    value = details.value if details.value is not None else details.secret_value
+    roles, warnings = parse_serving_shape(value, settings.tpu.cube)
+    for warning in warnings:
+        pulumi.log.warn(warning)
+    return roles
+
+
+def plan_capacity(
+    settings: Settings, sub_blocks: Assignment | None = None, deployed: dict[str, DeployedRole] | None = None
+) -> planner.Plan:
     """Places every enabled workload's slices into the cubes before anything is created.
 
     A request the reservation can never hold stops the preview here; a contended mix is a warning
     naming who will wait or be preempted, with the plan as a table. Cubes on unusable sub-blocks
-    do not count.
+    do not count. Serving rolls from its `deployed` shape (read_deployed_serving).
     """
-    plan = planner.plan(settings, sub_blocks)
+    plan = planner.plan(settings, sub_blocks, deployed)
     if plan.errors:
         raise pulumi.RunError(plan.error_message())
     for warning in plan.warnings:

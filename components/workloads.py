@@ -19,7 +19,7 @@ from components.model.geometry import Slice
 from components.model.k8s_settings import DEMO_REPLICATED_JOB, SubslicingDemo, SuperslicingDemo
 from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
+from components.queues import ACCELERATOR_LABEL, QUEUE_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
@@ -93,8 +93,10 @@ class SlicingJobSet(Component):
                 provider=provider,
                 depends_on=queues.objects,
                 # JobSet's webhook rejects updates to a JobSet's spec (immutable), so a changed topology or
-                # replica count replaces it; delete-first, since the name is fixed.
-                replace_on_changes=["spec"],
+                # replica count replaces it; delete-first, since the name is fixed. Kueue refuses a new
+                # queue-name label on a job that is not suspended (kueue v0.17.4
+                # pkg/controller/jobframework/validation.go:151), so a renamed LocalQueue replaces it too.
+                replace_on_changes=["spec", f'metadata.labels["{QUEUE_LABEL}"]'],
                 delete_before_replace=True,
             ),
         )

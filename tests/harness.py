@@ -20,6 +20,7 @@ from pulumi.runtime.sync_await import _sync_await
 from components.cli.mockrun import (
     PROJECT,
     RESERVATION_TOKENS,
+    STACK_REFERENCE,
     UNKNOWN,
     FakeReservation,
     Registration,
@@ -28,6 +29,7 @@ from components.cli.mockrun import (
     is_secret,
     is_unknown,
     normalize,
+    stack_reference_state,
     unwrap,
 )
 from components.cli.plan import stack_config
@@ -187,8 +189,13 @@ class Mocks(pulumi.runtime.Mocks):
         cluster_hash: str = "a1b2c3d4e5f6",
         server_config: dict[str, Any] | None = None,
         reservation: FakeReservation | None = None,
+        previous_outputs: dict[str, Any] | None = None,
     ) -> None:
         self.known_cluster = known_cluster
+        # The stack's outputs as its last update left them, which a StackReference to the stack itself reads
+        # (components/stack.py read_deployed_serving); none by default: a stack's first update.
+        self.previous_outputs = previous_outputs or {}
+        self.stack_references: list[str] = []  # the stack names StackReferences asked for
         # What GKE offers in the region (getServerConfig); tests change it to model a later day.
         self.server_config = server_config or SERVER_CONFIG
         # The reservation's block: healthy free sub-blocks and no cluster yet, unless a test says otherwise.
@@ -198,6 +205,9 @@ class Mocks(pulumi.runtime.Mocks):
         self.calls: list[pulumi.runtime.MockCallArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            self.stack_references.append(args.resource_id)
+            return stack_reference_state(args, self.previous_outputs)
         state = dict(args.inputs)
         name = state.get("name", args.name)
         state.setdefault("name", name)
@@ -304,16 +314,24 @@ def run_program(
     mocks: Mocks | None = None,
     filled: bool = True,
     now: datetime = CLOCK,
+    organization: str = "organization",
 ) -> Run:
     """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
 
-    `now` is the program's clock (components.stack.clock).
+    `now` is the program's clock (components.stack.clock); `organization` what pulumi.get_organization() answers
+    (a diy backend's by default, as the project's state bucket is).
     """
     config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
     mocks = mocks or Mocks()
     result = execute(
-        config, stack=stack, secret_keys=list((secrets or {}).keys()), preview=preview, mocks=mocks, now=now
+        config,
+        stack=stack,
+        secret_keys=list((secrets or {}).keys()),
+        preview=preview,
+        mocks=mocks,
+        now=now,
+        organization=organization,
     )
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()

@@ -52,11 +52,7 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
 ]
 # Rows the command contradicts today, with why: fix the program or the row, then remove the entry (the test
 # fails while an entry is listed but no longer contradicted).
-KNOWN_ROW_FINDINGS: dict[str, str] = {
-    "local-queue": "the demo JobSets keep their name and change only their queue-name label, which Kueue refuses "
-    "on a job that is not suspended (kueue v0.17.4 pkg/controller/jobframework/validation.go:151); the JobSets' "
-    "replaceOnChanges covers only `spec`",
-}
+KNOWN_ROW_FINDINGS: dict[str, str] = {}
 # What a hand-written row must say for the command's verdict on its examples (dev stack: no `protect`).
 CLAIMS = {
     "refused": r"refused",

@@ -254,7 +254,8 @@ def test_jobsets_replace_on_spec_changes_delete_first(dev: Run) -> None:
     jobsets = dev.of_type(JOBSET)
     assert len(jobsets) == 2
     for js in jobsets:
-        assert js.options["replaceOnChanges"] == ["spec"]
+        # the spec (JobSet's webhook) and the queue-name label (Kueue's, on a running job) are immutable
+        assert js.options["replaceOnChanges"] == ["spec", 'metadata.labels["kueue.x-k8s.io/queue-name"]']
         assert js.options["deleteBeforeReplace"] is True
     # and changing a demo's shape replaces exactly that JobSet, delete-first
     fewer = run_program({f"{P}:demos": {"subslicing": {"replicas": 4}}})

@@ -105,6 +105,21 @@ def test_a_serving_shape_change_is_what_the_program_registers_allows() -> None:
     assert code == (1 if any(c["action"] == "rejected" for c in by_name.values()) else 0)
 
 
+def test_a_smaller_role_is_replaced_delete_first_when_the_running_set_fills_the_room() -> None:
+    # One cube, serving only: 4 + 4 groups fill it. The changed run reads the first run's servingShape, as the
+    # next `pulumi up` reads the stack's previous outputs (components/stack.py read_deployed_serving): beside the
+    # 4 running decode groups, none of the 2 new ones fits, so the old set goes first.
+    only_serving = ("tpu.cubes=1", "demos.subslicing.enabled=false", "demos.superslicing.enabled=false")
+    sets = [a for kv in only_serving for a in ("--set", kv)]
+    code, result = preview("dev", *sets, "--change", "serving.decode.replicas=2")
+    assert code == 0
+    touched = {c["name"]: c for c in result["changes"] if c["type"] == LWS and c["action"] != "same"}
+    assert (touched["serving-decode"]["action"], touched["serving-decode"]["deleteFirst"]) == ("replace", True)
+    # Prefill only awaits a different number of groups on its own next rollout (more room beside a smaller decode).
+    assert touched["serving-prefill"]["action"] == "update"
+    assert touched["serving-prefill"]["properties"] == ['metadata.annotations["pulumi.com/waitFor"]']
+
+
 def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() -> None:
     # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; the super-slice demo fits in whole 2x4x4 cubes.
     code, result = preview("dev", "--set", "demos.superslicing.topology=4x4x4", "--change", "tpu.cubeTopology=2x4x4")
@@ -340,3 +355,13 @@ def test_deleting_a_protected_resource_is_rejected() -> None:
     old = record("p", POOL, {"name": "p", "cluster": "a"}, protect=True, options={"deleteBeforeReplace": True})
     new = {**old, "inputs": {"name": "p", "cluster": "b"}, "protect": False}
     assert engine.diff([old], [new]).changes[0].action == engine.REPLACE
+
+
+def test_placeholders_left_name_the_set_flags_that_fill_them() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", "dev", "--second-run"], out, err)
+    err_text = err.getvalue()
+    assert code == 2 and out.getvalue() == "" and len(err_text.strip().splitlines()) == 1
+    hint = err_text[err_text.index("for this command alone") :]
+    for key in ("gcp:project", "tpu.reservation.name", "serving.weightsBucket"):
+        assert f"--set {key}=VALUE" in hint, key

@@ -460,3 +460,110 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
         assert "pulumi.com/waitFor" in lws(second, role)["metadata"]["annotations"]
         before, after = first.get(LWS, f"serving-{role}"), second.get(LWS, f"serving-{role}")
         assert after.options["deleteBeforeReplace"] == before.options["deleteBeforeReplace"]
+
+
+# ------------------------------------------------------------------------------------------------ deployed shape
+# The program reads what serving runs now from the stack's previous outputs (components/stack.py
+# read_deployed_serving: a StackReference to the stack itself, whose Pulumi sources are cited there).
+
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def test_every_update_exports_the_shape_each_lws_gets_and_reads_its_own_stack_back(dev: Run) -> None:
+    # Nothing read on a stack's first update: the mocks answer no outputs, and the plan is the configured one.
+    assert dev.mocks.stack_references == ["dev"]  # a diy backend's name for the stack itself
+    shape = dev.outputs["servingShape"]
+    assert sorted(shape) == ["serving.decode", "serving.prefill"]
+    for key, entry in shape.items():
+        obj = lws(dev, key.split(".", 1)[1])
+        leader = templates(obj)["leader"]
+        # What the next run plans the old set with is what the object runs: its groups, slice shape and priority.
+        assert entry["replicas"] == obj["spec"]["replicas"]
+        assert entry["topology"] == leader["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"]
+        assert entry["priority"] == obj["metadata"]["labels"][PRIORITY_LABEL]
+    assert not any(r["deployed"] for r in dev.outputs["capacityPlan"]["rollouts"])
+
+
+def test_pulumi_cloud_needs_the_fully_qualified_name_of_the_stack() -> None:
+    # pulumi/pulumi pkg/backend/httpstate/backend.go: "a stack reference's name should be of the form
+    # '<organization>/<project>/<stack>'"; a diy backend's is 'organization' and takes the bare name.
+    run = run_program(organization="acme")
+    assert run.error is None, run.error
+    assert run.mocks.stack_references == ["acme/gke-tpu-slicing/dev"]
+
+
+def _deployed(run: Run) -> Mocks:
+    """Mocks whose StackReference answers the outputs `run` exported: the next update of that stack."""
+    return Mocks(previous_outputs={"servingShape": run.outputs["servingShape"]})
+
+
+@pytest.mark.parametrize(
+    "smaller", [{"replicas": 2}, {"topology": "2x2x1"}], ids=["fewer replicas", "smaller topology"]
+)
+def test_a_smaller_role_is_planned_beside_the_bigger_set_that_runs(smaller: dict[str, Any]) -> None:
+    # One cube, serving only: 4 + 4 groups of 2x2x2 fill it. Shrunk, decode's new set needs room the running
+    # (bigger) set still holds: nothing fits beside it, so the old set must go first.
+    full = run_program(FULL)
+    assert full.error is None, full.error
+    change = {**FULL, f"{P}:serving": {"decode": smaller}}
+    blind = run_program(change)  # no previous outputs: the running set counted with the new settings
+    assert blind.error is None, blind.error
+    assert blind.outputs["capacityPlan"]["rollouts"][1]["createFirst"] is True  # the gap this closes
+    run = run_program(change, mocks=_deployed(full))
+    assert run.error is None, run.error
+    (decode,) = [r for r in run.outputs["capacityPlan"]["rollouts"] if r["key"] == "serving.decode"]
+    assert (decode["createFirst"], decode["surge"]) == (False, 0), decode
+    assert decode["deployed"] == f"4 x 2x2x2 ({lws(full, 'decode')['metadata']['labels'][PRIORITY_LABEL]})"
+    old, new = lws(full, "decode")["metadata"]["name"], lws(run, "decode")["metadata"]["name"]
+    assert replacement_steps(full, run, "decode")[0] == f"delete {old}"
+    # Once the old set is gone, the new one gets the whole room: `up` waits for all its groups.
+    replicas = lws(run, "decode")["spec"]["replicas"]
+    assert ready(lws(run, "decode"), replicas, replicas) and not ready(lws(run, "decode"), replicas - 1, replicas)
+    assert any("serving.decode (" in m and "cannot keep it serving" in m for lvl, m in run.logs if lvl == "warn")
+    assert new != old
+    # Prefill is unchanged: the previous shape equals the configured one and changes nothing of its plan.
+    assert lws(run, "prefill") == lws(blind, "prefill")
+
+
+def test_a_smaller_role_waits_for_the_groups_that_fit_beside_the_running_set() -> None:
+    # Two cubes (16 partitions), serving only, 6 + 6 groups: 4 free. Decode to 5 replicas: counted with the new
+    # settings, 5 would fit (the wait for 5 runs out); beside the 6 that run, 4 do.
+    six = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}}
+    running = run_program(six)
+    assert running.error is None, running.error
+    five = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 5}}}
+    blind, run = run_program(five), run_program(five, mocks=_deployed(running))
+    assert ready(lws(blind, "decode"), 5, 5) and not ready(lws(blind, "decode"), 4, 5)
+    assert ready(lws(run, "decode"), 4, 5) and not ready(lws(run, "decode"), 3, 5)
+    assert run.get(LWS, "serving-decode").options["deleteBeforeReplace"] is False
+    assert replacement_steps(running, run, "decode")[-1] == f"delete {lws(running, 'decode')['metadata']['name']}"
+
+
+def test_the_preview_reads_the_same_previous_outputs_and_prints_the_deployed_shape() -> None:
+    full = run_program(FULL)
+    preview = run_program({**FULL, f"{P}:serving": {"decode": {"replicas": 2}}}, preview=True, mocks=_deployed(full))
+    assert preview.error is None, preview.error
+    table = next(m for lvl, m in preview.logs if lvl == "info" and "ROLLOUT  serving.decode" in m)
+    line = next(x for x in table.splitlines() if x.startswith("ROLLOUT  serving.decode"))
+    assert line.startswith("ROLLOUT  serving.decode: from the deployed 4 x 2x2x2 (") and "0/2 new groups fit" in line
+    assert preview.get(LWS, "serving-decode").options["deleteBeforeReplace"] is True
+
+
+def test_an_unreadable_previous_shape_is_a_warning_and_the_configured_shape_is_used(dev: Run) -> None:
+    bad = Mocks(previous_outputs={"servingShape": {"serving.decode": {"replicas": "four"}}})
+    run = run_program(mocks=bad)
+    assert run.error is None, run.error
+    assert any("servingShape output for serving.decode cannot be read" in m for lvl, m in run.logs if lvl == "warn")
+    assert run.outputs["capacityPlan"]["rollouts"] == dev.outputs["capacityPlan"]["rollouts"]
+
+
+def test_an_in_place_roll_of_a_single_group_role_is_shown_to_leave_no_ready_leader(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # LWS v0.8.0 rolls in place with maxUnavailable 1 and no surge (its webhook's defaults); a surge is not used
+    # (components/model/rollout.py says why), so one group restarts at a time.
+    sets = [*set_arguments("dev"), "--set", "serving.prefill.replicas=1"]
+    assert plan_main(["plan", "--stack", "dev", *sets]) == 0
+    lines = {x.split(":", 1)[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  ")}
+    assert lines["ROLLOUT  serving.prefill"].endswith("its only group restarts, no ready leader until it reloads")
+    assert lines["ROLLOUT  serving.decode"].endswith("one group at a time, 3 of 4 ready")

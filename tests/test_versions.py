@@ -291,3 +291,21 @@ def test_a_version_the_exclusion_allows_is_not_warned(version: str, exclusion: d
 
 def test_prod_is_not_warned() -> None:
     assert exclusion_warnings(run_program(stack="prod")) == []
+
+
+def test_a_version_the_channel_dropped_under_a_running_cluster_warns_and_changes_nothing() -> None:
+    """Rapid moved past `cluster.version` while the cluster runs: GKE has upgraded it itself, so the update
+    goes on with the spec as the minimum (the provider asks for an upgrade only when the running version is
+    older: resource_container_cluster.go `cur.LessThan(des)`); only a fresh stack is refused."""
+    moved_on = later_day(validVersions=["1.37.1-gke.100000", "1.37.0-gke.200000"], defaultVersion="1.37.0-gke.200000")
+    fresh = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=moved_on))
+    rejected(fresh, "gke-tpu-slicing:cluster.version = '1.36'", "a prefix of a version the RAPID channel offers")
+    running = Mocks(server_config=moved_on)
+    running.reservation.cluster_pools = []  # the cluster exists (no TPU pool read back is needed here)
+    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=running)
+    assert version_of(run) == "1.36"
+    (warning,) = [m for level, m in run.logs if level == "warn" and "cluster.version = '1.36'" in m]
+    assert "running cluster is not affected" in warning and "rebuild or a new environment" in warning
+    # A floor is never waived: the workloads need it whatever runs.
+    low = run_program({f"{P}:cluster": {"version": "1.35"}}, mocks=running)
+    assert low.error is not None and "1.36.0-gke.3712000" in str(low.error)

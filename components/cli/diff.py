@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from components.cli import snapshot
-from components.cli.plan import ROOT, StackFileError, add_stack_arguments, apply_set, read_stack, secret_keys
+from components.cli.plan import (
+    ROOT,
+    StackFileError,
+    add_stack_arguments,
+    apply_set,
+    placeholder_flags,
+    read_stack,
+    secret_keys,
+)
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
@@ -75,13 +83,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _in_process(config: dict[str, Any], stack: str, secrets: set[str]) -> list[dict[str, Any]]:
-    from components.cli.mockrun import execute
+def _in_process(
+    config: dict[str, Any], stack: str, secrets: set[str], previous: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The run's records, and the outputs the next run reads back from the stack (components/stack.py
+    read_deployed_serving): `previous` are those of the run before it, None for a stack's first update."""
+    from components.cli.mockrun import SymbolicMocks, execute, exported
+    from components.model.deployed import SERVING_SHAPE_OUTPUT
 
-    run = execute(config, stack=stack, secret_keys=sorted(secrets | {k for k in config if k.endswith(":hfToken")}))
+    secret = sorted(secrets | {k for k in config if k.endswith(":hfToken")})
+    run = execute(config, stack=stack, secret_keys=secret, mocks=SymbolicMocks(previous))
     if run.error is not None:
-        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}")
-    return snapshot.records(run.registrations)
+        flags = placeholder_flags(config)  # the refusal names `pulumi config set`; offline, --set does it
+        hint = f"; or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else ""
+        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}{hint}")
+    shape = exported(SERVING_SHAPE_OUTPUT)
+    return snapshot.records(run.registrations), ({SERVING_SHAPE_OUTPUT: shape} if shape is not None else {})
 
 
 def _git(args: list[str], cwd: Path) -> bytes:
@@ -132,20 +149,21 @@ def compute(args: argparse.Namespace) -> engine.Result:
     except StackFileError as err:
         raise DiffError(str(err)) from None
     if args.second_run:
-        first = _in_process(config, args.stack, secrets)
-        second = _in_process(config, args.stack, secrets)
+        first, outputs = _in_process(config, args.stack, secrets)
+        second, _ = _in_process(config, args.stack, secrets, outputs)
         return engine.diff(readback.read_back(first), second, readback.SUPPRESSORS, CHECKS)
     if args.base:
+        # The base revision runs in a subprocess that hands back records only: the new run reads no outputs.
         old = _at_ref(args.base, args.stack, args.set, args.dir)
-        return engine.diff(old, _in_process(config, args.stack, secrets), checks=CHECKS)
+        return engine.diff(old, _in_process(config, args.stack, secrets)[0], checks=CHECKS)
     changed = config
     try:
         for assignment in args.change:
             changed = apply_set(changed, assignment)
     except StackFileError as err:
         raise DiffError(str(err).replace("--set", "--change")) from None
-    old = _in_process(config, args.stack, secrets)
-    return engine.diff(old, _in_process(changed, args.stack, secrets), checks=CHECKS)
+    old, outputs = _in_process(config, args.stack, secrets)
+    return engine.diff(old, _in_process(changed, args.stack, secrets, outputs)[0], checks=CHECKS)
 
 
 def table(result: engine.Result, stack: str) -> str:

@@ -149,6 +149,17 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+# A StackReference is a read resource (pulumi sdk/python/lib/pulumi/stack_reference.py); the mock engine hands
+# its read to Mocks.new_resource with the referenced stack's name as the id.
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def stack_reference_state(args: pulumi.runtime.MockResourceArgs, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What the builtin provider's Read answers for a StackReference (pulumi/pulumi pkg/resource/deploy/builtins.go
+    `readStackReference`): the name, the referenced stack's outputs and which of them are secret."""
+    return args.resource_id or args.name, {"name": args.resource_id, "outputs": outputs, "secretOutputNames": []}
+
+
 RESERVATION_TOKENS = (
     "gcp:compute/getReservation:getReservation",
     "gcp:compute/getReservationBlock:getReservationBlock",
@@ -275,6 +286,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
     """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:  # no backend is read offline: a stack's first update unless told
+            return stack_reference_state(args, self.previous_outputs)
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         if args.typ.startswith("gcp:"):
@@ -292,7 +305,9 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             )
         return f"<{args.name}.id>", state
 
-    def __init__(self) -> None:
+    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
+        # The outputs a StackReference to the stack itself answers (`diff` hands on those of its first run).
+        self.previous_outputs = previous_outputs or {}
         # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
         self.reservation = FakeReservation(
             {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
@@ -349,6 +364,19 @@ def _captured_logs(logs: list[tuple[str, str]]) -> Iterator[None]:
             setattr(pulumi.log, lvl, fn)
 
 
+def exported(name: str) -> Any:
+    """The stack output `name` of the run that just ended (None when it exported none); call it before the next
+    run, which starts a new root stack."""
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.sync_await import _sync_await
+
+    root = get_root_resource()
+    outputs = getattr(root, "outputs", None) or {}
+    if name not in outputs:
+        return None
+    return _sync_await(pulumi.Output.from_input(outputs[name]).future())
+
+
 def execute(
     config: dict[str, Any],
     *,
@@ -357,11 +385,13 @@ def execute(
     preview: bool = False,
     mocks: pulumi.runtime.Mocks | None = None,
     now: datetime | None = None,
+    organization: str = "organization",
 ) -> MockRun:
     """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
 
     The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
-    given, is the program's clock (components.stack.clock), so date checks do not depend on the day.
+    given, is the program's clock (components.stack.clock), so date checks do not depend on the day; `organization` is
+    what pulumi.get_organization() answers (a diy backend's by default).
     """
     pulumi.runtime.set_all_config(as_runtime_config(config), list(secret_keys))
     mocks = mocks or SymbolicMocks()
@@ -369,7 +399,9 @@ def execute(
     logs: list[tuple[str, str]] = []
     # A fresh root stack per run, or exports of an earlier run would leak into this one.
     set_root_resource(None)  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor, organization=organization
+    )
     # The mock engine has no RequirePulumiVersion: record what the program asks for instead.
     required: list[str] = []
     engine = pulumi.runtime.settings.SETTINGS.engine

@@ -80,8 +80,9 @@ def parse(value: str) -> VersionSpec:
 class VersionError(ValueError):
     """The version GKE offers does not satisfy the settings; `allowed` is the message for cluster.version."""
 
-    def __init__(self, value: str, allowed: str) -> None:
-        self.value, self.allowed = value, allowed
+    def __init__(self, value: str, allowed: str, *, not_offered: bool = False) -> None:
+        # not_offered: the channel no longer offers what the spec names (not a floor the workloads need).
+        self.value, self.allowed, self.not_offered = value, allowed, not_offered
         super().__init__(allowed)
 
 
@@ -127,11 +128,14 @@ def resolve(
                 f"a version the {channel} channel offers in {location} now, and {spec.value} is not "
                 f"offered{hint}; GKE drops patch versions from Rapid within weeks, so use a prefix such as "
                 f"{'.'.join(spec.value.split('.')[:2])} or 'default' to follow the channel",
+                not_offered=True,
             )
         version = spec.value
     elif spec.kind == "prefix":
         if not latest:
-            raise VersionError(spec.value, f"a prefix of a version the {channel} channel offers in {location}{hint}")
+            raise VersionError(
+                spec.value, f"a prefix of a version the {channel} channel offers in {location}{hint}", not_offered=True
+            )
         version = latest
     else:
         if not default:

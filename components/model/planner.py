@@ -30,10 +30,11 @@ evicted, not readmitted: in Kueue terms pending again with an Evicted/Preempted 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from components.model.admission import Simulation, Unit
 from components.model.demand import Workload, workloads_from_settings
+from components.model.deployed import DeployedRole
 from components.model.geometry import Cube, SliceKind
 from components.model.partitions import PartitionTree, PlanError
 from components.model.report import (
@@ -313,24 +314,43 @@ def _surge(cube: Cube, cubes: int, workloads: Sequence[Workload], rolling: Seque
 
 
 def rollouts(
-    cube: Cube, cubes: int, workloads: Sequence[Workload], base: Plan, **kw: object
+    cube: Cube,
+    cubes: int,
+    workloads: Sequence[Workload],
+    base: Plan,
+    deployed: Mapping[str, DeployedRole] | None = None,
+    **kw: object,
 ) -> tuple[tuple[RolloutPlan, ...], tuple[str, ...]]:
     """How each serving role would roll (see RolloutPlan), and warnings for the rollouts that cannot keep serving.
 
     A role's new set arrives after everything else, at the role's priority: Kueue admits its groups where room
     is free or held by strictly lower priorities, never by the old set (same priority). Roles are planned one
     at a time (a config change usually touches one); a warning says when both at once would not fit.
+    The old set runs with its `deployed` shape (the previous update's, components/model/deployed.py) where one
+    was read; without one, with the configured settings.
     """
+    deployed = deployed or {}
+    olds = {
+        w.key: deployed[w.key].applied_to(cube, w)
+        for w in workloads
+        if w.key in deployed and not deployed[w.key].same_as(w)
+    }
+    # Every workload as it runs before this update. It is what a role that changes now rolls beside; a role that
+    # does not change is planned for a later change, once this update is done (so its own waitFor does not
+    # change with another role's rollout).
+    running_now = [olds.get(w.key, w) for w in workloads]
     serving = [w for w in workloads if w.key.startswith("serving.") and not w.gang]
     out: list[RolloutPlan] = []
     warnings: list[str] = []
     for w in serving:
-        with_new = _surge(cube, cubes, workloads, [w], **kw)
+        with_new = _surge(cube, cubes, running_now if w.key in olds else workloads, [w], **kw)
         new = with_new.workload(w.key + NEW_SET)
         waiting = next((u.waiting_for for u in new.units if u.status is not Status.ADMITTED), "")
         victims = tuple(dict.fromkeys(p.victim_key for p in with_new.preemptions if p.by_key == new.key))
         running = base.workload(w.key).admitted_slices
         r = RolloutPlan(w.key, w.name, w.topology, w.slices, new.admitted_slices, running, victims, waiting)
+        if w.key in olds:
+            r = dataclasses.replace(r, deployed=deployed[w.key].describe())
         out.append(r)
         if not r.create_first and r.running:
             warnings.append(
@@ -341,7 +361,7 @@ def rollouts(
             )
     rolling = [w for w, r in zip(serving, out, strict=True) if r.create_first]
     if len(rolling) > 1:
-        together = _surge(cube, cubes, workloads, rolling, **kw)
+        together = _surge(cube, cubes, running_now if olds else workloads, rolling, **kw)
         short = [r for r in out if r.create_first and together.workload(r.key + NEW_SET).admitted_slices < r.wait_for]
         if short:
             need = sum(r.wait_for for r in out if r.create_first)
@@ -355,11 +375,14 @@ def rollouts(
     return tuple(out), tuple(warnings)
 
 
-def plan(settings: Settings, sub_blocks: Assignment | None = None) -> Plan:
+def plan(
+    settings: Settings, sub_blocks: Assignment | None = None, deployed: Mapping[str, DeployedRole] | None = None
+) -> Plan:
     """The capacity plan of a stack: every enabled workload against the cubes on usable sub-blocks, and how
     serving rolls.
 
-    Without `sub_blocks` (nothing read), every one of `tpu.cubes` counts.
+    Without `sub_blocks` (nothing read), every one of `tpu.cubes` counts. `deployed`: the serving roles as the
+    previous update left them (components/model/deployed.py); without it, they roll from the configured shape.
     """
     tpu = settings.tpu
     workloads = workloads_from_settings(settings)
@@ -368,5 +391,5 @@ def plan(settings: Settings, sub_blocks: Assignment | None = None) -> Plan:
     base = plan_workloads(tpu.cube, len(pools), workloads, **kw)  # type: ignore[arg-type]
     if base.errors:
         return base
-    rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, **kw)
+    rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, deployed, **kw)
     return dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)

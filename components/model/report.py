@@ -166,6 +166,9 @@ class RolloutPlan:
     running: int  # groups of the role the plan admits: what the new set gets once the old one is gone
     preempts: tuple[str, ...]  # workloads the new groups preempt while both sets run
     waiting: str  # why no more new groups fit, when surge < replicas
+    # The deployed shape the new set rolls from ("4 x 2x2x2, high-priority"), read from the stack's previous
+    # outputs when it differs from the configured one; "" when it is the same or was not read.
+    deployed: str = ""
 
     @property
     def create_first(self) -> bool:
@@ -175,6 +178,16 @@ class RolloutPlan:
     def wait_for(self) -> int:
         """Ready groups of the new set before the old one is deleted (create-first) or the update ends."""
         return self.surge if self.create_first else self.running
+
+    def in_place(self) -> str:
+        """What a change LWS rolls in place (image, flags, env, probes) does to the role's ready leaders.
+
+        LWS v0.8.0 rolls with maxUnavailable 1 and no surge (pkg/webhooks/leaderworkerset_webhook.go `Default`):
+        one group at a time, the others serving. A surge is not used: see components/model/rollout.py.
+        """
+        if self.replicas == 1:
+            return "in place (image, flags): its only group restarts, no ready leader until it reloads"
+        return f"in place (image, flags): one group at a time, {self.replicas - 1} of {self.replicas} ready"
 
     def describe(self) -> str:
         if self.create_first:
@@ -186,7 +199,7 @@ class RolloutPlan:
                 text += f" (meanwhile preempting {', '.join(self.preempts)})"
             return text
         return (
-            f"no room for a new {self.topology} group beside the {self.running} running ones: the old "
+            f"no room for a new {self.topology} group beside the running ones: the old "
             f"LeaderWorkerSet is deleted first and {self.key} has no ready leader until the new groups load"
         )
 
@@ -202,6 +215,7 @@ class RolloutPlan:
             "waitFor": self.wait_for,
             "preempts": list(self.preempts),
             "waiting": self.waiting,
+            "deployed": self.deployed,
         }
 
 
@@ -334,7 +348,9 @@ class Plan:
             # What a change of a role's pod shape, replicas, priority or queue will do (see RolloutPlan).
             lines.append("")
             lines += [
-                f"ROLLOUT  {r.key}: {r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}"
+                f"ROLLOUT  {r.key}: "
+                + (f"from the deployed {r.deployed}: " if r.deployed else "")
+                + f"{r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}; {r.in_place()}"
                 for r in self.rollouts
             ]
         tail = ["", self.sub_blocks.table()] if self.sub_blocks else []

@@ -19,6 +19,25 @@ provider.go Diff, `forceNewFields = k.forceNewProperties(newInputs)`, which star
 deleted at the end of the update (components/serving.py). Anything else (image, flags, env, probes) keeps the
 name and rolls in place, which Kueue allows.
 
+An in-place roll keeps LWS's default rollingUpdateConfiguration (maxUnavailable 1, maxSurge 0: sigs.k8s.io/lws
+v0.8.0 pkg/webhooks/leaderworkerset_webhook.go `Default`), so a one-group role has no ready leader meanwhile. A
+surge sized from the plan's headroom was weighed and refused, from the sources: (1) v0.8.0 hands maxUnavailable to
+the leader StatefulSet unchanged (pkg/controllers/leaderworkerset_controller.go
+`constructLeaderStatefulSetApplyConfiguration`), and Kubernetes refuses a StatefulSet maxUnavailable of 0
+(pkg/apis/apps/validation `validateRollingUpdateStatefulSet`: "cannot be 0") once the MaxUnavailableStatefulSet gate
+keeps the field, on by default from 1.35 (pkg/features/kube_features.go), below every GKE version here
+(checks.MIN_SLICE_CONTROLLER_VERSION): the LWS would create no pods (kubernetes-sigs/lws#776, fixed by #781 and #778
+in v0.9.0). (2) With maxUnavailable 1, v0.8.0 still takes one old group down as the surge groups start (Case 5 of
+`rollingUpdateParameters`: the partition steps by maxUnavailable + maxSurge less the surge groups not yet created,
+whatever their readiness), and at the start of an update it bursts to 2 x replicas - 1 groups when maxSurge >=
+replicas (`wantReplicas`), so replicas 1 gets no surge at all. (3) Kueue v0.17.4 gives each surge group a Workload
+of its own (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go `filterWorkloads`, "ensures workloads
+exist for all groups including surge replicas"), and removes it when the roll is done while the LWS runs on; the
+slice controller then keeps that group's Slices until every pod of the LWS has finished (`ownerPodsFinished` above),
+the scale-down leak on every roll. (Changing rolloutStrategy alone would not roll anything: LWS's revision covers
+only leaderWorkerTemplate and networkConfig, pkg/utils/revision/revision_utils.go `getPatch`; and Kueue's webhook
+does not look at it, `ValidateUpdate`.)
+
 Not upstream's DisaggregatedSet (LWS v0.9+, llm-d's TPU7x dynamic-slice recipe): at sigs.k8s.io/lws v0.10.0
 (2161f38ff333) its rollout scales the old revision's LWS down group by group (pkg/controllers/disaggregatedset/
 lws_manager.go `Scale`), which is the Slice leak above at every step, and waits for the new revision to be
