@@ -42,6 +42,7 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", (), "addons.kueue.version=0.17.5", "addon-version"),
     ("dev", (), "addons.kueue.namespace=kueue-sys", "addon-namespace"),
     ("dev", (), "kueue.clusterQueue=other-cq", "kueue-immutable"),
+    ("dev", (), "kueue.flavorName=other-rf", "kueue-immutable"),
     ("dev", (), "kueue.localQueue=other-lq", "local-queue"),
     ("dev", (), "demos.subslicing.replicas=4", "demo-jobsets"),
     ("dev", (), "demos.subslicing.enabled=false", "demo-enabled"),
