@@ -20,6 +20,10 @@ workloads and the pool is left alone. The graph does the rest:
 * workloads depend on the gates, so `pulumi destroy` deletes them first;
 * the gates depend on the slice controller, so it is deleted only after every gate has finished waiting.
 
+Pulumi runs every dynamic resource of the program in one `python -m pulumi.dynamic` process whose gRPC server
+has four worker threads (`pulumi/dynamic/__main__.py` main, `ThreadPoolExecutor(max_workers=4)`, pulumi
+3.272.0): past four pools the gates' waits queue, each timed from its own start.
+
 The kubeconfig authenticates through gke-gcloud-auth-plugin, as the Kubernetes provider's does: the
 client runs the credential plugin the kubeconfig names, nothing here runs a command.
 """
