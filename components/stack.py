@@ -11,11 +11,10 @@ import pulumi
 import pulumi.runtime.config as runtime_config
 import pulumi_gcp as gcp
 import yaml
-from pulumi.runtime.sync_await import _sync_await
 
 from components import reservation
 from components.model import gke_versions, planner
-from components.model.deployed import SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
+from components.model.deployed import READ_STACK_OUTPUTS, SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
 from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 
@@ -201,29 +200,27 @@ def own_stack_reference() -> str:
 def read_deployed_serving(settings: Settings) -> dict[str, DeployedRole]:
     """The serving roles as the stack's previous update exported them (components/model/deployed.py).
 
-    A StackReference to the stack itself, read while the stack updates. From pulumi/pulumi's source (v3.259.0+,
-    1b5949891b, the newest at hand; the SDK is 3.272.0): the Python StackReference is a read resource (sdk/python
-    stack_reference.py: `id=target_stack`), and the engine runs Read steps in previews too (pkg/resource/deploy/
-    step.go `ReadStep.Apply`: "Unlike most steps, Read steps run during previews"), through the builtin provider
-    (pkg/resource/deploy/builtins.go `readStackReference`) and the backend client both backends hand the engine
-    for previews and updates alike (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go `BackendClient:`).
-    That client reads the stack's latest checkpoint (pkg/backend/backend.go `backendClient.GetStackOutputs`, the
-    same `SnapshotStackOutputs` as `pulumi stack output`, pkg/cmd/pulumi/stack/stack_output.go; diy:
-    the stack's file, pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing when it has no deployment yet;
-    Cloud: its latest export, pkg/backend/httpstate/state.go) and returns the root stack's outputs
+    Read with the builtin provider's `pulumi:pulumi:readStackOutputs` invoke, synchronously through the SDK's
+    public `pulumi.runtime.invoke` (the plan it feeds decides resource options, deleteBeforeReplace, that
+    cannot wait for an Output), as the Node SDK's StackReference reads outputs synchronously (sdk/nodejs
+    stackReference.ts `invokeSync("pulumi:pulumi:readStackOutputs", {name})`). From pulumi/pulumi's source
+    (v3.259.0+, 1b5949891b, the newest at hand; the SDK is 3.272.0): invokes run in previews and updates alike,
+    and the builtin provider answers it (pkg/resource/deploy/builtins.go `readStackReference`) through the backend
+    client both backends hand the engine (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go
+    `BackendClient:`). That client reads the stack's latest checkpoint (pkg/backend/backend.go
+    `backendClient.GetStackOutputs`, the same `SnapshotStackOutputs` as `pulumi stack output`; diy: the stack's
+    file, pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing when it has no deployment yet; Cloud: its
+    latest export, pkg/backend/httpstate/state.go) and returns the root stack's outputs
     (pkg/resource/stack/deployment.go `DeserializeStackOutputs`, nothing without a root stack). During this stack's
     own update those are still the previous ones: the root stack is a same step, which keeps the old outputs
     (step.go `SameStep.Apply`), and new stack outputs are written only when the deployment ends
     (step_executor.go `executeRegisterResourceOutputs`, `finalizingStackOutputs`), over the old ones after a
     failed update. So this is what the last update that ended exported, and nothing on a stack's first update.
-    The read blocks the program as the SDK's own synchronous invokes do (pulumi/runtime/invoke.py `_sync_await`),
-    because the plan it feeds decides resource options (deleteBeforeReplace) that cannot wait for an Output.
     """
     if not settings.serving.enabled:
         return {}
-    ref = pulumi.StackReference("deployed-serving", stack_name=own_stack_reference())
-    details = _sync_await(ref.get_output_details(SERVING_SHAPE_OUTPUT))
-    value = details.value if details.value is not None else details.secret_value
+    answer = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": own_stack_reference()}).value or {}
+    value = (answer.get("outputs") or {}).get(SERVING_SHAPE_OUTPUT)
     roles, warnings = parse_serving_shape(value, settings.tpu.cube)
     for warning in warnings:
         pulumi.log.warn(warning)

@@ -19,8 +19,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
     PROJECT,
+    READ_STACK_OUTPUTS,
     RESERVATION_TOKENS,
-    STACK_REFERENCE,
     UNKNOWN,
     FakeReservation,
     Registration,
@@ -29,7 +29,7 @@ from components.cli.mockrun import (
     is_secret,
     is_unknown,
     normalize,
-    stack_reference_state,
+    read_stack_outputs,
     unwrap,
 )
 from components.cli.plan import stack_config
@@ -192,10 +192,10 @@ class Mocks(pulumi.runtime.Mocks):
         previous_outputs: dict[str, Any] | None = None,
     ) -> None:
         self.known_cluster = known_cluster
-        # The stack's outputs as its last update left them, which a StackReference to the stack itself reads
+        # The stack's outputs as its last update left them, which reading the stack itself answers
         # (components/stack.py read_deployed_serving); none by default: a stack's first update.
         self.previous_outputs = previous_outputs or {}
-        self.stack_references: list[str] = []  # the stack names StackReferences asked for
+        self.stack_references: list[str] = []  # the stack names whose outputs the program read
         # What GKE offers in the region (getServerConfig); tests change it to model a later day.
         self.server_config = server_config or SERVER_CONFIG
         # The reservation's block: healthy free sub-blocks and no cluster yet, unless a test says otherwise.
@@ -205,9 +205,6 @@ class Mocks(pulumi.runtime.Mocks):
         self.calls: list[pulumi.runtime.MockCallArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if args.typ == STACK_REFERENCE:
-            self.stack_references.append(args.resource_id)
-            return stack_reference_state(args, self.previous_outputs)
         state = dict(args.inputs)
         name = state.get("name", args.name)
         state.setdefault("name", name)
@@ -234,6 +231,9 @@ class Mocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
         self.calls.append(args)
+        if args.token == READ_STACK_OUTPUTS:
+            self.stack_references.append(args.args["name"])
+            return read_stack_outputs(args.args, self.previous_outputs), []
         if args.token == "gcp:organizations/getProject:getProject":
             return {"number": PROJECT_NUMBER, "projectId": args.args.get("projectId", "my-tpu-project")}, []
         if args.token == "gcp:container/getEngineVersions:getEngineVersions":

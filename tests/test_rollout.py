@@ -464,7 +464,7 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
 
 # ------------------------------------------------------------------------------------------------ deployed shape
 # The program reads what serving runs now from the stack's previous outputs (components/stack.py
-# read_deployed_serving: a StackReference to the stack itself, whose Pulumi sources are cited there).
+# read_deployed_serving: the stack reads its own outputs, whose Pulumi sources are cited there).
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
@@ -493,7 +493,7 @@ def test_pulumi_cloud_needs_the_fully_qualified_name_of_the_stack() -> None:
 
 
 def _deployed(run: Run) -> Mocks:
-    """Mocks whose StackReference answers the outputs `run` exported: the next update of that stack."""
+    """Mocks whose read of the stack itself answers the outputs `run` exported: the next update of that stack."""
     return Mocks(previous_outputs={"servingShape": run.outputs["servingShape"]})
 
 

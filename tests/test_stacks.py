@@ -172,7 +172,7 @@ def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> No
     }
 
 
-# The one reader of the stack's name: it addresses the stack itself (a StackReference to its own previous outputs,
+# The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
 # components/stack.py read_deployed_serving), and returns the name without looking at it.
 OWN_REFERENCE = ("components/stack.py", "own_stack_reference")
 

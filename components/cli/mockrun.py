@@ -26,6 +26,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 
 from components import stack as stack_module
+from components.model.deployed import READ_STACK_OUTPUTS
 from components.model.gke_versions import OFFLINE_ID
 from components.stack import as_runtime_config
 
@@ -149,15 +150,10 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
-# A StackReference is a read resource (pulumi sdk/python/lib/pulumi/stack_reference.py); the mock engine hands
-# its read to Mocks.new_resource with the referenced stack's name as the id.
-STACK_REFERENCE = "pulumi:pulumi:StackReference"
-
-
-def stack_reference_state(args: pulumi.runtime.MockResourceArgs, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """What the builtin provider's Read answers for a StackReference (pulumi/pulumi pkg/resource/deploy/builtins.go
-    `readStackReference`): the name, the referenced stack's outputs and which of them are secret."""
-    return args.resource_id or args.name, {"name": args.resource_id, "outputs": outputs, "secretOutputNames": []}
+def read_stack_outputs(args: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """What the builtin provider answers to `readStackOutputs` (builtins.go `readStackReference`; the Node SDK's
+    `ReadStackOutputsResult`): the name, the referenced stack's outputs and which of them are secret."""
+    return {"name": args.get("name"), "outputs": outputs, "secretOutputNames": []}
 
 
 RESERVATION_TOKENS = (
@@ -286,8 +282,6 @@ class SymbolicMocks(pulumi.runtime.Mocks):
     """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if args.typ == STACK_REFERENCE:  # no backend is read offline: a stack's first update unless told
-            return stack_reference_state(args, self.previous_outputs)
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         if args.typ.startswith("gcp:"):
@@ -306,7 +300,7 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         return f"<{args.name}.id>", state
 
     def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
-        # The outputs a StackReference to the stack itself answers (`diff` hands on those of its first run).
+        # The outputs reading the stack itself answers (`diff` hands on those of its first run).
         self.previous_outputs = previous_outputs or {}
         # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
         self.reservation = FakeReservation(
@@ -315,6 +309,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         )
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        if args.token == READ_STACK_OUTPUTS:  # no backend is read offline: a stack's first update unless told
+            return read_stack_outputs(args.args, self.previous_outputs), []
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId", "<project>")
             return {"number": f"<number of project {project}>", "projectId": project}, []

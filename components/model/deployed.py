@@ -3,7 +3,7 @@
 The rollout plan (planner.rollouts) needs the room beside the RUNNING groups of a role; a change that makes a role
 smaller (fewer replicas, a smaller topology) would otherwise be planned as if the running set already had the new
 settings. So every update exports, per serving role, the shape its LeaderWorkerSet has (SERVING_SHAPE_OUTPUT, built
-by `serving_shape` from the planner's own workloads), and the next run reads it back through a StackReference to
+by `serving_shape` from the planner's own workloads), and the next run reads it back from
 its own stack (components/stack.py `read_deployed_serving`, where the Pulumi sources are cited).
 """
 
@@ -18,6 +18,8 @@ from components.model.geometry import Cube, GeometryError, Topology
 
 # The stack output that carries it, read back on the next run.
 SERVING_SHAPE_OUTPUT = "servingShape"
+# The builtin provider's invoke that reads a stack's outputs (pulumi/pulumi pkg/resource/deploy/builtins.go).
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 
 
 @dataclasses.dataclass(frozen=True)
