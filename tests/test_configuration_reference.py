@@ -46,9 +46,9 @@ BASE: dict[str, Any] = {
 KEYS = {k.path: k for k in keys()}
 RULES_BY_KEY = expanded_rules()
 MISSING = (
-    "has no rule recorded: add it to RULES in components/model/reference.py (allowed values, their source, "
-    "the docs/changes.md anchor of what changing it does, one refused value and one legal edge value), then run "
-    "`python -m components reference --write`"
+    "has no rule recorded: add it to the rules of its section in components/model/reference_*.py (allowed values, "
+    "their source, the docs/changes.md anchor of what changing it does, one refused value and one legal edge value), "
+    "then run `python -m components reference --write`"
 )
 
 
