@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.model.k8s_settings import router_release
 from components.model.monitoring import router_monitoring_values
+from components.model.serving_settings import router_release
 from components.model.settings import Settings
 from components.modelserver import ROUTER_PORT, leader_selector
 

@@ -40,9 +40,9 @@ from components.model.k8s_settings import (
     DemosSettings,
     KueueSettings,
     ResourceRequirements,
-    ServingSettings,
 )
 from components.model.observability_settings import ObservabilitySettings
+from components.model.serving_settings import ServingSettings
 
 
 class Settings(CrossChecks, Model):

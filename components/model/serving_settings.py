@@ -1,0 +1,353 @@
+"""Settings of serving (SPEC section 9): the prefill/decode roles, the Gateway, the llm-d router and its
+sidecar, vLLM."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from components.model.checks import (
+    Model,
+    SettingError,
+    bucket_name,
+    dns1035_label,
+    dns_subdomain,
+    parse_topology,
+)
+from components.model.k8s_settings import ResourceAmounts, ResourceRequirements, requirements
+from components.model.oci import image_reference, oci_chart
+
+
+class ServingResources(ResourceAmounts):
+    """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
+
+    cpu: str | None = "220"
+    memory: str | None = "850Gi"
+
+
+class ServingRole(Model):
+    # The LeaderWorkerSet's name; None = kueue-vllm-<role>-model-streamer, the reference's.
+    name: str | None = None
+    replicas: int = Field(4, ge=1)
+    topology: str = "2x2x2"
+    priority: str = "high-priority-3000"
+    # None = chips in the slice x TensorCores per chip; set only to assert a value.
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    resources: ServingResources = Field(default_factory=dict)
+
+    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        # LWS names its leader pods' headless Service after the LWS (lws v0.8.0 pkg/controllers: the
+        # Service is named lws.Name): a Service name is a DNS-1035 label. The 39-character bound is a
+        # cross-check at the root (it applies to the default name too).
+        return None if v is None else dns1035_label(v, why=": LWS names its headless Service after it")
+
+
+# GKE's single-cluster GatewayClasses and the load balancer each one makes
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities, "Architecture" and "Load
+# balancer"; https://cloud.google.com/kubernetes-engine/docs/concepts/gateway-api#gatewayclass). Each also has a
+# multi-cluster `-mc` twin, which needs a fleet and a config cluster this program does not set up.
+INTERNAL_GATEWAY_CLASSES = {"gke-l7-rilb": "a regional internal Application Load Balancer"}
+EXTERNAL_GATEWAY_CLASSES = {
+    "gke-l7-regional-external-managed": "a regional external Application Load Balancer",
+    "gke-l7-global-external-managed": "a global external Application Load Balancer",
+    "gke-l7-gxlb": "a classic global external Application Load Balancer",
+}
+
+
+class GatewaySettings(Model):
+    name: str = "llm-d-inference-gateway"
+    # Internal by default: reachable from the VPC (and what is peered or connected to it) only.
+    class_name: str = "gke-l7-rilb"
+    # An external class puts the model's endpoint on the internet; it takes this explicit opt-in.
+    expose_to_internet: bool = False
+
+    # A Gateway is a custom resource (a DNS-1123 subdomain), and the router chart's HTTPRoute names it in
+    # parentRefs[].name, an ObjectName of 1-253 characters (gateway-api v1.4.1 CRDs).
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_subdomain(v)))
+
+    @field_validator("class_name")
+    @classmethod
+    def _class(cls, v: str) -> str:
+        if v not in INTERNAL_GATEWAY_CLASSES and v not in EXTERNAL_GATEWAY_CLASSES:
+            raise ValueError(
+                f"one of GKE's single-cluster GatewayClasses: {', '.join(INTERNAL_GATEWAY_CLASSES)} (internal), "
+                f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _exposure(self) -> GatewaySettings:
+        if self.class_name in EXTERNAL_GATEWAY_CLASSES and not self.expose_to_internet:
+            raise SettingError(
+                "className",
+                self.class_name,
+                f"{', '.join(INTERNAL_GATEWAY_CLASSES)} (internal); {self.class_name} makes "
+                f"{EXTERNAL_GATEWAY_CLASSES[self.class_name]} that serves the model to the internet, which needs "
+                "serving.gateway.exposeToInternet: true as well",
+            )
+        if self.expose_to_internet and self.class_name in INTERNAL_GATEWAY_CLASSES:
+            raise SettingError(
+                "exposeToInternet",
+                True,
+                f"false with the internal class {self.class_name}; to expose serving, also set "
+                f"serving.gateway.className to one of {', '.join(EXTERNAL_GATEWAY_CLASSES)}",
+            )
+        return self
+
+    @property
+    def external(self) -> bool:
+        return self.class_name in EXTERNAL_GATEWAY_CLASSES
+
+
+# llm-d-router releases the endpoint picker, the P/D sidecar and both charts together from one tag
+# (llm-d/llm-d-router@v0.10.0 .github/workflows/ci-release.yaml: image `${repo}-disagg-sidecar` at the tag;
+# hack/push-chart.sh: chart version = that tag; .github/ISSUE_TEMPLATE/new-release.md lists all of them under
+# one ${VERSION}). The sidecar was renamed from llm-d-routing-sidecar in v0.9.0 (Makefile SIDECAR_IMAGE_NAME).
+SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
+RETIRED_SIDECAR_NAME = "llm-d-routing-sidecar"
+# The chart `v0` is main's, whose images are tagged `main` (.github/workflows/ci-dev.yaml; routerlib
+# values.yaml router.epp.image.tag: main).
+FLOATING_CHART_VERSION = "v0"
+FLOATING_IMAGE_TAG = "main"
+# The oldest router whose sidecar takes the flags the decode pods pass (components/modelserver.py).
+MIN_ROUTER_RELEASE = (0, 10)
+_RELEASE_TAG_RE = re.compile(r"^v?\d+\.\d+(\.\d+)?(-[0-9A-Za-z.-]+)?$")
+_IMAGE_RE = re.compile(
+    r"^(?P<repository>[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?P<digest>@sha256:[0-9a-f]{64})?$"
+)
+
+# vLLM's --kv-cache-dtype choices (vllm-project/vllm vllm/config/cache.py, CacheDType), the union over the
+# releases around the pinned nightly (float16 and int8 come and go between releases).
+VLLM_KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "int8", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+
+
+def router_release(chart_version: str) -> tuple[int, ...] | None:
+    """(major, minor[, patch]) of a pinned router chart version; None for `v0`, main's floating chart."""
+    if chart_version.removeprefix("v") == FLOATING_CHART_VERSION.removeprefix("v"):
+        return None
+    return tuple(int(part) for part in re.findall(r"\d+", chart_version.split("-", 1)[0])[:3])
+
+
+def router_image_tag(chart_version: str) -> str:
+    """The tag of the images released with a router chart version (`main` for `v0`)."""
+    if router_release(chart_version) is None:
+        return FLOATING_IMAGE_TAG
+    return "v" + chart_version.removeprefix("v")
+
+
+class RouterSettings(Model):
+    # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
+    # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
+    # a release tag is the tightest pin upstream offers (llm-d/llm-d-router@71f4f099 = v0.10.0).
+    chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
+    version: str = "v0.10.0"
+    # The endpoint picker runs on the system pool; llm-d's guides/recipes/router/base.values.yaml sizes it so.
+    epp_resources: ResourceRequirements = Field(default_factory=lambda: requirements("4", "8Gi", None, "16Gi"))
+    # prefix-cache-affinity-filter's TTFT estimate (tokens/s of one prefill server). llm-d's
+    # pd-disaggregation values measured 33821 on their reference fleet and ask to re-measure per
+    # hardware and model (guides/recipes/router/calibration/calibrate.sh).
+    peak_prefill_throughput: float = Field(33821, gt=0)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
+            raise ValueError("a pinned chart version such as v0.10.0 (no ranges, no 'latest')")
+        release = router_release(v)
+        if release is not None and release < MIN_ROUTER_RELEASE:
+            raise ValueError(
+                "v0.10.0 or later (or v0, main's floating chart): the decode pods' routing sidecar is the same "
+                "llm-d-router release and takes that release's flags (it proxies to vLLM on 8200 by default only "
+                "from v0.10.0 on; v0.9.0 and earlier default to 8001)"
+            )
+        return v
+
+    @field_validator("chart")
+    @classmethod
+    def _chart(cls, v: str) -> str:
+        return oci_chart(v)
+
+
+class RoutingSidecarSettings(Model):
+    # Unset: SIDECAR_REPOSITORY at the router's release (`ServingSettings.routing_sidecar_image`). Set it only
+    # to pull that release from a mirror or by digest: the decode pods pass it llm-d-router v0.10.0's flags.
+    image: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        image_reference(v)
+        match = _IMAGE_RE.match(v)
+        tag = match["tag"] if match else None
+        if not match or not (tag or match["digest"]) or tag in ("latest", FLOATING_IMAGE_TAG):
+            raise ValueError(
+                "a pinned image reference, <registry>/<path>:<release tag> or <registry>/<path>@sha256:<digest> "
+                f"(no 'latest' or 'main'), or unset for {SIDECAR_REPOSITORY}:<serving.router.version>"
+            )
+        release = router_release(tag) if tag and _RELEASE_TAG_RE.match(tag) else None
+        if match["repository"].endswith(f"/{RETIRED_SIDECAR_NAME}") or (release and release < MIN_ROUTER_RELEASE):
+            raise ValueError(
+                f"llm-d-router v0.10.0's sidecar or later ({SIDECAR_REPOSITORY}; unset = the router's release): "
+                "older ones (llm-d-routing-sidecar up to v0.8.0, llm-d-router-disagg-sidecar v0.9.0) forward to "
+                "vLLM on 8001 instead of 8200 under the flags the decode pods pass"
+            )
+        return v
+
+
+# The waits the vLLM pod allows itself before it gives up (manifests/vllm-pod.yaml): the leader waits up to
+# --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
+# A startup probe shorter than their sum would kill a pod that is still legitimately starting.
+POD_STARTUP_WAITS_SECONDS = 1800 + 1800
+# The longest a request may run through the Gateway: the router chart's GCPBackendPolicy sets the load balancer's
+# backend timeout of the InferencePool to 300 s, fixed (llm-d/llm-d-router v0.10.0
+# config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
+# values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
+GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
+
+
+class ServingSettings(Model):
+    enabled: bool = True
+    guide: str = "pd-disaggregation"
+    model: str = "Qwen/Qwen3.5-397B-A17B-FP8"
+    served_model_name: str | None = None  # defaults to model
+    # The bucket holding the model's weights (its name, no gs://): required while serving is enabled, no default
+    # (bucket names are global; another project's bucket would answer 403). The pods get read access only.
+    weights_bucket: str | None = None
+    # The bucket this stack creates for vLLM's XLA compilation cache (VLLM_XLA_CACHE_PATH), the one place the pods
+    # may write; None = a name derived from the project and the cluster (Settings.xla_cache_bucket).
+    xla_cache_bucket: str | None = None
+    model_path: str = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+    image: str = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
+    max_model_len: int = Field(9216, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_num_seqs: int = Field(512, ge=1)
+    kv_cache_dtype: str = "fp8"
+    enable_expert_parallel: bool = True
+    # How vLLM reads the weights: "stream" = runai_streamer straight from gs:// (the reference's flags);
+    # "mount" = from the GCS FUSE CSI volume at /data, which is only declared in that case.
+    weights_via: Literal["stream", "mount"] = "stream"
+    # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
+    # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
+    # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
+    startup_timeout_seconds: int = 14400
+    # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
+    # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
+    termination_grace_period_seconds: int = 360
+    prefill: ServingRole = Field(default_factory=dict)
+    decode: ServingRole = Field(default_factory=dict)
+    gateway: GatewaySettings = Field(default_factory=dict)
+    router: RouterSettings = Field(default_factory=dict)
+    routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _serving_image(cls, v: str) -> str:
+        return image_reference(v)
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, v: str) -> str:
+        if v not in VLLM_KV_CACHE_DTYPES:
+            raise ValueError(f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}")
+        return v
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, v: str) -> str:
+        # A Cloud Storage object name prefix (https://cloud.google.com/storage/docs/objects#naming: 1-1024
+        # bytes of UTF-8, no carriage return or line feed); vLLM reads gs://<bucket>/<path>, so no leading '/'.
+        if not v or len(v.encode()) > 1024 or re.search(r"[\r\n]", v) or v.startswith("/"):
+            raise ValueError(
+                "a Cloud Storage object path inside the bucket: 1-1024 bytes, no line breaks, no leading /"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _vllm_flags(self) -> ServingSettings:
+        # vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs (vllm-project/vllm
+        # vllm/config/scheduler.py, SchedulerConfig._verify_args / verify_max_model_len). Its other check,
+        # max_num_batched_tokens >= max_model_len, applies only with chunked prefill off, and the program
+        # leaves it on (vLLM's default).
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise SettingError(
+                "maxNumBatchedTokens",
+                self.max_num_batched_tokens,
+                f"at least serving.maxNumSeqs ({self.max_num_seqs}): vLLM refuses fewer batched tokens than "
+                "sequences in a batch",
+            )
+        return self
+
+    @field_validator("weights_bucket")
+    @classmethod
+    def _weights_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # A field check (`enabled` comes first), so that it is reported with every other problem of the section.
+        if v is None and info.data.get("enabled", True):
+            raise ValueError(
+                "required while serving.enabled is true: the name of the bucket holding this environment's model "
+                "weights (no default: bucket names are global, and the pods get read access to this one only)"
+            )
+        return None if v is None else bucket_name(v)
+
+    @field_validator("xla_cache_bucket")
+    @classmethod
+    def _cache_bucket(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v == info.data.get("weights_bucket"):
+            raise ValueError(
+                "a bucket other than serving.weightsBucket: the stack creates the cache bucket and the pods may "
+                "write there, while they only read the weights"
+            )
+        return None if v is None else bucket_name(v)
+
+    @field_validator("startup_timeout_seconds")
+    @classmethod
+    def _startup(cls, v: int) -> int:
+        if v < POD_STARTUP_WAITS_SECONDS:
+            raise ValueError(
+                f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
+                "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
+            )
+        return v
+
+    @field_validator("termination_grace_period_seconds")
+    @classmethod
+    def _grace(cls, v: int) -> int:
+        if v < GATEWAY_REQUEST_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"at least {GATEWAY_REQUEST_TIMEOUT_SECONDS} seconds, the Gateway's request timeout (the router "
+                "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight"
+            )
+        return v
+
+    # The guide names the router's Helm release (at most 53 characters: helm/helm pkg/chartutil/validate_name.go
+    # maxReleaseNameLen) and labels every model server. The chart names its EPP Service <release[:40]>-epp
+    # (llm-d/llm-d-router@71f4f099 config/charts/routerlib/templates/_helpers.tpl, llm-d-router.name), and a
+    # Service name is a DNS-1035 label: so the guide starts with a letter.
+    _guide = field_validator("guide")(
+        classmethod(lambda cls, v: dns1035_label(v, 53, ": it names the router's Helm release and EPP Service"))
+    )
+
+    @property
+    def routing_sidecar_image(self) -> str:
+        """The decode pods' sidecar: `routingSidecar.image` if set, else the router's release of it."""
+        return self.routing_sidecar.image or f"{SIDECAR_REPOSITORY}:{router_image_tag(self.router.version)}"
+
+    @property
+    def model_served(self) -> str:
+        return self.served_model_name or self.model
+
+    def roles(self) -> dict[str, ServingRole]:
+        return {"prefill": self.prefill, "decode": self.decode}
