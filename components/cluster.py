@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.model.gcp_settings import MaintenanceExclusion
+from components.model.cluster_settings import MaintenanceExclusion
 from components.model.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"

@@ -27,12 +27,8 @@ from components.model.checks import (
     project_id,
     raise_all,
 )
+from components.model.cluster_settings import ClusterSettings
 from components.model.cross_checks import CrossChecks
-from components.model.gcp_settings import (
-    ClusterSettings,
-    NetworkSettings,
-    TpuSettings,
-)
 from components.model.geometry import Slice, SliceKind, Topology
 from components.model.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.k8s_settings import (
@@ -41,8 +37,10 @@ from components.model.k8s_settings import (
     KueueSettings,
     ResourceRequirements,
 )
+from components.model.network_settings import NetworkSettings
 from components.model.observability_settings import ObservabilitySettings
 from components.model.serving_settings import ServingSettings
+from components.model.tpu_settings import TpuSettings
 
 
 class Settings(CrossChecks, Model):

@@ -1,10 +1,9 @@
-"""Settings of the Google Cloud half: network, cluster, TPU capacity (SPEC sections 1-5)."""
+"""Settings of the GKE cluster (SPEC section 3): the control plane, its authorized networks, the
+maintenance window and exclusion, the system pool."""
 
 from __future__ import annotations
 
-import ipaddress
 from datetime import datetime
-from functools import cached_property
 from typing import Literal
 
 from pydantic import (
@@ -14,100 +13,17 @@ from pydantic import (
     model_validator,
 )
 
-from components.model import geometry, gke_versions
+from components.model import gke_versions
 from components.model.checks import (
     GKE_CLUSTER_NAME_MAX,
     MIN_SLICE_CONTROLLER_VERSION,
-    MTU_MAX,
-    MTU_MIN,
-    NODE_POOL_NAME_MAX,
     Model,
     SettingError,
     cidr,
-    compute_name,
     gce_name,
     gke_version_tuple,
     machine_shape,
-    parse_topology,
-    project_id,
-    raise_all,
 )
-from components.model.geometry import Topology
-
-# ---------------------------------------------------------------------------------------------
-# Google Cloud half (SPEC sections 1-5)
-
-
-class NetworkSettings(Model):
-    prefix: str = "qwen-serving"
-    mtu: int = 8896
-    tpu_subnet_cidr: str = "10.10.0.0/18"
-    proxy_subnet_cidr: str = "172.16.0.0/26"
-
-    @field_validator("prefix")
-    @classmethod
-    def _prefix(cls, v: str) -> str:
-        # The longest derived name is <prefix>-allow-internal; GCE names stop at 63 characters.
-        return gce_name(v, 63 - len("-allow-internal"), "a GCE name prefix")
-
-    @field_validator("mtu")
-    @classmethod
-    def _mtu(cls, v: int) -> int:
-        if not MTU_MIN <= v <= MTU_MAX:
-            raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
-        return v
-
-    @field_validator("tpu_subnet_cidr")
-    @classmethod
-    def _tpu_cidr(cls, v: str) -> str:
-        # A subnet's primary range is /29 or larger (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
-        return cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")
-
-    @field_validator("proxy_subnet_cidr")
-    @classmethod
-    def _proxy_cidr(cls, v: str) -> str:
-        # "The proxy-only subnet must provide 64 or more IP addresses ... a prefix length of /26 or shorter"
-        # (https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size).
-        return cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")
-
-    @model_validator(mode="after")
-    def _disjoint(self) -> NetworkSettings:
-        tpu, proxy = ipaddress.ip_network(self.tpu_subnet_cidr), ipaddress.ip_network(self.proxy_subnet_cidr)
-        if tpu.overlaps(proxy):
-            raise SettingError(
-                "proxySubnetCidr",
-                self.proxy_subnet_cidr,
-                f"must not overlap network.tpuSubnetCidr {self.tpu_subnet_cidr}",
-            )
-        return self
-
-    @property
-    def network_name(self) -> str:
-        return f"{self.prefix}-main"
-
-    @property
-    def tpu_subnet_name(self) -> str:
-        return f"{self.prefix}-tpu"
-
-    @property
-    def proxy_subnet_name(self) -> str:
-        return f"{self.prefix}-proxy"
-
-    @property
-    def firewall_name(self) -> str:
-        return f"{self.prefix}-allow-internal"
-
-    @property
-    def proxy_firewall_name(self) -> str:
-        return f"{self.prefix}-allow-proxy"
-
-    @property
-    def router_name(self) -> str:
-        return f"{self.prefix}-router"
-
-    @property
-    def nat_name(self) -> str:
-        return f"{self.prefix}-nat"
 
 
 class MaintenanceExclusion(Model):
@@ -339,145 +255,3 @@ class ClusterSettings(Model):
     def system_pool_name(self) -> str:
         # The pool that replaces GKE's default pool (docs/codelab.md, deliberate difference 3).
         return "system"
-
-
-class ReservationSettings(Model):
-    name: str | None = None
-    project: str | None = None  # defaults to the stack's project
-    block: str = "block-0"  # "" = the whole reservation, not one block
-    consume_type: Literal["SPECIFIC", "ANY", "NONE"] = "SPECIFIC"
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str | None) -> str | None:
-        return None if v is None else compute_name(v, "a Compute Engine reservation name")
-
-    @field_validator("block")
-    @classmethod
-    def _block(cls, v: str) -> str:
-        return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
-
-    @field_validator("project")
-    @classmethod
-    def _project(cls, v: str | None) -> str | None:
-        return None if v is None else project_id(v)
-
-
-class TpuSettings(Model):
-    machine_type: str = "tpu7x-standard-4t"
-    cube_topology: str = "4x4x4"
-    cubes: int = Field(2, ge=0)
-    workload_policy_name: str = "superslice-policy"
-    accelerator_topology_mode: Literal["PROVISION_ONLY", "AUTO_CONNECT"] = "PROVISION_ONLY"
-    pool_prefix: str = "tpu7-pool"
-    reservation: ReservationSettings = Field(default_factory=dict)
-    # Pins cube i (pool <prefix>-<i+1>) to sub-block subBlocks[i] of tpu.reservation.block; unset: the
-    # program picks (components/model/reservation.py). Checked against the reservation at preview.
-    sub_blocks: list[str] | None = None
-
-    @field_validator("sub_blocks")
-    @classmethod
-    def _sub_blocks(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        for name in v:
-            compute_name(name, "reservation sub-block names")
-        dupes = sorted({n for n in v if v.count(n) > 1})
-        if dupes:
-            raise ValueError(f"distinct sub-block names, one per cube ({', '.join(dupes)} repeated)")
-        return v
-
-    @field_validator("machine_type")
-    @classmethod
-    def _machine(cls, v: str) -> str:
-        sliceable = geometry.sliceable_machine_types()
-        if v not in geometry.SYSTEMS:
-            raise ValueError(f"a TPU machine type with known chips per VM: {', '.join(sliceable)}")
-        if v not in sliceable:
-            raise ValueError(f"a machine type that supports dynamic slicing: {', '.join(sliceable)}")
-        return v
-
-    _topo = field_validator("cube_topology")(classmethod(lambda cls, v: parse_topology(v)))
-
-    @field_validator("workload_policy_name")
-    @classmethod
-    def _policy(cls, v: str) -> str:
-        return gce_name(v, 63, "a GCE resource policy name")
-
-    @field_validator("pool_prefix")
-    @classmethod
-    def _pool(cls, v: str) -> str:
-        # Pools are named <prefix>-<n>: the longest name is checked against tpu.cubes below.
-        return gce_name(v, NODE_POOL_NAME_MAX - 2, "a node pool name prefix")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TpuSettings:
-        errors = []
-        system = geometry.SYSTEMS[self.machine_type]
-        assert system.cube is not None
-        allowed = system.partitions(system.cube)
-        if Topology.parse(self.cube_topology) not in allowed:
-            errors.append(
-                SettingError(
-                    "cubeTopology",
-                    self.cube_topology,
-                    f"one node pool's ICI block on {self.machine_type}: {', '.join(str(t) for t in allowed)}",
-                )
-            )
-        r = self.reservation
-        if self.cubes > 0 and r.consume_type == "SPECIFIC" and not r.name:
-            errors.append(
-                SettingError(
-                    "reservation.name", r.name, "the name of the TPU reservation (required when tpu.cubes > 0)"
-                )
-            )
-        if self.sub_blocks is not None:
-            if r.consume_type != "SPECIFIC" or not r.block:
-                errors.append(
-                    SettingError(
-                        "subBlocks",
-                        self.sub_blocks,
-                        "only with a SPECIFIC reservation and one tpu.reservation.block (sub-blocks belong to a block)",
-                    )
-                )
-            elif len(self.sub_blocks) != self.cubes:
-                errors.append(
-                    SettingError(
-                        "subBlocks",
-                        self.sub_blocks,
-                        f"one sub-block per cube: {self.cubes} names for tpu.cubes = {self.cubes} "
-                        f"(got {len(self.sub_blocks)}); cube i runs on subBlocks[i]",
-                    )
-                )
-        if self.accelerator_topology_mode == "PROVISION_ONLY" and r.consume_type != "SPECIFIC":
-            errors.append(
-                SettingError(
-                    "reservation.consumeType",
-                    r.consume_type,
-                    "SPECIFIC: acceleratorTopologyMode PROVISION_ONLY needs a specific reservation",
-                )
-            )
-        longest = self.pool_name(self.cubes - 1) if self.cubes > 0 else ""
-        if len(longest) > NODE_POOL_NAME_MAX:
-            errors.append(
-                SettingError(
-                    "poolPrefix",
-                    self.pool_prefix,
-                    f"at most {NODE_POOL_NAME_MAX - len(longest) + len(self.pool_prefix)} characters with tpu.cubes = "
-                    f"{self.cubes}: the last pool, {longest!r}, must be a GKE node pool name of at most "
-                    f"{NODE_POOL_NAME_MAX} characters",
-                )
-            )
-        raise_all(errors)
-        return self
-
-    @cached_property
-    def system(self) -> geometry.TpuSystem:
-        return geometry.system(self.machine_type)
-
-    @cached_property
-    def cube(self) -> geometry.Cube:
-        return geometry.Cube(self.system, Topology.parse(self.cube_topology))
-
-    def pool_name(self, index: int) -> str:
-        return f"{self.pool_prefix}-{index + 1}"
