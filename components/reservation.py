@@ -303,7 +303,7 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
         names=tuple(sorted(blk.sub_block_names or [])),
         read=read,
         existing=_existing(cluster, project, r.name, r.block),
-        # The offline render's mocks answer with markers (`<...>`, components/cli/mockrun.py): say so.
+        # The offline render's mocks answer with markers (`<...>`, components/cli/mocks.py): say so.
         source=OFFLINE_MARKERS if str(res.self_link).startswith("<") else source.description,
     )
     return assign(view, pools, tpu.cube.vms, tpu.sub_blocks)

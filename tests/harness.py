@@ -19,21 +19,19 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
     PROJECT,
-    READ_STACK_OUTPUTS,
-    RESERVATION_TOKENS,
     UNKNOWN,
-    FakeReservation,
     Registration,
     contains_secret,
     execute,
     is_secret,
     is_unknown,
     normalize,
-    read_stack_outputs,
     unwrap,
 )
+from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, read_stack_outputs
 from components.cli.plan import stack_config
 from components.model.checks import PLACEHOLDER_RE
+from components.model.deployed import READ_STACK_OUTPUTS
 
 __all__ = [
     "UNKNOWN",

@@ -3,7 +3,7 @@
 The fake answers the invokes in the wire shape of pulumi-gcp 10.2's result types (GetReservationResult,
 GetReservationBlockResult, GetReservationSubBlockResult, GetClusterResult: camelCase fields, nested
 results as one-item lists), and misses the way terraform-provider-google-beta's data sources do
-(components/cli/mockrun.py FakeReservation).
+(components/cli/mocks.py FakeReservation).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from components.cli.mockrun import FakeReservation, healthy_sub_block
+from components.cli.mocks import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.settings import ConfigError, load
 from tests.harness import Mocks, Run, run_program, set_arguments
@@ -191,7 +191,7 @@ def test_a_missing_reservation_or_block_is_one_clear_error() -> None:
 def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
     class Forbidden(FakeReservation):
         def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            from components.cli.mockrun import InvokeError
+            from components.cli.mocks import InvokeError
 
             if token.endswith("getReservation"):
                 raise InvokeError(token, "googleapi: Error 403: Required 'compute.reservations.get' permission")
@@ -227,7 +227,7 @@ NOT_A_MISS = (
 def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fresh: bool) -> None:
     class Cluster(FakeReservation):
         def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            from components.cli.mockrun import InvokeError
+            from components.cli.mocks import InvokeError
 
             if token == "gcp:container/getCluster:getCluster":
                 raise InvokeError(token, message)

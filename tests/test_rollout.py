@@ -29,7 +29,7 @@ from typing import Any
 import jsonpath
 import pytest
 
-from components.cli.mockrun import FakeReservation, healthy_sub_block
+from components.cli.mocks import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.rollout import pod_spec_shape, revision
 from tests.harness import Mocks, Run, normalize, run_program, set_arguments

@@ -88,7 +88,8 @@ def _in_process(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run's records, and the outputs the next run reads back from the stack (components/stack.py
     read_deployed_serving): `previous` are those of the run before it, None for a stack's first update."""
-    from components.cli.mockrun import SymbolicMocks, execute, exported
+    from components.cli.mockrun import execute, exported
+    from components.cli.mocks import SymbolicMocks
     from components.model.deployed import SERVING_SHAPE_OUTPUT
 
     secret = sorted(secrets | {k for k in config if k.endswith(":hfToken")})

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from components.model.checks import gke_version_tuple
 
 DYNAMIC_SLICING_DOC = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing#requirements"
-# The answer the offline commands' mock gives (components/cli/mockrun.py): the list was not read.
+# The answer the offline commands' mock gives (components/cli/mocks.py): the list was not read.
 OFFLINE_ID = "offline: GKE's version list was not read"
 
 _EXACT_RE = re.compile(r"^\d+\.\d+\.\d+-gke\.\d+$")
