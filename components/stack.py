@@ -219,7 +219,15 @@ def read_deployed_serving(settings: Settings) -> dict[str, DeployedRole]:
     """
     if not settings.serving.enabled:
         return {}
-    answer = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": own_stack_reference()}).value or {}
+    name = own_stack_reference()
+    try:
+        answer = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name}).value or {}
+    except Exception as err:  # the backend refused the read: plan as on a first update, and say so
+        pulumi.log.warn(
+            f"could not read the {SERVING_SHAPE_OUTPUT} output of stack {name} ({' '.join(str(err).split())}): "
+            "serving rolls are planned from the settings alone, as on a stack's first update"
+        )
+        return {}
     value = (answer.get("outputs") or {}).get(SERVING_SHAPE_OUTPUT)
     roles, warnings = parse_serving_shape(value, settings.tpu.cube)
     for warning in warnings:

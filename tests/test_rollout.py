@@ -29,7 +29,7 @@ from typing import Any
 import jsonpath
 import pytest
 
-from components.cli.mocks import FakeReservation, healthy_sub_block
+from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.rollout import pod_spec_shape, revision
 from tests.harness import Mocks, Run, normalize, run_program, set_arguments
@@ -554,6 +554,23 @@ def test_an_unreadable_previous_shape_is_a_warning_and_the_configured_shape_is_u
     run = run_program(mocks=bad)
     assert run.error is None, run.error
     assert any("servingShape output for serving.decode cannot be read" in m for lvl, m in run.logs if lvl == "warn")
+    assert run.outputs["capacityPlan"]["rollouts"] == dev.outputs["capacityPlan"]["rollouts"]
+
+
+class _RefusingBackend(Mocks):
+    """A backend that refuses the stack's read of its own outputs (e.g. the engine's builtin provider erring)."""
+
+    def call(self, args: Any) -> tuple[dict[str, Any], list[Any]]:
+        if args.token == "pulumi:pulumi:readStackOutputs":  # as the engine answers a failed invoke: a gRPC error
+            raise InvokeError(args.token, "failed to read stack outputs: permission denied")
+        return super().call(args)
+
+
+def test_a_refused_read_of_the_previous_outputs_is_a_warning_and_plans_from_the_settings(dev: Run) -> None:
+    run = run_program(mocks=_RefusingBackend())
+    assert run.error is None, run.error
+    (warning,) = [m for lvl, m in run.logs if lvl == "warn" and "could not read the servingShape output" in m]
+    assert "permission denied" in warning and "settings alone" in warning
     assert run.outputs["capacityPlan"]["rollouts"] == dev.outputs["capacityPlan"]["rollouts"]
 
 
