@@ -28,30 +28,26 @@ DIFF_CUBES = (2, 8, 32, 64)
 DIFF_BUDGET_SECONDS = 5.0  # a diff of two dev runs, cold (the command as a user runs it)
 
 
-def diff_run(cubes: int, repeats: int) -> dict[str, Any]:
+def _in_child(module: str, cubes: int, repeats: int, what: str) -> dict[str, Any]:
+    """Runs `python -m <module> CUBES REPEATS` in a fresh process (cold imports count) and reads its JSON line."""
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.diff", str(cubes), str(repeats)],
+        [sys.executable, "-m", module, str(cubes), str(repeats)],
         cwd=ROOT,
         check=False,
         capture_output=True,
         text=True,
     )
     if out.returncode != 0:
-        raise SystemExit(f"the diff of {cubes} cubes failed:\n{out.stderr}")
+        raise SystemExit(f"{what} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def diff_run(cubes: int, repeats: int) -> dict[str, Any]:
+    return _in_child("benchmarks.diff", cubes, repeats, f"the diff of {cubes} cubes")
 
 
 def evaluate(cubes: int, repeats: int) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.evaluation", str(cubes), str(repeats)],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"evaluating {cubes} cubes failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _in_child("benchmarks.evaluation", cubes, repeats, f"evaluating {cubes} cubes")
 
 
 def growth(rows: dict[int, dict[str, Any]], a: int, b: int) -> dict[str, float] | None:
