@@ -1,5 +1,5 @@
 """Cluster add-ons: JobSet, Kueue and LeaderWorkerSet from their OCI charts, the slice controller's
-user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself (SPEC 6).
+user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself.
 
 Charts use `helm.v4.Chart`: it renders client-side, so `pulumi preview` diffs every object of the
 chart, and it waits for each Deployment to be available and each Service to have endpoints (the

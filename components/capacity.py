@@ -1,4 +1,4 @@
-"""TPU capacity: the workload policy and one reservation-bound node pool per 4x4x4 cube (SPEC 4-5)."""
+"""TPU capacity: the workload policy and one reservation-bound node pool per 4x4x4 cube."""
 
 from __future__ import annotations
 

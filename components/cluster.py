@@ -1,4 +1,4 @@
-"""The GKE cluster, its system node pool, and the one Kubernetes provider every later layer uses (SPEC 3)."""
+"""The GKE cluster, its system node pool, and the one Kubernetes provider every later layer uses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The vLLM model servers of the P/D stack: one LeaderWorkerSet per role, from one builder (SPEC 9).
+"""The vLLM model servers of the P/D stack: one LeaderWorkerSet per role, from one builder.
 
 Prefill and decode differ only where a `Role` says so (KV role, vLLM port, the decode side's routing
 sidecar). Group size and the tensor-parallel size derive from the slice topology; the LWS's name carries the

@@ -1,4 +1,4 @@
-"""Network: the VPC, the TPU subnet, the proxy-only subnet, the nodes' egress and the internal firewall (SPEC 2).
+"""Network: the VPC, the TPU subnet, the proxy-only subnet, the nodes' egress and the internal firewall.
 
 Provider facts cited below are from terraform-provider-google-beta release-8.0.0 @93c65b2d60 (what
 pulumi-gcp 10.2 bridges), google-beta/services/compute/.

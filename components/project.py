@@ -1,4 +1,4 @@
-"""Project services: the Google APIs and the compute preview feature the deployment needs (SPEC 1)."""
+"""Project services: the Google APIs and the compute preview feature the deployment needs."""
 
 from __future__ import annotations
 

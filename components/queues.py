@@ -1,4 +1,4 @@
-"""Kueue objects for dynamic slicing, built from settings (SPEC 7).
+"""Kueue objects for dynamic slicing, built from settings.
 
 The Topology's levels are derived from the cube and the machine's host shape, so the sub-cube
 partition levels that sub-slices need are always there, and always match the pools' node labels.

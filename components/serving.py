@@ -1,4 +1,4 @@
-"""The prefill/decode disaggregated serving stack: llm-d router, GKE Gateway and vLLM on TPU slices (SPEC 9).
+"""The prefill/decode disaggregated serving stack: llm-d router, GKE Gateway and vLLM on TPU slices.
 
 The model servers are built in `components.modelserver`, the router's values in `components.router`;
 this component declares them with the Gateway, the buckets' IAM (read on the weights, write on the stack's own XLA

@@ -1,4 +1,4 @@
-"""The sub-slicing and super-slicing demo JobSets (SPEC 8), derived from their slice topology.
+"""The sub-slicing and super-slicing demo JobSets, derived from their slice topology.
 
 One pod per TPU VM: parallelism = completions = VMs in the slice, each pod requesting all the
 chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.

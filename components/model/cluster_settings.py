@@ -1,4 +1,4 @@
-"""Settings of the GKE cluster (SPEC section 3): the control plane, its authorized networks, the
+"""Settings of the GKE cluster: the control plane, its authorized networks, the
 maintenance window and exclusion, the system pool."""
 
 from __future__ import annotations

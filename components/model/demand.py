@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from components.model.geometry import Cube, Slice, SliceKind, Topology
 from components.model.settings import Settings
 
-# The codelab applies the demos and the serving stack in this order (SPEC section 8).
+# The codelab applies the demos and the serving stack in this order.
 STEP_SUBSLICING, STEP_SUPERSLICING, STEP_SERVING = 0, 1, 2
 
 

@@ -1,4 +1,4 @@
-"""Settings of the Kubernetes half: add-ons, Kueue and demo workloads (SPEC sections 6-8); serving (section 9)
+"""Settings of the Kubernetes half: add-ons, Kueue and demo workloads; serving
 is components/model/serving_settings.py."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from components.model.checks import (
 from components.model.oci import oci_chart
 
 # ---------------------------------------------------------------------------------------------
-# Cluster add-ons, Kueue, demo workloads (SPEC sections 6-8)
+# Cluster add-ons, Kueue, demo workloads
 
 
 class ResourceAmounts(Model):

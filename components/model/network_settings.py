@@ -1,4 +1,4 @@
-"""Settings of the network (SPEC section 2): the VPC, its subnets and the names derived from the prefix."""
+"""Settings of the network: the VPC, its subnets and the names derived from the prefix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings of serving (SPEC section 9): the prefill/decode roles, the Gateway, the llm-d router and its
+"""Settings of serving: the prefill/decode roles, the Gateway, the llm-d router and its
 sidecar, vLLM."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings of the TPU capacity (SPEC sections 4-5): the machine type, the cubes, the reservation and its
+"""Settings of the TPU capacity: the machine type, the cubes, the reservation and its
 block, the workload policy and the TPU pools."""
 
 from __future__ import annotations
