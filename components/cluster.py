@@ -184,12 +184,13 @@ class Cluster(Component):
             release_channel={"channel": c.release_channel},
             # Never a reason to replace or downgrade: `min_master_version` is not ForceNew and not read back
             # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
-            # the control plane runs an older version (lines 4918-4935: `if cur.LessThan(des)`), so a resolved
-            # version older than the running one is an update that does nothing. A NEWER one is a requested
-            # control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the maintenance
-            # window: exclusions and windows hold automatic upgrades only, and Rapid offers patches before they
-            # become its auto-upgrade target. With a prefix that is the newest patch of the same minor (which
-            # a NO_MINOR_* exclusion allows anyway); `default` can move to a new minor. No node pool sets
+            # the state's `master_version` is older (lines 4918-4935: `if cur.LessThan(des)`). That state is the
+            # last `up`'s (no refresh), so `version` is the higher of the resolved version and the one the control
+            # plane runs now (components/stack.py, gke_versions.to_send): never below what runs. A NEWER one is
+            # a requested control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the
+            # maintenance window: exclusions and windows hold automatic upgrades only, and Rapid offers patches
+            # before they become its auto-upgrade target. With a prefix that is the newest patch of the same minor
+            # (which a NO_MINOR_* exclusion allows anyway); `default` can move to a new minor. No node pool sets
             # `version` (Optional+Computed): pools take the control plane's version at creation and follow
             # auto-upgrades, never this value.
             min_master_version=version,

@@ -15,6 +15,7 @@ import yaml
 from components import reservation
 from components.model import gke_versions, planner
 from components.model.deployed import READ_STACK_OUTPUTS, SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
+from components.model.checks import gke_version_tuple
 from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 
@@ -80,7 +81,8 @@ def resolve_cluster_version(settings: Settings) -> str:
     Runs before any resource is registered (a synchronous invoke), so a version the channel does not
     offer stops the preview with one error naming the key, instead of failing the cluster's creation
     minutes in. A later change of the answer (a new patch on Rapid) only changes the cluster's
-    `min_master_version`, which never replaces or downgrades anything (components/cluster.py).
+    `min_master_version`, which never replaces anything (components/cluster.py). Under a running cluster the
+    version sent is never older than the one its control plane runs (gke_versions.to_send).
     """
     c = settings.cluster
     spec = c.version_spec
@@ -108,33 +110,54 @@ def resolve_cluster_version(settings: Settings) -> str:
             resolution = resolve(_engine_versions(settings, ".".join(spec.value.split(".")[:2]) + "."))
     except gke_versions.VersionError as err:
         problem = f"{PROJECT}:cluster.version = {c.version!r}: {err.allowed}"
-        if err.not_offered and reservation.read_cluster(settings) is not None:
-            # The channel moved on under a running cluster, which GKE upgrades itself. The spec as given is a
-            # valid minimum (GKE accepts "1.X", "1.X.Y" and exact versions: googleapis container/v1
-            # cluster_service.proto, UpdateMasterRequest.master_version) and the provider asks for an upgrade
-            # only when the running version is older (resource_container_cluster.go, `cur.LessThan(des)`), so
-            # the update goes on and changes nothing; only a new environment or a rebuild would be refused.
+        running = running_master_version(settings) if err.not_offered else None
+        if running is not None and gke_version_tuple(running) >= gke_version_tuple(floor):
+            # The channel moved on under a running cluster, which GKE upgrades itself. Its running version is
+            # sent: a full version it already meets, so the provider asks for nothing (never the spec as given:
+            # a bare 1.36 or 1.36.0 ranks above every 1.36.0-gke.N in the provider's version library, and GKE
+            # answers 400 "No valid versions with the prefix"). Only a new environment or a rebuild is refused.
             pulumi.log.warn(
-                f"{problem}. The running cluster is not affected (GKE upgrades Rapid clusters itself, and "
-                f"{c.version} is sent only as a minimum it already meets), but a rebuild or a new environment "
+                f"{problem}. The running cluster is not affected (GKE upgrades Rapid clusters itself; its version "
+                f"{running} is sent as the minimum, which it already meets), but a rebuild or a new environment "
                 "from this configuration would be refused: choose a version the channel offers"
             )
-            return c.version
+            return running
         raise pulumi.RunError(f"invalid stack configuration (1 problem):\n  {problem}") from None
     if resolution.offline:
         pulumi.log.warn(
             f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "
             f"{resolution.note}; the cluster shows {resolution.version}"
         )
-    else:
+        return resolution.version
+    pulumi.log.info(
+        f"{PROJECT}:cluster.version = {c.version!r} resolves to {resolution.version} "
+        f"({c.release_channel} channel, {settings.region})"
+    )
+    conflict = exclusion_conflict(settings, resolution.version)
+    if conflict:
+        pulumi.log.warn(conflict)
+    running = running_master_version(settings)
+    version = gke_versions.to_send(resolution.version, running)
+    if version != resolution.version:
         pulumi.log.info(
-            f"{PROJECT}:cluster.version = {c.version!r} resolves to {resolution.version} "
-            f"({c.release_channel} channel, {settings.region})"
+            f"the cluster's control plane already runs {running}, newer than {resolution.version} (GKE upgraded "
+            f"it): {running} is sent as its minimum version, so `pulumi up` never asks GKE to go back"
         )
-        conflict = exclusion_conflict(settings, resolution.version)
-        if conflict:
-            pulumi.log.warn(conflict)
-    return resolution.version
+    assert version is not None
+    return version
+
+
+def running_master_version(settings: Settings) -> str | None:
+    """The version the stack's control plane runs now (`get_cluster`'s live `master_version`), None on a fresh
+    stack (no cluster yet, or the Kubernetes Engine API not enabled: components/reservation.py read_cluster)."""
+    try:
+        cluster = reservation.read_cluster(settings)
+    except Exception as err:
+        raise pulumi.RunError(
+            f"could not read cluster {settings.cluster.name} (the version its control plane runs, so that "
+            f"`pulumi up` never asks for an older one): {err}"
+        ) from None
+    return (getattr(cluster, "master_version", None) or None) if cluster is not None else None
 
 
 def exclusion_conflict(settings: Settings, version: str) -> str | None:

@@ -294,19 +294,64 @@ def test_prod_is_not_warned() -> None:
     assert exclusion_warnings(run_program(stack="prod")) == []
 
 
-def test_a_version_the_channel_dropped_under_a_running_cluster_warns_and_changes_nothing() -> None:
+def running_cluster(server: dict[str, Any], master_version: str) -> Mocks:
+    """GKE's answer `server`, and a cluster of the stack that runs `master_version` (getCluster's live read)."""
+    mocks = Mocks(server_config=server)
+    mocks.reservation.cluster_pools = []  # the cluster exists (no TPU pool read back is needed here)
+    mocks.reservation.master_version = master_version
+    return mocks
+
+
+def test_a_version_the_channel_dropped_under_a_running_cluster_sends_the_running_version() -> None:
     """Rapid moved past `cluster.version` while the cluster runs: GKE has upgraded it itself, so the update
-    goes on with the spec as the minimum (the provider asks for an upgrade only when the running version is
-    older: resource_container_cluster.go `cur.LessThan(des)`); only a fresh stack is refused."""
+    goes on with the version it runs as the minimum, a full GKE version. Never the spec as given: the
+    provider's version library (hashicorp/go-version, resource_container_cluster.go lines 4918-4935) ranks
+    1.36.0-gke.N, a pre-release, below a bare 1.36.0, so `1.36.0` would read as newer than what runs and be
+    requested (GKE: 400 "No valid versions with the prefix"). Only a fresh stack is refused."""
     moved_on = later_day(validVersions=["1.37.1-gke.100000", "1.37.0-gke.200000"], defaultVersion="1.37.0-gke.200000")
     fresh = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=moved_on))
     rejected(fresh, "gke-tpu-slicing:cluster.version = '1.36'", "a prefix of a version the RAPID channel offers")
-    running = Mocks(server_config=moved_on)
-    running.reservation.cluster_pools = []  # the cluster exists (no TPU pool read back is needed here)
-    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=running)
-    assert version_of(run) == "1.36"
-    (warning,) = [m for level, m in run.logs if level == "warn" and "cluster.version = '1.36'" in m]
-    assert "running cluster is not affected" in warning and "rebuild or a new environment" in warning
+    running = running_cluster(moved_on, "1.37.0-gke.200000")
+    for spec in ("1.36", "1.36.2", "1.36.2-gke.1500000"):
+        run = run_program({f"{P}:cluster": {"version": spec}}, mocks=running)
+        assert version_of(run) == "1.37.0-gke.200000", spec
+        (warning,) = [m for level, m in run.logs if level == "warn" and f"cluster.version = '{spec}'" in m]
+        assert "running cluster is not affected" in warning and "rebuild or a new environment" in warning
     # A floor is never waived: the workloads need it whatever runs.
     low = run_program({f"{P}:cluster": {"version": "1.35"}}, mocks=running)
     assert low.error is not None and "1.36.0-gke.3712000" in str(low.error)
+
+
+def test_a_cluster_gke_upgraded_past_the_resolved_version_is_never_asked_to_go_back() -> None:
+    """Rapid moved dev to 1.37 while `cluster.version` = 1.36 still resolves (a newer 1.36 patch): the state's
+    `master_version` is the one of the last `up` (`pulumi up` does not refresh; the provider compares with it,
+    resource_container_cluster.go lines 4918-4935, and reads the live one only afterwards, line 3752), so
+    sending the 1.36 patch would request a downgrade GKE refuses. The running version is sent instead; the
+    second run sends the same, so nothing changes; below the running version the resolved one is sent."""
+    newer_patch = later_day(validVersions=["1.37.0-gke.200000", "1.36.3-gke.100000", "1.36.2-gke.1500000"])
+    upgraded = running_cluster(newer_patch, "1.37.0-gke.200000")
+    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=upgraded)
+    assert version_of(run) == "1.37.0-gke.200000"
+    assert any("already runs 1.37.0-gke.200000" in m for level, m in run.logs if level == "info")
+    again = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=upgraded)
+    assert version_of(again) == version_of(run)
+    # An older control plane: the resolved patch is the minimum (a requested upgrade, as before).
+    behind = running_cluster(newer_patch, "1.36.2-gke.1500000")
+    assert version_of(run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=behind)) == "1.36.3-gke.100000"
+    # A fresh stack (no cluster yet): the resolved version.
+    assert version_of(run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=newer_patch))) == (
+        "1.36.3-gke.100000"
+    )
+
+
+def test_the_cluster_read_failing_stops_with_what_was_read() -> None:
+    class Refused(Mocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+            if args.token == "gcp:container/getCluster:getCluster":
+                return {}, [("name", "googleapi: Error 403: Permission denied on container.clusters.get")]
+            return super().call(args)
+
+    # No specific reservation to read: the version is the first to read the cluster.
+    run = run_program({f"{P}:tpu": {"reservation": {"block": ""}}}, mocks=Refused())
+    assert run.error is not None and run.registrations == []
+    assert "could not read cluster" in str(run.error) and "403" in str(run.error)

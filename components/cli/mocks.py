@@ -84,13 +84,15 @@ class FakeReservation:
     `sub_blocks`: every sub-block of the block, name -> its getReservationSubBlock result (wire shape);
     `exists=False`: getReservation's answer for a missing reservation (no error, no selfLink: the resource
     Read turns the 404 into "gone" and the data source sets the id anyway); a block not in `blocks` fails
-    like the API's 404; `cluster_pools`: getCluster's nodePools, None when the cluster does not exist yet.
+    like the API's 404; `cluster_pools`: getCluster's nodePools, None when the cluster does not exist yet;
+    `master_version`: the version its control plane runs (getCluster's `masterVersion`, GKE's currentMasterVersion).
     """
 
     sub_blocks: dict[str, dict[str, Any]]
     exists: bool = True
     blocks: tuple[str, ...] = ("block-0",)
     cluster_pools: list[dict[str, Any]] | None = None
+    master_version: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     self_link_prefix: str = "https://www.googleapis.com/compute/v1/"
 
@@ -138,7 +140,8 @@ class FakeReservation:
             raise InvokeError(
                 token, f"projects/{project}/locations/{args.get('location')}/clusters/{args.get('name')} not found"
             )
-        return {"name": args.get("name"), "nodePools": self.cluster_pools}
+        running = {"masterVersion": self.master_version} if self.master_version else {}
+        return {"name": args.get("name"), "nodePools": self.cluster_pools, **running}
 
 
 class SymbolicMocks(pulumi.runtime.Mocks):

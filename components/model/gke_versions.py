@@ -159,3 +159,22 @@ def _offered(spec: VersionSpec, answer: Mapping[str, Any], channel: str) -> str:
     if default:
         parts.append(f"{channel}'s default: {default}")
     return f" ({'; '.join(parts)})" if parts else ""
+
+
+def to_send(resolved: str | None, running: str | None) -> str | None:
+    """The `min_master_version` to send: the higher of the resolved version and the one the control plane runs.
+
+    The provider compares `min_master_version` with the `master_version` kept in the state (terraform-provider-
+    google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go lines 4916-4935: an upgrade request
+    whenever the state's version is older), and `pulumi up` does not refresh that state (only `--refresh` does).
+    So once GKE has auto-upgraded the cluster past the resolved version (Rapid moving to a new minor), a newer
+    patch of the configured minor would be requested as a downgrade, which GKE refuses. The running version
+    (`master_version` as `get_cluster` reads it live, line 3752) is never lower than what runs, so sending the
+    higher of the two requests at most the version the control plane already runs. Both are full GKE versions
+    (1.36.0-gke.N), never a bare prefix: the provider's version library (hashicorp/go-version) ranks
+    1.36.0-gke.N, a pre-release, below 1.36.0. None: neither is known.
+    """
+    if resolved is None or running is None:
+        return resolved or running
+    return running if gke_version_tuple(running) > gke_version_tuple(resolved) else resolved
+
