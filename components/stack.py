@@ -14,8 +14,8 @@ import yaml
 
 from components import reservation
 from components.model import gke_versions, planner
-from components.model.deployed import READ_STACK_OUTPUTS, SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
 from components.model.checks import gke_version_tuple
+from components.model.deployed import READ_STACK_OUTPUTS, SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
 from components.model.reservation import Assignment
 from components.model.settings import PROJECT, ConfigError, Settings, load
 

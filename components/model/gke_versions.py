@@ -177,4 +177,3 @@ def to_send(resolved: str | None, running: str | None) -> str | None:
     if resolved is None or running is None:
         return resolved or running
     return running if gke_version_tuple(running) > gke_version_tuple(resolved) else resolved
-
