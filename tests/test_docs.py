@@ -106,3 +106,24 @@ def test_no_page_refers_to_what_a_user_does_not_have(path: Path) -> None:
     text = path.read_text()
     assert not re.findall(r"\bSPEC\b", text), "the project's internal spec: say what it says instead"
     assert not re.findall(r"\bissues? #?\d+", text, flags=re.I), "an issue number of this project"
+
+
+def test_the_codelab_page_maps_the_placement_policy_as_the_pools_send_it() -> None:
+    """docs/codelab.md's row for `--placement-policy`: every `field="value"` it names is what each TPU pool's
+    placementPolicy carries (a `type` of "", never COMPACT: components/capacity.py placement_policy), and
+    it names every field the pools send."""
+    from tests.harness import run_program
+
+    (row,) = [line for line in (ROOT / "docs" / "codelab.md").read_text().splitlines() if "--placement-policy" in line]
+    mapped = row.split("|")[2]
+    literals = dict(re.findall(r'(\w+)="([^"]*)"', mapped))
+    fields = set(re.findall(r"\b(type|policy_name|tpu_topology)\b", mapped))
+    run = run_program()
+    assert run.error is None, run.error
+    pools = [r for r in run.of_type("gcp:container/nodePool:NodePool") if "placementPolicy" in r.inputs]
+    assert pools
+    for pool in pools:
+        sent = pool.inputs["placementPolicy"]
+        camel = {"type": "type", "policy_name": "policyName", "tpu_topology": "tpuTopology"}
+        assert fields == {f for f, key in camel.items() if key in sent}, row
+        assert {f: sent[camel[f]] for f in literals} == literals, row
