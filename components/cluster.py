@@ -233,12 +233,12 @@ class Cluster(Component):
                 "dns_cache_config": {"enabled": True},
                 "slice_controller_config": {"enabled": True},
             },
+            # In place (SetMaintenancePolicy, resource_container_cluster.go lines 4991-5016).
             maintenance_policy=None
-            if exclusion is None
+            if c.maintenance_window_start is None
             else {
-                # pulumi-gcp requires a window whenever a maintenance policy is set.
-                "daily_maintenance_window": {"start_time": c.daily_maintenance_start},
-                "maintenance_exclusions": [maintenance_exclusion(exclusion)],
+                "daily_maintenance_window": {"start_time": c.maintenance_window_start},
+                **({"maintenance_exclusions": [maintenance_exclusion(exclusion)]} if exclusion is not None else {}),
             },
             deletion_protection=c.deletion_protection,
             opts=self.child(

@@ -456,6 +456,24 @@ def test_the_defaults_are_valid_on_any_day(year: int) -> None:
 LASTING = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
 
 
+def test_a_daily_maintenance_start_without_an_exclusion_is_applied() -> None:
+    """`cluster.dailyMaintenanceStart` alone is a window of its own (the provider's maintenance_policy takes
+    exactly one of daily_maintenance_window and recurring_window, exclusions optional: resource_container_
+    cluster.go lines 1297-1309; updated in place by SetMaintenancePolicy, lines 4991-5016). A stack that sets
+    neither key sends no policy, as before (no change to a running cluster)."""
+    run = run_program({f"{P}:cluster": {"dailyMaintenanceStart": "22:30"}})
+    assert run.error is None, run.error
+    assert run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
+        "dailyMaintenanceWindow": {"startTime": "22:30"}
+    }
+    assert "maintenancePolicy" not in run_program().get(CLUSTER, "cluster-gke").inputs
+    # Beside an exclusion the window is the one given, or 03:00 when none is.
+    exclusion = {**LASTING, "scope": "NO_MINOR_UPGRADES"}
+    both = run_program({f"{P}:cluster": {"dailyMaintenanceStart": "22:30", "maintenanceExclusion": exclusion}})
+    policy = both.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]
+    assert policy["dailyMaintenanceWindow"] == {"startTime": "22:30"} and len(policy["maintenanceExclusions"]) == 1
+
+
 def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
     run = run_program({f"{P}:cluster": {"maintenanceExclusion": {**LASTING, "scope": "NO_MINOR_OR_NODE_UPGRADES"}}})
     assert run.error is None, run.error

@@ -189,7 +189,7 @@ class ClusterSettings(Model):
     # would delete or replace them (destroy included) fails before it starts. Off by default, as in
     # Pulumi, so a dev stack tears down freely; staging and prod turn it on in their stack files.
     protect: bool = False
-    # HH:MM (GMT) start of the daily maintenance window; pulumi-gcp needs one beside an exclusion.
+    # HH:MM (GMT) start of the daily maintenance window: sent when set, and beside an exclusion (which needs one).
     daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     # None by default: a default window would lie in the past some day (an error, see MaintenanceExclusion).
     maintenance_exclusion: MaintenanceExclusion | None = None
@@ -240,6 +240,16 @@ class ClusterSettings(Model):
                 f"at most {limit} ranges (GKE's limit for a cluster with {kind})",
             )
         return self
+
+    @property
+    def maintenance_window_start(self) -> str | None:
+        """The daily window's start to send: when `dailyMaintenanceStart` is set, or an exclusion needs a window
+        (the provider's maintenance_policy takes exactly one of daily_maintenance_window and recurring_window,
+        resource_container_cluster.go lines 1304-1309, so an exclusion alone cannot be sent). None: no policy,
+        GKE's own (maintenance at any time), as before on stacks that set neither."""
+        if "daily_maintenance_start" in self.model_fields_set or self.maintenance_exclusion is not None:
+            return self.daily_maintenance_start
+        return None
 
     @property
     def version_spec(self) -> gke_versions.VersionSpec:

@@ -100,7 +100,8 @@ WHAT: dict[str, str] = {
     "cluster.systemNodeCount": "`system` nodes per zone of the regional cluster",
     "cluster.deletionProtection": "GKE's deletion protection on the cluster",
     "cluster.protect": "Pulumi `protect` on the cluster, system pool, TPU pools and workload policy",
-    "cluster.dailyMaintenanceStart": "start (HH:MM GMT) of the daily maintenance window",
+    "cluster.dailyMaintenanceStart": "start (HH:MM GMT) of the daily maintenance window, sent when set and beside an "
+    "exclusion (which needs one); unset with no exclusion, GKE maintains at any time",
     "cluster.maintenanceExclusion.name": "the exclusion's name",
     "cluster.maintenanceExclusion.start": "when the exclusion starts",
     "cluster.maintenanceExclusion.end": "when the exclusion ends",
