@@ -136,6 +136,15 @@ def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
     return pulumi.Output.all(cluster.id, dns, cluster.endpoint).apply(identity)
 
 
+# The cluster's properties that only shape the temporary default pool (see Cluster below).
+CLUSTER_IGNORE_CHANGES = ["initialNodeCount", "nodeConfig"]
+
+
+def default_pool_config(node_service_account: pulumi.Input[str]) -> dict[str, object]:
+    """The temporary default pool's nodes: the dedicated node account with the scope every pool has."""
+    return {"service_account": node_service_account, "oauth_scopes": [CLOUD_PLATFORM_SCOPE]}
+
+
 def maintenance_exclusion(exclusion: MaintenanceExclusion) -> dict[str, object]:
     """One exclusion as the provider takes it: an end time, or GKE's end-of-support behaviour without one."""
     out: dict[str, object] = {"exclusion_name": exclusion.name, "start_time": exclusion.rfc3339(exclusion.start)}
@@ -195,11 +204,16 @@ class Cluster(Component):
             # auto-upgrades, never this value.
             min_master_version=version,
             # The default pool is replaced by the `system` pool below, so that changing the system
-            # machine type updates a node pool instead of replacing the whole cluster. No `node_config`
-            # here: the provider marks that block ForceNew and GKE stops returning it once the default
-            # pool is gone, so setting it replaces the cluster on the next `up` (cloud-foundation-fabric
-            # #1275, k8s-config-connector#8651). This is the provider's documented pattern
+            # machine type updates a node pool instead of replacing the whole cluster. GKE still creates the
+            # default pool (initial_node_count per zone) and the provider deletes it right after the cluster is
+            # up (resource_container_cluster.go lines 3515-3535): `node_config` is that pool's configuration
+            # (sent as the cluster's NodeConfig at creation, lines 3336-3338), so it runs as the dedicated node
+            # account, not the Compute Engine default one (disabled or deleted in many organisations, where the
+            # creation would fail). The block is ForceNew (node_config.go line 284) and GKE stops returning it
+            # once the default pool is gone (k8s-config-connector#8651, cloud-foundation-fabric#1275), so it is
+            # in ignore_changes below: used at creation, never a replacement. The provider's documented pattern
             # (website/docs/r/container_cluster.html.markdown, "with a separately managed node pool").
+            node_config=default_pool_config(node_service_account),
             remove_default_node_pool=True,
             initial_node_count=1,
             networking_mode="VPC_NATIVE",
@@ -245,9 +259,9 @@ class Cluster(Component):
                 depends_on=list(egress),
                 # A fixed name: a replacement must delete the old cluster first (create-first ends in 409).
                 delete_before_replace=True,
-                # ForceNew, and only shapes the default pool deleted right after creation: a value GKE
-                # reports differently later must never replace the cluster.
-                ignore_changes=["initialNodeCount"],
+                # ForceNew, and only shape the default pool deleted right after creation: a value GKE
+                # reports differently later (no node_config at all) must never replace the cluster.
+                ignore_changes=CLUSTER_IGNORE_CHANGES,
                 # cluster.protect: Pulumi refuses any update or destroy that would delete or replace it.
                 protect=c.protect,
             ),

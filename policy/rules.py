@@ -107,10 +107,10 @@ def _node_configs(args: ResourceValidationArgs) -> list[tuple[str, Any]]:
     if args.resource_type == NODE_POOL:
         return [("nodeConfig", args.props.get("nodeConfig"))]
     if args.resource_type == CLUSTER:
-        # The cluster's own nodeConfig is its default pool's. A default pool that is removed right after
-        # creation runs no workload, and setting nodeConfig then replaces the cluster on the next `up`
-        # (the provider marks it ForceNew; see components/cluster.py), so only a kept default pool counts.
-        found = [] if args.props.get("removeDefaultNodePool") else [("nodeConfig", args.props.get("nodeConfig"))]
+        # The cluster's own nodeConfig is its default pool's. GKE creates that pool even when the provider
+        # removes it right after (remove_default_node_pool), and without a nodeConfig its nodes run as the
+        # Compute Engine default account, or fail to start where that account is disabled: it counts too.
+        found = [("nodeConfig", args.props.get("nodeConfig"))]
         for i, pool in enumerate(args.props.get("nodePools") or []):
             found.append((f"nodePools[{i}].nodeConfig", pool.get("nodeConfig")))
         return found

@@ -51,13 +51,14 @@ def tpu_pools(run: Run) -> list[Registration]:
 # 1. The cluster is not replaced on the second `up`
 
 
-def test_cluster_has_no_node_config_and_ignores_the_default_pool_size(dev: Run) -> None:
+def test_cluster_ignores_what_only_shapes_the_default_pool(dev: Run) -> None:
     cluster = dev.get(CLUSTER, "cluster-gke")
-    # node_config is ForceNew and GKE stops returning it once the default pool is removed.
-    assert "nodeConfig" not in cluster.inputs
+    # node_config is ForceNew and GKE stops returning it once the default pool is removed: only its identity
+    # (the dedicated node account, test_diff_model), ignored after creation.
+    assert set(cluster.inputs["nodeConfig"]) == {"serviceAccount", "oauthScopes"}
     assert cluster.inputs["removeDefaultNodePool"] is True
     assert cluster.inputs["initialNodeCount"] == 1  # the provider requires it with remove_default_node_pool
-    assert cluster.options["ignoreChanges"] == ["initialNodeCount"]
+    assert cluster.options["ignoreChanges"] == ["initialNodeCount", "nodeConfig"]
     # The system machine type lives on the system pool only.
     assert dev.get(POOL, "cluster-system").inputs["nodeConfig"]["machineType"] == "n2-standard-32"
     assert "n2-standard-32" not in json.dumps(cluster.inputs)

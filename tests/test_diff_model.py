@@ -272,3 +272,31 @@ def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
     result = ImmutableFieldsProvider().diff("id", guard, {**guard, "__provider": "y"})
     assert result.changes is False and not result.replaces
     assert engine.facts_of("pulumi-python:dynamic/queues:ImmutableFields") == ()
+
+
+def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_the_cluster() -> None:
+    """The cluster's node_config is the default pool's, which GKE creates and the provider deletes right after
+    (resource_container_cluster.go lines 3336-3338, 3515-3535): it must name the dedicated node account (the
+    Compute Engine default one is disabled or deleted under common organisation policies). The block is
+    ForceNew and GKE returns none once that pool is gone (k8s-config-connector#8651): ignored, the second run
+    is a no-op; not ignored, it would replace the cluster."""
+    run = stack_run("dev")
+    cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke")
+    account = run.get("gcp:serviceaccount/account:Account", "identity-nodes")
+    assert cluster.inputs["nodeConfig"] == {
+        "serviceAccount": f"{account.inputs['accountId']}@my-tpu-project.iam.gserviceaccount.com",
+        "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    from components.cli.snapshot import records
+
+    base = records([cluster])
+    assert {c.action for c in engine.diff(readback.read_back(base), base, readback.SUPPRESSORS).changes} == {"same"}
+    unignored = copy.deepcopy(base)
+    unignored[0]["options"]["ignoreChanges"] = ["initialNodeCount"]
+    (change,) = engine.diff(readback.read_back(unignored), unignored, readback.SUPPRESSORS).changes
+    assert change.action == engine.REPLACE and "nodeConfig: ForceNew block" in change.reason
+    # A stack created before the block existed: its state has none, and the ignored block changes nothing.
+    before = copy.deepcopy(base)
+    before[0]["inputs"].pop("nodeConfig")
+    assert {c.action for c in engine.diff(before, base, readback.SUPPRESSORS).changes} == {"same"}

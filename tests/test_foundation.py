@@ -196,7 +196,9 @@ def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run)
     roles = [(b.inputs["role"], b.inputs["member"]) for b in dev.of_type("gcp:projects/iAMMember:IAMMember")]
     assert roles == [("roles/container.defaultNodeServiceAccount", f"serviceAccount:{email}")]
     configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)]
-    assert len(configs) == 3  # system + two TPU pools; the cluster itself has no node_config (test_day2)
+    assert len(configs) == 3  # system + two TPU pools
+    # ...and the cluster's temporary default pool (its node_config, ignored after creation: test_diff_model).
+    configs.append(dev.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["nodeConfig"])
     for cfg in configs:
         assert cfg["serviceAccount"] == email
         assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]

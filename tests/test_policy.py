@@ -267,15 +267,16 @@ def test_default_compute_service_account_violates(dev: Run, account: str | None,
     assert violations(p, args_for(reg, mutated(reg, edit) if inputs is None else mutated_inputs(inputs, edit))) != []
 
 
-def test_a_removed_default_pool_needs_no_node_config(dev: Run) -> None:
-    """The program's cluster removes its default pool and sets no nodeConfig (it would force replacement)."""
+def test_a_removed_default_pool_is_checked_too(dev: Run) -> None:
+    """GKE creates the default pool before the provider removes it (resource_container_cluster.go lines
+    3515-3535): without a nodeConfig its nodes run as the Compute Engine default account for that while, or
+    fail where the account is disabled. The program's cluster names the node account; one without fails."""
     cluster = dev.get(rules.CLUSTER, "cluster-gke")
     assert cluster.inputs["removeDefaultNodePool"] is True
-    assert "nodeConfig" not in cluster.inputs
     p = policy("node-pool-not-default-service-account")
     assert violations(p, args_for(cluster)) == []
-    kept = mutated(cluster, lambda i: i.update(removeDefaultNodePool=False))
-    assert violations(p, args_for(cluster, kept)) != []
+    bare = mutated(cluster, lambda i: i.pop("nodeConfig"))
+    assert violations(p, args_for(cluster, bare)) != []
 
 
 def test_cluster_inline_node_pools_are_checked_too(dev: Run) -> None:

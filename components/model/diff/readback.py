@@ -55,6 +55,10 @@ def _tpu_placement(rec: Record, records: list[Record]) -> None:
     inputs["placementPolicy"] = {"type": "", "policyName": placement["policyName"], "tpuTopology": topology}
 
 
+def _cluster_node_config(rec: Record, records: list[Record]) -> None:
+    rec["inputs"].pop("nodeConfig", None)
+
+
 def _tpu_smt(rec: Record, records: list[Record]) -> None:
     node_config = rec["inputs"].get("nodeConfig")
     if isinstance(node_config, dict) and str(node_config.get("machineType", "")).startswith("tpu7x"):
@@ -126,6 +130,17 @@ RULES: tuple[Rule, ...] = (
         "https://protobuf.dev/programming-guides/json/; hashicorp/terraform-provider-google#16173; "
         f"{TPGB}services/monitoring/resource_monitoring_dashboard.go:37-73",
         _dashboard,
+    ),
+    Rule(
+        "gcp:container/cluster:Cluster",
+        "nodeConfig",
+        "the cluster's node_config is the default pool's; once `remove_default_node_pool` has deleted that pool "
+        "GKE returns none, and the block is ForceNew (Optional+Computed), so a cluster that declares it and does "
+        "not ignore it would be replaced on the second run",
+        'GoogleCloudPlatform/k8s-config-connector#8651 ("Once the default pool is deleted in GCP, nodeConfig also '
+        f'removed from the live state"); {TPGB}services/container/resource_container_cluster.go:3515-3535,3887; '
+        f"{TPGB}services/container/node_config.go:279-285",
+        _cluster_node_config,
     ),
     Rule(
         "gcp:container/cluster:Cluster",
