@@ -48,6 +48,9 @@ def placement_policy(settings: Settings, policy_name: pulumi.Input[str]) -> dict
     with no type". terraform-provider-google-beta resource_container_node_pool.go: `type` is Required
     (an empty string is a value, and expandNodePool sends it as omitted), `tpu_topology` Optional, and
     flattenNodePool reads all three back. Declaring "" and the cube topology leaves nothing to differ.
+    `tpu_topology` beside `policy_name` is accepted (ci-infra runs such pools; #547's probe came up RUNNING);
+    xpk leaves it out with a workload policy (src/xpk/core/nodepool.py, 968cf324) without naming a refusal.
+    Kept: it is the policy's own accelerator topology (tests/test_foundation.py has the evidence).
     """
     return {"type": "", "policy_name": policy_name, "tpu_topology": settings.tpu.cube_topology}
 

@@ -152,6 +152,33 @@ def test_workload_policy(dev: Run) -> None:
     }
 
 
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_pools_send_the_topology_of_their_workload_policy_beside_its_name(stack: str) -> None:
+    """Decided: `placement_policy.tpu_topology` is kept beside the workload policy's `policy_name`.
+
+    * The API accepts the two together on tpu7x pools: vllm-project/ci-infra runs such pools
+      (terraform/gcp_old/tpu-inference/k8s/workers.tf, `placement_policy { type = "", policy_name, tpu_topology }`)
+      and its #547 confirmed against a live cluster that "a probe pool came up RUNNING and the API stored
+      `policyName` and `tpuTopology` with no `type`".
+    * xpk leaves `--tpu-topology` out when it uses a workload policy (AI-Hypercomputer/xpk main
+      src/xpk/core/nodepool.py: "--tpu-topology should also not be passed when workload policy is used", from
+      968cf324 "Stop using GPP if WP is used"): that commit drops `--placement-type=COMPACT`, which is exclusive
+      with a workload policy, and the topology with it, naming no refusal of the topology by the API.
+    * The provider's `tpu_topology` is Optional, not Computed (resource_container_node_pool.go lines 399-403)
+      and read back as GKE stores it (line 1614): sent, it equals what GKE stores, so the second run is a no-op
+      (test_reservation.py, test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks).
+    So it stays, and it is always the policy's own `accelerator_topology`, never a second value."""
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    (policy,) = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
+    pools = [r for r in run.of_type(POOL) if r.name != "cluster-system"]
+    assert pools
+    for pool in pools:
+        placement = pool.inputs["placementPolicy"]
+        assert placement["type"] == "" and placement["policyName"] == policy.inputs["name"]
+        assert placement["tpuTopology"] == policy.inputs["workloadPolicy"]["acceleratorTopology"]
+
+
 def test_tpu_node_pools(dev: Run) -> None:
     pools = sorted((r for r in dev.of_type(POOL) if r.name != "cluster-system"), key=lambda r: r.name)
     assert [p.inputs["name"] for p in pools] == ["tpu7-pool-1", "tpu7-pool-2"]
