@@ -17,6 +17,7 @@ missing cluster fails with "projects/P/locations/L/clusters/N not found", and on
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,7 @@ from pulumi.runtime import rpc
 from components.model.checks import PROJECT
 from components.model.reservation import Assignment, BlockView, SubBlock, assign, sub_block_of, unread
 from components.model.settings import Settings
+from components.project import AI_ZONES_FEATURE
 
 # The result types through the packages (importing their modules by path would shadow the functions).
 GetReservationResult = gcp.compute.GetReservationResult
@@ -51,6 +53,30 @@ TOKENS = {
     "subBlock": "gcp:compute/getReservationSubBlock:getReservationSubBlock",
     "cluster": "gcp:container/getCluster:getCluster",
 }
+
+
+# An AI zone's name: <region>-ai<n><letter> (us-central1-ai1a; https://cloud.google.com/compute/docs/regions-zones/ai-zones).
+_AI_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-ai\d+[a-z]$")
+
+
+def ai_zone_hint(settings: Settings) -> str:
+    """What a fresh project runs once before the first preview when the zone is an AI zone ("" otherwise).
+
+    The reads here run at preview, before `pulumi up` has enabled the `ai-zones-visibility` preview feature
+    (components/project.py), and Google's documentation does not settle that they see an AI zone's reservation
+    without it: "Manage access to AI zones" said "To use AI zones, you must turn them on for your Google Cloud
+    project"; its later version ("Manage AI zone visibility") says visibility hides AI zones from listings and
+    does not restrict API endpoints once the parent region is active
+    (https://cloud.google.com/compute/docs/regions-zones/manage-ai-zones). So a failed or empty read names it.
+    """
+    if not _AI_ZONE.match(settings.zone):
+        return ""
+    return (
+        f" {settings.zone} is an AI zone: on a project where AI zones were never turned on, turn them on once "
+        f"before the first preview (gcloud compute preview-features update {AI_ZONES_FEATURE} "
+        f"--activation-status=enabled --rollout-plan=fast-rollout --project={settings.reservation_project}); "
+        "`pulumi up` keeps the feature enabled from then on."
+    )
 
 
 class ReservationError(Exception):
@@ -211,12 +237,12 @@ def _existing(cluster: Any | None, project: str, reservation: str, block: str) -
     return out
 
 
-def _failed(what: str, where: str, err: Exception) -> ReservationError:
+def _failed(what: str, where: str, err: Exception, zone_hint: str = "") -> ReservationError:
     text = str(err)
     hint = ""
     if "403" in text or "PERMISSION" in text.upper() or "forbidden" in text:
         hint = f" The account running Pulumi needs {', '.join(PERMISSIONS)} on the reservation's project."
-    return ReservationError(f"could not read {what} of {where}: {text}.{hint}")
+    return ReservationError(f"could not read {what} of {where}: {text}.{hint}{zone_hint}")
 
 
 def not_read(settings: Settings, offline: bool = False) -> Assignment | None:
@@ -258,11 +284,12 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
     except ReservationError:
         raise
     except Exception as err:
-        raise _failed("the reservation", where, err) from None
+        raise _failed("the reservation", where, err, ai_zone_hint(settings)) from None
     if not res.self_link:
         raise ReservationError(
             f"{_key('tpu.reservation.name')} = {r.name!r}: no such reservation in project {project}, zone {zone} "
             f"({source.description} has none). Check the name, {_key('tpu.reservation.project')} and {_key('zone')}."
+            + ai_zone_hint(settings)
         )
     blocks = list(res.block_names or [])
     if blocks and r.block not in blocks:
@@ -278,8 +305,9 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
             raise ReservationError(
                 f"{_key('tpu.reservation.block')} = {r.block!r}: no such block in {where}"
                 + (f"; its blocks: {', '.join(blocks)}" if blocks else "")
+                + ("." + ai_zone_hint(settings) if ai_zone_hint(settings) else "")
             ) from None
-        raise _failed(f"block {r.block}", where, err) from None
+        raise _failed(f"block {r.block}", where, err, ai_zone_hint(settings)) from None
 
     def read(name: str) -> SubBlock:
         try:

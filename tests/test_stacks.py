@@ -103,10 +103,10 @@ def test_every_node_runs_as_the_dedicated_service_account(stack: tuple[str, Run]
     _, run = stack
     (account,) = run.of_type(ACCOUNT)
     email = f"{account.inputs['accountId']}@{account.inputs['project']}.iam.gserviceaccount.com"
-    # Every node is in a node pool: the cluster declares no node_config of its own (its default pool is removed).
-    assert "nodeConfig" not in run.get(CLUSTER, "cluster-gke").inputs
     configs = [p.inputs["nodeConfig"] for p in run.of_type(POOL)]
     assert len(configs) >= 2  # the system pool and the TPU pools
+    # ...and the default pool GKE creates before the provider removes it: the cluster's own node_config.
+    configs.append(run.get(CLUSTER, "cluster-gke").inputs["nodeConfig"])
     for node_config in configs:
         assert node_config["serviceAccount"] == email
         assert not node_config["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
