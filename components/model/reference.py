@@ -155,6 +155,8 @@ WHAT: dict[str, str] = {
     "serving.gateway.exposeToInternet": "the opt-in an external Gateway class needs",
     "observability.notifyNobody": "the explicit opt-out of alert notifications",
     "serving.modelPath": "the weights' path inside the bucket (`--model=gs://<bucket>/<path>`)",
+    "serving.weightsDownload.enabled": "a Job that fills the weights bucket from Hugging Face before serving starts",
+    "serving.weightsDownload.image": "the download Job's image (python3; the program uses the standard library only)",
     "serving.image": "the vLLM TPU image of prefill and decode",
     "serving.{maxModelLen,maxNumBatchedTokens,maxNumSeqs}": "the vLLM flag of the same name",
     "serving.kvCacheDtype": "vLLM `--kv-cache-dtype`",
