@@ -378,3 +378,25 @@ def test_the_token_goes_to_hugging_face_only(monkeypatch: pytest.MonkeyPatch) ->
     assert cdn is not None and not cdn.has_header("Authorization")
     same = handler.redirect_request(request, None, 302, "Found", {}, "https://huggingface.co/a/b/resolve/r2/f")
     assert same is not None and same.has_header("Authorization")
+
+
+# ------------------------------------------------------------------------------------------------ the docs
+
+
+def test_the_docs_give_the_derived_prefix_size_and_bounds() -> None:
+    root = weights.SCRIPTS.parent
+    page, readme = (root / "docs" / "serving.md").read_text(), (root / "README.md").read_text()
+    s = defaults()
+    snap = weights.snapshot("MY_WEIGHTS_BUCKET", s.model, s.model_path)
+    assert snap is not None
+    assert f"{snap.uri}/" in page and f"REV={snap.revision}" in page
+    assert f'hf download {s.model} --revision "$REV"' in page
+    assert "gcloud storage cp -r './qwen-snapshot/*' " + f'"gs://$BUCKET/{snap.cache}/snapshots/$REV/"' in page
+    assert f'gcloud storage ls -l "gs://$BUCKET/{snap.cache}/snapshots/$REV/"' in page
+    assert f"about **{weights.facts(s.model).gigabytes} GB**" in page
+    assert f"at most {weights.deadline_seconds(s.model):,} s" in page
+    assert f"with {weights.BACKOFF_LIMIT} retries" in page
+    assert f"about {weights.typical_download_seconds(s.model):,} s" in page
+    assert f"{snap.cache}/snapshots/<revision>/" in readme and "(docs/serving.md#prepare-the-weights" in readme
+    # The quick start prepares the weights before it runs `pulumi up`.
+    assert readme.index("Prepare the weights") < readme.index("pulumi preview && pulumi up")
