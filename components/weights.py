@@ -29,11 +29,12 @@ from components.model import weights
 from components.model.rollout import TIMEOUT_ANNOTATION
 from components.model.settings import Settings
 
+# The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
+from components.modelserver import HF_SECRET, HF_SECRET_KEY
+
 NAMESPACE = "model-weights"
 WRITER_KSA = "weights-writer"
 JOB_NAME = "weights-download"
-HF_SECRET = "hf-token"
-HF_SECRET_KEY = "HF_TOKEN"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # objectUser: list, read, create and overwrite objects (a retried file is overwritten), no bucket or IAM changes
 # (https://cloud.google.com/storage/docs/access-control/iam-roles). On this bucket only.

@@ -160,7 +160,7 @@ def test_the_job_is_bounded_sized_for_the_model_and_on_the_system_pool() -> None
     bucket, path = dev_serving()
     assert (env["WEIGHTS_BUCKET"], f"{env['WEIGHTS_CACHE']}/snapshots/{env['HF_REVISION']}") == (bucket, path)
     assert env["HF_REPO"] == defaults().model
-    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN"}}
     assert container["image"] == "docker.io/library/python:3.12.8-slim-bookworm"
     assert container["command"][:2] == ["python3", "-c"]
     assert container["resources"]["limits"]["ephemeral-storage"] == "1Gi"  # it streams: no disk for the model
