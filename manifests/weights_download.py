@@ -23,6 +23,10 @@ HF = "https://huggingface.co"
 # A multiple of 256 KiB, as every chunk but the last must be.
 CHUNK = 64 * 1024 * 1024
 MARKER = ".complete"
+# A new writer binding takes minutes to reach Workload Identity (https://cloud.google.com/iam/docs/access-change-
+# propagation): the first listing waits that long on 401/403 before the pod fails and the Job's retries start.
+IAM_WAIT_S = 600
+IAM_POLL_S = 30
 
 
 class KeepTokenHome(urllib.request.HTTPRedirectHandler):
@@ -131,9 +135,22 @@ def copy(http, repo, revision, path, size, bucket, name):
             sent += len(chunk)
 
 
-def run(http, bucket, repo, cache, revision, log=print):
+def existing_once_allowed(http, bucket, prefix, log, sleep=time.sleep):
+    waited = 0
+    while True:
+        try:
+            return existing(http, bucket, prefix)
+        except urllib.error.HTTPError as err:
+            if err.code not in (401, 403) or waited >= IAM_WAIT_S:
+                raise
+            log(f"gs://{bucket}/{prefix}: HTTP {err.code}, waiting for the writer's access to propagate")
+            sleep(IAM_POLL_S)
+            waited += IAM_POLL_S
+
+
+def run(http, bucket, repo, cache, revision, log=print, sleep=time.sleep):
     prefix = f"{cache}/snapshots/{revision}/"
-    have = existing(http, bucket, prefix)
+    have = existing_once_allowed(http, bucket, prefix, log, sleep)
     if prefix + MARKER in have:
         log(f"gs://{bucket}/{prefix} is complete ({MARKER} present): nothing to do")
         return 0

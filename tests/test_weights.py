@@ -309,15 +309,19 @@ class Answer(io.BytesIO):
 class FakeEndpoints:
     """Hugging Face's tree and resolve endpoints and Cloud Storage's list, media and resumable uploads."""
 
-    def __init__(self, files: dict[str, bytes], stored: dict[str, bytes] | None = None) -> None:
+    def __init__(self, files: dict[str, bytes], stored: dict[str, bytes] | None = None, denied: int = 0) -> None:
         self.files, self.stored, self.requests = files, dict(stored or {}), []
         self.sessions: dict[str, tuple[str, bytearray]] = {}
+        self.denied = denied  # listings refused with 403 before access arrives
 
     def __call__(self, request: Any) -> Answer:
         url, method = request.full_url, request.get_method()
         self.requests.append((method, url))
         if "metadata.google.internal" in url:
             return Answer(json.dumps({"access_token": "t"}).encode())
+        if self.denied and "/storage/v1/b/" in url:
+            self.denied -= 1
+            raise urllib.error.HTTPError(url, 403, "Forbidden", {}, None)  # type: ignore[arg-type]
         if "/api/models/" in url:
             tree = [{"type": "file", "path": p, "size": len(b)} for p, b in self.files.items()]
             return Answer(json.dumps([*tree, {"type": "directory", "path": "sub"}]).encode())
@@ -368,6 +372,19 @@ def test_the_job_streams_every_file_resumes_and_writes_the_marker_last(monkeypat
     download.run(download.Http(again), "bkt", "a/b", "models--a--b", "f" * 40, log=logs.append)
     assert [m for m, u in again.requests if "metadata" not in u] == ["GET"]
     assert "nothing to do" in logs[-1]
+
+
+def test_the_job_waits_for_its_access_to_propagate_then_gives_up() -> None:
+    download = script(weights.DOWNLOAD_SCRIPT)
+    files = {"config.json": b"{}"}
+    slept: list[float] = []
+    late = FakeEndpoints(files, denied=2)
+    download.run(download.Http(late), "bkt", "a/b", "models--a--b", "f" * 40, log=lambda _: None, sleep=slept.append)
+    assert slept == [30, 30] and late.stored  # then it copied
+    never = FakeEndpoints(files, denied=10**6)
+    with pytest.raises(urllib.error.HTTPError):
+        download.run(download.Http(never), "bkt", "a/b", "m", "f" * 40, log=lambda _: None, sleep=slept.append)
+    assert sum(slept) == 60 + download.IAM_WAIT_S
 
 
 def test_the_token_goes_to_hugging_face_only(monkeypatch: pytest.MonkeyPatch) -> None:
