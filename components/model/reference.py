@@ -185,7 +185,10 @@ WHAT: dict[str, str] = {
         "how long the condition holds before that alert fires"
     ),
     "observability.notificationChannels": "the channels the alerts notify (none: incidents in the console only)",
-    "hfToken": "the Hugging Face token (a Secret and `HF_TOKEN`); unset or empty when the weights are preloaded",
+    "hfToken": (
+        "the Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); unset or empty "
+        "for a public model or preloaded weights"
+    ),
 }
 
 
