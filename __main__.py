@@ -17,6 +17,7 @@ from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.serving import Serving
 from components.stack import (
+    check_weights,
     load_settings,
     plan_capacity,
     read_deployed_serving,
@@ -30,6 +31,7 @@ from components.workloads import demo_workloads
 require_cli()
 settings = load_settings()
 sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
+check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
 # What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
 capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))
 # Asks GKE which versions the channel offers now: still before anything is registered.

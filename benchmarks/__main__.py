@@ -157,6 +157,14 @@ def render(result: dict[str, Any]) -> str:
         f"{min(rows)} cubes): at most +{100 * over[worst]:.1f}% ({worst} cubes); the chain:"
     )
     lines.append("  " + " > ".join(first["chainPath"]))
+    d = first.get("download")
+    if d:
+        lines.append(
+            f"with serving.weightsDownload.enabled ({min(rows)} cubes): the download ({d['seconds']:.0f} s) runs "
+            f"beside the TPU pools, critical path {d['criticalSeconds']:.0f} s ({d['withoutSeconds']:.0f} s without "
+            f"it) instead of {d['serialSeconds']:.0f} s one after the other:"
+        )
+        lines.append("  " + " > ".join(d["criticalPath"]))
     unmodeled = sorted({t for r in rows.values() for t in r.get("defaultFigures", [])})
     if unmodeled:
         lines.append(f"types without a figure in benchmarks/timings.py (default used): {', '.join(unmodeled)}")

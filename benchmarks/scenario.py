@@ -37,3 +37,7 @@ def overrides(cubes: int) -> dict[str, Any]:
         },
         f"{PREFIX}:serving": {"enabled": True, "prefill": {"replicas": 2 * cubes}, "decode": {"replicas": 2 * cubes}},
     }
+
+
+# The opt-in weights download, added to the scenario for the time-to-ready line that shows its overlap.
+WEIGHTS_DOWNLOAD = {f"{PREFIX}:serving": {"weightsDownload": {"enabled": True}}}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from benchmarks import graph
 from benchmarks.graph import Node
+from components.model import weights
 
 ESTIMATE = "estimate"
 NODE_POOLS = "https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools"
@@ -108,6 +109,22 @@ FIGURES: dict[str, Figure] = {
     "pulumi-python:dynamic/queues:ImmutableFields": Figure(1, f"{ESTIMATE}; no API call", "Kueue immutable fields"),
 }
 KUBERNETES_OBJECT = Figure(1, ESTIMATE, "one API object (Namespace, Kueue objects)")
+JOB = "kubernetes:batch/v1:Job"
+
+
+def download(node: Node) -> Figure:
+    """The weights download Job (awaited until Complete): the model's size at the typical copy rate."""
+    pod = ((node.inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+    env = {e.get("name"): e.get("value") for c in pod.get("containers", []) for e in c.get("env", [])}
+    model = str(env.get("HF_REPO", ""))
+    return Figure(
+        weights.typical_download_seconds(model),
+        f"{ESTIMATE}; {weights.facts(model).gigabytes} GB ({weights.facts(model).source}) at "
+        f"{weights.TYPICAL_THROUGHPUT_BYTES_S / 1e6:.0f} MB/s",
+        "the weights download Job, awaited until Complete (pulumi-kubernetes provider/pkg/await/job.go)",
+    )
+
+
 UNKNOWN = Figure(5, f"{ESTIMATE} (type not in the table)", "")
 
 
@@ -150,6 +167,8 @@ def figure(node: Node) -> Figure:
         return Figure(0, "local component", "")
     if node.type == "gcp:container/nodePool:NodePool":
         return TPU_POOL if is_tpu_pool(node) else SYSTEM_POOL
+    if node.type == JOB:
+        return download(node)
     if node.type in FIGURES:
         return FIGURES[node.type]
     if node.type.startswith("kubernetes:"):

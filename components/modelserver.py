@@ -21,6 +21,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.model import weights
 from components.model.rollout import TIMEOUT_ANNOTATION, WAIT_FOR_ANNOTATION, ready_groups_condition, revision
 from components.model.settings import Settings
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, healthy_partition_selector
@@ -157,6 +158,12 @@ def weights_flags(settings: Settings) -> list[str]:
     return [f"--model=gs://{s.weights_bucket}/{s.model_path}", "--load-format=runai_streamer"]
 
 
+def weights_check() -> str:
+    """The leader's first step: exits with one line naming gs://<bucket>/<path> when the snapshot is not there
+    (manifests/weights_check.py), instead of vLLM failing to load it for the whole startup budget."""
+    return f"python3 -c {shlex.quote(weights.CHECK_SCRIPT.read_text())} || exit 1\n"
+
+
 def vllm_command(settings: Settings, role: Role, script: str) -> str:
     s = settings.serving
     flags = [
@@ -180,7 +187,7 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
     # exec: vLLM replaces the shell as the container's PID 1, so SIGTERM (preemption, rollout, restart) reaches
     # it and it finishes its requests within the grace period; a shell as PID 1 ignores SIGTERM and the kubelet
     # kills everything at the end of the grace period instead.
-    return script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
+    return weights_check() + script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
 
 
 def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str] | None) -> list[dict[str, Any]]:
@@ -253,7 +260,13 @@ def leader_worker_set(
         }
         return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec}
 
-    leader_env = [*container_env, {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(VLLM_KEEP_ALIVE_S)}]
+    leader_env = [
+        *container_env,
+        {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(VLLM_KEEP_ALIVE_S)},
+        # What the leader's weights check lists (weights_check), in either weightsVia.
+        {"name": "WEIGHTS_BUCKET", "value": settings.serving.weights_bucket},
+        {"name": "WEIGHTS_PREFIX", "value": settings.serving.model_path},
+    ]
     leader = {
         "name": "vllm-leader",
         "image": settings.serving.image,

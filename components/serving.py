@@ -31,6 +31,8 @@ from components.modelserver import (
 from components.objects import KubernetesObject
 from components.queues import SliceQueues
 from components.router import router_values
+from components.weights import NAMESPACE as WEIGHTS_NAMESPACE
+from components.weights import WRITER_KSA, WeightsDownload
 
 __all__ = [
     "METRICS_PATH",
@@ -204,7 +206,18 @@ class Serving(Component):
             skip_await=False,
             opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway]),
         )
-        before_pods = [lws, *queues.objects, *pools, *self.bucket_iam]
+        # Opt-in: a Job fills the weights bucket, with write access of its own; the serving pods wait for it.
+        self.weights_download = None
+        if s.weights_download.enabled:
+            self.weights_download = WeightsDownload(
+                f"{name}-weights",
+                settings,
+                provider=provider,
+                principal=workload_identity_principal(settings, number, WEIGHTS_NAMESPACE, WRITER_KSA),
+                opts=self.child(),
+            )
+        filled = [self.weights_download.job] if self.weights_download else []
+        before_pods = [lws, *queues.objects, *pools, *self.bucket_iam, *filled]
         # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),
         # and a renamed object is a replacement. With room for new groups beside the old ones, Pulumi creates the
         # new LWS, waits until `wait_for` of its groups are ready, and deletes the old one only at the end of the

@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 import yaml
 
 from components import reservation
-from components.model import gke_versions, planner
+from components.model import gke_versions, planner, weights
 from components.model.checks import gke_version_tuple
 from components.model.deployed import READ_STACK_OUTPUTS, SERVING_SHAPE_OUTPUT, DeployedRole, parse_serving_shape
 from components.model.reservation import Assignment
@@ -186,6 +186,44 @@ def exclusion_conflict(settings: Settings, version: str) -> str | None:
         f"can start an upgrade to {what}; use a prefix of the minor version the cluster runs"
         + (" with a NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES exclusion" if spec.kind == "prefix" else "")
         + ", or run `pulumi up` only outside the exclusion"
+    )
+
+
+WEIGHTS_LIST = "gcp:storage/getBucketObjects:getBucketObjects"
+
+
+def check_weights(settings: Settings) -> None:
+    """Is the snapshot `serving.modelPath` names in the weights bucket? Read at preview, before anything is registered.
+
+    Without it the leaders would try to load the model for the whole startup budget. An empty or wrong prefix stops
+    here with the place and both fixes, unless the download Job fills it; a refused or failed read only warns (the
+    account running the preview may not read the bucket: the leaders check again before vLLM starts).
+    """
+    s = settings.serving
+    if not s.enabled or s.weights_bucket is None:
+        return
+    prefix = s.model_path.rstrip("/") + "/"
+    where = f"gs://{s.weights_bucket}/{prefix}"
+    try:
+        listed = gcp.storage.get_bucket_objects(bucket=s.weights_bucket, prefix=prefix).bucket_objects or []
+    except Exception as err:  # the invoke's own error: no access, no such bucket, no credentials
+        text = err.details() if callable(getattr(err, "details", None)) else str(err)
+        reason = ([line.strip("\t* ") for line in str(text).splitlines() if line.strip()] or [type(err).__name__])[-1]
+        pulumi.log.warn(
+            f"could not list {where} to check the model's weights ({reason}); the serving leaders check it before "
+            "vLLM starts"
+        )
+        return
+    problem = weights.listing_problem(s.weights_bucket, s.model_path, [o.name for o in listed])
+    if problem is None:
+        return
+    if s.weights_download.enabled:
+        pulumi.log.info(f"{problem}: the weights download Job fills it before the serving pods start")
+        return
+    raise pulumi.RunError(
+        f"{PROJECT}:serving.weightsBucket/serving.modelPath: {problem}, so vLLM could not load "
+        f"{s.model}. Copy the snapshot there ({weights.PREPARE_DOC}), or let the stack download it: "
+        f"pulumi config set --path serving.weightsDownload.enabled true"
     )
 
 

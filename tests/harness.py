@@ -28,10 +28,11 @@ from components.cli.mockrun import (
     normalize,
     unwrap,
 )
-from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, read_stack_outputs
+from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucket, read_stack_outputs
 from components.cli.plan import stack_config
 from components.model.checks import PLACEHOLDER_RE
 from components.model.deployed import READ_STACK_OUTPUTS
+from components.stack import WEIGHTS_LIST
 
 __all__ = [
     "UNKNOWN",
@@ -188,8 +189,12 @@ class Mocks(pulumi.runtime.Mocks):
         server_config: dict[str, Any] | None = None,
         reservation: FakeReservation | None = None,
         previous_outputs: dict[str, Any] | None = None,
+        weights: dict[str, list[str]] | None = None,
     ) -> None:
         self.known_cluster = known_cluster
+        # Object names per bucket, listed at preview (components/stack.py check_weights); None: every prefix holds
+        # a model.
+        self.weights = weights
         # The stack's outputs as its last update left them, which reading the stack itself answers
         # (components/stack.py read_deployed_serving); none by default: a stack's first update.
         self.previous_outputs = previous_outputs or {}
@@ -238,6 +243,8 @@ class Mocks(pulumi.runtime.Mocks):
             return engine_versions(self.server_config, args.args), []
         if args.token in RESERVATION_TOKENS:
             return self.reservation.call(args.token, args.args), []
+        if args.token == WEIGHTS_LIST:
+            return list_bucket(self.weights, args.args), []
         return {}, []
 
 

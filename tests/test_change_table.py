@@ -50,6 +50,13 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", (), "serving.decode.topology=2x2x4", "serving-replicas"),
     ("dev", (), "serving.image=docker.io/vllm/vllm-tpu:other", "serving-pods"),
     ("dev", (), "serving.weightsBucket=other-weights", "weights-bucket"),
+    ("dev", (), "serving.weightsDownload.enabled=true", "weights-download"),
+    (
+        "dev",
+        ("serving.weightsDownload.enabled=true",),
+        "serving.weightsDownload.image=docker.io/library/python:3.12.9-slim-bookworm",
+        "weights-download",
+    ),
 ]
 # Rows the command contradicts today, with why: fix the program or the row, then remove the entry (the test
 # fails while an entry is listed but no longer contradicted).

@@ -39,6 +39,11 @@ def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
 RUNS = {
     "dev": ({}, {}),
     "dev+hfToken": ({}, {f"{P}:hfToken": "hf_conformance"}),
+    # The download Job, its namespace, account and token Secret.
+    "dev+weightsDownload": (
+        {f"{P}:serving": {"weightsDownload": {"enabled": True}}},
+        {f"{P}:hfToken": "hf_conformance"},
+    ),
     "capacity only": (
         {
             f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from benchmarks import graph, scenario, timings
+from benchmarks import evaluation, graph, scenario, timings
 from tests.harness import run_program
 
 
@@ -139,3 +139,18 @@ def test_the_pools_wait_for_nothing_in_the_cluster_so_the_critical_path_is_the_c
         assert floor <= critical <= 1.05 * floor, graph.summary(path)
         # The gate sits between the pool and the workloads, and costs its one modeled second.
         assert any(n.type == timings.SLICE_GATE for n in path), graph.summary(path)
+
+
+def test_the_weights_download_overlaps_the_tpu_pools() -> None:
+    """With the download on, the Job starts once the system pool is up, not after the TPU pools: the modeled
+    time to ready is shorter than the same copy after the pools by the pools' lead over the system pool."""
+    without, _ = graph.longest_path(creation_graph(2), timings.seconds)
+    modeled = evaluation.with_download(2, without)["download"]
+    path = modeled["criticalPath"]
+    job = next(label for label in path if label.startswith("Job "))
+    assert not any(label.startswith("NodePool capacity-") for label in path[: path.index(job)])
+    assert path[-1].startswith("LeaderWorkerSet ")
+    assert modeled["criticalSeconds"] > without  # the 400 GB copy is longer than a TPU pool's creation
+    # The pools' lead over the system pool, less the seconds of the Job's namespace and account after it.
+    lead = timings.TPU_POOL.seconds - timings.SYSTEM_POOL.seconds
+    assert lead - 5 <= modeled["serialSeconds"] - modeled["criticalSeconds"] < lead

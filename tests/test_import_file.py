@@ -213,8 +213,9 @@ def test_without_the_project_number_the_bucket_members_are_left_to_up(dev: Run) 
     [
         {f"{P}:serving": {"enabled": False}, f"{P}:demos": {"superslicing": {"enabled": False}}},
         {f"{P}:tpu": {"cubes": 4, "poolPrefix": "cube"}, f"{P}:network": {"prefix": "other"}},
+        {f"{P}:serving": {"weightsDownload": {"enabled": True}}},
     ],
-    ids=["demos-only", "four-cubes-renamed"],
+    ids=["demos-only", "four-cubes-renamed", "weights-download"],
 )
 def test_other_settings_move_the_file_with_the_program(tmp_path: Path, overrides: dict[str, Any]) -> None:
     run = run_program(overrides)

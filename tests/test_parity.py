@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.modelserver import weights_check
 from tests import upstream
 from tests.harness import Run, normalize, run_program
 
@@ -136,11 +137,19 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
         out[f"{leader}.command[2]"] = (
             lambda ours, ref, kv=kv: (
                 ours
-                == ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}').replace("\nvllm serve ", "\nexec vllm serve ")
+                == weights_check()
+                + ref.replace(kv, kv[:-1] + ',"kv_ip":"$(POD_IP)"}').replace("\nvllm serve ", "\nexec vllm serve ")
             ),
             lambda ref, kv=kv: kv in ref and "\nvllm serve " in ref,
-            "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe; `exec` so vLLM gets SIGTERM",
+            "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe; `exec` so vLLM gets SIGTERM; "
+            "first the weights check (the snapshot is in the bucket, or one line naming it and exit 1)",
         )
+        for name in ("WEIGHTS_BUCKET", "WEIGHTS_PREFIX"):
+            out[f"{leader}.env[{name}]"] = (
+                lambda ours, ref, name=name: ours["name"] == name and bool(ours["value"]),
+                "<absent>",
+                "where the leader's weights check lists the snapshot (serving.weightsBucket, serving.modelPath)",
+            )
         if role == "decode":
             # The router's release of the sidecar (llm-d-router v0.10.0, which renamed the image in v0.9.0),
             # run as llm-d's TPU7x dynamic-slice recipe runs it (llm-d/llm-d@f518910e decode.yaml).

@@ -79,6 +79,8 @@ NEW_COMPONENTS = {
     "alert policies: there is nothing to adopt",
     "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
     "no API): there is nothing to adopt",
+    "gke-tpu-slicing:weights:WeightsDownload": "the reference scripts copy the weights by hand and make no download "
+    "Job or writer identity: there is nothing to adopt",
 }
 
 
@@ -340,6 +342,16 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 chart_after,
             )
         )
+        if s.serving.weights_download.enabled:
+            out.skipped.append(
+                Skipped(
+                    "serving-weights",
+                    "gke-tpu-slicing:weights:WeightsDownload",
+                    NEW_COMPONENTS["gke-tpu-slicing:weights:WeightsDownload"],
+                    "`pulumi up` creates the Job (which finds a filled snapshot and ends), its namespace, account "
+                    "and write access",
+                )
+            )
         for role_name in ROLES:
             out.entries.append(
                 _kube(

@@ -14,6 +14,7 @@ import pulumi
 
 from components.model.deployed import READ_STACK_OUTPUTS
 from components.model.gke_versions import OFFLINE_ID
+from components.stack import WEIGHTS_LIST
 
 
 def read_stack_outputs(args: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +145,25 @@ class FakeReservation:
         return {"name": args.get("name"), "nodePools": self.cluster_pools, **running}
 
 
+def list_bucket(buckets: dict[str, list[str]] | None, args: dict[str, Any]) -> dict[str, Any]:
+    """The listing of a bucket in the provider's result shape (pulumi_gcp.storage.GetBucketObjectsResult).
+
+    `buckets` None: offline nothing is read, so every prefix holds a model (config.json and one shard); a bucket
+    missing from `buckets` answers as the API does for a bucket that does not exist.
+    """
+    bucket, prefix = args.get("bucket", ""), args.get("prefix", "")
+    if buckets is None:
+        names = [f"{prefix}config.json", f"{prefix}model-00001-of-00001.safetensors"]
+    elif bucket not in buckets:
+        raise InvokeError(WEIGHTS_LIST, "googleapi: Error 404: The specified bucket does not exist., notFound")
+    else:
+        names = [n for n in buckets[bucket] if n.startswith(prefix)]
+    objects = [
+        {"name": n, "contentType": "", "mediaLink": "", "selfLink": "", "storageClass": "STANDARD"} for n in names
+    ]
+    return {"bucket": bucket, "bucketObjects": objects, "id": bucket, "prefix": prefix}
+
+
 class SymbolicMocks(pulumi.runtime.Mocks):
     """Computed values as visible markers (`<network-main.id>`), so offline output never looks real.
 
@@ -168,7 +188,9 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             )
         return f"<{args.name}.id>", state
 
-    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, previous_outputs: dict[str, Any] | None = None, weights: dict[str, list[str]] | None = None
+    ) -> None:
         # The outputs reading the stack itself answers (`diff` hands on those of its first run).
         self.previous_outputs = previous_outputs or {}
         # Offline, nothing is read: sub-blocks are markers in name order, each ready and free.
@@ -176,6 +198,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
             self_link_prefix="<selfLink of ",
         )
+        # Object names per bucket (`gs://` listing at preview); None: every prefix holds a config and a shard.
+        self.weights = weights
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
         if args.token == READ_STACK_OUTPUTS:  # no backend is read offline: a stack's first update unless told
@@ -204,4 +228,6 @@ class SymbolicMocks(pulumi.runtime.Mocks):
             }, []
         if args.token in RESERVATION_TOKENS:
             return self.reservation.call(args.token, args.args), []
+        if args.token == WEIGHTS_LIST:
+            return list_bucket(self.weights, args.args), []
         return {}, []

@@ -156,6 +156,8 @@ WHAT: dict[str, str] = {
     "serving.gateway.exposeToInternet": "the opt-in an external Gateway class needs",
     "observability.notifyNobody": "the explicit opt-out of alert notifications",
     "serving.modelPath": "the weights' path inside the bucket (`--model=gs://<bucket>/<path>`)",
+    "serving.weightsDownload.enabled": "a Job that fills the weights bucket from Hugging Face before serving starts",
+    "serving.weightsDownload.image": "the download Job's image (python3; the program uses the standard library only)",
     "serving.image": "the vLLM TPU image of prefill and decode",
     "serving.{maxModelLen,maxNumBatchedTokens,maxNumSeqs}": "the vLLM flag of the same name",
     "serving.kvCacheDtype": "vLLM `--kv-cache-dtype`",
@@ -184,7 +186,10 @@ WHAT: dict[str, str] = {
         "how long the condition holds before that alert fires"
     ),
     "observability.notificationChannels": "the channels the alerts notify (none: incidents in the console only)",
-    "hfToken": "the Hugging Face token (a Secret and `HF_TOKEN`); unset or empty when the weights are preloaded",
+    "hfToken": (
+        "the Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); unset or empty "
+        "for a public model or preloaded weights"
+    ),
 }
 
 

@@ -256,6 +256,21 @@ K8S_RULES: dict[str, Rule] = {
         "/models",
         "m" * 1024,
     ),
+    "serving.weightsDownload.enabled": Rule(
+        "true or false; true needs serving.modelPath in Hugging Face's cache layout of serving.model, "
+        "models--<org>--<name>/snapshots/<40-hex revision> (the Job reads the repository and revision from it)",
+        "huggingface/huggingface_hub src/huggingface_hub/file_download.py (repo_folder_name; snapshots/<commit>)",
+        "weights-download",
+        "maybe",
+        True,
+    ),
+    "serving.weightsDownload.image": Rule(
+        "a pinned OCI image reference with python3: an exact tag or a sha256 digest, no 'latest'",
+        OCI,
+        "weights-download",
+        "docker.io/library/python:latest",
+        "python@sha256:" + "0" * 64,
+    ),
     "serving.image": Rule(
         "an OCI image reference, [registry[:port]/]repository[:tag][@digest], lowercase repository, tag up to "
         "128 characters, name up to 255",

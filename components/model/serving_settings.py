@@ -13,6 +13,7 @@ from pydantic import (
     model_validator,
 )
 
+from components.model import weights
 from components.model.checks import (
     Model,
     SettingError,
@@ -22,7 +23,7 @@ from components.model.checks import (
     parse_topology,
 )
 from components.model.k8s_settings import ResourceAmounts, ResourceRequirements, requirements
-from components.model.oci import image_reference, oci_chart
+from components.model.oci import OCI_REFERENCE_RE, image_reference, oci_chart
 
 
 class ServingResources(ResourceAmounts):
@@ -208,6 +209,29 @@ class RoutingSidecarSettings(Model):
         return v
 
 
+# Python's official image at an exact tag: the download Job's program needs only the standard library.
+DOWNLOAD_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
+
+
+class WeightsDownloadSettings(Model):
+    # Opt-in: a Job on the system pool fills serving.weightsBucket from Hugging Face at the revision
+    # serving.modelPath pins, and the serving LeaderWorkerSets wait for it (components/weights.py).
+    enabled: bool = False
+    image: str = DOWNLOAD_IMAGE
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        image_reference(v)
+        match = OCI_REFERENCE_RE.match(v)
+        if not match or not (match["tag"] or match["digest"]) or (match["tag"] == "latest" and not match["digest"]):
+            raise ValueError(
+                "a pinned image reference with python3 (3.8 or later): [registry/]path:<exact tag> or "
+                "[registry/]path@sha256:<digest>, no 'latest'"
+            )
+        return v
+
+
 # The waits the vLLM pod allows itself before it gives up (manifests/vllm-pod.yaml): the leader waits up to
 # --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
 # A startup probe shorter than their sum would kill a pod that is still legitimately starting.
@@ -252,6 +276,7 @@ class ServingSettings(Model):
     gateway: GatewaySettings = Field(default_factory=dict)
     router: RouterSettings = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
+    weights_download: WeightsDownloadSettings = Field(default_factory=dict)
 
     @field_validator("image")
     @classmethod
@@ -288,6 +313,16 @@ class ServingSettings(Model):
                 self.max_num_batched_tokens,
                 f"at least serving.maxNumSeqs ({self.max_num_seqs}): vLLM refuses fewer batched tokens than "
                 "sequences in a batch",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _download_layout(self) -> ServingSettings:
+        # The download Job reads the repository and revision from serving.modelPath: it must be the cache layout.
+        problem = weights.layout_problem(self.model, self.model_path)
+        if self.weights_download.enabled and problem:
+            raise SettingError(
+                "modelPath", self.model_path, f"with serving.weightsDownload.enabled, a path of the form {problem}"
             )
         return self
 
