@@ -274,5 +274,8 @@ class SliceGates(Component):
             for i, pool in enumerate(pools)
         ]
         # Refuses at preview a pool's replacement that its gate could not finish (the module's docstring).
-        self.replacements = PoolReplacements(f"{name}-pool-replacements", settings, pools, cluster_id, self.child())
+        # It waits for nothing but the pools' ids (not the slice controller the gates wait for).
+        self.replacements = PoolReplacements(
+            f"{name}-pool-replacements", settings, pools, cluster_id, pulumi.ResourceOptions(parent=self)
+        )
         self.register_outputs({"timeoutSeconds": timeout, "gates": len(self.gates)})
