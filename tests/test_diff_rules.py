@@ -79,7 +79,7 @@ def test_a_dependent_is_re_created_even_when_its_own_inputs_do_not_change() -> N
 
 def test_a_protected_dependent_stops_the_replacement() -> None:
     js = by_name(engine.diff(queue_graph("a", "l", protect=True), queue_graph("b", "l", protect=True)))["js"]
-    assert js.action == engine.REJECTED and "protected" in js.reason and "step_generator.go:2108" in js.reason
+    assert js.action == engine.REJECTED and "protected" in js.reason and "step_generator.go:2110" in js.reason
 
 
 def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:

@@ -2,13 +2,13 @@
 
 pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go:
 * L2047-2075: a delete-first replacement calls `calculateDependentReplacements` on the old resource;
-* L3268-3413 (`calculateDependentReplacements`): it walks every resource of the last snapshot registered
+* L3268-3414 (`calculateDependentReplacements`): it walks every resource of the last snapshot registered
   after it, in order, and takes each custom resource that would be replaced by the replacement: its provider
-  is in the set (L3316-3330), or an input whose property dependencies name one of the set becomes wholly
-  unknown (L3340-3349, the whole top-level input) and the provider's Diff with those inputs, then
-  `replaceOnChanges`, says replace (L3370-3381); resources already registered are skipped (L3392-3400);
-* L2079-2130: those are deleted first, in reverse order (a protected one stops the update, L2108-2118), and
-  re-created when the program registers them again (L1481-1505: "recreating", a replacement whatever their
+  is in the set (L3301-3316), or an input whose property dependencies name one of the set becomes wholly
+  unknown (L3324-3335, the whole top-level input) and the provider's Diff with those inputs, then
+  `replaceOnChanges`, says replace (L3368-3381); resources already registered are skipped (L3394-3402);
+* L2080-2130: those are deleted first, in reverse order (a protected one stops the update, L2110-2121), and
+  re-created when the program registers them again (L1482-1505: "recreating", a replacement whatever their
   own diff says).
 
 What the provider's Diff says with a wholly unknown top-level input, per provider:
@@ -33,8 +33,7 @@ from components.model.diff import paths
 Record = dict[str, Any]
 PULUMI = "pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go"
 DEPENDENTS = f"{PULUMI}:3268 calculateDependentReplacements"
-DELETED_FIRST = f"{PULUMI}:2079-2130"
-PROTECTED_DEPENDENT = f"{PULUMI}:2108-2118"
+PROTECTED_DEPENDENT = f"{PULUMI}:2110-2121"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go"
 _PROVIDER_UNKNOWN = {

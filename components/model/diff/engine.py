@@ -288,7 +288,7 @@ def _decide(
         if any(paths.covers(target, paths.without_indices(p)) for p in paths.changed(old_in, new_in)):
             reasons.append(f"{text}: replaceOnChanges ({F.REPLACE_ON_CHANGES})")
         elif any(paths.covers(target, paths.without_indices(p)) for p in unknown_paths):
-            # step_generator.go applyReplaceOnChanges (L3163-3265): the provider's diff names the unknown path.
+            # step_generator.go applyReplaceOnChanges (L3170-3261): the provider's diff names the unknown path.
             reasons.append(f"{text}: unknown, replaceOnChanges ({F.REPLACE_ON_CHANGES}; {F.DEPENDENT_UNKNOWN})")
 
     if reasons:
@@ -332,7 +332,7 @@ def _decide(
 
 def _recreated(change: Change, old: Record, why: str) -> Change:
     """A dependent deleted first is re-created when the program registers it again: a delete-first replacement,
-    whatever its own diff says (step_generator.go L1481-1505); protected, it stops the update (L2108-2118)."""
+    whatever its own diff says (step_generator.go L1482-1505); protected, it stops the update (L2110-2121)."""
     own = change.reason if change.action == REPLACE else ""
     if old.get("protect"):
         action, reason = REJECTED, f"protected: {why} ({D.PROTECTED_DEPENDENT}, {F.PROTECT})"
