@@ -72,6 +72,7 @@ gates = SliceGates(
     settings,
     cluster.kubeconfig,
     capacity.pools,
+    cluster.cluster.id,
     pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
 )
 tpu_ready = [*capacity.pools, *gates.gates]

@@ -107,6 +107,8 @@ FIGURES: dict[str, Figure] = {
     SLICE_GATE: Figure(1, f"{ESTIMATE}; no API call on create", "teardown gate of one TPU pool"),
     # components/kueue_guard.py: a record in Pulumi's state; its check runs at preview.
     "pulumi-python:dynamic/queues:ImmutableFields": Figure(1, f"{ESTIMATE}; no API call", "Kueue immutable fields"),
+    # components/teardown.py: the record of the pools, in Pulumi's state; its check runs at preview.
+    "pulumi-python:dynamic/teardown:PoolReplacements": Figure(1, f"{ESTIMATE}; no API call", "TPU pools' record"),
 }
 KUBERNETES_OBJECT = Figure(1, ESTIMATE, "one API object (Namespace, Kueue objects)")
 JOB = "kubernetes:batch/v1:Job"

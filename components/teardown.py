@@ -20,6 +20,14 @@ workloads and the pool is left alone. The graph does the rest:
 * workloads depend on the gates, so `pulumi destroy` deletes them first;
 * the gates depend on the slice controller, so it is deleted only after every gate has finished waiting.
 
+But a replacement of a pool deletes first only what its inputs would replace (the gate): the workloads depend
+on the gates through `depends_on` alone, so they stay, and the gate would wait for their Slices until it
+times out. The graph cannot replace only the workloads on that pool either: Kueue places them on any pool
+at run time. So `PoolReplacements` refuses, at preview, a replacement of a pool while the program ran queued
+workloads until now, naming the keys that turn them off (its provider's `check`, as components/kueue_guard.py
+does). It sees a replacement as Pulumi does: a replaced pool's `id` is unknown in the preview. A replaced
+cluster is exempt: the Kubernetes provider is replaced with it, and with it every workload, deleted first.
+
 Pulumi runs every dynamic resource of the program in one `python -m pulumi.dynamic` process whose gRPC server
 has four worker threads (`pulumi/dynamic/__main__.py` main, `ThreadPoolExecutor(max_workers=4)`, pulumi
 3.272.0): past four pools the gates' waits queue, each timed from its own start.
@@ -37,7 +45,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 import yaml
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.output import Unknown
+from pulumi.runtime import rpc
 
 from components.base import Component
 from components.model import slices as model
@@ -170,6 +180,81 @@ class SliceGate(pulumi.dynamic.Resource, module="teardown", name="SliceGate"):
         super().__init__(SliceGateProvider(), name, props, opts)
 
 
+def workload_keys(settings: Settings) -> list[str]:
+    """The keys of the queued workloads the program runs on the TPU pools (demo JobSets, serving)."""
+    enabled = {
+        "demos.subslicing.enabled": settings.demos.subslicing.enabled,
+        "demos.superslicing.enabled": settings.demos.superslicing.enabled,
+        "serving.enabled": settings.serving.enabled,
+    }
+    return [key for key, on in enabled.items() if on]
+
+
+def _unknown(value: Any) -> bool:
+    return isinstance(value, Unknown) or value == rpc.UNKNOWN
+
+
+def replacement_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
+    """A failure when a pool that exists is replaced (its id unknown at preview) while workloads ran until now."""
+    running = list(olds.get("workloads") or [])
+    if not olds or not running or _unknown(news.get("cluster")):
+        return []
+    old_pools, new_pools = olds.get("pools") or {}, news.get("pools") or {}
+    replaced = sorted(
+        p for p, id_ in new_pools.items() if p in old_pools and _unknown(id_) and not _unknown(old_pools[p])
+    )
+    if not replaced:
+        return []
+    off = ", ".join(f"{key}=false" for key in running)
+    return [
+        CheckFailure(
+            "pools",
+            f"this change replaces the TPU node pool(s) {', '.join(replaced)} (delete first), whose teardown gate "
+            "waits until no Slice uses the pool, but nothing deletes the queued workloads that run on the pools "
+            f"(Kueue may place them on any pool): {', '.join(running)}. Turn them off first ({off}, then "
+            "`pulumi up`), then make the change, then turn them on again",
+        )
+    ]
+
+
+class PoolReplacementsProvider(ResourceProvider):
+    """State only: its `check` refuses; it never replaces (a code change is no change of its)."""
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return CheckResult(news, replacement_refusals(olds, news))
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_="tpu-pool-replacements", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = {k: v for k, v in olds.items() if k != "__provider"} != {
+            k: v for k, v in news.items() if k != "__provider"
+        }
+        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=news)
+
+
+class PoolReplacements(pulumi.dynamic.Resource, module="teardown", name="PoolReplacements"):
+    """Type `pulumi-python:dynamic/teardown:PoolReplacements`: no cloud or cluster call, state only."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        pools: Sequence[gcp.container.NodePool],
+        cluster_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            "pools": {settings.tpu.pool_name(i): pool.id for i, pool in enumerate(pools)},
+            "cluster": cluster_id,
+            "workloads": workload_keys(settings),
+        }
+        super().__init__(PoolReplacementsProvider(), name, props, opts)
+
+
 class SliceGates(Component):
     """One gate per TPU pool. `opts.depends_on` (the slice controller) is what is deleted only after them."""
 
@@ -179,6 +264,7 @@ class SliceGates(Component):
         settings: Settings,
         kubeconfig: pulumi.Input[str],
         pools: Sequence[gcp.container.NodePool],
+        cluster_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:teardown:SliceGates", name, opts)
@@ -187,4 +273,9 @@ class SliceGates(Component):
             SliceGate(f"{name}-{settings.tpu.pool_name(i)}", pool, kubeconfig, timeout, self.child())
             for i, pool in enumerate(pools)
         ]
+        # Refuses at preview a pool's replacement that its gate could not finish (the module's docstring).
+        # It waits for nothing but the pools' ids (not the slice controller the gates wait for).
+        self.replacements = PoolReplacements(
+            f"{name}-pool-replacements", settings, pools, cluster_id, pulumi.ResourceOptions(parent=self)
+        )
         self.register_outputs({"timeoutSeconds": timeout, "gates": len(self.gates)})

@@ -107,7 +107,8 @@ ONE_KEY = [
         (
             {"capacity-tpu7-pool-3", "teardown-tpu7-pool-3"},
             set(),
-            {"queues-cluster-queue", "observability-dashboard", "observability-tpu-quota-full"},
+            {"queues-cluster-queue", "observability-dashboard", "observability-tpu-quota-full"}
+            | {"teardown-pool-replacements"},  # the record of the pools' ids that refuses their replacement
         ),
     ),
     (
@@ -165,7 +166,11 @@ def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
 
 def test_another_reservation_replaces_the_tpu_pools_delete_first(dev: Run) -> None:
     other = run_program({f"{P}:tpu": {"reservation": {"name": "another-reservation"}}})
-    moved = [c for c in preview(dev, other).changes if c.action != engine.SAME]
+    changes = [c for c in preview(dev, other).changes if c.action != engine.SAME]
+    # The record of the pools takes their new ids (the program's check refuses this while workloads run).
+    record = [c for c in changes if c.type == REPLACEMENTS]
+    assert [c.action for c in record] == [engine.UPDATE]
+    moved = [c for c in changes if c.type != REPLACEMENTS]
     # the pools, and with each its teardown gate (the gate's provider replaces it when its pool is new)
     gates = {c.name for c in moved if c.type == "pulumi-python:dynamic/teardown:SliceGate"}
     assert {c.name for c in moved} - gates == {p.name for p in tpu_pools(dev)} and len(gates) == len(tpu_pools(dev))
@@ -307,6 +312,7 @@ def teardown_order(run: Run) -> list[str]:
 
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
+REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
 
 
 def gate_of(run: Run, pool: Registration) -> Registration:
@@ -360,18 +366,19 @@ def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
     before the root's. Only the gates' Diff is ours to call; every other dependent of a pool references it
     by `depends_on` alone (asserted), which never replaces.
     """
-    from components.teardown import SliceGateProvider
+    from components.teardown import PoolReplacementsProvider, SliceGateProvider
 
+    providers = {GATE: SliceGateProvider(), REPLACEMENTS: PoolReplacementsProvider()}
     replace = {root.urn}
     found: list[Registration] = []
     for reg in run.registrations:  # registration order is a dependency order
         keys = [k for k, urns in reg.property_dependencies.items() if replace & set(urns)]
         if not keys or not reg.custom:
             continue
-        assert reg.type == GATE, f"{reg.type} {reg.name} references {root.name} by an input: model its Diff"
+        assert reg.type in providers, f"{reg.type} {reg.name} references {root.name} by an input: model its Diff"
         olds = unwrap(reg.inputs)
         news = {**olds, **dict.fromkeys(keys, UNKNOWN)}
-        diff = SliceGateProvider().diff(reg.id, olds, news)
+        diff = providers[reg.type].diff(reg.id, olds, news)
         if diff.replaces:
             replace.add(reg.urn)
             found.append(reg)

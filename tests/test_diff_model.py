@@ -84,6 +84,18 @@ def test_every_force_new_path_names_properties_of_the_installed_sdk(type_: str) 
         )
 
 
+@pytest.mark.parametrize("type_", sorted(gcp.API_REFUSALS))
+def test_every_api_refusal_names_properties_of_the_installed_sdk_and_the_provider_line(type_: str) -> None:
+    """The refused update's path and its guard are SDK properties; the source cites the provider's call."""
+    module = type_.split(":")[1].split("/")[0]
+    names = sdk_names(module)
+    for fact in gcp.API_REFUSALS[type_]:
+        assert fact.effect == facts.REJECT and fact in gcp.FACTS[type_]
+        for path in (fact.path, fact.guard):
+            assert [seg for seg in paths.parse(path) if seg not in names] == [], (type_, path)
+        assert re.match(r"hashicorp/terraform-provider-google-beta@93c65b2d60fe google-beta/\S+\.go:\d+ ", fact.source)
+
+
 def test_the_pinned_sdk_is_the_one_the_facts_are_for() -> None:
     plugin = json.loads((SDK / "pulumi-plugin.json").read_text())
     assert plugin["version"] == "10.2.0"
@@ -272,6 +284,13 @@ def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
     result = ImmutableFieldsProvider().diff("id", guard, {**guard, "__provider": "y"})
     assert result.changes is False and not result.replaces
     assert engine.facts_of("pulumi-python:dynamic/queues:ImmutableFields") == ()
+    from components.teardown import PoolReplacementsProvider
+
+    record = {"pools": {"p": "id"}, "cluster": "c", "workloads": [], "__provider": "x"}
+    result = PoolReplacementsProvider().diff("id", record, {**record, "__provider": "y"})
+    assert result.changes is False and not result.replaces
+    assert PoolReplacementsProvider().diff("id", record, {**record, "pools": {"p": "id2"}}).replaces == []
+    assert engine.facts_of("pulumi-python:dynamic/teardown:PoolReplacements") == ()
 
 
 def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_the_cluster() -> None:

@@ -42,6 +42,7 @@ from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
+POOLS = "pulumi-python:dynamic/teardown:PoolReplacements"
 
 
 def _guard_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
@@ -55,7 +56,30 @@ def _guard_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     ]
 
 
-CHECKS: dict[str, engine.Check] = {GUARD: _guard_check}
+def _previewed(value: Any) -> Any:
+    """The engine's unknown marker as the provider's `check` receives an unknown (pulumi.output.Unknown)."""
+    from pulumi.output import UNKNOWN
+
+    if isinstance(value, dict):
+        return {k: _previewed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_previewed(v) for v in value]
+    return UNKNOWN if value == engine.UNKNOWN else value
+
+
+def _pool_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    """The program refuses at preview a TPU pool's replacement while workloads run (teardown.py)."""
+    from components.teardown import replacement_refusals
+
+    return [
+        f"{failure.property}: refused by the program's check before any change (components/teardown.py "
+        "replacement_refusals: the pool's gate would wait for the Slices of workloads nothing deletes; turn off "
+        f"{', '.join(olds.get('workloads') or [])} first)"
+        for failure in replacement_refusals(olds, _previewed(news))
+    ]
+
+
+CHECKS: dict[str, engine.Check] = {GUARD: _guard_check, POOLS: _pool_check}
 
 
 class DiffError(Exception):

@@ -8,9 +8,14 @@ does with them, in registration order (a resource is registered after everything
 1. match old and new resources by URN, or by an alias of the new one (no delete and create);
 2. drop `ignoreChanges` paths, apply the provider's diff suppression (read-back model), list changed paths;
 3. replace when a replace-on-change fact applies (provider schema, `replaceOnChanges`), when the provider
-   itself is replaced, or when an input depends on a replaced resource through a replace-on-change property;
-4. otherwise update, unless a rejection fact applies (a webhook, a CEL transition rule);
-5. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
+   itself is replaced, or when an input depends on a replaced resource through a replace-on-change property
+   or a `replaceOnChanges` path (the value is unknown in the preview, so it may change);
+4. a delete-first replacement first deletes every dependent it would replace, which are then re-created:
+   replaced delete-first whatever their own diff says (dependents.py, Pulumi's calculateDependentReplacements);
+5. otherwise update, unless a rejection fact applies (a webhook, a CEL transition rule, an API refusal) or the
+   program's own check refuses (given its inputs as the preview sees them: unknown where they reference a
+   replaced resource);
+6. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
    Google Cloud resource whose fixed name stays (the create fails with 409 alreadyExists).
 """
 
@@ -21,9 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.model.diff import dependents as D
 from components.model.diff import facts as F
 from components.model.diff import paths
-from components.model.diff.gcp import FORCE_NEW
+from components.model.diff.gcp import FACTS as GCP_FACTS
 from components.model.diff.kubernetes import facts_for
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
@@ -44,6 +50,8 @@ DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
     ),
     # Never replaced (kueue_guard.py ImmutableFieldsProvider.diff); its `check` refuses (see `checks` below).
     "pulumi-python:dynamic/queues:ImmutableFields": (),
+    # Never replaced either (teardown.py PoolReplacementsProvider.diff); its `check` refuses too.
+    "pulumi-python:dynamic/teardown:PoolReplacements": (),
 }
 DYNAMIC_DELETE_FIRST = frozenset({"pulumi-python:dynamic/teardown:SliceGate"})
 # Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
@@ -116,8 +124,8 @@ def is_modelled(record: Record) -> bool:
 
 def facts_of(type_: str) -> tuple[F.Fact, ...] | None:
     """The model's facts for a type token; None when the model does not cover the type."""
-    if type_ in FORCE_NEW:
-        return FORCE_NEW[type_]
+    if type_ in GCP_FACTS:
+        return GCP_FACTS[type_]
     if type_ == K8S_PROVIDER:
         return PROVIDER_FACTS
     if type_ in REMOTE:
@@ -147,9 +155,8 @@ def _alias_urns(record: Record) -> list[str]:
     return out
 
 
-def _provider_urn(ref: str) -> str:
-    """A provider reference is `<urn>::<id>`."""
-    return ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
+_provider_urn = D.provider_urn
+UNKNOWN = "<unknown>"  # components/cli/snapshot.py's marker for a value the preview does not know
 
 
 def _ignore(old: Any, new: Any, ignored: list[str]) -> Any:
@@ -191,14 +198,34 @@ def _references(record: Record) -> set[str]:
     return {n for n in names if isinstance(n, str) and n} | {f"<{record['name']}.{o}>" for o in ("id", "selfLink")}
 
 
+def _is_ref(s: str, refs: set[str]) -> bool:
+    return any(
+        s == ref or (ref.startswith("<") and ref in s) or s.startswith(f"{ref}@") or s.endswith(f"/{ref}")
+        for ref in refs
+    )
+
+
 def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
     """A value at a fact's path is (or embeds) one of the replaced resource's identifiers: unknown in the preview."""
     strings = set().union(*(_leaves(v) for _, v in found)) if found else set()
-    for s in strings:
-        for ref in refs:
-            if s == ref or (ref.startswith("<") and ref in s) or s.startswith(f"{ref}@") or s.endswith(f"/{ref}"):
-                return True
-    return False
+    return any(_is_ref(s, refs) for s in strings)
+
+
+def _unknown_leaves(value: Any, refs: set[str], at: paths.Path) -> list[paths.Path]:
+    """The concrete paths under `at` whose value references a replaced resource (unknown in the preview)."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _unknown_leaves(v, refs, (*at, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _unknown_leaves(v, refs, (*at, i))]
+    return [at] if isinstance(value, str) and _is_ref(value, refs) else []
+
+
+def _as_previewed(inputs: dict[str, Any], unknown: list[paths.Path]) -> dict[str, Any]:
+    """The inputs a provider's `check` sees in the preview: the unknown paths replaced by the unknown marker."""
+    out = copy.deepcopy(inputs)
+    for path in unknown:
+        paths.assign(out, path, UNKNOWN)
+    return out
 
 
 def _decide(
@@ -231,6 +258,9 @@ def _decide(
         prop: set().union(*(_references(replaced[u]) for u in deps[prop] if u in replaced)) for prop in unknown
     }
     changed += [f"{p} (unknown: depends on a replaced resource)" for p in unknown if p not in changed]
+    unknown_paths = [
+        leaf for prop in unknown for leaf in _unknown_leaves(new_in.get(prop), references.get(prop, set()), (prop,))
+    ]
     change.properties = changed
     known = facts_of(type_)
     model = () if known is None else known
@@ -254,11 +284,12 @@ def _decide(
         if hits:
             reasons.append(f"{hits[0].path}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
     for text in options.get("replaceOnChanges") or []:
-        target = paths.parse(text) if text != "*" else ()
-        if any(
-            paths.covers(paths.without_indices(target), paths.without_indices(p)) for p in paths.changed(old_in, new_in)
-        ):
+        target = paths.without_indices(paths.parse(text) if text != "*" else ())
+        if any(paths.covers(target, paths.without_indices(p)) for p in paths.changed(old_in, new_in)):
             reasons.append(f"{text}: replaceOnChanges ({F.REPLACE_ON_CHANGES})")
+        elif any(paths.covers(target, paths.without_indices(p)) for p in unknown_paths):
+            # step_generator.go applyReplaceOnChanges (L3170-3261): the provider's diff names the unknown path.
+            reasons.append(f"{text}: unknown, replaceOnChanges ({F.REPLACE_ON_CHANGES}; {F.DEPENDENT_UNKNOWN})")
 
     if reasons:
         change.delete_first = (
@@ -276,7 +307,7 @@ def _decide(
                 change.action = REJECTED
                 change.reason = f"{fixed[0]} stays: {GCP_FIXED_NAME}; {change.reason}"
         return change
-    refused = checks[type_](old_in, new_in) if type_ in checks else []
+    refused = checks[type_](old_in, _as_previewed(new_in, unknown_paths)) if type_ in checks else []
     if not changed and not refused:
         if hidden:
             change.reason = f"ignored: {', '.join(hidden)} ({F.IGNORE_CHANGES})"
@@ -299,6 +330,19 @@ def _decide(
     return change
 
 
+def _recreated(change: Change, old: Record, why: str) -> Change:
+    """A dependent deleted first is re-created when the program registers it again: a delete-first replacement,
+    whatever its own diff says (step_generator.go L1482-1505); protected, it stops the update (L2110-2121)."""
+    own = change.reason if change.action == REPLACE else ""
+    if old.get("protect"):
+        action, reason = REJECTED, f"protected: {why} ({D.PROTECTED_DEPENDENT}, {F.PROTECT})"
+    else:
+        action, reason = REPLACE, why
+    return Change(
+        change.name, change.type, action, change.properties, f"{reason}; {own}" if own else reason, True, change.urn
+    )
+
+
 def diff(
     old: list[Record],
     new: list[Record],
@@ -315,6 +359,7 @@ def diff(
     providers = {r["urn"]: r for r in new if r["type"].startswith("pulumi:providers:")}
     matched: set[str] = set()
     replaced: dict[str, Record] = {}
+    deleted_first: dict[str, str] = {}  # old URN -> why a delete-first replacement deletes it first
     changes: list[Change] = []
     for rec in new:
         before = by_urn.get(rec["urn"])
@@ -325,10 +370,16 @@ def diff(
             continue
         matched.add(before["urn"])
         change = _decide(before, rec, replaced, providers, suppress or {}, checks or {})
+        if before["urn"] in deleted_first:
+            change = _recreated(change, before, deleted_first[before["urn"]])
         if before["urn"] != rec["urn"] and not change.reason:
             change.reason = f"the same resource under an alias ({F.ALIASES})"
         if change.action == REPLACE:
             replaced.update({rec["urn"]: before, before["urn"]: before})
+            if change.delete_first:
+                for dep, why in D.dependents(before, old, matched, facts_of):
+                    deleted_first.setdefault(dep["urn"], why)
+                    replaced.setdefault(dep["urn"], dep)
         changes.append(change)
     for rec in old:
         if rec["urn"] not in matched:
@@ -337,5 +388,6 @@ def diff(
                     Change(rec["name"], rec["type"], REJECTED, reason=f"deletion of a protected resource ({F.PROTECT})")
                 )
             else:
-                changes.append(Change(rec["name"], rec["type"], DELETE, urn=rec["urn"]))
+                why = deleted_first.get(rec["urn"], "")
+                changes.append(Change(rec["name"], rec["type"], DELETE, reason=why, urn=rec["urn"]))
     return Result(sorted(changes, key=lambda c: (c.name, c.type)))

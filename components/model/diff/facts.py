@@ -21,6 +21,7 @@ ALWAYS = "always"
 PRESENCE = "presence"  # a block or list item appears or disappears (SDKv2: ForceNew on a block is its count)
 DISABLED = "disabled"  # a bool goes from true to false (customdiff.ForceNewIfChange(..., isBeenEnabled))
 SHRINK = "shrink"  # a CIDR range that no longer holds the old one (IsShrinkageIpCidr)
+GROW = "grow"  # a CIDR range that holds the old one and more (an expansion: expandIpCidrRange)
 REMOVED = "removed"  # a value that was set is unset
 ADDED = "added"  # a value that was unset is set
 # A guard restricts a fact to objects that have a value at `guard`: on the old side (a CEL rule that starts
@@ -38,6 +39,7 @@ class Fact:
     when: str = ALWAYS
     guard: str = ""
     guard_on: str = NEW
+    guard_values: tuple[str, ...] = ()  # when set, the value at `guard` must be one of these
 
     @property
     def parsed(self) -> paths.Path:
@@ -64,8 +66,10 @@ def _contains(old: Any, new: Any) -> bool:
 def triggered(fact: Fact, old: Any, new: Any) -> bool:
     """Whether `fact` applies when the inputs go from `old` to `new`."""
     path = fact.parsed
-    if fact.guard and not paths.values(old if fact.guard_on == OLD else new, _parse(fact.guard)):
-        return False
+    if fact.guard:
+        guarded = [v for _, v in paths.values(old if fact.guard_on == OLD else new, _parse(fact.guard))]
+        if not guarded or (fact.guard_values and not set(map(str, guarded)) & set(fact.guard_values)):
+            return False
     before = [v for _, v in paths.values(old, path)]
     after = [v for _, v in paths.values(new, path)]
     if fact.when == PRESENCE:
@@ -76,6 +80,8 @@ def triggered(fact: Fact, old: Any, new: Any) -> bool:
         return before == [True] and after != [True]
     if fact.when == SHRINK:
         return not (len(before) == len(after) == 1 and _contains(before[0], after[0]))
+    if fact.when == GROW:
+        return len(before) == len(after) == 1 and _contains(before[0], after[0])
     if fact.when == REMOVED:
         return bool(before) and not after
     if fact.when == ADDED:

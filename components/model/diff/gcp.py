@@ -18,7 +18,7 @@ inside it follows the inner field's own ForceNew).
 
 from __future__ import annotations
 
-from components.model.diff.facts import ALWAYS, DISABLED, PRESENCE, REPLACE, SHRINK, Fact
+from components.model.diff.facts import ALWAYS, DISABLED, GROW, PRESENCE, REJECT, REPLACE, SHRINK, Fact
 
 TPGB = "hashicorp/terraform-provider-google-beta@93c65b2d60fe google-beta/"
 BLOCK = PRESENCE
@@ -361,3 +361,26 @@ def _facts() -> dict[str, tuple[Fact, ...]]:
 
 
 FORCE_NEW: dict[str, tuple[Fact, ...]] = _facts()
+
+# Updates the provider sends and the API refuses (no ForceNew: `pulumi up` fails on them halfway).
+# A subnet whose range grows is updated through expandIpCidrRange (resource_compute_subnetwork.go L1259-1269),
+# which GCE does not support for proxy-only subnets: "This command doesn't work for secondary subnets or for
+# subnets that are used exclusively for load balancer proxies" (the API method's documented behaviour, in
+# `gcloud compute networks subnets expand-ip-range`'s reference).
+EXPAND_IP_RANGE = "https://cloud.google.com/sdk/gcloud/reference/compute/networks/subnets/expand-ip-range"
+PROXY_PURPOSES = ("REGIONAL_MANAGED_PROXY", "GLOBAL_MANAGED_PROXY", "INTERNAL_HTTPS_LOAD_BALANCER")
+API_REFUSALS: dict[str, tuple[Fact, ...]] = {
+    "gcp:compute/subnetwork:Subnetwork": (
+        Fact(
+            "ipCidrRange",
+            REJECT,
+            f"{TPGB}services/compute/resource_compute_subnetwork.go:1269 expandIpCidrRange; {EXPAND_IP_RANGE}",
+            "a proxy-only subnet's range cannot be expanded",
+            GROW,
+            guard="purpose",
+            guard_values=PROXY_PURPOSES,
+        ),
+    ),
+}
+# What the engine reads per Google Cloud type: the replace-on-change facts, then the refusals.
+FACTS: dict[str, tuple[Fact, ...]] = {t: FORCE_NEW[t] + API_REFUSALS.get(t, ()) for t in FORCE_NEW}

@@ -1,0 +1,113 @@
+"""The dependents a delete-first replacement deletes before the resource itself, as Pulumi's engine finds them.
+
+pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go:
+* L2047-2075: a delete-first replacement calls `calculateDependentReplacements` on the old resource;
+* L3268-3414 (`calculateDependentReplacements`): it walks every resource of the last snapshot registered
+  after it, in order, and takes each custom resource that would be replaced by the replacement: its provider
+  is in the set (L3301-3316), or an input whose property dependencies name one of the set becomes wholly
+  unknown (L3324-3335, the whole top-level input) and the provider's Diff with those inputs, then
+  `replaceOnChanges`, says replace (L3368-3381); resources already registered are skipped (L3394-3402);
+* L2080-2130: those are deleted first, in reverse order (a protected one stops the update, L2110-2121), and
+  re-created when the program registers them again (L1482-1505: "recreating", a replacement whatever their
+  own diff says).
+
+What the provider's Diff says with a wholly unknown top-level input, per provider:
+* Google Cloud (the Terraform bridge, SDKv2): an unknown attribute or block requires a new resource only when
+  it is ForceNew itself (terraform-plugin-sdk schema.go diffList/diffString: `RequiresNew: schema.ForceNew` on
+  the computed value; the inner fields are not diffed), so only a fact on the top-level path counts;
+* Kubernetes (provider.go L1431-1680): the unknown becomes a JSON merge patch that removes every old field
+  under it, so each replace-on-change field that had a value under it is replaced (metadata.name for any
+  object whose metadata depends on the resource), and the detailed diff names the top-level input's fields;
+* the Kubernetes provider (DiffConfig, provider.go L505-511 and L490): an unknown kubeconfig, context, cluster
+  or clusterIdentifier replaces it;
+* the program's dynamic providers: their `diff` compares the unknown with the old value (the facts' paths).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.model.diff import facts as F
+from components.model.diff import paths
+
+Record = dict[str, Any]
+PULUMI = "pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go"
+DEPENDENTS = f"{PULUMI}:3268 calculateDependentReplacements"
+PROTECTED_DEPENDENT = f"{PULUMI}:2110-2121"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go"
+_PROVIDER_UNKNOWN = {
+    "kubeconfig": f"{PK}:507",
+    "context": f"{PK}:507",
+    "cluster": f"{PK}:507",
+    "clusterIdentifier": f"{PK}:490",
+}
+
+
+def provider_urn(ref: str) -> str:
+    """A provider reference is `<urn>::<id>`."""
+    return ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
+
+
+def _detailed(record: Record, key: str) -> list[paths.Path]:
+    """The paths the provider's detailed diff names when `key` is wholly unknown."""
+    value = (record.get("inputs") or {}).get(key)
+    out: list[paths.Path] = [(key,)]
+    if record["type"].startswith("kubernetes:") and isinstance(value, dict):
+        out += [(key, child) for child in value]
+    return out
+
+
+def unknown_replaces(record: Record, keys: list[str], model: tuple[F.Fact, ...]) -> list[str]:
+    """Why `record` (old inputs) is replaced when its top-level inputs `keys` are unknown: empty when it is not."""
+    type_ = record["type"]
+    inputs = record.get("inputs") or {}
+    reasons: list[str] = []
+    if type_ == K8S_PROVIDER:
+        reasons += [
+            f"{k}: unknown, the provider is replaced ({_PROVIDER_UNKNOWN[k]})" for k in keys if k in _PROVIDER_UNKNOWN
+        ]
+    for fact in model:
+        if fact.effect != F.REPLACE or fact.parsed[0] not in keys:
+            continue
+        # Kubernetes: a field that had a value is removed by the patch; Terraform: the unknown attribute itself.
+        if paths.values(inputs, fact.parsed) if type_.startswith("kubernetes:") else len(fact.parsed) == 1:
+            reasons.append(f"{fact.path}: unknown, {fact.rule} ({fact.source})")
+    for text in (record.get("options") or {}).get("replaceOnChanges") or []:
+        target = paths.parse(text) if text != "*" else ()
+        if any(paths.covers(target, d) for k in keys for d in _detailed(record, k)):
+            reasons.append(f"{text}: unknown, replaceOnChanges ({F.REPLACE_ON_CHANGES})")
+    return reasons
+
+
+def dependents(
+    root: Record,
+    old: list[Record],
+    registered: set[str],
+    model_of: Any,
+) -> list[tuple[Record, str]]:
+    """The old resources a delete-first replacement of `root` deletes first, in the order Pulumi finds them,
+    each with why; `registered` are the old URNs the new run has already registered (never dependents)."""
+    urns = [r["urn"] for r in old]
+    if root["urn"] not in urns:
+        return []
+    replace_set = {root["urn"]}
+    out: list[tuple[Record, str]] = []
+    for rec in old[urns.index(root["urn"]) + 1 :]:
+        if rec["urn"] in registered or not rec.get("custom"):
+            continue
+        provider = provider_urn(rec.get("provider") or "")
+        if provider and provider in replace_set:
+            why = "its provider is replaced with it"
+        else:
+            deps = rec.get("property_dependencies") or {}
+            keys = sorted(k for k, on in deps.items() if replace_set & set(on))
+            if not keys:
+                continue
+            reasons = unknown_replaces(rec, keys, model_of(rec["type"]) or ())
+            if not reasons:
+                continue
+            why = "; ".join(reasons)
+        replace_set.add(rec["urn"])
+        out.append((rec, f"deleted before {root['name']}, which is replaced delete-first ({DEPENDENTS}): {why}"))
+    return out
