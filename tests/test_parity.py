@@ -141,6 +141,15 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             lambda ref, kv=kv: kv in ref and "\nvllm serve " in ref,
             "kv_ip = $(POD_IP) in the KV transfer config, as llm-d's TPU7x recipe; `exec` so vLLM gets SIGTERM",
         )
+        worker = f"{lws}.workerTemplate.spec.containers[vllm-worker]"
+        out[f"{worker}.command[2]"] = (
+            lambda ours, ref: (
+                ours.startswith(ref.split("\n", 1)[0] + "\ntrap 'ray stop; exit 0' TERM\n")
+                and ours.endswith(ref.split("\n", 1)[1].rstrip("\n") + " &\nwait $!\n")
+            ),
+            lambda ref: "multi-node-serving.sh worker" in ref,
+            "the worker's shell (PID 1) traps SIGTERM and stops Ray, so the pod stops without the whole grace period",
+        )
         if role == "decode":
             # The router's release of the sidecar (llm-d-router v0.10.0, which renamed the image in v0.9.0),
             # run as llm-d's TPU7x dynamic-slice recipe runs it (llm-d/llm-d@f518910e decode.yaml).

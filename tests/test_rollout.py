@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -584,3 +585,67 @@ def test_an_in_place_roll_of_a_single_group_role_is_shown_to_leave_no_ready_lead
     lines = {x.split(":", 1)[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  ")}
     assert lines["ROLLOUT  serving.prefill"].endswith("its only group restarts, no ready leader until it reloads")
     assert lines["ROLLOUT  serving.decode"].endswith("one group at a time, 3 of 4 ready")
+
+
+HELPER = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"
+
+
+def _fake_worker(tmp_path: Path, dev: Run) -> tuple[str, dict[str, str]]:
+    """The decode worker's `sh -c` script as Kubernetes runs it, with the vLLM helper and `ray` faked: the helper
+    blocks as `ray start --block` does, `ray stop` is recorded."""
+    (worker,) = templates(lws(dev, "decode"))["worker"]["spec"]["containers"]
+    assert worker["command"][:2] == ["sh", "-c"]
+    helper, ray = tmp_path / "multi-node-serving.sh", tmp_path / "bin" / "ray"
+    ray.parent.mkdir()
+    helper.write_text(f"#!/bin/sh\necho started > {tmp_path}/started\nsleep 600\n")
+    ray.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ray.log\n')
+    ray.chmod(0o755)
+    # Kubernetes expands $(VAR) in a command before the shell runs.
+    script = worker["command"][2].replace(HELPER, str(helper)).replace("$(LWS_LEADER_ADDRESS)", "10.0.0.1")
+    return script, {**os.environ, "PATH": f"{ray.parent}:{os.environ['PATH']}"}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if path.exists() or proc.poll() is not None:
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_the_workers_shell_handles_sigterm_and_stops_ray(dev: Run, tmp_path: Path) -> None:
+    """The worker's shell is the container's PID 1, and a PID 1 receives only the signals it has a handler for
+    (pid_namespaces(7)): the kernel drops SIGTERM otherwise, and the kubelet kills the pod at the end of the grace
+    period. So the shell must catch SIGTERM (its SigCgt mask in /proc, the kernel's own test) and, on it, stop
+    Ray and exit."""
+    script, env = _fake_worker(tmp_path, dev)
+    proc = subprocess.Popen(["sh", "-c", script], env=env)
+    try:
+        _wait_for(tmp_path / "started", proc)
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M)[1], 16)
+        assert caught & (1 << (15 - 1)), "the worker's shell has no SIGTERM handler: as PID 1 it ignores SIGTERM"
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+
+
+def test_the_worker_stops_on_sigterm_as_pid_1(dev: Run, tmp_path: Path) -> None:
+    """The same as the kubelet sees it: the script as PID 1 of a PID namespace of its own (`unshare`, root only),
+    SIGTERM sent from outside it, as the container runtime does; it must end within seconds, not the grace period."""
+    probe = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("unshare --pid needs root")
+    script, env = _fake_worker(tmp_path, dev)
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script], env=env)
+    try:
+        _wait_for(tmp_path / "started", proc)
+        (child,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert re.search(r"^NSpid:\s+\d+\s+1$", Path(f"/proc/{child}/status").read_text(), re.M)  # PID 1 in there
+        os.kill(int(child), 15)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
