@@ -172,6 +172,9 @@ class Serving(Component):
             ),
         ]
         # gke-l7-rilb is a regional internal load balancer: its proxies live in the proxy-only subnet.
+        # Routes from this namespace only: the router chart's HTTPRoute is released here, and with `All` anyone who
+        # may create an HTTPRoute in any namespace could attach a path to the model's load balancer (Gateway API
+        # v1.4.1 gateways CRD, `allowedRoutes.namespaces.from`: "Same: Only Routes in the same namespace may be used").
         self.gateway = KubernetesObject(
             f"{name}-gateway",
             {
@@ -185,7 +188,7 @@ class Serving(Component):
                             "name": "default",
                             "port": 80,
                             "protocol": "HTTP",
-                            "allowedRoutes": {"namespaces": {"from": "All"}},
+                            "allowedRoutes": {"namespaces": {"from": "Same"}},
                         }
                     ],
                 },
