@@ -221,6 +221,12 @@ def dns_subdomain(value: str, max_len: int = DNS_SUBDOMAIN_MAX, why: str = "") -
 
 
 def project_id(value: str) -> str:
+    if value.isdigit():
+        # A project number (what IAM principals and some consoles show) is not accepted where an ID is wanted.
+        raise ValueError(
+            "a Google Cloud project ID (such as my-tpu-project), not the project's number; "
+            f"`gcloud projects describe {value} --format='value(projectId)'` prints the ID"
+        )
     if not _PROJECT_ID_RE.match(value):
         raise ValueError(
             "a Google Cloud project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, "

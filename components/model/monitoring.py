@@ -68,11 +68,11 @@ METRIC_SOURCES = {
 TPU_RESOURCE = "google.com/tpu"
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
-# Every Kueue gauge carries `replica_role` (pkg/metrics/metrics.go@v0.17.4:331, :628, :670, :694, the label lists of
-# the four gauges read here), one of `leader`, `follower` (a replica starts as follower, pkg/util/roletracker/tracker.go:27-29, :44) or
-# `standalone` (no leader election, pkg/util/roletracker/logger.go:53-58; cmd/kueue/main.go:589-597). A follower
-# sets its gauges too: the new leader clears the follower series it exported before (cmd/kueue/main.go:345-347).
-# Excluding `follower` keeps the one leader, and the standalone replica when there is no election.
+# Every Kueue gauge carries `replica_role` (pkg/metrics/metrics.go@v0.17.4:331, :628, :670, :694, the label lists
+# of the four gauges read here), one of `leader`, `follower` (a replica starts as follower,
+# pkg/util/roletracker/tracker.go:27-29, :44) or `standalone` (no leader election, pkg/util/roletracker/logger.go:53-58;
+# cmd/kueue/main.go:589-597). A follower sets its gauges too: the new leader clears the follower series it exported
+# before (cmd/kueue/main.go:345-347). Excluding `follower` keeps the one leader, and the standalone replica.
 REPLICA_ROLE_LABEL = "replica_role"
 FOLLOWER_ROLE = "follower"
 REPLICA_ROLE_SOURCE = "kubernetes-sigs/kueue@v0.17.4 (21235e3c) pkg/util/roletracker/tracker.go:27-29"
