@@ -117,7 +117,8 @@ ONE_KEY = [
     (
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
-        (set(), set(), {"serving-decode"}),
+        # the new set's leaders-ready patch (named per revision) replaces the old set's
+        ({"serving-decode-ready-<new>"}, {"serving-decode-ready-<old>"}, {"serving-decode"}),
     ),
     (
         # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
@@ -152,7 +153,20 @@ ONE_KEY = [
 def test_one_key_moves_only_what_it_must(
     dev: Run, case: str, overrides: dict, expected: tuple[set[str], set[str], set[str]]
 ) -> None:
-    assert changes(dev, run_program(overrides)) == expected
+    after = run_program(overrides)
+    added, removed, changed = changes(dev, after)
+    revisions = {}
+    for run, which in ((dev, "old"), (after, "new")):
+        for reg in run.registrations:
+            if "-ready-" in reg.name:
+                revisions.setdefault(reg.name, set()).add(which)
+    # A name in one run only is that run's revision's patch (both runs: the patch did not move).
+    label = {n: f"{n.rsplit('-', 1)[0]}-<{w.pop()}>" for n, w in revisions.items() if len(w) == 1}
+    assert (
+        {label.get(n, n) for n in added},
+        {label.get(n, n) for n in removed},
+        changed,
+    ) == expected
 
 
 def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:

@@ -248,8 +248,8 @@ def test_vllm_flags_come_from_settings() -> None:
 def test_queue_labels_and_exclusive_topology(without_token: Run) -> None:
     obj = lws(without_token, "decode")
     annotations = dict(obj["metadata"]["annotations"])
-    # the rollout wait (tests/test_rollout.py) rides along
-    annotations.pop("pulumi.com/waitFor"), annotations.pop("pulumi.com/timeoutSeconds")
+    # the LWS itself is never awaited: its leaders-ready patch is, once (tests/test_rollout.py)
+    assert annotations.pop("pulumi.com/skipAwait") == "true"
     assert annotations == {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
