@@ -331,7 +331,7 @@ def leader_worker_set(
 
 
 def leaders_ready(
-    settings: Settings, role: str, lws_name: pulumi.Input[str], namespace: pulumi.Input[str], wait_for: int
+    settings: Settings, lws_name: pulumi.Input[str], namespace: pulumi.Input[str], wait_for: int
 ) -> dict[str, Any]:
     """The patch of a role's new LWS that Pulumi awaits once, when it is created: until `wait_for` groups are ready.
 

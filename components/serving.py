@@ -248,13 +248,7 @@ class Serving(Component):
                 f"{name}-{role}-ready-{lws_revision(settings, role)}",
                 api_version=LWS_API,
                 kind="LeaderWorkerSet",
-                metadata=leaders_ready(
-                    settings,
-                    role,
-                    lws.object_name,
-                    lws.metadata.apply(lambda m: m["namespace"]),
-                    self.rollouts[role].wait_for,
-                ),
+                metadata=leaders_ready(settings, lws.object_name, namespace, self.rollouts[role].wait_for),
                 opts=self.child(provider=provider, depends_on=[lws], ignore_changes=["metadata.annotations"]),
             )
             for role, lws in self.lws.items()

@@ -111,12 +111,12 @@ def revision(
 # `readyReplicas`: the LWS's count of groups whose leader is Ready and whose workers are ready, "updated or not"
 # (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1 `ReadyReplicas`, omitted while 0). The same annotation is awaited
 # on an update in place (provider/pkg/await/await.go `Update` calls `ReadyCondition` too), hence the patch below.
-# The JSONPath library compares
-# the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0, the provider's go.mod;
-# spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d), the newest at hand.
+# The JSONPath library compares the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0,
+# the provider's go.mod; spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d),
+# the newest at hand.
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-# So the wait holds on a creation only, it is not on the LWS. pulumi-kubernetes evaluates the waitFor of the *live*
+# So that the wait holds on a creation only, it is not on the LWS. pulumi-kubernetes evaluates the waitFor of the *live*
 # object after every create and every update (provider/pkg/await/await.go:321 Creation and :504 Update call
 # metadata.ReadyCondition with the applied object; provider/pkg/metadata/overrides.go:112 reads the annotation from
 # it), so an LWS carrying it re-awaits its groups on every in-place update: an image fix with one group down blocks
