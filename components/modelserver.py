@@ -22,7 +22,13 @@ import pulumi
 import yaml
 
 from components.model import weights
-from components.model.rollout import TIMEOUT_ANNOTATION, WAIT_FOR_ANNOTATION, ready_groups_condition, revision
+from components.model.rollout import (
+    SKIP_AWAIT_ANNOTATION,
+    TIMEOUT_ANNOTATION,
+    WAIT_FOR_ANNOTATION,
+    ready_groups_condition,
+    revision,
+)
 from components.model.settings import Settings
 from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, healthy_partition_selector
 from components.workloads import SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION
@@ -213,13 +219,11 @@ def leader_worker_set(
     queue_labels: dict[str, pulumi.Input[str]],
     service_account: pulumi.Input[str],
     hf_secret: pulumi.Input[str] | None,
-    wait_for: int = 0,
 ) -> dict[str, Any]:
     """The LeaderWorkerSet of one role: `replicas` groups, each one slice of `topology`.
 
-    Named `<serving.<role>.name>-<revision>` (components/model/rollout.py). `wait_for` > 0: Pulumi waits until
-    that many groups are ready before it counts the LWS created, so an old LWS being replaced is deleted only
-    then (planner.rollouts decides how many the reservation lets run beside the old ones).
+    Named `<serving.<role>.name>-<revision>` (components/model/rollout.py). Pulumi never awaits it on a create or
+    an update (`pulumi.com/skipAwait`); its ready groups are awaited once, by `leaders_ready` below.
     """
     spec = settings.serving.roles()[role.name]
     slice_ = settings.serving_slice(role.name)
@@ -312,10 +316,11 @@ def leader_worker_set(
         queue=settings.kueue.local_queue,
         priority=spec.priority,
     )
-    lws_annotations = dict(EXCLUSIVE_TOPOLOGY)
-    if wait_for > 0:
-        lws_annotations[WAIT_FOR_ANNOTATION] = ready_groups_condition(wait_for)
-        lws_annotations[TIMEOUT_ANNOTATION] = str(rollout_timeout_seconds(settings))
+    # skipAwait: the leaders-ready patch puts its waitFor on this live object, and pulumi-kubernetes reads the
+    # condition from the live object on every update; skipAwait in the LWS's own inputs makes its updates
+    # immediate (components/model/rollout.py). Its delete is still awaited: skipAwait skips the delete wait only
+    # for a few built-in kinds (provider/pkg/metadata/overrides.go `allowsSkipAwaitWithDelete`).
+    lws_annotations = {**EXCLUSIVE_TOPOLOGY, SKIP_AWAIT_ANNOTATION: "true"}
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
@@ -336,6 +341,28 @@ def leader_worker_set(
             },
         },
     }
+
+
+def leaders_ready(
+    settings: Settings, lws_name: pulumi.Input[str], namespace: pulumi.Input[str], wait_for: int
+) -> dict[str, Any]:
+    """The patch of a role's new LWS that Pulumi awaits once, when it is created: until `wait_for` groups are ready.
+
+    A `LeaderWorkerSetPatch` of the LWS with only the wait's annotations (its field manager owns nothing else).
+    Declared per revision (its resource name carries the LWS's), so it is created with each new LWS and deleted
+    with the old one, and never updated: an in-place change of the LWS (image, flags) re-awaits nothing.
+    `wait_for` 0 (a delete-first rollout) awaits nothing, as before.
+    """
+    annotations: dict[str, str] = {}
+    if wait_for > 0:
+        annotations[WAIT_FOR_ANNOTATION] = ready_groups_condition(wait_for)
+        annotations[TIMEOUT_ANNOTATION] = str(rollout_timeout_seconds(settings))
+    return {"name": lws_name, "namespace": namespace, "annotations": annotations}
+
+
+def lws_revision(settings: Settings, role: str) -> str:
+    """The revision part of the role's LWS name."""
+    return lws_object_name(settings, role).removeprefix(f"{settings.lws_name(role)}-")
 
 
 def lws_object_name(settings: Settings, role: str) -> str:

@@ -20,12 +20,15 @@ from components.model.settings import Settings
 from components.modelserver import (
     HF_SECRET,
     HF_SECRET_KEY,
+    LWS_API,
     METRICS_PATH,
     ROLES,
     SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_POD,
     leader_selector,
     leader_worker_set,
+    leaders_ready,
+    lws_revision,
     metrics_port,
 )
 from components.objects import KubernetesObject
@@ -174,6 +177,9 @@ class Serving(Component):
             ),
         ]
         # gke-l7-rilb is a regional internal load balancer: its proxies live in the proxy-only subnet.
+        # Routes from this namespace only: the router chart's HTTPRoute is released here, and with `All` anyone who
+        # may create an HTTPRoute in any namespace could attach a path to the model's load balancer (Gateway API
+        # v1.4.1 gateways CRD, `allowedRoutes.namespaces.from`: "Same: Only Routes in the same namespace may be used").
         self.gateway = KubernetesObject(
             f"{name}-gateway",
             {
@@ -187,7 +193,7 @@ class Serving(Component):
                             "name": "default",
                             "port": 80,
                             "protocol": "HTTP",
-                            "allowedRoutes": {"namespaces": {"from": "All"}},
+                            "allowedRoutes": {"namespaces": {"from": "Same"}},
                         }
                     ],
                 },
@@ -220,7 +226,8 @@ class Serving(Component):
         before_pods = [lws, *queues.objects, *pools, *self.bucket_iam, *filled]
         # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),
         # and a renamed object is a replacement. With room for new groups beside the old ones, Pulumi creates the
-        # new LWS, waits until `wait_for` of its groups are ready, and deletes the old one only at the end of the
+        # new LWS, waits (its leaders-ready patch, below) until `wait_for` of its groups are ready, and deletes the
+        # old one only at the end of the
         # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
         # to zero ready leaders. Without room the old one must go first (the plan warns about it).
         # The stack's one plan (`capacity_plan`, on the cubes of usable sub-blocks only): a plan of its own here
@@ -237,7 +244,6 @@ class Serving(Component):
                     queue_labels=queues.admission_labels(s.roles()[role.name].priority),
                     service_account=self.service_account.metadata.name,
                     hf_secret=self.hf_secret.metadata.name if self.hf_secret else None,
-                    wait_for=self.rollouts[role.name].wait_for,
                 ),
                 self.child(
                     provider=provider,
@@ -246,6 +252,19 @@ class Serving(Component):
                 ),
             )
             for role in ROLES.values()
+        }
+        # The wait for a new LWS's ready groups, once: a patch per revision, created after its LWS and never updated
+        # (components/model/rollout.py SKIP_AWAIT_ANNOTATION). Its annotations are ignored after the create, so a
+        # later change of the room the plan counts (another workload's change) does not update it into a new wait.
+        self.leaders_ready = {
+            role: k8s.apiextensions.CustomResourcePatch(
+                f"{name}-{role}-ready-{lws_revision(settings, role)}",
+                api_version=LWS_API,
+                kind="LeaderWorkerSet",
+                metadata=leaders_ready(settings, lws.object_name, namespace, self.rollouts[role].wait_for),
+                opts=self.child(provider=provider, depends_on=[lws], ignore_changes=["metadata.annotations"]),
+            )
+            for role, lws in self.lws.items()
         }
         # The chart names the InferencePool after the release; every replica's leader serves.
         self.pool_name = s.guide

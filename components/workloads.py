@@ -19,7 +19,7 @@ from components.model.geometry import Slice
 from components.model.k8s_settings import DEMO_REPLICATED_JOB, SubslicingDemo, SuperslicingDemo
 from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, QUEUE_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
+from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
@@ -92,11 +92,17 @@ class SlicingJobSet(Component):
             self.child(
                 provider=provider,
                 depends_on=queues.objects,
-                # JobSet's webhook rejects updates to a JobSet's spec (immutable), so a changed topology or
-                # replica count replaces it; delete-first, since the name is fixed. Kueue refuses a new
-                # queue-name label on a job that is not suspended (kueue v0.17.4
-                # pkg/controller/jobframework/validation.go:151), so a renamed LocalQueue replaces it too.
-                replace_on_changes=["spec", f'metadata.labels["{QUEUE_LABEL}"]'],
+                # Every change replaces the JobSet, delete-first (the name is fixed): none updates in place once
+                # it runs. JobSet's webhook refuses any change of spec.replicatedJobs while the JobSet is not
+                # suspended (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go:336-350); on admission
+                # Kueue merges the flavor's and the slice controller's node labels
+                # (cloud.google.com/gke-tpu-topology) into the pod template's nodeSelector (kueue v0.17.4
+                # pkg/controller/jobs/jobset/jobset_controller.go:148, pkg/podset/podset.go:161-174), an atomic
+                # map (the JobSet CRD's x-kubernetes-map-type: atomic), so Pulumi's next apply of that template
+                # conflicts with Kueue's field manager; and Kueue refuses a new queue-name label on a job that is
+                # not suspended (pkg/controller/jobframework/validation.go:151). A priority change (a label only)
+                # is one more such update: a new JobSet is a new Workload, admitted at its new priority.
+                replace_on_changes=["*"],
                 delete_before_replace=True,
             ),
         )

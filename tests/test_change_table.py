@@ -49,6 +49,7 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", NO_WORKLOADS, "kueue.topologyName=other-topology", "kueue-immutable"),
     ("dev", (), "kueue.localQueue=other-lq", "local-queue"),
     ("dev", (), "demos.subslicing.replicas=4", "demo-jobsets"),
+    ("dev", (), "demos.subslicing.priority=high-priority-3000", "demo-jobsets"),
     ("dev", (), "demos.subslicing.enabled=false", "demo-enabled"),
     ("dev", (), "serving.decode.replicas=3", "serving-replicas"),
     ("dev", (), "serving.decode.topology=2x2x4", "serving-replicas"),

@@ -122,9 +122,25 @@ def test_a_smaller_role_is_replaced_delete_first_when_the_running_set_fills_the_
     assert code == 0
     touched = {c["name"]: c for c in result["changes"] if c["type"] == LWS and c["action"] != "same"}
     assert (touched["serving-decode"]["action"], touched["serving-decode"]["deleteFirst"]) == ("replace", True)
-    # Prefill only awaits a different number of groups on its own next rollout (more room beside a smaller decode).
-    assert touched["serving-prefill"]["action"] == "update"
-    assert touched["serving-prefill"]["properties"] == ['metadata.annotations["pulumi.com/waitFor"]']
+    # Prefill would await a different number of groups on its own next rollout (more room beside a smaller decode),
+    # but that count belongs to the wait of a set's creation: neither prefill's set nor its leaders-ready patch
+    # (annotations ignored after its create) changes, so nothing of prefill is awaited again.
+    assert "serving-prefill" not in touched
+    (patch,) = [c for c in result["changes"] if c["name"].startswith("serving-prefill-ready-")]
+    assert (patch["action"], patch["reason"]) == (
+        "same",
+        "ignored: metadata.annotations (" + patch["reason"].split("(", 1)[1],
+    )
+
+
+def test_an_image_change_updates_the_sets_in_place_and_awaits_nothing() -> None:
+    """pulumi-kubernetes awaits the live object's waitFor after an update (provider/pkg/await/await.go:504) unless the
+    inputs skip the await (provider/pkg/metadata/overrides.go:108): the preview says which, and an image change
+    touches neither set's leaders-ready patch, the one awaited resource."""
+    code, result = preview("dev", "--change", "serving.image=docker.io/vllm/vllm-tpu:fixed")
+    assert (code, actions(result)) == (0, {"serving-decode": "update", "serving-prefill": "update"})
+    for role in ("decode", "prefill"):
+        assert change(result, f"serving-{role}")["reason"].startswith("not awaited: pulumi.com/skipAwait")
 
 
 def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() -> None:

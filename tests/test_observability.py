@@ -555,7 +555,7 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
         for a in dev.of_type(ALERT)
     }
     assert (
-        'kueue_pending_workloads{cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq"}'
+        'kueue_pending_workloads{cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq",replica_role!="follower"}'
         in queries["observability-workload-pending"]
     )
     assert (
@@ -615,3 +615,36 @@ def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
     if part == "scraping":
         assert quota_metrics(run) is False
         assert "monitoring" not in normalize(run.get(CHART, "serving-router").plain("values"))["router"]
+
+
+def kueue_selectors(query: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Each Kueue selector of a query: its metric and its matchers (label, `=` or `!=`, value)."""
+    return [
+        (metric, re.findall(r'([A-Za-z_]+)(!=|=)"([^"]*)"', body))
+        for metric, body in re.findall(r"(kueue_[a-z_]+)\{([^}]*)\}", query)
+    ]
+
+
+def selected(matchers: list[tuple[str, str, str]], series: dict[str, str]) -> bool:
+    return all((series.get(label, "") == value) == (op == "=") for label, op, value in matchers)
+
+
+@pytest.mark.parametrize("roles", [("leader", "follower"), ("leader", "follower", "follower"), ("standalone",)])
+def test_every_kueue_query_counts_one_replica(dev: Run, roles: tuple[str, ...]) -> None:
+    """Kueue v0.17.4 labels each gauge with the exporting replica's `replica_role`, `leader`, `follower` or
+    `standalone` (kubernetes-sigs/kueue@v0.17.4 pkg/util/roletracker/tracker.go:27-29, pkg/metrics/metrics.go:331,
+    :628, :670, :694), and a follower exports the same gauges as the leader (cmd/kueue/main.go:345-347 clears them
+    when it is elected). With `addons.kueue.replicas` 2 a plain sum counted every workload twice; every Kueue
+    selector of the dashboard and the alerts must select exactly one replica's series."""
+    q = [*all_queries(dev_dashboard(dev))]
+    q += [
+        normalize(a.plain())["conditions"][0]["conditionPrometheusQueryLanguage"]["query"] for a in dev.of_type(ALERT)
+    ]
+    found = [sel for query in q for sel in kueue_selectors(query)]
+    assert len(found) >= 5  # not vacuous: the dashboard's four Kueue charts and the alerts
+    for _metric, matchers in found:
+        base = {
+            label: value for label, op, value in matchers if op == "="
+        }  # the series a replica exports for this selector
+        series = [{**base, "replica_role": role} for role in roles]
+        assert sum(selected(matchers, s) for s in series) == 1, (matchers, roles)

@@ -73,13 +73,16 @@ def test_every_kubernetes_object_is_one_file_with_the_programs_manifest(
     for path in files:
         obj = yaml.safe_load(path.read_text())
         meta = obj["metadata"]
-        by_identity[(obj["kind"], meta.get("namespace"), meta["name"])] = obj
+        # A Patch resource patches an object of `kind`; its file is named after its type (`<kind>Patch`).
+        kind = obj["kind"] + ("Patch" if path.read_text().split(" ", 2)[1].endswith("Patch") else "")
+        by_identity[(kind, meta.get("namespace"), meta["name"])] = obj
         assert path.parent.name == meta.get("namespace", "_cluster")
-        assert unquote(path.name) == f"{obj['kind'].lower()}-{meta['name']}.yaml", "the file name decodes to the object"
+        assert unquote(path.name) == f"{kind.lower()}-{meta['name']}.yaml", "the file name decodes to the object"
     for reg in objects:
         expected = normalize(unwrap(reg.inputs))
         meta = expected["metadata"]
-        got = by_identity[(expected["kind"], meta.get("namespace"), meta["name"])]
+        kind = expected["kind"] + ("Patch" if reg.type.endswith("Patch") else "")
+        got = by_identity[(kind, meta.get("namespace"), meta["name"])]
         if expected["kind"] == "Secret" and "stringData" in expected:
             assert set(got["stringData"]) == set(expected["stringData"])
             assert set(got["stringData"].values()) == {REDACTED}

@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
+from components.cli.snapshot import records
+from components.model.diff import engine as diff_engine
 from components.model.rollout import pod_spec_shape, revision
 from tests.harness import Mocks, Run, normalize, run_program, set_arguments
 
@@ -72,6 +75,24 @@ def kueue_refuses_in_place(old: dict[str, Any], new: dict[str, Any]) -> list[str
     return out
 
 
+PATCH = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch"
+
+
+def ready_patch(run: Run, role: str) -> dict[str, Any]:
+    """The leaders-ready patch of a role's current LWS (one per revision)."""
+    name = lws(run, role)["metadata"]["name"]
+    (patch,) = [normalize(r.plain()) for r in run.of_type(PATCH) if r.name.startswith(f"serving-{role}-ready-")]
+    assert patch["metadata"]["name"] == name and patch["kind"] == "LeaderWorkerSet"
+    return patch
+
+
+def awaited(run: Run, role: str) -> dict[str, Any]:
+    """The live LWS as pulumi-kubernetes awaits it on the patch's create: the patch's annotations applied to it."""
+    obj = lws(run, role)
+    annotations = {**obj["metadata"]["annotations"], **ready_patch(run, role)["metadata"]["annotations"]}
+    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
+
+
 def replacement_steps(before: Run, after: Run, role: str) -> list[str]:
     """What `pulumi up` does to a role's LWS going from `before` to `after`, in order (see the module doc)."""
     old, new = lws(before, role), lws(after, role)
@@ -81,7 +102,7 @@ def replacement_steps(before: Run, after: Run, role: str) -> list[str]:
     if old_name == new_name:
         return [f"update {new_name}"]
     reg = after.get(LWS, f"serving-{role}")
-    wait = new["metadata"]["annotations"].get("pulumi.com/waitFor")
+    wait = ready_patch(after, role)["metadata"]["annotations"].get("pulumi.com/waitFor")
     create = f"create {new_name}" + (f" and wait for {wait}" if wait else "")
     if reg.options["deleteBeforeReplace"]:
         return [f"delete {old_name}", create]
@@ -121,7 +142,7 @@ def test_kueue_would_refuse_a_resources_change_in_place_so_it_rolls_to_a_new_lws
     assert replacement_steps(dev, bigger, "decode") == []
     # Dev has room for all 4 new groups beside the old ones (lower-priority demos yield): the old set stays until
     # 4 new leaders are ready, so prefill never has fewer than 4 ready leaders.
-    assert (ready(new, 3, 4), ready(new, 4, 4)) == (False, True)
+    assert (ready(awaited(bigger, "prefill"), 3, 4), ready(awaited(bigger, "prefill"), 4, 4)) == (False, True)
 
 
 def test_a_topology_change_rolls_to_the_new_partition_shape(dev: Run) -> None:
@@ -206,7 +227,7 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
         reg = full.get(LWS, f"serving-{role}")
         assert reg.options["deleteBeforeReplace"] is True
         # The new set gets the old one's room: `up` still waits for its 4 groups.
-        assert ready(lws(full, role), 4, 4) and not ready(lws(full, role), 3, 4)
+        assert ready(awaited(full, role), 4, 4) and not ready(awaited(full, role), 3, 4)
     resized = run_program({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
     old, new = lws(full, "prefill")["metadata"]["name"], lws(resized, "prefill")["metadata"]["name"]
     assert replacement_steps(full, resized, "prefill") == [
@@ -227,7 +248,7 @@ def test_with_room_for_some_groups_the_old_set_waits_for_that_many(dev: Run) -> 
     run = run_program({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
     assert run.error is None, run.error
     for role in ("prefill", "decode"):
-        obj = lws(run, role)
+        obj = awaited(run, role)
         assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is False
         assert [ready(obj, n, 6) for n in (3, 4, 6)] == [False, True, True]
     # Both roles at once need 8 new groups: the plan says to roll them one at a time.
@@ -315,7 +336,7 @@ def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
     for role, r in rollouts.items():
         assert (r["createFirst"], r["surge"], r["waitFor"], r["preempts"]) == (True, 4, 4, ["demos.subslicing"])
         # ... and the object waits for what the plan says.
-        obj = lws(dev, role.split(".", 1)[1])
+        obj = awaited(dev, role.split(".", 1)[1])
         assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
 
 
@@ -350,7 +371,9 @@ def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_su
         role = r["key"].split(".", 1)[1]
         assert r["createFirst"] is False, r
         assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
-        assert ready(lws(run, role), r["waitFor"], r["replicas"]) and not ready(lws(run, role), r["waitFor"] - 1, 4)
+        assert ready(awaited(run, role), r["waitFor"], r["replicas"]) and not ready(
+            awaited(run, role), r["waitFor"] - 1, 4
+        )
 
 
 NAMES_SCRIPT = """
@@ -457,7 +480,8 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
     assert second.outputs["capacityPlan"]["rollouts"] == first.outputs["capacityPlan"]["rollouts"]
     for role in ("prefill", "decode"):
         assert lws(second, role) == lws(first, role)
-        assert "pulumi.com/waitFor" in lws(second, role)["metadata"]["annotations"]
+        assert ready_patch(second, role) == ready_patch(first, role)
+        assert "pulumi.com/waitFor" in ready_patch(second, role)["metadata"]["annotations"]
         before, after = first.get(LWS, f"serving-{role}"), second.get(LWS, f"serving-{role}")
         assert after.options["deleteBeforeReplace"] == before.options["deleteBeforeReplace"]
 
@@ -518,7 +542,9 @@ def test_a_smaller_role_is_planned_beside_the_bigger_set_that_runs(smaller: dict
     assert replacement_steps(full, run, "decode")[0] == f"delete {old}"
     # Once the old set is gone, the new one gets the whole room: `up` waits for all its groups.
     replicas = lws(run, "decode")["spec"]["replicas"]
-    assert ready(lws(run, "decode"), replicas, replicas) and not ready(lws(run, "decode"), replicas - 1, replicas)
+    assert ready(awaited(run, "decode"), replicas, replicas) and not ready(
+        awaited(run, "decode"), replicas - 1, replicas
+    )
     assert any("serving.decode (" in m and "cannot keep it serving" in m for lvl, m in run.logs if lvl == "warn")
     assert new != old
     # Prefill is unchanged: the previous shape equals the configured one and changes nothing of its plan.
@@ -533,8 +559,8 @@ def test_a_smaller_role_waits_for_the_groups_that_fit_beside_the_running_set() -
     assert running.error is None, running.error
     five = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 5}}}
     blind, run = run_program(five), run_program(five, mocks=_deployed(running))
-    assert ready(lws(blind, "decode"), 5, 5) and not ready(lws(blind, "decode"), 4, 5)
-    assert ready(lws(run, "decode"), 4, 5) and not ready(lws(run, "decode"), 3, 5)
+    assert ready(awaited(blind, "decode"), 5, 5) and not ready(awaited(blind, "decode"), 4, 5)
+    assert ready(awaited(run, "decode"), 4, 5) and not ready(awaited(run, "decode"), 3, 5)
     assert run.get(LWS, "serving-decode").options["deleteBeforeReplace"] is False
     assert replacement_steps(running, run, "decode")[-1] == f"delete {lws(running, 'decode')['metadata']['name']}"
 
@@ -584,3 +610,113 @@ def test_an_in_place_roll_of_a_single_group_role_is_shown_to_leave_no_ready_lead
     lines = {x.split(":", 1)[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  ")}
     assert lines["ROLLOUT  serving.prefill"].endswith("its only group restarts, no ready leader until it reloads")
     assert lines["ROLLOUT  serving.decode"].endswith("one group at a time, 3 of 4 ready")
+
+
+HELPER = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"
+
+
+def _fake_worker(tmp_path: Path, dev: Run) -> tuple[str, dict[str, str]]:
+    """The decode worker's `sh -c` script as Kubernetes runs it, with the vLLM helper and `ray` faked: the helper
+    blocks as `ray start --block` does, `ray stop` is recorded."""
+    (worker,) = templates(lws(dev, "decode"))["worker"]["spec"]["containers"]
+    assert worker["command"][:2] == ["sh", "-c"]
+    helper, ray = tmp_path / "multi-node-serving.sh", tmp_path / "bin" / "ray"
+    ray.parent.mkdir()
+    helper.write_text(f"#!/bin/sh\necho started > {tmp_path}/started\nsleep 600\n")
+    ray.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ray.log\n')
+    ray.chmod(0o755)
+    # Kubernetes expands $(VAR) in a command before the shell runs.
+    script = worker["command"][2].replace(HELPER, str(helper)).replace("$(LWS_LEADER_ADDRESS)", "10.0.0.1")
+    return script, {**os.environ, "PATH": f"{ray.parent}:{os.environ['PATH']}"}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if path.exists() or proc.poll() is not None:
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_the_workers_shell_handles_sigterm_and_stops_ray(dev: Run, tmp_path: Path) -> None:
+    """The worker's shell is the container's PID 1, and a PID 1 receives only the signals it has a handler for
+    (pid_namespaces(7)): the kernel drops SIGTERM otherwise, and the kubelet kills the pod at the end of the grace
+    period. So the shell must catch SIGTERM (its SigCgt mask in /proc, the kernel's own test) and, on it, stop
+    Ray and exit."""
+    script, env = _fake_worker(tmp_path, dev)
+    proc = subprocess.Popen(["sh", "-c", script], env=env)
+    try:
+        _wait_for(tmp_path / "started", proc)
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M)[1], 16)
+        assert caught & (1 << (15 - 1)), "the worker's shell has no SIGTERM handler: as PID 1 it ignores SIGTERM"
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+
+
+def test_the_worker_stops_on_sigterm_as_pid_1(dev: Run, tmp_path: Path) -> None:
+    """The same as the kubelet sees it: the script as PID 1 of a PID namespace of its own (`unshare`, root only),
+    SIGTERM sent from outside it, as the container runtime does; it must end within seconds, not the grace period."""
+    probe = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("unshare --pid needs root")
+    script, env = _fake_worker(tmp_path, dev)
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script], env=env)
+    try:
+        _wait_for(tmp_path / "started", proc)
+        (child,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert re.search(r"^NSpid:\s+\d+\s+1$", Path(f"/proc/{child}/status").read_text(), re.M)  # PID 1 in there
+        os.kill(int(child), 15)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+
+
+def awaited_after(inputs: dict[str, Any], live: dict[str, Any]) -> str | None:
+    """What pulumi-kubernetes awaits after applying `inputs` (a create or an update in place) on `live`: the waitFor
+    of the live object, unless the inputs say skipAwait (pulumi/pulumi-kubernetes@94977969d
+    provider/pkg/metadata/overrides.go:108-112, called from provider/pkg/await/await.go:321 and :504)."""
+    if (inputs["metadata"].get("annotations") or {}).get("pulumi.com/skipAwait") == "true":
+        return None
+    return (live["metadata"].get("annotations") or {}).get("pulumi.com/waitFor")
+
+
+def test_an_in_place_update_of_a_serving_set_awaits_nothing(dev: Run) -> None:
+    """An image fix during an incident, with a group down, must not wait for every group again: pulumi-kubernetes
+    awaits the live object's waitFor after an update too (await.go:504), so with the wait on the LWS an `up` blocked
+    for the startup budget + 30 min and failed. The wait is on the new set's leaders-ready patch, applied once;
+    the set's own inputs skip the await, and the patch does not change."""
+    fixed = run_program({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:fixed"}})
+    assert fixed.error is None, fixed.error
+    for role in ("prefill", "decode"):
+        assert replacement_steps(dev, fixed, role) == [f"update {lws(dev, role)['metadata']['name']}"]
+        assert awaited_after(lws(fixed, role), awaited(dev, role)) is None
+        assert ready_patch(fixed, role) == ready_patch(dev, role)
+    result = {c.name: c for c in diff_engine.diff(records(dev.registrations), records(fixed.registrations)).changes}
+    for role in ("prefill", "decode"):
+        update = result[f"serving-{role}"]
+        assert (update.action, update.reason.split(":", 1)[0]) == ("update", "not awaited")
+        patches = [c for n, c in result.items() if n.startswith(f"serving-{role}-ready-")]
+        assert [c.action for c in patches] == ["same"]
+
+
+def test_a_new_set_is_awaited_once_by_its_own_patch(dev: Run) -> None:
+    """The creation keeps the rollout's guarantee: the new set's patch awaits its ready groups (the patch's own
+    inputs have no skipAwait; its annotations land on the live set), and it is a new resource per revision, so it
+    is created with each new set and never updated into a new wait (its annotations are ignored after the create)."""
+    bigger = run_program({f"{P}:serving": {"prefill": {"replicas": 5}}})
+    patch = ready_patch(bigger, "prefill")
+    assert awaited_after(patch, awaited(bigger, "prefill")) == "jsonpath={$[?@.readyReplicas>4]}"
+    regs = {r.name: r for r in bigger.of_type(PATCH)}
+    (name,) = [n for n in regs if n.startswith("serving-prefill-ready-")]
+    assert name.endswith(lws(bigger, "prefill")["metadata"]["name"].rsplit("-", 1)[1])
+    assert regs[name].options["ignoreChanges"] == ["metadata.annotations"]
+    assert bigger.depends_on(regs[name], bigger.get(LWS, "serving-prefill"))
+    result = {c.name: c for c in diff_engine.diff(records(dev.registrations), records(bigger.registrations)).changes}
+    assert result[name].action == "create"
+    (old,) = [n for n in result if n.startswith("serving-prefill-ready-") and n != name]
+    assert result[old].action == "delete"

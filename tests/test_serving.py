@@ -248,8 +248,8 @@ def test_vllm_flags_come_from_settings() -> None:
 def test_queue_labels_and_exclusive_topology(without_token: Run) -> None:
     obj = lws(without_token, "decode")
     annotations = dict(obj["metadata"]["annotations"])
-    # the rollout wait (tests/test_rollout.py) rides along
-    annotations.pop("pulumi.com/waitFor"), annotations.pop("pulumi.com/timeoutSeconds")
+    # the LWS itself is never awaited: its leaders-ready patch is, once (tests/test_rollout.py)
+    assert annotations.pop("pulumi.com/skipAwait") == "true"
     assert annotations == {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-priority-3000"
@@ -408,13 +408,27 @@ def router_values(run: Run) -> dict:
     return normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain("values"))
 
 
+def test_the_gateway_takes_routes_from_its_own_namespace_only(without_token: Run) -> None:
+    """With `from: All` anyone allowed to create an HTTPRoute in any namespace could attach a path to the model's
+    load balancer; `Same` admits "Only Routes in the same namespace" (Gateway API v1.4.1 gateways CRD,
+    `allowedRoutes.namespaces.from`). The router chart's HTTPRoute is released in the chart's namespace and names
+    the Gateway without a namespace (llm-d-router v0.10.0 llm-d-router-gateway/templates/httproute.yaml:
+    `.Release.Namespace`, `inferenceGatewayNamespace` unset), so it must be the Gateway's namespace to attach."""
+    gw = without_token.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
+    (listener,) = normalize(gw.inputs["spec"])["listeners"]
+    assert listener["allowedRoutes"] == {"namespaces": {"from": "Same"}}
+    router = normalize(without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
+    assert router["namespace"] == gw.inputs["metadata"]["namespace"]
+    assert "inferenceGatewayNamespace" not in router["values"].get("httpRoute", {})
+
+
 def test_gateway_and_router(without_token: Run) -> None:
     gw = without_token.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
     assert gw.inputs["metadata"] == {"name": "llm-d-inference-gateway", "namespace": "llm-d-pd-disaggregation"}
     assert normalize(gw.inputs["spec"]) == {
         "gatewayClassName": "gke-l7-rilb",
         "listeners": [
-            {"name": "default", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
+            {"name": "default", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
         ],
     }
     proxy_subnet = without_token.get("gcp:compute/subnetwork:Subnetwork", "network-proxy")

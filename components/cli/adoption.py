@@ -15,7 +15,7 @@ from importlib.metadata import version
 from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
-from components.modelserver import HF_SECRET, LWS_API, ROLES, lws_object_name
+from components.modelserver import HF_SECRET, LWS_API, ROLES, lws_object_name, lws_revision
 from components.project import AI_ZONES_FEATURE, apis
 from components.queues import KUEUE_V1BETA2
 from components.serving import CACHE_ROLES, FUSE_KSA, GATEWAY_API, WEIGHTS_ROLES, role_suffix
@@ -68,6 +68,8 @@ NOT_IMPORTED_TYPES = {
     "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
     "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
     "in Pulumi's state only (no API call): `pulumi up` creates it",
+    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch": "a patch of the imported LeaderWorkerSet, not an object of its "
+    "own: there is nothing to import",
     "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
     "scripts write the cache into the weights bucket): there is nothing to adopt",
 }
@@ -360,6 +362,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                     "serving",
                     lws_object_name(s, role_name),
                     ns,
+                )
+            )
+            out.skipped.append(
+                Skipped(
+                    f"serving-{role_name}-ready-{lws_revision(s, role_name)}",
+                    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch",
+                    NOT_IMPORTED_TYPES[f"kubernetes:{LWS_API}:LeaderWorkerSetPatch"],
+                    "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
+                    "serving",
                 )
             )
 

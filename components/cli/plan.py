@@ -184,6 +184,12 @@ def settings_input(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     prefix = f"{PROJECT}:"
     raw = {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}
     project = config.get("gcp:project")
+    # The program reads every config value as a string (`pulumi.Config.get`): a number typed for gcp:project
+    # (YAML reads `123456789012` as an integer) is the string the program would see, not a missing project.
+    if isinstance(project, bool):
+        project = str(project).lower()
+    elif isinstance(project, int | float):
+        project = str(project)
     return raw, project if isinstance(project, str) else None
 
 

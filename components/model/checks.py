@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from components.model import geometry
 from components.model.geometry import Topology
+from components.model.machines import GENERAL_PURPOSE, MACHINE_SERIES, machine_memory_gb
 
 PROJECT = "gke-tpu-slicing"
 
@@ -221,6 +222,12 @@ def dns_subdomain(value: str, max_len: int = DNS_SUBDOMAIN_MAX, why: str = "") -
 
 
 def project_id(value: str) -> str:
+    if value.isdigit():
+        # A project number (what IAM principals and some consoles show) is not accepted where an ID is wanted.
+        raise ValueError(
+            "a Google Cloud project ID (such as my-tpu-project), not the project's number; "
+            f"`gcloud projects describe {value} --format='value(projectId)'` prints the ID"
+        )
     if not _PROJECT_ID_RE.match(value):
         raise ValueError(
             "a Google Cloud project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, "
@@ -315,14 +322,16 @@ SYSTEM_PODS_MEMORY = 2 * GIB
 
 
 def machine_shape(machine_type: str) -> tuple[int, float]:
-    """(vCPUs, memory GiB) of a general-purpose GCE machine type such as n2-standard-32."""
-    m = re.match(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-(\d+)$", machine_type)
-    if not m:
+    """(vCPUs, memory GiB) of a predefined GCE machine type such as n2-standard-32 (components/model/machines.py)."""
+    series_name, _, size = machine_type.rpartition("-")
+    series = MACHINE_SERIES.get(series_name)
+    if series is None:
+        families = sorted({name.split("-", 1)[0] for name in MACHINE_SERIES})
         raise ValueError(
-            "a general-purpose GCE machine type such as n2-standard-32 (<family>-standard|highmem|highcpu-N)"
+            "a predefined GCE machine type <family>-standard|highmem|highcpu-<vCPUs>, such as n2-standard-32, of "
+            f"the families {', '.join(families)} ({GENERAL_PURPOSE})"
         )
-    family, kind, vcpus = m.group(1), m.group(2), int(m.group(3))
-    per_cpu = {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0}[kind]
-    if family == "n1":
-        per_cpu = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}[kind]
-    return vcpus, vcpus * per_cpu
+    if not size.isdigit() or int(size) not in series.vcpus:
+        sizes = ", ".join(str(n) for n in series.vcpus)
+        raise ValueError(f"a machine type that exists: {series_name}-<vCPUs> comes in {sizes} ({series.source})")
+    return int(size), machine_memory_gb(series, int(size))

@@ -42,6 +42,16 @@ class MaintenanceExclusion(Model):
     end_time_behavior: Literal["UNTIL_END_OF_SUPPORT"] | None = None
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_UPGRADES"
 
+    @field_validator("name")
+    @classmethod
+    def _named(cls, v: str) -> str:
+        # The provider's exclusion_name is Required (terraform-provider-google-beta@93c65b2d60
+        # google-beta/services/container/resource_container_cluster.go:1434-1436) and keys the API's exclusions
+        # (:6376); "" is no value to Terraform's SDK, so the preview would fail on the cluster instead of here.
+        if not v:
+            raise ValueError("a non-empty name: the exclusion's name is required by the provider")
+        return v
+
     @field_validator("start", "end")
     @classmethod
     def _aware(cls, v: datetime | None) -> datetime | None:

@@ -68,6 +68,14 @@ METRIC_SOURCES = {
 TPU_RESOURCE = "google.com/tpu"
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
+# Every Kueue gauge carries `replica_role` (pkg/metrics/metrics.go@v0.17.4:331, :628, :670, :694, the label lists
+# of the four gauges read here), one of `leader`, `follower` (a replica starts as follower,
+# pkg/util/roletracker/tracker.go:27-29, :44) or `standalone` (no leader election, pkg/util/roletracker/logger.go:53-58;
+# cmd/kueue/main.go:589-597). A follower sets its gauges too: the new leader clears the follower series it exported
+# before (cmd/kueue/main.go:345-347). Excluding `follower` keeps the one leader, and the standalone replica.
+REPLICA_ROLE_LABEL = "replica_role"
+FOLLOWER_ROLE = "follower"
+REPLICA_ROLE_SOURCE = "kubernetes-sigs/kueue@v0.17.4 (21235e3c) pkg/util/roletracker/tracker.go:27-29"
 KUEUE_METRICS_SA = "kueue-metrics-scraper"
 # GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
@@ -116,7 +124,11 @@ class Queries:
         self.cq = settings.kueue.cluster_queue
 
     def kueue(self, metric: str, **labels: str) -> str:
-        return metric + _selector(cluster=self.cluster, job=KUEUE_JOB, cluster_queue=self.cq, **labels)
+        """A Kueue gauge of the leader only: with leader election every replica exports the gauges it computes,
+        labelled `replica_role` `leader` or `follower` (`standalone` when leader election is off), so a sum over
+        2 replicas would count every workload twice (REPLICA_ROLE_SOURCE)."""
+        selector = _selector(cluster=self.cluster, job=KUEUE_JOB, cluster_queue=self.cq, **labels)
+        return metric + selector[:-1] + f',{REPLICA_ROLE_LABEL}!="{FOLLOWER_ROLE}"' + "}"
 
     def pending(self) -> str:
         return f"sum by (cluster_queue, status) ({self.kueue('kueue_pending_workloads')})"

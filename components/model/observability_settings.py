@@ -49,14 +49,25 @@ class ObservabilitySettings(Model):
             )
         return v
 
-    @field_validator("notification_channels")
+    @field_validator("notification_channels", mode="before")
     @classmethod
-    def _channels(cls, v: list[str]) -> list[str]:
+    def _channels(cls, v: object) -> object:
+        # Before pydantic's own check: a bare channel id (YAML reads `123456` as a number) gets the full form with
+        # that id, not "Input should be a valid string".
+        if not isinstance(v, list):
+            return v
         for channel in v:
-            if not NOTIFICATION_CHANNEL_RE.match(channel):
+            text = str(channel)
+            if (
+                isinstance(channel, bool)
+                or not isinstance(channel, str | int)
+                or not NOTIFICATION_CHANNEL_RE.match(text)
+            ):
+                bare = re.fullmatch(r"[0-9]+", text) and not isinstance(channel, bool)
+                example = f"projects/<project>/notificationChannels/{text if bare else '<numeric id>'}"
                 raise ValueError(
-                    f"{channel!r} is not a notification channel name: each must be "
-                    "projects/<project>/notificationChannels/<numeric id>"
+                    f"{channel!r} is not a notification channel name: each must be the channel's full name, "
+                    f"{example} (`gcloud beta monitoring channels list` shows them)"
                 )
         if len(set(v)) != len(v):
             raise ValueError("each notification channel at most once")

@@ -5,6 +5,7 @@ Pure model code: no Pulumi.
 
 from __future__ import annotations
 
+from components.model.machines import COMPUTE_OPTIMIZED
 from components.model.reference_sources import (
     DYNAMIC_SLICING,
     GCE_NAMES,
@@ -136,11 +137,11 @@ GCP_RULES: dict[str, Rule] = {
         {"cluster": {"controlPlane": {"authorizedNetworks": [], "privateEndpoint": True}}},
     ),
     "cluster.systemMachineType": Rule(
-        "a general-purpose GCE machine type <family>-standard|highmem|highcpu-<vCPUs> whose nodes fit the "
-        "controllers' requests",
-        f"{MACHINES}; {NODE_SIZES}",
+        "a predefined GCE machine type <family>-standard|highmem|highcpu-<vCPUs> that exists (the sizes of each "
+        "family: e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d) whose nodes fit the controllers' requests",
+        f"{MACHINES}; {COMPUTE_OPTIMIZED}; {NODE_SIZES}",
         "system-pool",
-        "n2-standard",
+        "n2-standard-7",
         "n2-standard-8",
     ),
     "cluster.systemNodeCount": Rule(
@@ -158,10 +159,10 @@ GCP_RULES: dict[str, Rule] = {
         "23:59",
     ),
     "cluster.maintenanceExclusion.name": Rule(
-        "a string (the provider's schema has no rule for it)",
+        "a non-empty string (the provider requires it; its schema has no other rule)",
         f"{TF_CLUSTER} (maintenance_exclusion.exclusion_name)",
         "cluster",
-        7,
+        "",
         "x",
         _EXCLUSION,
     ),

@@ -211,18 +211,18 @@ K8S_RULES: dict[str, Rule] = {
         "g" * 53,
     ),
     "serving.model": Rule(
-        "a model name whose last path segment is a label value (at most 63 letters, digits, '-', '_', '.', "
-        "alphanumeric at both ends): it labels every pod llm-d.ai/model",
+        "a non-empty model name whose last path segment is a label value (at most 63 letters, digits, '-', '_', "
+        "'.', alphanumeric at both ends): it labels every pod llm-d.ai/model",
         LABELS,
         "serving-pods",
-        "Qwen/Qwen 3",
+        "",
         "o/" + "m" * 63,
     ),
     "serving.servedModelName": Rule(
-        "a string (what clients send as `model`), or unset for serving.model",
+        "a non-empty string (what clients send as `model`), or unset for serving.model",
         "vllm-project/vllm vllm/config/model.py (served_model_name)",
         "serving-pods",
-        3,
+        "",
         "m",
     ),
     "serving.weightsBucket": Rule(

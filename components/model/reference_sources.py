@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.model.checks import LWS_NAME_MAX, LWS_REVISION_LEN
+from components.model.machines import GENERAL_PURPOSE
 
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
@@ -33,7 +34,7 @@ MAINTENANCE = (
     "#scope_of_maintenance_to_exclude"
 )
 NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
-MACHINES = "https://cloud.google.com/compute/docs/general-purpose-machines"
+MACHINES = GENERAL_PURPOSE  # the machine-type table's own sources (components/model/machines.py)
 TPU7X = "https://cloud.google.com/tpu/docs/tpu7x"
 RESERVATION_BLOCK_API = (
     "googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto:65408 (ReservationBlock.name: "

@@ -110,13 +110,25 @@ def revision(
 # comparison is written with ">" only. The filter runs over the object's top-level members; only `status` has
 # `readyReplicas`: the LWS's count of groups whose leader is Ready and whose workers are ready, "updated or not"
 # (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1 `ReadyReplicas`, omitted while 0). The same annotation is awaited
-# on an update in place (provider/pkg/await/await.go `Update` calls `ReadyCondition` too), but there the old groups
-# already count and the LWS status has no observedGeneration for the JSONPath condition to hold back on
-# (await/condition/jsonpath.go), so `up` returns while the in-place roll goes on. The JSONPath library compares
-# the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0, the provider's go.mod;
-# spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d), the newest at hand.
+# on an update in place (provider/pkg/await/await.go `Update` calls `ReadyCondition` too), hence the patch below.
+# The JSONPath library compares the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0,
+# the provider's go.mod; spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d),
+# the newest at hand.
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+# So that the wait holds on a creation only, it is not on the LWS. pulumi-kubernetes evaluates the waitFor of the *live*
+# object after every create and every update (provider/pkg/await/await.go:321 Creation and :504 Update call
+# metadata.ReadyCondition with the applied object; provider/pkg/metadata/overrides.go:112 reads the annotation from
+# it), so an LWS carrying it re-awaits its groups on every in-place update: an image fix with one group down blocks
+# `up` for the whole timeout, then fails. Instead each new LWS gets a LeaderWorkerSetPatch of its own
+# (components/modelserver.py `leaders_ready`): a Patch resource is applied server-side and awaited like any object
+# (await.go:190 `kinds.IsPatchResource`, then :321), and it is declared under a resource name carrying the
+# revision, so it is created with a new LWS and never updated. Its annotation lands on the live LWS, so the LWS's
+# own inputs carry skipAwait, which ReadyCondition checks on the inputs first (overrides.go:108-110): the LWS's
+# updates return at once. Deleting the patch relinquishes its annotations (await.go:958-961, ssa.Relinquish); Pulumi
+# deletes it before its LWS, a dependent first. The rollout's guarantee stays: the old LWS is deleted at the end of
+# the update, after the new patch's wait (pulumi/pulumi#9979).
+SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 
 
 def ready_groups_condition(groups: int) -> str:

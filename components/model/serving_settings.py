@@ -290,6 +290,15 @@ class ServingSettings(Model):
             raise ValueError(f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}")
         return v
 
+    @field_validator("model", "served_model_name")
+    @classmethod
+    def _not_empty(cls, v: str | None) -> str | None:
+        # Both end up in vLLM's command line (--served-model-name=) and the model one in every pod's llm-d.ai/model
+        # label; an empty name would serve a model clients cannot name.
+        if v is not None and not v.strip():
+            raise ValueError("a non-empty model name (unset serving.servedModelName to serve under serving.model)")
+        return v
+
     @field_validator("model_path")
     @classmethod
     def _model_path(cls, v: str) -> str:

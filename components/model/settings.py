@@ -167,6 +167,8 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
             lines.append(_unknown_key(path, _model_at(loc[:-1])))
             continue
         msg = redact_text(e["msg"].removeprefix("Value error, "))
+        if e["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            msg = _map_shape(path, _model_at(loc))
         if is_secret_path(path, secret_keys):
             msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
@@ -176,6 +178,18 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         else:
             lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
     return lines
+
+
+def _map_shape(path: str, model: type[BaseModel] | None) -> str:
+    """What a section takes when it was given a plain value: its keys (the required ones first) and the command
+    that sets one, instead of pydantic's message naming the internal class."""
+    if model is None:
+        return "a map (YAML mapping), not a plain value"
+    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
+    keys = [f.alias or n for n, f in fields]
+    return (
+        f"a map with the keys {', '.join(keys)}, not a plain value; set one with `{set_command(f'{path}.{keys[0]}')}`"
+    )
 
 
 def _type_word(error_type: str) -> str:

@@ -30,7 +30,7 @@ from components.model.diff import dependents as D
 from components.model.diff import facts as F
 from components.model.diff import paths
 from components.model.diff.gcp import FACTS as GCP_FACTS
-from components.model.diff.kubernetes import facts_for
+from components.model.diff.kubernetes import facts_for, update_await
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
 ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
@@ -327,6 +327,8 @@ def _decide(
             change.reason = "the provider renders its children at run time: their own actions are not modelled"
         elif type_ == DYNAMIC:
             change.reason = DYNAMIC_SOURCE
+        elif type_.startswith("kubernetes:"):
+            change.reason = update_await(new_in)
     return change
 
 

@@ -219,6 +219,9 @@ FACTS: dict[str, tuple[Fact, ...]] = {
         ),
         Fact("spec.networkConfig.subdomainPolicy", REJECT, f"{LWS_WEBHOOK}:117", "cannot be set to null", REMOVED),
     ),
+    # A Patch resource of a LeaderWorkerSet (the serving roles' leaders-ready wait): another name or namespace is
+    # another patch; pulumi-kubernetes applies it server-side (provider/pkg/await/await.go:190).
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch": (),
     # LWS v0.10.0: the DisaggregatedSet CRD has no transition rule (upstream-next/lws-v0.10.0/crds) and its
     # webhook checks an update like a create (pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go
     # L55-59): its roles' templates change in place, the controller rolls them out to new LeaderWorkerSets.
@@ -230,3 +233,21 @@ def facts_for(type_: str) -> tuple[Fact, ...] | None:
     """The facts of a Kubernetes type token (metadata included), or None when the model does not cover it."""
     kind = FACTS.get(type_)
     return None if kind is None else METADATA + kind
+
+
+AWAIT = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
+WAIT_FOR, SKIP_AWAIT = "pulumi.com/waitFor", "pulumi.com/skipAwait"
+
+
+def update_await(inputs: dict[str, object]) -> str:
+    """What pulumi-kubernetes waits for after an in-place update of an object with these inputs.
+
+    It awaits the live object's `pulumi.com/waitFor` after an update as after a create (await/await.go:504), unless
+    the inputs say `pulumi.com/skipAwait: "true"` (metadata/overrides.go:108-110). "" when neither is set.
+    """
+    annotations = ((inputs.get("metadata") or {}).get("annotations") or {}) if isinstance(inputs, dict) else {}
+    if str(annotations.get(SKIP_AWAIT, "")).lower() == "true":
+        return f"not awaited: {SKIP_AWAIT} ({AWAIT}/metadata/overrides.go:108)"
+    if annotations.get(WAIT_FOR):
+        return f"awaited again: {WAIT_FOR} {annotations[WAIT_FOR]} ({AWAIT}/await/await.go:504)"
+    return ""

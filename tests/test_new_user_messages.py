@@ -1,0 +1,157 @@
+"""Messages a new user meets: each names the key, the value given and the shape the key takes, in the user's terms
+(never a pydantic class or a bare "Input should be a valid string"), from the program and from the offline
+commands alike."""
+
+from __future__ import annotations
+
+import io
+import typing
+from pathlib import Path
+
+import pytest
+
+from components.cli import plan
+from components.model.checks import machine_shape
+from components.model.machines import MACHINE_SERIES
+from components.model.reference import expanded_rules
+from components.model.settings import ConfigError, Settings, _models_in, load
+from tests.harness import set_arguments
+from tests.test_all_problems import BASE, NOW, REQUIRED, P, merge, problems
+
+
+def plan_error(*assignments: str, tmp_path: Path | None = None) -> str:
+    args = [*set_arguments("dev")]
+    for assignment in assignments:
+        args += ["--set", assignment]
+    out, err = io.StringIO(), io.StringIO()
+    assert plan.main(["--stack", "dev", *args], stdout=out, stderr=err) != 0
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("number", ["123456789012", "1"])
+def test_a_project_number_is_named_and_the_id_asked_for(number: str) -> None:
+    """The program reads `gcp:project` as a string (pulumi.Config.get), so a number reaches the settings as one; the
+    offline commands read the YAML value, an integer, which they took for "not set"."""
+    (line,) = [p for p in problems(BASE, project=number) if p.startswith("gcp:project")]
+    assert line.startswith(f"gcp:project = '{number}': a Google Cloud project ID")
+    assert "not the project's number" in line and f"gcloud projects describe {number}" in line
+    err = plan_error(f"gcp:project={number}")
+    assert f"gcp:project = '{number}': a Google Cloud project ID" in err, err
+    assert "is not set" not in err
+
+
+def test_a_reservation_given_as_a_plain_string_names_its_keys() -> None:
+    (line,) = problems({"tpu": {"reservation": "my-reservation"}})
+    assert line == (
+        f"{P}:tpu.reservation = 'my-reservation': a map with the keys name, project, block, consumeType, not a plain "
+        "value; set one with `pulumi config set --path 'tpu.reservation.name' <value>`"
+    )
+    err = plan_error("tpu.reservation=my-reservation")
+    assert f"{P}:tpu.reservation = 'my-reservation': a map with the keys name," in err, err
+    assert "ReservationSettings" not in err and "dictionary" not in err
+
+
+def test_any_section_given_a_plain_value_names_its_keys_not_a_class() -> None:
+    (line,) = problems({**BASE, "demos": {"subslicing": 3}})
+    assert line.startswith(f"{P}:demos.subslicing = 3: a map with the keys enabled, name, topology,"), line
+    assert "Settings" not in line
+
+
+@pytest.mark.parametrize(("given", "shown"), [(123456, "123456"), ("123456", "'123456'")])
+def test_a_bare_notification_channel_id_gets_the_full_name_with_it(given: object, shown: str) -> None:
+    (line,) = problems({**BASE, "observability": {"notifyNobody": False, "notificationChannels": [given]}})
+    assert line.startswith(f"{P}:observability.notificationChannels = "), line
+    assert f"{shown} is not a notification channel name" in line
+    assert "projects/<project>/notificationChannels/123456" in line
+    assert "valid string" not in line
+
+
+def test_a_channel_of_the_wrong_shape_gets_the_form() -> None:
+    (line,) = problems({**BASE, "observability": {"notifyNobody": False, "notificationChannels": [True]}})
+    assert "projects/<project>/notificationChannels/<numeric id>" in line and "valid string" not in line
+
+
+# ------------------------------------------------------------------------------------------------ machine types
+
+
+@pytest.mark.parametrize(
+    "machine", ["n2-standard-7", "e2-highmem-32", "n2-highcpu-128", "c2-highmem-8", "c3-standard-2", "n1-standard-3"]
+)
+def test_a_machine_type_that_does_not_exist_is_refused_with_the_sizes_there_are(machine: str) -> None:
+    """GCE's predefined machine types come in fixed sizes per series (the Compute documentation's tables, kept in
+    components/model/machines.py): n2-standard-7 matched the old pattern and failed only at the node pool's create."""
+    (line,) = problems({**BASE, "cluster": {"systemMachineType": machine}})
+    assert line.startswith(f"{P}:cluster.systemMachineType = '{machine}': "), line
+    series = machine.rpartition("-")[0]
+    if series in MACHINE_SERIES:
+        assert f"{series}-<vCPUs> comes in {', '.join(map(str, MACHINE_SERIES[series].vcpus))}" in line
+    assert "cloud.google.com/compute/docs/" in line
+
+
+@pytest.mark.parametrize(
+    ("machine", "vcpus", "memory"),
+    [
+        ("n2-standard-32", 32, 128.0),
+        ("n1-standard-96", 96, 360.0),
+        ("c4-standard-2", 2, 7.0),
+        ("e2-highcpu-32", 32, 32.0),
+    ],
+)
+def test_a_machine_type_that_exists_is_accepted_with_its_shape(machine: str, vcpus: int, memory: float) -> None:
+    assert machine_shape(machine) == (vcpus, memory)
+
+
+def test_every_series_has_its_documented_source_and_sizes_in_order() -> None:
+    for name, series in MACHINE_SERIES.items():
+        assert series.source.startswith("https://cloud.google.com/compute/docs/"), name
+        assert list(series.vcpus) == sorted(set(series.vcpus)) and series.vcpus, name
+        assert {n for n, _ in series.memory_gb} <= set(series.vcpus), name
+
+
+# ------------------------------------------------------------------------------------------------ empty strings
+
+# The one string key where "" is a documented value of its own: the whole reservation instead of one block.
+EMPTY_MEANS_SOMETHING = {"tpu.reservation.block"}
+
+
+def string_keys(model: type = Settings, prefix: str = "") -> list[str]:
+    out = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        subs = _models_in(field.annotation)
+        if typing.get_origin(field.annotation) in (list, dict):
+            continue  # lists of sections (authorizedNetworks): their items' keys are checked by their own rules
+        if subs:
+            out += string_keys(subs[0], f"{path}.")
+        elif field.annotation is str or str in typing.get_args(field.annotation):
+            out.append(path)
+    return out
+
+
+def nested(path: str, value: object) -> dict:
+    for part in reversed(path.split(".")):
+        value = {part: value}
+    return value  # type: ignore[return-value]
+
+
+def test_no_string_key_accepts_an_empty_string_but_the_one_that_means_something() -> None:
+    """Every string key ends up in a resource name, a label, a command line or a URL: "" there fails at the API, or
+    worse runs (`vllm serve --served-model-name=`). serving.model and serving.servedModelName accepted it."""
+    keys = [k for k in string_keys() if k != "project"]
+    assert len(keys) >= 40  # not vacuous: the model's string keys
+    rules = expanded_rules()
+    accepted = []
+    for key in keys:
+        context = rules[key].context if key in rules else {}  # the other keys the key's legal values need
+        try:
+            load(merge(merge(merge(REQUIRED, BASE), context), nested(key, "")), "my-tpu-project", now=NOW)
+            accepted.append(key)
+        except ConfigError as err:
+            assert f"{P}:{key} = ''" in str(err) or f"{P}:{key} " in str(err), (key, str(err))
+    assert set(accepted) == EMPTY_MEANS_SOMETHING
+
+
+@pytest.mark.parametrize("key", ["serving.model", "serving.servedModelName"])
+def test_an_empty_model_name_is_refused(key: str) -> None:
+    (line,) = problems({**BASE, **nested(key, "")})
+    assert line.startswith(f"{P}:{key} = '': a non-empty model name"), line
