@@ -458,3 +458,60 @@ def test_partition_states_other_than_healthy_count_as_degraded() -> None:
     odd = copy.deepcopy(labels)
     odd[0]["cloud.google.com/gke-tpu-partition-4x4x4-state"] = "UNKNOWN"
     assert model.partition_summary(odd)[1] == 1
+
+
+def test_the_gke_kubeconfig_is_the_programs_own() -> None:
+    """--gke reaches the cluster as the program's provider does (components/cluster.py kubeconfig)."""
+    raw = {
+        "name": "tpu-cluster",
+        "endpoint": "203.0.113.7",
+        "masterAuth": {"clusterCaCertificate": "Q0E="},
+        "controlPlaneEndpointsConfig": {"dnsEndpointConfig": {"endpoint": "gke-abc.us-central1.gke.goog"}},
+    }
+
+    class Session(FakeCompute):
+        def get(self, url: str, params: Any = None, timeout: float = 0) -> FakeResponse:
+            self.seen.append(url)
+            return FakeResponse(200, raw)
+
+    session = Session({})
+    dns = health_reads.gke_kubeconfig(session, project="p", location="us-central1", name="tpu-cluster", dns=True)
+    assert dns["clusters"][0]["cluster"] == {"server": "https://gke-abc.us-central1.gke.goog"}
+    assert dns["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+    ip = health_reads.gke_kubeconfig(session, project="p", location="us-central1", name="tpu-cluster", dns=False)
+    assert ip["clusters"][0]["cluster"] == {"server": "https://203.0.113.7", "certificate-authority-data": "Q0E="}
+    assert session.seen[0] == f"{health_reads.CONTAINER}/projects/p/locations/us-central1/clusters/tpu-cluster"
+    raw.pop("controlPlaneEndpointsConfig")
+    with pytest.raises(health_reads.ReadError, match="has no DNS-based endpoint"):
+        health_reads.gke_kubeconfig(session, project="p", location="us-central1", name="tpu-cluster", dns=True)
+
+
+def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text(
+        "config:\n"
+        "  gcp:project: p  # mine\n"
+        "  gke-tpu-slicing:tpu:\n"
+        "    cubes: 2\n"
+        "    # pinned by hand\n"
+        "    subBlocks:\n"
+        "      - sb-1\n"
+        "      - sb-2\n"
+        "    reservation:\n"
+        "      name: r\n"
+    )
+    cli.write_sub_blocks(path, ["sb-3", "sb-2"])
+    assert path.read_text() == (
+        "config:\n"
+        "  gcp:project: p  # mine\n"
+        "  gke-tpu-slicing:tpu:\n"
+        "    cubes: 2\n"
+        "    # pinned by hand\n"
+        "    subBlocks: [sb-3, sb-2]\n"
+        "    reservation:\n"
+        "      name: r\n"
+    )
+    bare = tmp_path / "Pulumi.y.yaml"
+    bare.write_text("config:\n  gcp:project: p\n")
+    with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
+        cli.write_sub_blocks(bare, ["sb-3"])

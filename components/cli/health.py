@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
         "--live", action="store_true", help="read what no file gives from the Compute and Kubernetes APIs"
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument(
+        "--gke",
+        action="store_true",
+        help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
+        "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-preview", action="store_true", help="do not run the change preview of the proposal")
@@ -117,12 +123,22 @@ def _reservation_source(args: argparse.Namespace, settings: Settings) -> reserva
     return _DataSource(data, "the Compute API")
 
 
-def _cluster_state(args: argparse.Namespace, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
     if args.cluster_state is not None:
         return read_state_file(args.cluster_state)
     if not args.live:
         raise HealthError("give --cluster-state FILE, or --live to read the cluster from the Kubernetes API")
     from components.cli.cluster import VerifyError, api_client
+
+    if args.gke:
+        config = health_reads.gke_kubeconfig(
+            health_reads.adc_session(),
+            project=settings.project,
+            location=settings.region,
+            name=settings.cluster.name,
+            dns=settings.cluster.control_plane.dns_endpoint,
+        )
+        return health_reads.cluster_state(health_reads.api_client_from(config), pools)
 
     try:
         api = api_client(args.kubeconfig, args.context)
@@ -148,7 +164,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         raise HealthError(" ".join(str(err).split())) from None
     pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
     try:
-        state = _cluster_state(args, pools)
+        state = _cluster_state(args, settings, pools)
     except health_reads.ReadError as err:
         raise HealthError(str(err)) from None
     cache: dict[str, Any] = {b.sub_block: b.state for b in assignment.bindings if b.sub_block and b.state}

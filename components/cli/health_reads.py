@@ -131,6 +131,33 @@ def cluster_wire(raw: dict[str, Any]) -> dict[str, Any]:
 # Kubernetes
 
 
+def gke_kubeconfig(session: Session, *, project: str, location: str, name: str, dns: bool) -> dict[str, Any]:
+    """The kubeconfig the program itself gives its Kubernetes provider (components/cluster.py kubeconfig: the
+    DNS-based endpoint when `cluster.controlPlane.dnsEndpoint`, else the IP endpoint with the cluster's CA;
+    gke-gcloud-auth-plugin for the credential), built from what GKE answers for the cluster."""
+    import json
+
+    from components.cluster import kubeconfig
+
+    raw = _get(session, f"{CONTAINER}/projects/{project}/locations/{location}/clusters/{name}", f"cluster {name}", True)
+    if raw is None:
+        raise ReadError(f"cluster {name} does not exist in project {project}, location {location}")
+    context = f"gke_{project}_{location}_{name}"
+    if dns:
+        endpoint = ((raw.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig") or {}).get("endpoint")
+        if not endpoint:
+            raise ReadError(f"cluster {name} has no DNS-based endpoint (controlPlaneEndpointsConfig.dnsEndpointConfig)")
+        return dict(json.loads(kubeconfig(context, endpoint, None)))
+    ca = (raw.get("masterAuth") or {}).get("clusterCaCertificate") or ""
+    return dict(json.loads(kubeconfig(context, str(raw.get("endpoint") or ""), ca)))
+
+
+def api_client_from(config: dict[str, Any]) -> Any:
+    from kubernetes import config as kube_config
+
+    return kube_config.new_client_from_config_dict(config)
+
+
 def cluster_state(api: Any, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The stack's TPU nodes, every Slice and every Kueue Workload, as plain API objects.
 
