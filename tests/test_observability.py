@@ -468,9 +468,16 @@ THRESHOLD_KEYS = {
 }
 
 
+AT_ONCE = {"observability-slice-failure-evictions"}  # events, not states: no duration, no threshold key
+
+
 def test_each_alert_names_its_threshold_key(dev: Run) -> None:
     policies = {a.name: normalize(a.plain()) for a in dev.of_type(ALERT)}
-    assert set(policies) == set(THRESHOLD_KEYS)
+    assert set(policies) == set(THRESHOLD_KEYS) | AT_ONCE
+    for name in AT_ONCE:
+        (condition,) = policies[name]["conditions"]
+        assert condition["conditionPrometheusQueryLanguage"]["duration"] == "0s"
+        assert "No threshold: it fires on the first match." in policies[name]["documentation"]["content"]
     for name, (key, minutes) in THRESHOLD_KEYS.items():
         policy = policies[name]
         assert f"`{P}:observability.{key}` = {minutes} minutes" in policy["documentation"]["content"], name
@@ -527,7 +534,7 @@ def test_alerts_that_notify_nobody_take_the_named_opt_out() -> None:
     assert run.of_type(ALERT) == []
     # The dev stack opts out explicitly: its policies notify nobody.
     dev = run_program()
-    assert [normalize(a.plain())["notificationChannels"] for a in dev.of_type(ALERT)] == [[]] * 4
+    assert [normalize(a.plain())["notificationChannels"] for a in dev.of_type(ALERT)] == [[]] * 5
 
 
 @pytest.mark.parametrize("stack", ["staging", "prod"])
@@ -568,6 +575,19 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
             f'{{"__name__"="up",cluster="qwen-serving-cluster",namespace="llm-d-pd-disaggregation",job="{job}"}}'
             in queries[f"observability-no-ready-{role}-leader"]
         )
+
+
+def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(dev: Run) -> None:
+    """kueue v0.17.4: a Retry check evicts with reason AdmissionCheck (pkg/controller/core/workload_controller.go
+    :767), a Rejected one deactivates with underlying_cause AdmissionCheck (:455-491); metrics.go:521-546 names
+    the labels. Either counts; preemptions (reason Preempted) do not."""
+    policy = normalize(dev.get(ALERT, "observability-slice-failure-evictions").plain())
+    query = policy["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    scope = 'cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq"'
+    assert f'kueue_evicted_workloads_total{{{scope},reason="AdmissionCheck"}}[10m]' in query
+    assert f'kueue_evicted_workloads_total{{{scope},underlying_cause="AdmissionCheck"}}[10m]' in query
+    assert query.count("or vector(0)") == 2 and query.endswith("> 0")  # one side without series is 0, not empty
+    assert "Preempted" not in query
 
 
 def test_monitoring_objects_wait_for_the_monitoring_api(dev: Run) -> None:
