@@ -515,3 +515,60 @@ def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) ->
     bare.write_text("config:\n  gcp:project: p\n")
     with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
         cli.write_sub_blocks(bare, ["sb-3"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The slice controller's gates (components/model/slice_controller.py)
+
+
+def controller_deployment(args: list[str]) -> dict[str, Any]:
+    """The Deployment as xpk slice/config/manager/manager.yaml@250d4b3c renders it (namespace from kustomize)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "manager", "command": ["/manager"], "args": args}]}}},
+    }
+
+
+def test_the_gates_go_onto_the_controllers_manager_container_only() -> None:
+    from components.model import slice_controller as sc
+
+    base = ["--leader-elect", "--feature-gates=Old=true", "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED"]
+    out = sc.with_feature_gates(controller_deployment(base), list(sc.FEATURE_GATES))
+    assert out is not None
+    (container,) = out["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == [
+        "--leader-elect",
+        "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
+        "--feature-gates=FailOnUntoleratedDegradedSlice=true,UseRetryMechanismForSliceCreation=true",
+    ]
+    other = controller_deployment(base)
+    other["metadata"]["name"] = "kueue-controller-manager"
+    assert sc.with_feature_gates(other, ["FailOnUntoleratedDegradedSlice"]) is None
+    assert sc.with_feature_gates(controller_deployment(base), []) is None
+
+
+def test_only_the_gates_the_controller_has_are_accepted() -> None:
+    from tests.harness import assert_rejected
+
+    assert_rejected(
+        {"gke-tpu-slicing:addons": {"sliceController": {"featureGates": ["FailOnDegraded"]}}},
+        ["gke-tpu-slicing:addons.sliceController.featureGates", "FailOnUntoleratedDegradedSlice"],
+    )
+
+
+def test_the_transform_changes_the_controllers_deployment_and_nothing_else() -> None:
+    import pulumi
+
+    from components.addons import _feature_gates_transform
+
+    transform = _feature_gates_transform(["UseRetryMechanismForSliceCreation"])
+    opts = pulumi.ResourceOptions()
+    deployment = controller_deployment(["--leader-elect"])
+    result = transform(pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "d", deployment, opts))
+    assert result is not None and result.opts is opts
+    (container,) = result.props["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--leader-elect", "--feature-gates=UseRetryMechanismForSliceCreation=true"]
+    service = {"metadata": deployment["metadata"]}
+    assert transform(pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:Service", "s", service, opts)) is None
