@@ -572,3 +572,12 @@ def test_the_transform_changes_the_controllers_deployment_and_nothing_else() -> 
     assert container["args"] == ["--leader-elect", "--feature-gates=UseRetryMechanismForSliceCreation=true"]
     service = {"metadata": deployment["metadata"]}
     assert transform(pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:Service", "s", service, opts)) is None
+
+
+def test_a_cube_not_created_yet_is_watched_not_moved(stack: Path) -> None:
+    """The second pool does not exist yet: the preview would put it on the first healthy free sub-block."""
+    code, out, _ = run(stack, reservation_file(sub_blocks(3), on=("sb-1",)), state(), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["proposal"] is None
+    assert (data["cubes"][1]["status"], data["cubes"][1]["subBlock"]) == ("watch", "sb-3")
+    assert data["cubes"][1]["action"] == "not running yet: the next `pulumi up` creates it"

@@ -93,7 +93,8 @@ def reservation_data(
     names = [s["name"] for s in _pages(session, f"{where}/reservationSubBlocks", f"the sub-blocks of {block}")]
     out["getReservationBlock"] = {"name": block, "subBlockNames": names}
     for name in names:
-        raw = (_get(session, f"{where}/reservationSubBlocks/{name}", f"sub-block {name}") or {}).get("resource") or {}
+        got = _get(session, f"{where}/reservationSubBlocks/{name}", f"sub-block {name}") or {}
+        raw = got.get("resource") or got  # `get` answers {"resource": {...}} (ReservationSubBlocksGetResponse)
         out["getReservationSubBlock"].append(sub_block_wire(raw))
     cproject, location, cname = cluster
     got = _get(

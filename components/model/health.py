@@ -340,8 +340,14 @@ def evaluate(
                 f"{PROJECT}:tpu.cubes (fewer cubes), add capacity in another block of the reservation, or wait for "
                 "the repair or the maintenance to end"
             )
+    existing = {b.pool for b in assignment.bindings if b.existing}
     for c in cubes:
-        if c.status == OK and c.workloads:
+        if c.status == OK and c.pool not in existing:
+            c.status = WATCH
+            c.action = "not running yet: the next `pulumi up` creates it" + (
+                f" ({'; '.join(b.problems)})" if (b := assignment.bindings[c.cube]).problems else ""
+            )
+        elif c.status == OK and c.workloads:
             c.status = ACTION if any(w.state == "rejected" for w in c.workloads) else WATCH
             c.action = (
                 _unplaced_action(c.workloads)
