@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -581,3 +582,52 @@ def test_a_cube_not_created_yet_is_watched_not_moved(stack: Path) -> None:
     assert code == 0 and data["proposal"] is None
     assert (data["cubes"][1]["status"], data["cubes"][1]["subBlock"]) == ("watch", "sb-3")
     assert data["cubes"][1]["action"] == "not running yet: the next `pulumi up` creates it"
+
+
+def doc_cases() -> list[tuple[str, str, int]]:
+    """docs/health.md's reports: (the flags after the stack, the output, the exit status), in page order."""
+    text = (ROOT / "docs" / "health.md").read_text()
+    found = re.findall(
+        r"```\n\$ python -m components health --stack dev (.*?)\n(.*?)\n\$ echo \$\?\n(\d)\n```", text, re.S
+    )
+    return [(flags, out, int(code)) for flags, out, code in found]
+
+
+def test_the_reports_in_the_docs_are_what_the_command_prints(stack: Path) -> None:
+    failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
+    retrying = workload(
+        "wl-sub",
+        "Retry",
+        [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
+        "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
+    )
+    evicted = workload(
+        "wl-big",
+        "Pending",
+        [
+            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
+            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
+        ],
+    )
+    cases = [
+        (reservation_file(sub_blocks()), state()),
+        (reservation_file(sub_blocks(3, sb_1=DEGRADED)), state("DEGRADED")),
+        (reservation_file(sub_blocks(2, sb_1=DEGRADED)), state("DEGRADED")),
+        (reservation_file(sub_blocks(3, sb_2=MAINTENANCE)), state()),
+        (reservation_file(sub_blocks()), state(slice_list=failed, workloads=[retrying])),
+        (reservation_file(sub_blocks()), state(slice_list=[], workloads=[evicted])),
+    ]
+    documented = doc_cases()
+    assert len(documented) == len(cases) + 1  # and the unreadable file
+    for (flags, text, code), (res, cluster) in zip(documented, cases, strict=False):
+        extra = [f for f in flags.split() if f.startswith("--") and f not in ("--reservation", "--cluster-state")]
+        got, out, _ = run(stack, res, cluster, *extra)
+        shown = out.replace(str(stack) + "/", "").strip()
+        assert (got, shown) == (code, text), flags
+    flags, text, code = documented[-1]
+    (stack / "bad.json").write_text("{")
+    (stack / "state.json").write_text(json.dumps(state()))
+    err = io.StringIO()
+    argv = ["--stack", "dev", "--dir", str(stack), *set_arguments("dev"), "--reservation", str(stack / "bad.json")]
+    got = cli.main([*argv, "--cluster-state", str(stack / "state.json")], io.StringIO(), err)
+    assert (got, err.getvalue().replace(str(stack) + "/", "").strip()) == (code, text)

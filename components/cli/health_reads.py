@@ -156,7 +156,10 @@ def gke_kubeconfig(session: Session, *, project: str, location: str, name: str, 
 def api_client_from(config: dict[str, Any]) -> Any:
     from kubernetes import config as kube_config
 
-    return kube_config.new_client_from_config_dict(config)
+    try:
+        return kube_config.new_client_from_config_dict(config)
+    except kube_config.ConfigException as err:
+        raise ReadError(f"cannot use the cluster's kubeconfig: {' '.join(str(err).split())}") from None
 
 
 def cluster_state(api: Any, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
