@@ -584,16 +584,14 @@ def test_a_cube_not_created_yet_is_watched_not_moved(stack: Path) -> None:
     assert data["cubes"][1]["action"] == "not running yet: the next `pulumi up` creates it"
 
 
-def doc_cases() -> list[tuple[str, str, int]]:
-    """docs/health.md's reports: (the flags after the stack, the output, the exit status), in page order."""
-    text = (ROOT / "docs" / "health.md").read_text()
-    found = re.findall(
-        r"```\n\$ python -m components health --stack dev (.*?)\n(.*?)\n\$ echo \$\?\n(\d)\n```", text, re.S
-    )
-    return [(flags, out, int(code)) for flags, out, code in found]
+DOC = ROOT / "docs" / "health.md"
+DOC_BLOCK = re.compile(
+    r"(```\n\$ python -m components health --stack dev (.*?)\n)(.*?)(\n\$ echo \$\?\n)(\d)(\n```)", re.S
+)
 
 
-def test_the_reports_in_the_docs_are_what_the_command_prints(stack: Path) -> None:
+def doc_cases() -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
+    """The inputs of docs/health.md's reports, in page order (None: the unreadable reservation file)."""
     failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
     retrying = workload(
         "wl-sub",
@@ -609,25 +607,52 @@ def test_the_reports_in_the_docs_are_what_the_command_prints(stack: Path) -> Non
             {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
         ],
     )
-    cases = [
+    return [
         (reservation_file(sub_blocks()), state()),
         (reservation_file(sub_blocks(3, sb_1=DEGRADED)), state("DEGRADED")),
         (reservation_file(sub_blocks(2, sb_1=DEGRADED)), state("DEGRADED")),
         (reservation_file(sub_blocks(3, sb_2=MAINTENANCE)), state()),
         (reservation_file(sub_blocks()), state(slice_list=failed, workloads=[retrying])),
         (reservation_file(sub_blocks()), state(slice_list=[], workloads=[evicted])),
+        (None, state()),
     ]
-    documented = doc_cases()
-    assert len(documented) == len(cases) + 1  # and the unreadable file
-    for (flags, text, code), (res, cluster) in zip(documented, cases, strict=False):
-        extra = [f for f in flags.split() if f.startswith("--") and f not in ("--reservation", "--cluster-state")]
-        got, out, _ = run(stack, res, cluster, *extra)
-        shown = out.replace(str(stack) + "/", "").strip()
-        assert (got, shown) == (code, text), flags
-    flags, text, code = documented[-1]
-    (stack / "bad.json").write_text("{")
-    (stack / "state.json").write_text(json.dumps(state()))
-    err = io.StringIO()
-    argv = ["--stack", "dev", "--dir", str(stack), *set_arguments("dev"), "--reservation", str(stack / "bad.json")]
-    got = cli.main([*argv, "--cluster-state", str(stack / "state.json")], io.StringIO(), err)
-    assert (got, err.getvalue().replace(str(stack) + "/", "").strip()) == (code, text)
+
+
+def doc_reports(tmp: Path) -> str:
+    """docs/health.md with each report as the command prints it now."""
+    text = DOC.read_text()
+    found = list(DOC_BLOCK.finditer(text))
+    assert len(found) == len(doc_cases()), "docs/health.md: one report per case"
+    for match, (res, cluster) in reversed(list(zip(found, doc_cases(), strict=True))):
+        extra = [
+            f for f in match.group(2).split() if f.startswith("--") and f not in ("--reservation", "--cluster-state")
+        ]
+        if res is None:
+            (tmp / "bad.json").write_text("{")
+            (tmp / "state.json").write_text(json.dumps(cluster))
+            err = io.StringIO()
+            argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev"), "--reservation", str(tmp / "bad.json")]
+            code = cli.main([*argv, "--cluster-state", str(tmp / "state.json")], io.StringIO(), err)
+            shown = err.getvalue()
+        else:
+            code, shown, _ = run(tmp, res, cluster, *extra)
+        shown = shown.replace(str(tmp) + "/", "").strip()
+        report = match.group(1) + shown + match.group(4) + str(code) + match.group(6)
+        text = text[: match.start()] + report + text[match.end() :]
+    return text
+
+
+def test_the_reports_in_the_docs_are_what_the_command_prints(stack: Path) -> None:
+    assert doc_reports(stack) == DOC.read_text(), "docs/health.md is stale: run `python -m tests.test_health --write`"
+
+
+if __name__ == "__main__":  # python -m tests.test_health --write: rewrites the reports in docs/health.md
+    import sys
+    import tempfile
+
+    assert sys.argv[1:] == ["--write"], "usage: python -m tests.test_health --write"
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+            shutil.copy(ROOT / name, Path(tmp) / name)
+        DOC.write_text(doc_reports(Path(tmp)))
+    print(f"wrote {DOC.relative_to(ROOT)}")

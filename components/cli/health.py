@@ -219,7 +219,7 @@ def preview(args: argparse.Namespace, result: health.Report, settings: Settings,
         return
     shown = [c for c in outcome.changes if c.action != "same"]
     result.preview = {
-        "totals": {k: v for k, v in outcome.totals.items() if v},
+        "totals": {k: v for k, v in outcome.totals.items() if v and k != "same"},
         "changes": [c.as_dict() for c in shown],
         "rejected": bool(outcome.rejected),
     }
