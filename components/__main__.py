@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print a `pulumi import --file` file adopting a deployment the reference scripts made",
     ),
     "diff": ("components.cli.diff", "preview what a change, a pull request or a second run does, offline"),
+    "health": (
+        "components.cli.health",
+        "check each TPU cube's sub-block, partitions, Slices and evicted workloads; propose tpu.subBlocks",
+    ),
     "verify": ("components.cli.verify", "check a live deployment through its Gateway (completions + chat)"),
     "reference": ("components.cli.reference", "print or --write docs/configuration.md from the settings model"),
 }

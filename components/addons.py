@@ -17,6 +17,7 @@ from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
 from components.model.kueue_config import kueue_chart_values
 from components.model.settings import Settings
+from components.model.slice_controller import with_feature_gates
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
 # GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
@@ -86,6 +87,16 @@ class HelmAddon(Component):
         )
 
 
+def _feature_gates_transform(gates: list[str]) -> pulumi.ResourceTransform:
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ != "kubernetes:apps/v1:Deployment":
+            return None
+        props = with_feature_gates(dict(args.props), gates)
+        return pulumi.ResourceTransformResult(props, args.opts) if props is not None else None
+
+    return transform
+
+
 class SliceController(Component):
     """The user-space part of the GKE slice controller (the Kueue admission check `accelerator.gke.io/slice`).
 
@@ -102,9 +113,16 @@ class SliceController(Component):
     ):
         super().__init__("gke-tpu-slicing:addons:SliceController", name, opts)
         url = settings.addons.slice_controller.manifest_url
+        gates = list(settings.addons.slice_controller.feature_gates)
+        # The opt-in feature gates go onto the manifest's Deployment as it is registered (a transform reaches the
+        # children the provider renders; components/model/slice_controller.py says why they are opt-in).
+        transforms = [_feature_gates_transform(gates)] if gates else None
         # yaml.v2 waits for its Deployment (slice-controller-controller-manager) to become available.
         self.manifest = k8s.yaml.v2.ConfigFile(
-            f"{name}-manifest", file=url, skip_await=False, opts=self.child(providers=[provider])
+            f"{name}-manifest",
+            file=url,
+            skip_await=False,
+            opts=self.child(providers=[provider], transforms=transforms),
         )
         self.register_outputs({"manifestUrl": url})
 

@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import HelmAddon
 from components.base import Component
-from components.model import dashboard, monitoring
+from components.model import dashboard, monitoring, slice_alerts
 from components.model.settings import Settings
 from components.modelserver import leader_metrics_target
 from components.objects import KubernetesObject
@@ -161,6 +161,29 @@ class Observability(Component):
                     user_labels={"cluster": settings.cluster.name},
                     opts=after_api,
                 )
+        if o.has_alerts:
+            rule = slice_alerts.failed_slice_alert(settings)
+            self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
+                f"{name}-{rule.key}",
+                project=settings.project,
+                display_name=rule.display_name,
+                combiner="OR",
+                severity=rule.severity,
+                conditions=[
+                    {
+                        "display_name": rule.display_name,
+                        "condition_matched_log": {"filter": rule.filter},
+                    }
+                ],
+                alert_strategy={
+                    "notification_rate_limit": {"period": slice_alerts.RATE_LIMIT},
+                    "auto_close": slice_alerts.AUTO_CLOSE,
+                },
+                documentation={"content": rule.documentation, "mime_type": "text/markdown"},
+                notification_channels=list(o.notification_channels),
+                user_labels={"cluster": settings.cluster.name},
+                opts=after_api,
+            )
         self.register_outputs(
             {
                 "podMonitorings": [pm.object_name for pm in self.pod_monitorings.values()],

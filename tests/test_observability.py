@@ -360,6 +360,7 @@ def test_every_metric_is_one_the_pinned_components_export(dev: Run) -> None:
         *(
             metric_names(normalize(a.plain())["conditions"][0]["conditionPrometheusQueryLanguage"]["query"])
             for a in dev.of_type(ALERT)
+            if a.name not in LOG_BASED
         )
     )
     assert used <= set(monitoring.METRIC_SOURCES), used - set(monitoring.METRIC_SOURCES)
@@ -468,9 +469,17 @@ THRESHOLD_KEYS = {
 }
 
 
+AT_ONCE = {"observability-slice-failure-evictions"}  # events, not states: no duration, no threshold key
+LOG_BASED = {"observability-slice-failed"}  # a log-match condition: no PromQL
+
+
 def test_each_alert_names_its_threshold_key(dev: Run) -> None:
     policies = {a.name: normalize(a.plain()) for a in dev.of_type(ALERT)}
-    assert set(policies) == set(THRESHOLD_KEYS)
+    assert set(policies) == set(THRESHOLD_KEYS) | AT_ONCE | LOG_BASED
+    for name in AT_ONCE:
+        (condition,) = policies[name]["conditions"]
+        assert condition["conditionPrometheusQueryLanguage"]["duration"] == "0s"
+        assert "No threshold: it fires on the first match." in policies[name]["documentation"]["content"]
     for name, (key, minutes) in THRESHOLD_KEYS.items():
         policy = policies[name]
         assert f"`{P}:observability.{key}` = {minutes} minutes" in policy["documentation"]["content"], name
@@ -527,7 +536,7 @@ def test_alerts_that_notify_nobody_take_the_named_opt_out() -> None:
     assert run.of_type(ALERT) == []
     # The dev stack opts out explicitly: its policies notify nobody.
     dev = run_program()
-    assert [normalize(a.plain())["notificationChannels"] for a in dev.of_type(ALERT)] == [[]] * 4
+    assert [normalize(a.plain())["notificationChannels"] for a in dev.of_type(ALERT)] == [[]] * 6
 
 
 @pytest.mark.parametrize("stack", ["staging", "prod"])
@@ -553,6 +562,7 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
     queries = {
         a.name: normalize(a.plain())["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
         for a in dev.of_type(ALERT)
+        if a.name not in LOG_BASED
     }
     assert (
         'kueue_pending_workloads{cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq",replica_role!="follower"}'
@@ -568,6 +578,35 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
             f'{{"__name__"="up",cluster="qwen-serving-cluster",namespace="llm-d-pd-disaggregation",job="{job}"}}'
             in queries[f"observability-no-ready-{role}-leader"]
         )
+
+
+def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(dev: Run) -> None:
+    """kueue v0.17.4: a Retry check evicts with reason AdmissionCheck (pkg/controller/core/workload_controller.go
+    :767), a Rejected one deactivates with underlying_cause AdmissionCheck (:455-491); metrics.go:521-546 names
+    the labels. Either counts; preemptions (reason Preempted) do not."""
+    policy = normalize(dev.get(ALERT, "observability-slice-failure-evictions").plain())
+    query = policy["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    scope = 'cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq"'
+    leader = 'replica_role!="follower"'
+    assert f'kueue_evicted_workloads_total{{{scope},reason="AdmissionCheck",{leader}}}[10m]' in query
+    assert f'kueue_evicted_workloads_total{{{scope},underlying_cause="AdmissionCheck",{leader}}}[10m]' in query
+    assert query.count("or vector(0)") == 2 and query.endswith("> 0")  # one side without series is 0, not empty
+    assert "Preempted" not in query
+
+
+def test_a_failed_slice_alerts_on_the_slice_controllers_log_line(dev: Run) -> None:
+    """xpk slice/internal/controller/workload_controller.go@250d4b3c:792-797 logs this message for each FAILED
+    Slice; a log-match condition needs a notification rate limit."""
+    policy = normalize(dev.get(ALERT, "observability-slice-failed").plain())
+    (condition,) = policy["conditions"]
+    assert condition["conditionMatchedLog"]["filter"].splitlines() == [
+        'resource.type="k8s_container"',
+        'resource.labels.cluster_name="qwen-serving-cluster"',
+        'resource.labels.namespace_name="slice-controller-system"',
+        'jsonPayload.msg="WARNING: Slice is not operational due to an error"',
+    ]
+    assert policy["alertStrategy"]["notificationRateLimit"] == {"period": "300s"}
+    assert policy["userLabels"] == {"cluster": "qwen-serving-cluster"}
 
 
 def test_monitoring_objects_wait_for_the_monitoring_api(dev: Run) -> None:
@@ -637,9 +676,9 @@ def test_every_kueue_query_counts_one_replica(dev: Run, roles: tuple[str, ...]) 
     when it is elected). With `addons.kueue.replicas` 2 a plain sum counted every workload twice; every Kueue
     selector of the dashboard and the alerts must select exactly one replica's series."""
     q = [*all_queries(dev_dashboard(dev))]
-    q += [
-        normalize(a.plain())["conditions"][0]["conditionPrometheusQueryLanguage"]["query"] for a in dev.of_type(ALERT)
-    ]
+    conditions = [normalize(a.plain())["conditions"][0] for a in dev.of_type(ALERT)]
+    # the log-match alert (a failed Slice) has no query
+    q += [c["conditionPrometheusQueryLanguage"]["query"] for c in conditions if "conditionPrometheusQueryLanguage" in c]
     found = [sel for query in q for sel in kueue_selectors(query)]
     assert len(found) >= 5  # not vacuous: the dashboard's four Kueue charts and the alerts
     for _metric, matchers in found:

@@ -137,8 +137,8 @@ def test_the_parser_reads_shared_braces_and_remarks() -> None:
             ],
         ),
         (
-            "sliceController {manifestUrl, drainTimeoutSeconds}",
-            "sliceController {manifestUrl, drainTimeoutSeconds, namespace}",
+            "sliceController {manifestUrl, drainTimeoutSeconds, featureGates}",
+            "sliceController {manifestUrl, drainTimeoutSeconds, featureGates, namespace}",
             [
                 "Pulumi.yaml's key comment lists addons.sliceController.namespace, which the settings models "
                 "refuse: remove `namespace` from `addons.sliceController`"

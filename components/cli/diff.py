@@ -108,16 +108,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _in_process(
-    config: dict[str, Any], stack: str, secrets: set[str], previous: dict[str, Any] | None = None
+    config: dict[str, Any],
+    stack: str,
+    secrets: set[str],
+    previous: dict[str, Any] | None = None,
+    reservation: Any | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run's records, and the outputs the next run reads back from the stack (components/stack.py
-    read_deployed_serving): `previous` are those of the run before it, None for a stack's first update."""
+    read_deployed_serving): `previous` are those of the run before it, None for a stack's first update;
+    `reservation` (a cli/mocks.py FakeReservation) answers the reservation invokes instead of the markers."""
     from components.cli.mockrun import execute, exported
     from components.cli.mocks import SymbolicMocks
     from components.model.deployed import SERVING_SHAPE_OUTPUT
 
     secret = sorted(secrets | {k for k in config if k.endswith(":hfToken")})
-    run = execute(config, stack=stack, secret_keys=secret, mocks=SymbolicMocks(previous))
+    mocks = SymbolicMocks(previous)
+    if reservation is not None:
+        mocks.reservation = reservation
+    run = execute(config, stack=stack, secret_keys=secret, mocks=mocks)
     if run.error is not None:
         flags = placeholder_flags(config)  # the refusal names `pulumi config set`; offline, --set does it
         hint = f"; or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else ""
@@ -181,14 +189,23 @@ def compute(args: argparse.Namespace) -> engine.Result:
         # The base revision runs in a subprocess that hands back records only: the new run reads no outputs.
         old = _at_ref(args.base, args.stack, args.set, args.dir)
         return engine.diff(old, _in_process(config, args.stack, secrets)[0], checks=CHECKS)
+    return change_preview(config, args.stack, secrets, args.change)
+
+
+def change_preview(
+    config: dict[str, Any], stack: str, secrets: set[str], changes: Sequence[str], reservation: Any | None = None
+) -> engine.Result:
+    """What `--change` does to `config` (KEY=VALUE each, as `--change` takes them), for other commands: the
+    health command previews its `tpu.subBlocks` proposal with it, `reservation` naming the real sub-blocks.
+    Raises DiffError."""
     changed = config
     try:
-        for assignment in args.change:
+        for assignment in changes:
             changed = apply_set(changed, assignment)
     except StackFileError as err:
         raise DiffError(str(err).replace("--set", "--change")) from None
-    old, outputs = _in_process(config, args.stack, secrets)
-    return engine.diff(old, _in_process(changed, args.stack, secrets, outputs)[0], checks=CHECKS)
+    old, outputs = _in_process(config, stack, secrets, reservation=reservation)
+    return engine.diff(old, _in_process(changed, stack, secrets, outputs, reservation)[0], checks=CHECKS)
 
 
 def table(result: engine.Result, stack: str) -> str:

@@ -54,6 +54,8 @@ def rows(settings: Settings) -> list[Row]:
             (
                 Chart("Pending workloads by ClusterQueue", (("", q.pending()),)),
                 Chart("Admitted workloads by ClusterQueue", (("", q.admitted()),)),
+                # Slice failures (reason AdmissionCheck: the slice controller's check) beside preemptions.
+                Chart(f"Evicted workloads by reason (per {RATE_WINDOW})", (("", q.evictions()),)),
                 Chart(
                     f"TPU chips: used vs quota ({chips} provisioned)",
                     (("used", q.tpu_usage()), ("quota", q.tpu_quota())),

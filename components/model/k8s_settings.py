@@ -27,6 +27,7 @@ from components.model.checks import (
     raise_all,
 )
 from components.model.oci import oci_chart
+from components.model.slice_controller import FEATURE_GATES
 
 # ---------------------------------------------------------------------------------------------
 # Cluster add-ons, Kueue, demo workloads
@@ -150,6 +151,17 @@ class SliceControllerSettings(Model):
     # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
     # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
     drain_timeout_seconds: int = Field(1200, ge=1)
+    # The controller's alpha feature gates to turn on (components/model/slice_controller.py): none by default,
+    # since the pinned manifest's build may predate them and an unknown gate stops the controller.
+    feature_gates: list[str] = Field(default_factory=list)
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, v: list[str]) -> list[str]:
+        unknown = [g for g in v if g not in FEATURE_GATES]
+        if unknown or len(set(v)) != len(v):
+            raise ValueError(f"distinct names among {', '.join(FEATURE_GATES)}")
+        return v
 
     @field_validator("manifest_url")
     @classmethod

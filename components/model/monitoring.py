@@ -8,7 +8,8 @@ Metric names, each as exported by the version this program pins:
 * Kueue v0.17.4, `pkg/metrics/metrics.go`: `kueue_pending_workloads{cluster_queue,status}`,
   `kueue_admitted_active_workloads{cluster_queue}`, `kueue_cluster_queue_resource_usage` and
   `kueue_cluster_queue_nominal_quota{cluster_queue,flavor,resource}` (the last two only with the manager
-  configuration's `metrics.enableClusterQueueResources: true`, `cmd/kueue/main.go` -> `WithResourceMetrics`).
+  configuration's `metrics.enableClusterQueueResources: true`, `cmd/kueue/main.go` -> `WithResourceMetrics`),
+  `kueue_evicted_workloads_total{cluster_queue,reason,underlying_cause,priority_class,replica_role}` (:521-546).
 * vLLM (the serving image is a vllm-tpu nightly of 2026-04-30), `vllm/v1/metrics/loggers.py`
   `PrometheusStatLogger`: `vllm:request_success_total`, `vllm:time_to_first_token_seconds`,
   `vllm:inter_token_latency_seconds` (`vllm:time_per_output_token_seconds` is hidden behind
@@ -49,6 +50,7 @@ METRIC_SOURCES = {
     "kueue_admitted_active_workloads": _KUEUE,
     "kueue_cluster_queue_resource_usage": _KUEUE,
     "kueue_cluster_queue_nominal_quota": _KUEUE,
+    "kueue_evicted_workloads_total": _KUEUE,
     "vllm:request_success_total": _VLLM,
     "vllm:time_to_first_token_seconds_bucket": _VLLM,
     "vllm:inter_token_latency_seconds_bucket": _VLLM,
@@ -76,6 +78,9 @@ KUEUE_JOB = "kueue-controller-metrics"
 REPLICA_ROLE_LABEL = "replica_role"
 FOLLOWER_ROLE = "follower"
 REPLICA_ROLE_SOURCE = "kubernetes-sigs/kueue@v0.17.4 (21235e3c) pkg/util/roletracker/tracker.go:27-29"
+EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.go:1020 WorkloadEvictedByAdmissionCheck
+# An eviction is an event, not a state: the alert looks back this far and fires at once (no duration).
+SLICE_EVICTION_WINDOW = "10m"
 KUEUE_METRICS_SA = "kueue-metrics-scraper"
 # GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
@@ -142,6 +147,21 @@ class Queries:
     def tpu_quota(self) -> str:
         return f"sum({self.kueue('kueue_cluster_queue_nominal_quota', resource=TPU_RESOURCE)})"
 
+    def evictions(self) -> str:
+        """Evictions per reason over the rate window (every reason: the panel shows slice failures beside
+        preemptions)."""
+        metric = self.kueue("kueue_evicted_workloads_total")
+        return f"sum by (reason, underlying_cause) (increase({metric}[{RATE_WINDOW}]))"
+
+    def slice_evictions(self) -> str:
+        """Workloads evicted because an admission check failed: here the slice controller's, the ClusterQueue's
+        only check (components/queues.py). A Retry check (a failed Slice, a formation timeout) is counted with
+        reason AdmissionCheck (kueue v0.17.4 pkg/controller/core/workload_controller.go:767); a Rejected one
+        deactivates the Workload, counted as reason Deactivated, underlying_cause AdmissionCheck (:455-491)."""
+        retry = self.kueue("kueue_evicted_workloads_total", reason=EVICTED_BY_CHECK)
+        rejected = self.kueue("kueue_evicted_workloads_total", underlying_cause=EVICTED_BY_CHECK)
+        return " + ".join(f"(sum(increase({m}[{SLICE_EVICTION_WINDOW}])) or vector(0))" for m in (retry, rejected))
+
     def node_tensorcore(self) -> str:
         sel = _utf8_selector(
             "kubernetes.io/node/accelerator/tensorcore_utilization",
@@ -186,11 +206,13 @@ class AlertRule:
     display_name: str
     query: str
     minutes: int
-    config_key: str  # the config key of the threshold, named in the documentation
+    config_key: str | None  # the config key of the threshold, named in the documentation; None: fires at once
     severity: str
     explanation: str
 
     def documentation(self) -> str:
+        if self.config_key is None:
+            return f"{self.explanation}\n\nNo threshold: it fires on the first match."
         return (
             f"{self.explanation}\n\n"
             f"Threshold: `{PROJECT}:{self.config_key}` = {self.minutes} minutes "
@@ -226,6 +248,22 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             "anything new waits or preempts lower priorities.",
         ),
     ]
+    rules.append(
+        AlertRule(
+            "slice-failure-evictions",
+            f"{settings.cluster.name}: workloads evicted for TPU slice failures",
+            f"({q.slice_evictions()}) > 0",
+            0,
+            None,
+            "WARNING",
+            f"The slice controller failed a workload's admission check in the last {SLICE_EVICTION_WINDOW}: a Slice "
+            "FAILED, did not form in time, was deleted, or (with FailOnUntoleratedDegradedSlice) turned "
+            "ACTIVE_DEGRADED under a workload that asked for healthy slices; Kueue evicted and requeued it "
+            "(or deactivated it for a rejected check). Run `python -m components health --stack <stack> --live` for "
+            "the cube, its sub-block and the tpu.subBlocks change that moves it; `kubectl get slices` shows the "
+            "Slices' states.",
+        )
+    )
     if settings.serving.enabled:
         for role in settings.serving.roles():
             rules.append(

@@ -135,6 +135,9 @@ WHAT: dict[str, str] = {
     "addons.sliceController.manifestUrl": "the slice controller's manifest",
     "addons.kueue.replicas": "Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)",
     "addons.sliceController.drainTimeoutSeconds": "how long deleting or replacing a TPU pool waits for its Slices",
+    "addons.sliceController.featureGates": (
+        "the slice controller's feature gates to turn on (evict on an untolerated degraded Slice, retry Slice creation)"
+    ),
     "addons.inferenceExtension.version": "the Gateway API Inference Extension CRDs' tag",
     "kueue.namespace": "the workload namespace (LocalQueue, JobSets, serving)",
     "kueue.{topologyName,flavorName,admissionCheckName,clusterQueue,localQueue}": "a Kueue object's name",

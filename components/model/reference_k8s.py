@@ -100,6 +100,14 @@ K8S_RULES: dict[str, Rule] = {
         0,
         1,
     ),
+    "addons.sliceController.featureGates": Rule(
+        "distinct names among FailOnUntoleratedDegradedSlice, UseRetryMechanismForSliceCreation (the slice "
+        "controller's alpha gates; only for a manifest built from a revision that has them)",
+        "AI-Hypercomputer/xpk@250d4b3c slice/internal/features/features.go:28-50, slice/cmd/main.go:106-116",
+        "manifests",
+        ["Degraded"],
+        ["FailOnUntoleratedDegradedSlice"],
+    ),
     "addons.sliceController.manifestUrl": Rule(
         "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
         THIS_PROGRAM,

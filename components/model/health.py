@@ -1,0 +1,369 @@
+"""The health of each cube, as pure data: its sub-block, its nodes' partitions, its Slices, the workloads it
+stops, and the one change that would help. `python -m components health` feeds it (components/cli/health.py).
+
+What each read says, from the sources this program pins:
+
+* The sub-block: components/model/reservation.py (status, health, maintenance; what keeps a cube off one).
+* The partitions: GKE labels every TPU7x node with `cloud.google.com/gke-tpu-partition-<shape>-state`,
+  HEALTHY or DEGRADED (xpk slice/internal/core/constants.go@250d4b3c TPUSliceHealthNodeSelector*; its kind
+  test clusters, slice/hack/kind-cluster-subslice.yaml, carry one per shape). A value other than HEALTHY is
+  counted as degraded: the controller itself only ever treats HEALTHY as healthy (workload_controller.go
+  podSetRequestedOnlyHealthySlices).
+* The Slices: the Ready condition's reason is GKE's health of the slice (core/constants.go MMIGHealthStatus*:
+  ACTIVATING, ACTIVE, ACTIVE_DEGRADED, DEACTIVATING, FAILED, INCOMPLETE, UNKNOWN) or `SliceCreationFailed`;
+  the controller calls FAILED and SliceCreationFailed an error (core/slice.go isError).
+* The workloads: when a Slice fails (or an untolerated degraded one, with the FailOnUntoleratedDegradedSlice
+  gate), the slice controller sets its admission check to Retry and the Workload condition `TPUSliceFailure`
+  (reason RuntimeFailure, FormationTimeout, Deletion or ConfigurationFailure; workload_controller.go
+  updateWorkloadStatus, core/constants.go WorkloadSlice*); Kueue then evicts the Workload with reason
+  `AdmissionCheck` and requeues it (kueue v0.17.4 pkg/controller/core/workload_controller.go:767), or, for
+  a Rejected check, deactivates it (:754).
+
+Nothing here moves anything: an action is a `tpu.subBlocks` value for a person to review (the health
+workflow puts it in a pull request), with what the change preview says that change does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.model.checks import PROJECT
+from components.model.reservation import Assignment, SubBlock
+from components.model.slices import NODE_POOL_LABEL, slices_using_pool
+
+PARTITION_STATE_RE = re.compile(r"^cloud\.google\.com/gke-tpu-partition-(\d+x\d+x\d+)-state$")
+PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
+SLICE_OK = frozenset({"ACTIVE"})
+# core/slice.go isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
+SLICE_FAILED = frozenset({"FAILED", "SliceCreationFailed"})
+SLICE_DEGRADED = frozenset({"ACTIVE_DEGRADED"})
+SLICE_FAILURE_CONDITION = "TPUSliceFailure"  # core/constants.go WorkloadSliceFailureConditionType
+EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.go:1020
+CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
+
+OK, WATCH, ACTION = "ok", "watch", "action"
+SUB_BLOCKS_KEY = f"{PROJECT}:tpu.subBlocks"
+
+
+def _true(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """One Kueue Workload that a slice failure touched (evicted, retrying, rejected) or that waits on a Slice."""
+
+    name: str  # namespace/name
+    state: str  # evicted, retrying, rejected, pending
+    reason: str  # TPUSliceFailure reason or the admission check's message
+    slices: tuple[str, ...] = ()  # Slice names its failure message names
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.state}{': ' + self.reason if self.reason else ''})"
+
+
+def workload_states(workloads: Iterable[Mapping[str, Any]], check: str) -> list[WorkloadState]:
+    """The Workloads that a slice failure evicted or holds: `check` is the slice admission check's name."""
+    out = []
+    for wl in workloads:
+        meta = wl.get("metadata") or {}
+        status = wl.get("status") or {}
+        conditions = status.get("conditions") or []
+        name = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
+        ac = next((a for a in status.get("admissionChecks") or [] if a.get("name") == check), None)
+        failure = _true(conditions, SLICE_FAILURE_CONDITION)
+        evicted = _true(conditions, "Evicted")
+        message = str((failure or {}).get("message") or (ac or {}).get("message") or "")
+        named = tuple(sorted(set(re.findall(r"([a-z0-9][-a-z0-9.]*[a-z0-9]): ", message.split("Errors:", 1)[-1]))))
+        if ac is not None and ac.get("state") == CHECK_REJECTED:
+            out.append(WorkloadState(name, "rejected", str(ac.get("message") or ""), named))
+        elif (evicted is not None and evicted.get("reason") == EVICTED_BY_CHECK) or failure is not None:
+            reason = str((failure or {}).get("reason") or (evicted or {}).get("reason") or "")
+            state = "evicted" if evicted is not None else "retrying"
+            out.append(WorkloadState(name, state, reason, named))
+        elif ac is not None and ac.get("state") == CHECK_RETRY:
+            out.append(WorkloadState(name, "retrying", str(ac.get("message") or ""), named))
+        elif ac is not None and ac.get("state") == CHECK_PENDING and _true(conditions, "QuotaReserved"):
+            out.append(WorkloadState(name, "pending", str(ac.get("message") or ""), named))
+    return sorted(out, key=lambda w: w.name)
+
+
+def partition_summary(nodes: Sequence[Mapping[str, str]]) -> tuple[str, int]:
+    """(the nodes' partition states in a few words, how many nodes have a partition not HEALTHY)."""
+    if not nodes:
+        return "no nodes", 0
+    bad: dict[str, int] = {}
+    degraded_nodes = 0
+    for labels in nodes:
+        node_bad = False
+        for key, value in labels.items():
+            m = PARTITION_STATE_RE.match(key)
+            if m and value != PARTITION_HEALTHY:
+                shape = f"{m.group(1)} {value}"
+                bad[shape] = bad.get(shape, 0) + 1
+                node_bad = True
+        degraded_nodes += node_bad
+    if not bad:
+        return f"{len(nodes)} nodes HEALTHY", 0
+    parts = ", ".join(f"{k} on {n}" for k, n in sorted(bad.items()))
+    return f"{parts} of {len(nodes)} nodes", degraded_nodes
+
+
+@dataclass
+class CubeHealth:
+    cube: int
+    pool: str
+    sub_block: str | None
+    sub_block_state: SubBlock | None
+    sub_block_problems: tuple[str, ...]
+    partitions: str
+    degraded_nodes: int
+    slices: list[tuple[str, str, str]]  # (name, state, owner)
+    workloads: list[WorkloadState]
+    status: str = OK
+    action: str = "none"
+    move_to: str | None = None  # the spare this cube moves to in the proposal
+
+    @property
+    def health(self) -> str:
+        sb = self.sub_block_state
+        if sb is None:
+            return "not read"
+        words = [w for w in (sb.status, sb.health) if w and w not in ("READY",)]
+        if sb.maintenance_ongoing:
+            words.append(f"maintenance ongoing ({sb.maintenance_ongoing})")
+        elif sb.maintenance_pending:
+            words.append(f"maintenance pending ({sb.maintenance_pending})")
+        return ", ".join(words) or "?"
+
+    def slices_text(self) -> str:
+        if not self.slices:
+            return "none"
+        counts: dict[str, int] = {}
+        for _, state, _ in self.slices:
+            counts[state] = counts.get(state, 0) + 1
+        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+    def workloads_text(self) -> str:
+        if not self.workloads:
+            return "none"
+        counts: dict[str, int] = {}
+        for w in self.workloads:
+            counts[w.state] = counts.get(w.state, 0) + 1
+        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cube": self.cube,
+            "pool": self.pool,
+            "subBlock": self.sub_block,
+            "health": self.health,
+            "subBlockState": self.sub_block_state.as_dict() if self.sub_block_state else None,
+            "subBlockProblems": list(self.sub_block_problems),
+            "partitions": self.partitions,
+            "degradedNodes": self.degraded_nodes,
+            "slices": [{"name": n, "state": s, "owner": o} for n, s, o in self.slices],
+            "workloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.workloads],
+            "status": self.status,
+            "action": self.action,
+            "moveTo": self.move_to,
+        }
+
+
+@dataclass
+class Report:
+    cubes: list[CubeHealth]
+    unplaced: list[WorkloadState]  # workloads a slice failure touched whose Slices are on no cube (gone)
+    proposal: list[str] | None  # the tpu.subBlocks value that moves every cube with a spare, or None
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    preview: Any = None  # what the change preview says the proposal does (filled by the command)
+
+    @property
+    def action_needed(self) -> bool:
+        return any(c.status == ACTION for c in self.cubes) or any(w.state == "rejected" for w in self.unplaced)
+
+    def table(self) -> str:
+        rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
+        for c in self.cubes:
+            rows.append(
+                [
+                    f"{c.cube} {c.pool}",
+                    c.sub_block or "-",
+                    c.health,
+                    c.partitions,
+                    c.slices_text(),
+                    c.workloads_text(),
+                    c.action,
+                ]
+            )
+        if self.unplaced:
+            counts: dict[str, int] = {}
+            for w in self.unplaced:
+                counts[w.state] = counts.get(w.state, 0) + 1
+            text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            rows.append(["-", "-", "-", "-", "-", text, _unplaced_action(self.unplaced)])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+    def details(self) -> list[str]:
+        """What each cube needs, in sentences, then the proposal."""
+        lines = []
+        for c in self.cubes:
+            if c.status == OK:
+                continue
+            lines.append(f"cube {c.cube} ({c.pool}, sub-block {c.sub_block or '-'}): {c.action}")
+            for problem in c.sub_block_problems:
+                lines.append(f"  sub-block: {problem}")
+            for name, state, owner in c.slices:
+                if state not in SLICE_OK:
+                    lines.append(f"  Slice {name}: {state}" + (f" (workload {owner})" if owner else ""))
+            for w in c.workloads:
+                lines.append(f"  workload {w.describe()}")
+        for w in self.unplaced:
+            lines.append(f"workload {w.describe()} (its Slices are gone)")
+        if self.proposal is not None:
+            lines.append(f"proposed change: {SUB_BLOCKS_KEY}: [{', '.join(self.proposal)}]")
+            lines.append(
+                "  after it is set: `pulumi preview` against the real block (the health workflow's pull request "
+                "runs it); the preview below ran offline"
+            )
+        lines += self.notes
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "actionNeeded": self.action_needed,
+            "cubes": [c.as_dict() for c in self.cubes],
+            "unplacedWorkloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.unplaced],
+            "proposal": {"key": SUB_BLOCKS_KEY, "value": self.proposal} if self.proposal is not None else None,
+            "notes": list(self.notes),
+            "preview": self.preview,
+        }
+
+
+def _unplaced_action(workloads: Sequence[WorkloadState]) -> str:
+    if any(w.state == "rejected" for w in workloads):
+        return "reactivate the rejected workloads once the cause is fixed (Kueue deactivated them)"
+    return "watch: Kueue requeued them, the slice controller retries"
+
+
+def spares(
+    names: Sequence[str], read: Callable[[str], SubBlock], taken: set[str], hosts_needed: int, count: int
+) -> list[str]:
+    """Up to `count` usable free sub-blocks in name order (read lazily: a healthy block costs no read)."""
+    out: list[str] = []
+    for name in sorted(set(names) - taken):
+        if len(out) >= count:
+            break
+        if not read(name).problems(hosts_needed, ours=False):
+            out.append(name)
+    return out
+
+
+def evaluate(
+    assignment: Assignment,
+    *,
+    block_names: Sequence[str],
+    read: Callable[[str], SubBlock],
+    hosts_needed: int,
+    nodes: Sequence[Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    check: str,
+    block: str = "",
+) -> Report:
+    """Each cube's health and the action it needs (see the module docstring)."""
+    labels_of = [dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes]
+    states = workload_states(workloads, check)
+    placed: set[str] = set()
+    cubes: list[CubeHealth] = []
+    for b in assignment.bindings:
+        pool_nodes = [lab for lab in labels_of if lab.get(NODE_POOL_LABEL) == b.pool]
+        uses = slices_using_pool(slices, pool_nodes)
+        on_cube = {u.name for u in uses}
+        owners = {u.owner for u in uses if u.owner}
+        mine = [w for w in states if w.name in owners or on_cube & set(w.slices)]
+        placed.update(w.name for w in mine)
+        text, degraded = partition_summary(pool_nodes)
+        cubes.append(
+            CubeHealth(
+                b.cube,
+                b.pool,
+                b.sub_block,
+                b.state,
+                b.problems if b.existing else (),
+                text,
+                degraded,
+                [(u.name, u.state, u.owner) for u in uses],
+                mine,
+            )
+        )
+    unplaced = [w for w in states if w.name not in placed]
+
+    # Which cubes should move: a bad sub-block under a running pool, maintenance on its way, or partitions or
+    # Slices that GKE reports degraded or failed while the sub-block still reads healthy.
+    def wants_move(c: CubeHealth) -> str | None:
+        sb = c.sub_block_state
+        if c.sub_block_problems:
+            return "its sub-block is " + "; ".join(c.sub_block_problems)
+        if sb is not None and sb.maintenance_pending:
+            return (
+                f"maintenance is pending on its sub-block ({sb.maintenance_pending}): without live migration the "
+                "slices on it stop when the maintenance starts"
+            )
+        if c.degraded_nodes:
+            return f"{c.degraded_nodes} of its nodes report a partition not HEALTHY ({c.partitions})"
+        if any(state.split(",")[0] in SLICE_FAILED | SLICE_DEGRADED for _, state, _ in c.slices):
+            return "a Slice on it is " + ", ".join(
+                sorted({s.split(",")[0] for _, s, _ in c.slices if s.split(",")[0] not in SLICE_OK})
+            )
+        return None
+
+    movers = [(c, why) for c in cubes if (why := wants_move(c)) is not None and c.sub_block is not None]
+    taken = {c.sub_block for c in cubes if c.sub_block}
+    found = spares(block_names, read, taken, hosts_needed, len(movers)) if movers else []
+    notes: list[str] = []
+    mapping = [c.sub_block for c in cubes]
+    for (c, why), spare in zip(movers, found + [None] * (len(movers) - len(found)), strict=True):
+        c.status = ACTION
+        if spare is not None:
+            c.move_to = spare
+            c.action = f"move to {spare}: {why}"
+        else:
+            c.action = (
+                f"no healthy free sub-block in block {block or '?'} to move it to: {why}. What else helps: lower "
+                f"{PROJECT}:tpu.cubes (fewer cubes), add capacity in another block of the reservation, or wait for "
+                "the repair or the maintenance to end"
+            )
+    existing = {b.pool for b in assignment.bindings if b.existing}
+    for c in cubes:
+        if c.status == OK and c.pool not in existing:
+            c.status = WATCH
+            c.action = "not running yet: the next `pulumi up` creates it" + (
+                f" ({'; '.join(b.problems)})" if (b := assignment.bindings[c.cube]).problems else ""
+            )
+        elif c.status == OK and c.workloads:
+            c.status = ACTION if any(w.state == "rejected" for w in c.workloads) else WATCH
+            c.action = (
+                _unplaced_action(c.workloads)
+                if c.status == ACTION
+                else "watch: the slice controller retries, Kueue requeues"
+            )
+        elif c.status == OK and any(s.split(",")[0] not in SLICE_OK for _, s, _ in c.slices):
+            c.status, c.action = WATCH, "watch: Slices are forming or being dismantled"
+    proposal = None
+    if any(c.move_to for c in cubes):
+        if any(m is None for m in mapping):
+            whole = ", ".join(c.pool for c in cubes if c.sub_block is None)
+            notes.append(
+                f"no {SUB_BLOCKS_KEY} can be proposed: {whole} runs on no known sub-block (bound to the whole "
+                f"block, or not created yet); pin every cube first"
+            )
+        else:
+            proposal = [c.move_to or str(c.sub_block) for c in cubes]
+    return Report(cubes, unplaced, proposal, notes, assignment.note)
