@@ -622,7 +622,7 @@ def test_stack_outputs(without_token: Run) -> None:
     project = without_token.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["project"]
     assert shlex.split(out["credentialsCommand"]) == [
         "gcloud", "container", "clusters", "get-credentials", "qwen-serving-cluster",
-        "--location", "us-central1", "--project", project,
+        "--location", "us-central1", "--project", project, "--dns-endpoint",
     ]  # fmt: skip
     # the pool is the router release's (named after the guide); one leader per replica of each role
     assert (
