@@ -95,6 +95,12 @@ def set_arguments(stack: str) -> list[str]:
     return out
 
 
+# The codelab's whole mix on dev's two cubes: serving and both demos at once. Dev's stack file leaves the
+# super-slicing demo off (it needs both cubes, which serving holds: docs/stacks.md, "The dev tour"); the
+# tests of that demo, of its preemption and of a graph with every workload kind start from this.
+CODELAB_MIX = {f"{PROJECT}:demos": {"superslicing": {"enabled": True}}}
+
+
 def stack_file_config(stack: str = "dev", *, filled: bool = True) -> dict[str, Any]:
     """What `pulumi up` would hand the program: project-level values and declared defaults, then the
     stack file; its placeholders replaced by PLACEHOLDER_VALUES unless `filled=False`."""

@@ -735,7 +735,7 @@ def test_demo_jobsets_avoid_unhealthy_partitions() -> None:
     run = run_program(
         {
             f"{P}:tpu": {"cubes": 4},
-            f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"topology": "4x8x8"}},
+            f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"enabled": True, "topology": "4x8x8"}},
         }
     )
     assert run.error is None, run.error
