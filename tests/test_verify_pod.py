@@ -29,6 +29,7 @@ import yaml
 from components.cli import probe_pod, verify
 from components.model.commands import credentials_command
 from tests.conformance import validate_builtin
+from tests.harness import ROOT, run_program
 
 TOKEN = "fake-token"
 MODEL = "qwen3.5-397b"
@@ -361,3 +362,47 @@ def test_the_script_gives_up_after_its_attempts(tmp_path: Path) -> None:
     assert answers["completions"].latency_ms is None
     assert answers["chat"] == probe_pod.PodAnswer("chat", 2, 404, 100.0, "multi\nline body")
     assert len(calls) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/serving.md shows what the dev stack prints, and a first request that is the verify request
+
+
+def serving_page() -> str:
+    return (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+
+
+def test_the_pages_verify_command_is_the_dev_stacks_output() -> None:
+    run = run_program({"gcp:project": "my-project"})
+    assert run.error is None, run.error
+    block = re.search(r"```bash\n(python -m components verify .*?)\n```", serving_page(), re.S)
+    assert block, "docs/serving.md: the verifyCommand block is missing"
+    assert shlex.split(block.group(1).replace("\\\n", " ")) == shlex.split(run.outputs["verifyCommand"])
+    assert f"get the cluster's credentials first: {run.outputs['credentialsCommand']}\n" in serving_page()
+
+
+def test_the_pages_first_request_is_the_verify_request_to_the_dev_gateway() -> None:
+    run = run_program()
+    block = re.search(r"```bash\n(kubectl run first-request .*?)\n```", serving_page(), re.S)
+    assert block, "docs/serving.md: the first request by hand is missing"
+    words = shlex.split(block.group(1).replace("\\\n", " "))
+    assert f"--image={probe_pod.CURL_IMAGE}" in words and "--rm" in words and "-n" in words
+    outputs = run.outputs
+    url = words[words.index("--max-time") + 2]
+    lookup = f"kubectl get gateway {outputs['gatewayName']} -n {outputs['gatewayNamespace']}"
+    assert url.startswith(f"http://$({lookup}") and url.endswith("/v1/chat/completions"), url
+    body = json.loads(words[words.index("-d") + 1])
+    assert body == verify.request_body("chat", outputs["servedModelName"])
+
+
+def test_verify_reads_the_credentials_command_from_the_stack_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    outputs = tmp_path / "outputs.json"
+    fix = "gcloud container clusters get-credentials c --location r --project p --dns-endpoint"
+    outputs.write_text(json.dumps({"gatewayNamespace": "ns", "servedModelName": MODEL, "credentialsCommand": fix}))
+
+    assert verify.main(["--stack-outputs", str(outputs)], sleep=lambda _s: None) == 1
+    assert f"get the cluster's credentials first: {fix}\n" in capsys.readouterr().err
