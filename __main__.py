@@ -10,6 +10,7 @@ from components.addons import Addons
 from components.capacity import TpuCapacity
 from components.cluster import Cluster
 from components.identity import NodeIdentity
+from components.model.commands import stack_credentials_command
 from components.model.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.network import Network
 from components.observability import Observability
@@ -117,6 +118,7 @@ pulumi.export("nodePools", capacity.pool_names)
 pulumi.export("cubeSubBlocks", capacity.sub_blocks)  # pool -> reservation sub-block (None: bound to the block)
 pulumi.export("workloadPolicy", capacity.policy.self_link)
 pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("credentialsCommand", stack_credentials_command(settings))  # kubectl's context (docs/access.md)
 pulumi.export("kueueTopologyLevels", queues.levels)
 pulumi.export("capacityPlan", capacity_plan.as_dict())
 pulumi.export("demoJobSets", {key: demo.jobset.object_name for key, demo in demos.items()})

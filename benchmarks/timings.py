@@ -80,6 +80,10 @@ FIGURES: dict[str, Figure] = {
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(
         2, ESTIMATE, "the object; `up` then waits for its leaders to load the model, as long as in both: left out"
     ),
+    # the per-revision patch that carries the ready-leaders wait (components/modelserver.py leaders_ready)
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch": Figure(
+        1, ESTIMATE, "the wait for the new set's leaders, as long as in both: left out"
+    ),
     "gcp:storage/bucketIAMMember:BucketIAMMember": Figure(5, ESTIMATE, "weights and XLA cache bucket roles"),
     # buckets.insert answers with the created bucket, no long-running operation
     # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert).

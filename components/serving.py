@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model import planner
-from components.model.commands import verify_command
+from components.model.commands import stack_credentials_command, verify_command
 from components.model.settings import Settings
 from components.modelserver import (
     HF_SECRET,
@@ -269,9 +269,16 @@ class Serving(Component):
         # The chart names the InferencePool after the release; every replica's leader serves.
         self.pool_name = s.guide
         self.leaders = sum(role.replicas for role in s.roles().values())
+        self.credentials_command = stack_credentials_command(settings)
         self.verify_command = pulumi.Output.all(self.gateway.object_name, namespace).apply(
             lambda a: verify_command(
-                a[0], a[1], s.model_served, pool=self.pool_name, leaders=self.leaders, timeout=s.startup_timeout_seconds
+                a[0],
+                a[1],
+                s.model_served,
+                pool=self.pool_name,
+                leaders=self.leaders,
+                timeout=s.startup_timeout_seconds,
+                credentials=self.credentials_command,
             )
         )
         self.register_outputs(

@@ -7,13 +7,21 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import upstream
-from tests.harness import Run, run_program
+from tests.harness import CODELAB_MIX, Run, run_program
 
 
 @pytest.fixture(scope="module")
 def dev() -> Run:
     """The real program on the real Pulumi.dev.yaml (one run per test module)."""
     run = run_program()
+    assert run.error is None, run.error
+    return run
+
+
+@pytest.fixture(scope="module")
+def codelab() -> Run:
+    """Dev with the codelab's whole mix: the super-slicing demo on beside serving (harness.CODELAB_MIX)."""
+    run = run_program(CODELAB_MIX)
     assert run.error is None, run.error
     return run
 

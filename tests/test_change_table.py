@@ -30,7 +30,7 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", (), "cluster.name=other-cluster", "cluster-replace"),
     ("prod", (), "cluster.name=other-cluster", "protect"),
     ("dev", (), "cluster.deletionProtection=true", "cluster"),
-    ("dev", (), "cluster.privateNodes=true", "private-nodes"),
+    ("dev", ("cluster.privateNodes=false",), "cluster.privateNodes=true", "private-nodes"),  # dev has it on
     ("dev", (), "network.mtu=1500", "network"),
     ("dev", (), "network.tpuSubnetCidr=10.8.0.0/13", "network"),
     ("dev", (), "network.tpuSubnetCidr=10.10.0.0/20", "subnets"),

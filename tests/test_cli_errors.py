@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 import shutil
 from pathlib import Path
 
@@ -115,3 +116,16 @@ def test_the_real_process_prints_one_line_and_exits_2() -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set hfToken:"), proc.stderr
     assert token not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_placeholder_hint_quotes_list_paths_for_the_shell(command: str, tmp_path: Path) -> None:
+    # zsh expands an unquoted `[0]` as a glob ("no matches found"): the list paths staging's placeholders have
+    # must reach the command as one word each, pasted into any shell.
+    code, _, err = run(command, ["--stack", "staging"], tmp_path)
+    assert code == 1, err
+    hint = err.splitlines()[-1]
+    assert "--set 'observability.notificationChannels[0]=VALUE'" in hint
+    assert "--set 'cluster.controlPlane.authorizedNetworks[0].cidrBlock=VALUE'" in hint
+    words = shlex.split(hint.split(": ", 1)[1])
+    assert "observability.notificationChannels[0]=VALUE" in words

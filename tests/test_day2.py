@@ -20,6 +20,7 @@ from components.model.checks import gke_version_tuple
 from components.model.diff import engine
 from components.model.settings import ConfigError, load
 from tests.harness import (
+    CODELAB_MIX,
     ROOT,
     UNKNOWN,
     Mocks,
@@ -27,6 +28,7 @@ from tests.harness import (
     Run,
     _sync_await,
     assert_rejected,
+    merge,
     normalize,
     run_program,
     unwrap,
@@ -279,7 +281,7 @@ def test_provider_identity_changes_with_the_cluster_instance_only(dev: Run) -> N
     ],
     ids=["replicas", "subslicing-priority", "superslicing-priority"],
 )
-def test_every_jobset_change_replaces_it_delete_first(dev: Run, demo: str, override: dict[str, Any]) -> None:
+def test_every_jobset_change_replaces_it_delete_first(codelab: Run, demo: str, override: dict[str, Any]) -> None:
     """No change of a running demo JobSet can be applied in place: JobSet's webhook refuses any change of
     spec.replicatedJobs unless the JobSet is suspended (kubernetes-sigs/jobset v0.11.1
     pkg/webhooks/jobset_webhook.go:336-350); on admission Kueue merges the slice controller's and the flavor's node
@@ -288,9 +290,9 @@ def test_every_jobset_change_replaces_it_delete_first(dev: Run, demo: str, overr
     conflicts with Kueue's; and Kueue refuses a new queue name on a running job (jobframework/validation.go:151).
     A priority change, a label alone, was an in-place update; now it is a replacement like the rest, deleted first
     (the JobSet's name is fixed), and only that JobSet moves."""
-    changed = run_program({f"{P}:demos": {demo: override}})
+    changed = run_program(merge(CODELAB_MIX, {f"{P}:demos": {demo: override}}))
     assert changed.error is None, changed.error
-    result = preview(dev, changed).by_name()
+    result = preview(codelab, changed).by_name()
     jobset = result[f"{demo}-jobset"]
     assert (jobset.action, jobset.delete_first) == (engine.REPLACE, True), jobset
     others = [c.name for c in result.values() if c.type == JOBSET and c.action != engine.SAME and c is not jobset]
@@ -347,30 +349,30 @@ def gate_of(run: Run, pool: Registration) -> Registration:
     return gate
 
 
-def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_controller(dev: Run) -> None:
-    order = teardown_order(dev)
+def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_controller(codelab: Run) -> None:
+    order = teardown_order(codelab)
     position = {urn: i for i, urn in enumerate(order)}
-    workloads = dev.of_type(JOBSET) + dev.of_type(LWS)
-    pools = tpu_pools(dev)
-    slice_controller = dev.get(*SLICE_CONTROLLER)
-    kueue, jobset = dev.get(CHART, "kueue-chart"), dev.get(CHART, "jobset-chart")
-    assert len(workloads) == 4 and len(pools) == 2 and len(dev.of_type(GATE)) == 2
+    workloads = codelab.of_type(JOBSET) + codelab.of_type(LWS)
+    pools = tpu_pools(codelab)
+    slice_controller = codelab.get(*SLICE_CONTROLLER)
+    kueue, jobset = codelab.get(CHART, "kueue-chart"), codelab.get(CHART, "jobset-chart")
+    assert len(workloads) == 4 and len(pools) == 2 and len(codelab.of_type(GATE)) == 2
     for pool in pools:
-        gate = gate_of(dev, pool)
+        gate = gate_of(codelab, pool)
         # The gate's delete waits until no Slice uses the pool: after every workload, before the pool.
         for w in workloads:
             assert position[w.urn] < position[gate.urn], f"{w.name} before {gate.name}"
-            assert dev.depends_on(w, gate) and dev.depends_on(w, slice_controller), w.name
+            assert codelab.depends_on(w, gate) and codelab.depends_on(w, slice_controller), w.name
         assert position[gate.urn] < position[pool.urn]
         # The slice controller (which deletes the Slices of deleted Workloads) outlives every gate's wait.
-        assert dev.depends_on(gate, slice_controller)
+        assert codelab.depends_on(gate, slice_controller)
         assert position[gate.urn] < position[slice_controller.urn]
     # ...and goes before Kueue and JobSet, whose objects it watches; the cluster goes last of all.
     assert position[slice_controller.urn] < position[kueue.urn]
     assert position[slice_controller.urn] < position[jobset.urn]
-    assert dev.depends_on(slice_controller, kueue) and dev.depends_on(slice_controller, jobset)
-    cluster = dev.get(CLUSTER, "cluster-gke")
-    assert all(position[r.urn] < position[cluster.urn] for r in dev.registrations if dev.depends_on(r, cluster))
+    assert codelab.depends_on(slice_controller, kueue) and codelab.depends_on(slice_controller, jobset)
+    cluster = codelab.get(CLUSTER, "cluster-gke")
+    assert all(position[r.urn] < position[cluster.urn] for r in codelab.registrations if codelab.depends_on(r, cluster))
 
 
 def test_the_pools_wait_for_nothing_in_the_cluster(dev: Run) -> None:

@@ -87,7 +87,7 @@ def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:
     name the LocalQueue by Output, so its delete-first replacement deletes them first."""
     code, result = preview("dev", "--change", "kueue.localQueue=other-lq")
     assert code == 0
-    for name in ("serving-decode", "serving-prefill", "subslicing-jobset", "superslicing-jobset"):
+    for name in ("serving-decode", "serving-prefill", "subslicing-jobset"):  # dev runs no super-slicing demo
         c = change(result, name)
         assert (c["action"], c["deleteFirst"]) == ("replace", True), c
         assert "deleted before queues-local-queue" in c["reason"]
@@ -180,8 +180,9 @@ def test_diff_shows_the_refusal_of_a_pool_replacement_under_workloads() -> None:
     code, result = preview("dev", "--change", "tpu.reservation.name=other-reservation")
     guard = change(result, "teardown-pool-replacements")
     assert code == 1 and guard["action"] == "rejected"
-    for key in ("demos.subslicing.enabled", "demos.superslicing.enabled", "serving.enabled"):  # what ran
+    for key in ("demos.subslicing.enabled", "serving.enabled"):  # what ran
         assert key in guard["reason"], key
+    assert "demos.superslicing.enabled" not in guard["reason"]  # dev does not run it
     code, result = preview("dev", *NO_WORKLOADS, "--change", "tpu.reservation.name=other-reservation")
     assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"  # the new ids
     assert change(result, "capacity-tpu7-pool-1")["action"] == "replace"

@@ -149,7 +149,8 @@ def test_the_weights_download_overlaps_the_tpu_pools() -> None:
     path = modeled["criticalPath"]
     job = next(label for label in path if label.startswith("Job "))
     assert not any(label.startswith("NodePool capacity-") for label in path[: path.index(job)])
-    assert path[-1].startswith("LeaderWorkerSet ")
+    # serving ends it: a set, then the patch that awaits its leaders
+    assert path[-2].startswith("LeaderWorkerSet ") and path[-1].startswith("LeaderWorkerSetPatch ")
     assert modeled["criticalSeconds"] > without  # the 400 GB copy is longer than a TPU pool's creation
     # The pools' lead over the system pool, less the seconds of the Job's namespace and account after it.
     lead = timings.TPU_POOL.seconds - timings.SYSTEM_POOL.seconds

@@ -493,7 +493,7 @@ def test_invalid_config_gets_the_preview_message(tmp_path: Path) -> None:
 
 
 def test_impossible_plan_gets_the_preview_message(tmp_path: Path) -> None:
-    bad = {f"{P}:demos": {"superslicing": {"topology": "4x4x12"}}}
+    bad = {f"{P}:demos": {"superslicing": {"enabled": True, "topology": "4x4x12"}}}
     run = run_program(bad)
     assert run.error is not None and run.registrations == []
     directory = stack_dir(tmp_path, "bad", merge(dev_config(), bad))

@@ -215,9 +215,9 @@ def test_jobsets_wait_for_jobset_kueue_objects_and_pools(dev: Run) -> None:
             assert dev.depends_on(js, pool)
 
 
-def test_names_flow_as_outputs_not_literals(dev: Run) -> None:
+def test_names_flow_as_outputs_not_literals(codelab: Run) -> None:
     def urn(type_: str, name: str) -> str:
-        return dev.get(type_, name).urn
+        return codelab.get(type_, name).urn
 
     topology = urn(f"{KUEUE}/v1beta2:Topology", "queues-topology")
     flavor = urn(f"{KUEUE}/v1beta2:ResourceFlavor", "queues-flavor")
@@ -225,18 +225,18 @@ def test_names_flow_as_outputs_not_literals(dev: Run) -> None:
     cq = urn(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue")
     lq = urn(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue")
     ns = urn("kubernetes:core/v1:Namespace", "queues-namespace")
-    assert topology in dev.get(f"{KUEUE}/v1beta2:ResourceFlavor", "queues-flavor").property_dependencies["spec"]
+    assert topology in codelab.get(f"{KUEUE}/v1beta2:ResourceFlavor", "queues-flavor").property_dependencies["spec"]
     assert {check, flavor} <= set(
-        dev.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").property_dependencies["spec"]
+        codelab.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").property_dependencies["spec"]
     )
-    local = dev.get(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue").property_dependencies
+    local = codelab.get(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue").property_dependencies
     assert cq in local["spec"] and ns in local["metadata"]
     low = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-low-priority-1000")
     medium = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-medium-priority-2000")
-    assert {lq, ns, low} <= set(dev.get(JOBSET, "subslicing-jobset").property_dependencies["metadata"])
-    assert {lq, ns, medium} <= set(dev.get(JOBSET, "superslicing-jobset").property_dependencies["metadata"])
-    for chart in addon_charts(dev):
-        namespace = dev.get("kubernetes:core/v1:Namespace", chart.name.replace("-chart", "-namespace"))
+    assert {lq, ns, low} <= set(codelab.get(JOBSET, "subslicing-jobset").property_dependencies["metadata"])
+    assert {lq, ns, medium} <= set(codelab.get(JOBSET, "superslicing-jobset").property_dependencies["metadata"])
+    for chart in addon_charts(codelab):
+        namespace = codelab.get("kubernetes:core/v1:Namespace", chart.name.replace("-chart", "-namespace"))
         assert namespace.urn in chart.property_dependencies["namespace"]
 
 
@@ -272,15 +272,15 @@ def partition(shape: str) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-id"
 
 
-def test_default_derivations(dev: Run) -> None:
-    assert levels_of(dev) == [
+def test_default_derivations(codelab: Run) -> None:
+    assert levels_of(codelab) == [
         "cloud.google.com/gce-topology-block",
         *(partition(s) for s in ("4x4x4", "2x4x4", "2x2x4", "2x2x2", "2x2x1")),
         "kubernetes.io/hostname",
     ]
-    assert demo_shape(dev, "subslicing") == (6, 2, 4, "2x2x2")  # 12 pods
-    assert demo_shape(dev, "superslicing") == (1, 32, 4, "4x4x8")
-    cq = normalize(dev.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
+    assert demo_shape(codelab, "subslicing") == (6, 2, 4, "2x2x2")  # 12 pods
+    assert demo_shape(codelab, "superslicing") == (1, 32, 4, "4x4x8")
+    cq = normalize(codelab.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
     assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0] == {
         "name": "google.com/tpu",
         "nominalQuota": "128",
@@ -291,7 +291,10 @@ def test_cube_topology_changes_levels_pools_and_quota() -> None:
     run = run_program(
         {
             f"{P}:tpu": {"cubeTopology": "2x4x4", "cubes": 3},
-            f"{P}:demos": {"superslicing": {"topology": "2x4x8"}, "subslicing": {"topology": "2x2x4", "replicas": 3}},
+            f"{P}:demos": {
+                "superslicing": {"enabled": True, "topology": "2x4x8"},
+                "subslicing": {"topology": "2x2x4", "replicas": 3},
+            },
             f"{P}:serving": {"enabled": False},
         }
     )
@@ -322,7 +325,10 @@ def test_machine_type_changes_levels_pods_and_requests(monkeypatch: pytest.Monke
     )
     monkeypatch.setitem(geometry.SYSTEMS, row.machine_type, row)
     run = run_program(
-        {f"{P}:tpu": {"machineType": "tpu7x-test-8t"}, f"{P}:demos": {"subslicing": {"topology": "2x2x2"}}}
+        {
+            f"{P}:tpu": {"machineType": "tpu7x-test-8t"},
+            f"{P}:demos": {"subslicing": {"topology": "2x2x2"}, "superslicing": {"enabled": True}},
+        }
     )
     assert run.error is None, run.error
     assert levels_of(run)[1:-1] == [partition(s) for s in ("4x4x4", "2x4x4", "2x2x4", "2x2x2")]
@@ -385,7 +391,7 @@ BAD = [
     ),
     (
         "unknown priority",
-        {f"{P}:demos": {"superslicing": {"priority": "urgent"}}},
+        {f"{P}:demos": {"superslicing": {"enabled": True, "priority": "urgent"}}},
         ["demos.superslicing.priority", "low-priority-1000"],
     ),
     ("unpinned chart", {f"{P}:addons": {"jobset": {"version": "latest"}}}, ["addons.jobset.version", "'latest'"]),

@@ -157,8 +157,10 @@ def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_work
 
 
 @pytest.mark.parametrize(("key", "overrides", "field"), CHANGES, ids=[c[0] for c in CHANGES])
-def test_a_change_is_refused_at_preview_while_workloads_run(dev: Run, key: str, overrides: dict, field: str) -> None:
-    before, after = guard_inputs(dev), guard_inputs(run_program(overrides))
+def test_a_change_is_refused_at_preview_while_workloads_run(
+    codelab: Run, key: str, overrides: dict, field: str
+) -> None:
+    before, after = guard_inputs(codelab), guard_inputs(run_program(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
     assert failure.reason.startswith(f"{key}: ") and "4 queued workload(s)" in failure.reason

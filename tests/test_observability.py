@@ -400,8 +400,8 @@ def test_a_broken_dashboard_is_caught(dev: Run, breakage: Any) -> None:
     assert dashboard_problems(d) != []
 
 
-def test_one_row_per_role_and_one_chart_per_workload(dev: Run) -> None:
-    d = dev_dashboard(dev)
+def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
+    d = dev_dashboard(codelab)
     assert headers(d) == [
         "Admission (Kueue)",
         "TPU slices",
@@ -418,13 +418,13 @@ def test_one_row_per_role_and_one_chart_per_workload(dev: Run) -> None:
     ]
     # The serving rows read the jobs of the scrape objects the program declares, one role each.
     for role in ("prefill", "decode"):
-        job = pod_monitoring(dev, f"observability-{role}-leaders")["metadata"]["name"]
+        job = pod_monitoring(codelab, f"observability-{role}-leaders")["metadata"]["name"]
         row = [q for q in all_queries(d) if f'job="{job}"' in q]
         assert len(row) == 1 + 3 + 3 + 2 + 1 + 1  # rate, TTFT x3, ITL x3, queue x2, KV cache, ready leaders
 
 
-def test_the_dashboard_follows_the_settings(dev: Run) -> None:
-    full = dev_dashboard(dev)
+def test_the_dashboard_follows_the_settings(codelab: Run) -> None:
+    full = dev_dashboard(codelab)
     no_demos = run_program({f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}})
     no_serving = run_program({f"{P}:serving": {"enabled": False}})
     bigger = run_program({f"{P}:tpu": {"cubes": 4}})

@@ -13,7 +13,7 @@ import pytest
 
 from components.cli import import_file, plan, render
 from components.model.settings import PROJECT
-from tests.harness import PLACEHOLDER_VALUES, STACKS
+from tests.harness import PLACEHOLDER_VALUES, ROOT, STACKS
 
 Main = Callable[..., int]
 
@@ -76,3 +76,24 @@ def test_no_hint_when_no_placeholder_is_left() -> None:
     ]
     code, _, err = run(plan.main, ["--stack", "dev", *flags])
     assert code == 1 and "network.mtu" in err and "--set" not in err
+
+
+def test_the_reservation_example_of_offline_md_runs_as_pasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The page's heredoc and command, run from a directory holding only the file they write: a sub-block the
+    # block lists but the file omits, or a pool on another project's path, would stop the plan.
+    page = (ROOT / "docs" / "offline.md").read_text(encoding="utf-8")
+    section = page[page.index("### The reservation, offline") :]
+    script = re.search(
+        r"```bash\ncat > reservation\.json <<'EOF'\n(.*?)\nEOF\n(python -m components plan .*?)\n```", section, re.S
+    )
+    assert script, "offline.md: the --reservation example (heredoc, then the plan command) is missing"
+    (tmp_path / "reservation.json").write_text(script.group(1), encoding="utf-8")
+    words = shlex.split(script.group(2).replace("\\\n", " "))
+    assert words[:4] == ["python", "-m", "components", "plan"]
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(plan.main, words[4:])  # --dir defaults to the repository, whatever the cwd
+    assert code == 0, err
+    shown = re.search(r"```\n(SUB-BLOCKS: .*?)\n```", section, re.S)
+    assert shown, "offline.md: the example's output is missing"
+    for line in shown.group(1).splitlines():
+        assert line in out.splitlines(), (line, out)

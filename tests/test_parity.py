@@ -17,7 +17,7 @@ import yaml
 
 from components.modelserver import weights_check
 from tests import upstream
-from tests.harness import Run, normalize, run_program
+from tests.harness import CODELAB_MIX, Run, normalize, run_program
 
 NAMESPACE = "llm-d-pd-disaggregation"
 BUCKET = "gemma3-weights"
@@ -235,7 +235,8 @@ def diff(ours: Any, ref: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
 @pytest.fixture(scope="module")
 def dev_with_token() -> Run:
     # The reference always mounts HF_TOKEN; with a token configured the program does too.
-    run = run_program(secrets={"gke-tpu-slicing:hfToken": "hf_parity_token"})
+    # The codelab's whole mix: its manifests include the super-slicing JobSet, which dev runs as a step of its own.
+    run = run_program(CODELAB_MIX, secrets={"gke-tpu-slicing:hfToken": "hf_parity_token"})
     assert run.error is None, run.error
     return run
 

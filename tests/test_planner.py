@@ -352,6 +352,8 @@ def test_as_dict_is_the_json_stack_output() -> None:
         "chipsProvisioned": 128,
         "chipsRequested": 240,
         "chipsAdmitted": 112,
+        "chipsFree": 16,
+        "idleCubes": 0,
         "tpuQuota": None,
     }
     assert [w["status"] for w in out["workloads"]] == ["admitted", "preempted", "admitted", "admitted"]
@@ -394,17 +396,12 @@ def test_table() -> None:
 def test_cli_on_the_dev_stack(capsys: pytest.CaptureFixture[str]) -> None:
     assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
     out = capsys.readouterr().out
-    assert "2 x 4x4x4 cubes (tpu7x-standard-4t) = 128 chips provisioned; 240 requested, 112 admitted" in out
+    assert "2 x 4x4x4 cubes (tpu7x-standard-4t) = 128 chips provisioned; 112 requested, 112 admitted" in out
     rows = {line.split()[0]: line.split()[5] for line in out.splitlines() if line.startswith(("demos.", "serving."))}
-    assert rows == {
-        "demos.subslicing": "admitted",
-        "demos.superslicing": "preempted",
-        "serving.prefill": "admitted",
-        "serving.decode": "admitted",
-    }
+    assert rows == {"demos.subslicing": "admitted", "serving.prefill": "admitted", "serving.decode": "admitted"}
     assert "tpu7-pool-1" in out and "tpu7-pool-2" in out
-    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 2 and f"{P}:demos.superslicing" in warnings[1]
+    # dev as shipped: everything fits, nothing to warn of (the super-slicing demo is the tour's own step)
+    assert [line for line in out.splitlines() if line.startswith("warning: ")] == []
 
     # The same through the `python -m components` dispatcher, as JSON.
     assert components_main(["plan", "--stack", "dev", "--json", *set_arguments("dev")]) == 0
@@ -458,4 +455,25 @@ def test_python_dash_m_components_plan() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "demos.superslicing" in done.stdout and "warning: " in done.stdout
+    assert "demos.subslicing" in done.stdout and "HEADROOM  0 of 2 cubes idle" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "idle", "free"),
+    [
+        ({}, 0, 16),  # dev's mix: serving fills cube 0, the sub-slicing demo 48 of cube 1's 64 chips
+        ({"tpu": {"cubes": 4}, **NO_DEMOS}, 3, 3 * 64),  # staging's shape: 4 + 4 groups of 2x2x2 fill one cube
+        ({"tpu": {"cubes": 8}, **NO_DEMOS, "serving": {"prefill": {"replicas": 8}, "decode": {"replicas": 8}}}, 6, 384),
+        ({"tpu": {"cubes": 3}, **NO_DEMOS, "serving": {"enabled": False}}, 3, 192),
+    ],
+)
+def test_the_plan_counts_the_idle_cubes(overrides: dict[str, Any], idle: int, free: int) -> None:
+    plan = run_plan(overrides)
+    # derived from the placements, not from the request: a cube counts as idle only with no slice on it
+    assert plan.idle_cubes == sum(1 for c in plan.cubes if not c.placements) == idle
+    assert plan.chips_free == plan.chips_provisioned - sum(p.extent.chips for p in plan.placements()) == free
+    assert plan.table().splitlines()[1] == (
+        f"HEADROOM  {idle} of {len(plan.cubes)} cubes idle (no slice placed once every admitted workload runs; "
+        f"reserved, so billed all the same); {free} of {plan.chips_provisioned} chips free"
+    )
+    assert plan.as_dict()["totals"]["idleCubes"] == idle

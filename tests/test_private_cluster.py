@@ -23,11 +23,20 @@ ROUTER = "gcp:compute/router:Router"
 NAT = "gcp:compute/routerNat:RouterNat"
 FIREWALL = "gcp:compute/firewall:Firewall"
 OFFICE = [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}]
-# dev with private nodes and one authorized network instead of its explicit public opt-ins.
+# Keys dev's control plane sets, removed (None) so that a test starts from the program's defaults.
+NO_DEV_CONTROL_PLANE = {"unrestrictedPublicEndpoint": None, "privateEndpoint": None, "dnsEndpoint": None}
+# The codelab's public deployment: nodes with external IPs, an IP endpoint open to every address (both opt-ins).
+PUBLIC_DEV = {
+    f"{P}:cluster": {
+        "privateNodes": False,
+        "controlPlane": {**NO_DEV_CONTROL_PLANE, "unrestrictedPublicEndpoint": True},
+    }
+}
+# Private nodes and one authorized network instead of the public opt-ins.
 PRIVATE_DEV = {
     f"{P}:cluster": {
         "privateNodes": True,
-        "controlPlane": {"unrestrictedPublicEndpoint": None, "authorizedNetworks": OFFICE},
+        "controlPlane": {**NO_DEV_CONTROL_PLANE, "authorizedNetworks": OFFICE},
     }
 }
 
@@ -82,13 +91,27 @@ def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(p
     assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
 
 
-def test_dev_stays_public_on_purpose_and_says_what_is_exposed(dev: Run) -> None:
+def test_dev_is_private_reached_through_the_dns_endpoint_and_its_preview_warns_of_nothing(dev: Run) -> None:
+    # Nothing open to every address, nothing to list: no external IP on any node (Cloud NAT for egress), no
+    # public IP endpoint, and GKE's DNS-based endpoint (IAM-checked) for people, CI and the program alike.
     cluster = dev.get(CLUSTER, "cluster-gke").inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+    assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": True} for p in dev.of_type(POOL))
+    assert len(dev.of_type(NAT)) == 1
+    assert kubeconfig_cluster(dev) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+    # The settings' warnings (what is exposed); the capacity plan's and the version's are about other things.
+    assert not [w for w in warnings_of(dev) if w.startswith(f"{P}:cluster.")], warnings_of(dev)
+
+
+def test_the_public_opt_ins_say_what_is_exposed() -> None:
+    public = run_program(PUBLIC_DEV)
+    cluster = public.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": False, "enablePrivateEndpoint": False}
     assert "masterAuthorizedNetworksConfig" not in cluster
-    assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": False} for p in dev.of_type(POOL))
-    assert dev.of_type(ROUTER) == [] and dev.of_type(NAT) == []
-    warnings = warnings_of(dev)
+    assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": False} for p in public.of_type(POOL))
+    assert public.of_type(ROUTER) == [] and public.of_type(NAT) == []
+    warnings = warnings_of(public)
     assert any(
         "cluster.controlPlane.unrestrictedPublicEndpoint = true" in w and "any address on the internet" in w
         for w in warnings
@@ -96,11 +119,11 @@ def test_dev_stays_public_on_purpose_and_says_what_is_exposed(dev: Run) -> None:
     assert any("cluster.privateNodes = false" in w and "external IP" in w for w in warnings)
 
 
-def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them(dev: Run) -> None:
+def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them() -> None:
     """Only `network_config.enable_private_nodes` (not ForceNew) and the cluster's private-node default
     (not ForceNew) change; every ForceNew input of every pool stays as it was."""
-    private = run_program(PRIVATE_DEV)
-    assert private.error is None, private.error
+    dev, private = run_program(PUBLIC_DEV), run_program(PRIVATE_DEV)
+    assert dev.error is None and private.error is None, (dev.error, private.error)
     before = {p.name: p.inputs for p in dev.of_type(POOL)}
     after = {p.name: p.inputs for p in private.of_type(POOL)}
     assert before.keys() == after.keys()
@@ -120,11 +143,7 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
         {
             f"{P}:cluster": {
                 "privateNodes": True,
-                "controlPlane": {
-                    "unrestrictedPublicEndpoint": None,
-                    "privateEndpoint": True,
-                    "authorizedNetworks": OFFICE,
-                },
+                "controlPlane": {**NO_DEV_CONTROL_PLANE, "privateEndpoint": True, "authorizedNetworks": OFFICE},
             }
         }
     )
@@ -162,12 +181,16 @@ def kubeconfig_cluster(run: Run) -> dict[str, Any]:
     return json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
 
 
-def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic(dev: Run) -> None:
+def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic() -> None:
     # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
-    cluster = dev.get(CLUSTER, "cluster-gke").inputs
+    public = run_program(PUBLIC_DEV)
+    cluster = public.get(CLUSTER, "cluster-gke").inputs
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
     # Without it the program connects to the IP endpoint and trusts the cluster's CA.
-    assert kubeconfig_cluster(dev) == {"server": "https://203.0.113.10", "certificate-authority-data": "Q0EtY2VydA=="}
+    assert kubeconfig_cluster(public) == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": "Q0EtY2VydA==",
+    }
 
 
 def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
@@ -203,8 +226,9 @@ def test_offline_the_kubeconfig_names_the_dns_endpoint_as_a_marker() -> None:
 
 
 def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfig_only() -> None:
-    staging = run_program(stack="staging")
-    dns = run_program({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": True}}}, stack="staging")
+    # Staging and prod have it on (CI's hosted runners reach them through it); from off to on:
+    staging = run_program({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": False}}}, stack="staging")
+    dns = run_program(stack="staging")
     assert staging.error is None and dns.error is None, (staging.error, dns.error)
     before = {(r.type, r.name): r.inputs for r in staging.registrations}
     after = {(r.type, r.name): r.inputs for r in dns.registrations}
@@ -229,7 +253,8 @@ def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfi
 
 
 def _cp(control_plane: dict[str, Any]) -> dict[str, Any]:
-    return {f"{P}:cluster": {"controlPlane": {"unrestrictedPublicEndpoint": None, **control_plane}}}
+    """The program's control-plane defaults with public nodes (the stricter range limit), plus `control_plane`."""
+    return {f"{P}:cluster": {"privateNodes": False, "controlPlane": {**NO_DEV_CONTROL_PLANE, **control_plane}}}
 
 
 BAD = [
@@ -269,7 +294,7 @@ BAD = [
         ["cluster.controlPlane.unrestrictedPublicEndpoint = true", "no public endpoint"],
     ),
     (
-        "more ranges than GKE allows with public nodes (dev's)",
+        "more ranges than GKE allows with public nodes",
         _cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(51)]}),
         ["cluster.controlPlane.authorizedNetworks = '51 ranges'", "at most 50", "public nodes"],
     ),
@@ -286,7 +311,7 @@ def test_control_plane_settings_that_cannot_work_are_refused_by_name(
 
 def test_a_hundred_ranges_are_allowed_with_private_nodes() -> None:
     ranges = [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]
-    private = {"privateNodes": True, "controlPlane": {"unrestrictedPublicEndpoint": None}}
+    private = {"privateNodes": True, "controlPlane": NO_DEV_CONTROL_PLANE}
     run = run_program(
         {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": ranges}}}
     )

@@ -18,7 +18,7 @@ import pytest
 from components.cli.mocks import FakeReservation, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.settings import ConfigError, load
-from tests.harness import Mocks, Run, run_program, set_arguments
+from tests.harness import CODELAB_MIX, Mocks, Run, run_program, set_arguments
 
 # What settings without a stack file need besides the reservation: the keys that have no default.
 OTHER_KEYS: dict[str, Any] = {
@@ -321,7 +321,7 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     needs_both = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
     needs_both.cluster_pools = cluster_pools_of(first)
     rejected(
-        run_with(needs_both),
+        run_with(needs_both, CODELAB_MIX),
         "demos.superslicing.topology = '4x4x8' needs 2 cubes but tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)",
         "Cubes not counted:\n    tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is health DEGRADED",
         f"set {P}:tpu.subBlocks: [sb-3, sb-2]",
@@ -329,13 +329,13 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
 
 
 def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up() -> None:
-    # Dev's super-slice needs both cubes. A maintenance notice on the sub-block under a running pool (hosts that
-    # "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it is done,
-    # nor ask to replace the pool: the cube still counts and the preview says what is coming.
-    first = run_with(fake(4))
+    # The codelab mix's super-slice needs both cubes. A maintenance notice on the sub-block under a running pool
+    # (hosts that "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it
+    # is done, nor ask to replace the pool: the cube still counts and the preview says what is coming.
+    first = run_with(fake(4), CODELAB_MIX)
     state = fake(4, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
     state.cluster_pools = cluster_pools_of(first)
-    run = run_with(state)
+    run = run_with(state, CODELAB_MIX)
     assert run.error is None, run.error
     assert pools(run) == pools(first)
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
@@ -349,7 +349,9 @@ def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up(
     # Once the maintenance runs, the cube is really gone: that still does not count.
     ongoing = fake(4, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE)
     ongoing.cluster_pools = cluster_pools_of(first)
-    rejected(run_with(ongoing), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)")
+    rejected(
+        run_with(ongoing, CODELAB_MIX), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)"
+    )
 
 
 def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
@@ -603,7 +605,8 @@ def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
     data = json.loads(path.read_text())
     data["getCluster"] = {"name": "qwen-serving-cluster", "nodePools": state.cluster_pools}
     path.write_text(json.dumps(data))
-    assert plan_main(["plan", "--stack", "dev", "--json", *set_arguments("dev"), "--reservation", str(path)]) == 1
+    argv = ["plan", "--stack", "dev", "--json", *set_arguments("dev"), "--set", "demos.superslicing.enabled=true"]
+    assert plan_main([*argv, "--reservation", str(path)]) == 1
     captured = capsys.readouterr()
     plan = json.loads(captured.out)
     assert plan["totals"]["cubes"] == 1 and plan["totals"]["chipsProvisioned"] == 64

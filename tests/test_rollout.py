@@ -316,13 +316,13 @@ def test_the_grace_period_is_a_setting_no_shorter_than_the_gateways_request_time
     assert f"{P}:serving.terminationGracePeriodSeconds = 299: at least 300 seconds" in message
 
 
-def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(dev: Run) -> None:
+def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(codelab: Run) -> None:
     templates_seen = 0
     for role in ("prefill", "decode"):
-        for template in templates(lws(dev, role)).values():
+        for template in templates(lws(codelab, role)).values():
             assert template["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] == "true"
             templates_seen += 1
-    for reg in dev.of_type(JOBSET):
+    for reg in codelab.of_type(JOBSET):
         for job in normalize(reg.plain())["spec"]["replicatedJobs"]:
             annotations = job["template"]["spec"]["template"]["metadata"]["annotations"]
             assert annotations["cloud.google.com/skip-tpu-webhook-check"] == "true"

@@ -629,7 +629,15 @@ def test_stack_outputs(without_token: Run) -> None:
         "8",
         "--timeout",
         "14400",
+        "--credentials-command",
+        out["credentialsCommand"],
     ]
+    # the context kubectl and verify use: this stack's cluster, region and project, through the endpoint it opens
+    project = without_token.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["project"]
+    assert shlex.split(out["credentialsCommand"]) == [
+        "gcloud", "container", "clusters", "get-credentials", "qwen-serving-cluster",
+        "--location", "us-central1", "--project", project, "--dns-endpoint",
+    ]  # fmt: skip
     # the pool is the router release's (named after the guide); one leader per replica of each role
     assert (
         out["inferencePool"]
@@ -667,7 +675,7 @@ def test_leaders_are_probed_with_the_startup_budget(budget: int) -> None:
         assert budget <= allowed < budget + startup["periodSeconds"]
         # workers run no HTTP server: no probes, and they are not endpoints of the pool anyway
         assert not {"readinessProbe", "livenessProbe", "startupProbe"} & set(worker(obj)["containers"][0])
-    assert run.outputs["verifyCommand"].endswith(f"--timeout {budget}")
+    assert f" --timeout {budget} " in run.outputs["verifyCommand"]
 
 
 def test_startup_budget_covers_the_pods_own_waits() -> None:
@@ -741,7 +749,7 @@ def test_demo_jobsets_avoid_unhealthy_partitions() -> None:
     run = run_program(
         {
             f"{P}:tpu": {"cubes": 4},
-            f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"topology": "4x8x8"}},
+            f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"enabled": True, "topology": "4x8x8"}},
         }
     )
     assert run.error is None, run.error

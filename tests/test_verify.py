@@ -19,6 +19,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from components.cli import verify
+from components.cli.cluster import NoKubeconfig
 from components.cli.verify import Backoff, GatewayNotReady, VerifyError
 
 MODEL = "qwen3.5-397b"
@@ -382,7 +383,7 @@ def test_missing_gateway_and_api_errors_are_clear() -> None:
 
 def test_unloadable_kubeconfig_is_a_verify_error(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(VerifyError, match="cannot load kubeconfig"):
+    with pytest.raises(NoKubeconfig, match=f"no usable kubeconfig in {tmp_path / 'missing'}"):
         verify.custom_objects_api(kubeconfig=str(tmp_path / "missing"))
 
 
@@ -397,7 +398,7 @@ def run(argv: list[str], sleeps: Sleeps) -> int:
 def test_main_looks_up_the_gateway_and_checks_both_endpoints(
     stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--gateway-name", "gw", "--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]
+    argv = ["--gateway-name", "gw", "--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--direct"]
     argv += ["--kubeconfig", "/tmp/kc", "--context", "ctx"]
 
     assert run(argv, sleeps) == 0
@@ -407,7 +408,7 @@ def test_main_looks_up_the_gateway_and_checks_both_endpoints(
     assert stub.paths() == [COMPLETIONS, CHAT]
     assert [r.json()["model"] for r in stub.received] == [MODEL, MODEL]
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"target {stub.url} (Gateway ns/gw) model={MODEL}"
+    assert lines[0] == f"target {stub.url} (Gateway ns/gw, from this machine) model={MODEL}"
     assert lines[1].startswith("completions OK   status=200 attempts=1 latency_ms=")
     assert lines[2].startswith("chat        OK   status=200 attempts=1 latency_ms=")
     assert all(line.endswith(f"first_tokens={json.dumps(TWELVE)}") for line in lines[1:])
@@ -422,7 +423,7 @@ def test_main_reads_stack_outputs(stub: Stub, sleeps: Sleeps, cluster: dict[str,
         )
     )
 
-    assert run(["--stack-outputs", str(outputs), "--port", str(stub.port)], sleeps) == 0
+    assert run(["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"], sleeps) == 0
 
     assert cluster["api"].calls == [
         ("gateway.networking.k8s.io", "v1", "llm-d-pd", "gateways", "llm-d-inference-gateway")
@@ -436,7 +437,7 @@ def test_main_flags_override_stack_outputs_read_from_stdin(
     outputs = {"gatewayName": "gw", "gatewayNamespace": "ns", "servedModelName": "from-outputs"}
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(outputs)))
 
-    assert run(["--stack-outputs", "-", "--model", "from-flag", "--port", str(stub.port)], sleeps) == 0
+    assert run(["--stack-outputs", "-", "--model", "from-flag", "--port", str(stub.port), "--direct"], sleeps) == 0
 
     assert cluster["api"].calls[0][2:] == ("ns", "gateways", "gw")
     assert {r.json()["model"] for r in stub.received} == {"from-flag"}
@@ -457,7 +458,7 @@ def test_main_timeout_exits_non_zero(
 ) -> None:
     stub.script(COMPLETIONS, Step(delay=5))
     stub.script(CHAT, Step(delay=5))
-    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]
+    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--direct"]
     argv += ["--attempts", "2", "--read-timeout", str(READ_TIMEOUT), "--connect-timeout", "1"]
 
     assert run(argv, sleeps) == 1
@@ -474,7 +475,7 @@ def test_main_malformed_json_exits_non_zero(
     stub: Stub, sleeps: Sleeps, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     stub.script(CHAT, Step(body=b"not json"))
-    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "2"]
+    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "2", "--direct"]
 
     assert run(argv, sleeps) == 1
 
@@ -486,7 +487,8 @@ def test_main_malformed_json_exits_non_zero(
 def test_main_without_choices_exits_non_zero(stub: Stub, sleeps: Sleeps, cluster: dict[str, Any]) -> None:
     stub.script(COMPLETIONS, Step(body={"id": "x", "object": "text_completion"}))
 
-    assert run(["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "1"], sleeps) == 1
+    argv = ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--attempts", "1", "--direct"]
+    assert run(argv, sleeps) == 1
 
 
 def test_main_gateway_without_address_exits_non_zero(
@@ -615,7 +617,7 @@ def pool_object() -> dict[str, Any]:
 
 
 def wait_argv(stub: Stub, *extra: str) -> list[str]:
-    return ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--pool", "pd", *extra]
+    return ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--pool", "pd", "--direct", *extra]
 
 
 def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
@@ -731,7 +733,7 @@ def test_stack_outputs_name_the_pool_and_the_leader_count(stub: Stub, tmp_path: 
     pods = FakePods([pod("prefill", True), pod("decode", True)])
 
     code = verify.main(
-        ["--stack-outputs", str(outputs), "--port", str(stub.port)],
+        ["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"],
         api=objects,
         pods=pods,
         sleep=clock.sleep,

@@ -6,12 +6,16 @@ actionlint (in .ci/run) checks that the workflows are valid; these check that th
 
 from __future__ import annotations
 
+import json
 import re
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from tests.harness import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -126,3 +130,53 @@ def test_one_comment_per_pull_request_is_posted_by_a_workflow_run_that_runs_no_p
     # One comment, found again by its marker and edited; only for the pull request the run was for.
     assert "updateComment" in script and "createComment" in script and "marker" in script
     assert "pr.head.sha !== process.env.HEAD_SHA" in script
+
+
+def ci_stacks() -> set[str]:
+    preview = workflow("preview.yml")["jobs"]["preview"]["strategy"]["matrix"]["stack"]
+    return set(preview) | set(workflow("deploy.yml")["jobs"])
+
+
+@pytest.mark.parametrize("stack", PROMOTION)
+def test_ci_reaches_every_stack_it_deploys_through_the_dns_endpoint(stack: str) -> None:
+    # GitHub-hosted runners have no fixed address, so no authorized network admits them: the program's
+    # kubeconfig (which the workflows use: they write none of their own) targets the DNS-based endpoint, which
+    # takes traffic from any network and checks IAM (container.clusters.connect) instead.
+    assert stack in ci_stacks()
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke").inputs
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+    provider = run.get("pulumi:providers:kubernetes", "cluster-k8s")
+    server = json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]["server"]
+    assert re.fullmatch(r"https://gke-[0-9a-f]+-\d+\.us-central1\.gke\.goog", server), server
+    # the kubeconfig's credential plugin is installed in every job that runs the program
+    for name in ("preview.yml", "up.yml"):
+        jobs = [
+            j
+            for j in workflow(name)["jobs"].values()
+            if any(s.get("uses", "").startswith("pulumi/") for s in j.get("steps", []))
+        ]
+        for job in jobs:
+            gcloud = next(
+                s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/setup-gcloud@")
+            )
+            assert gcloud["with"]["install_components"] == "gke-gcloud-auth-plugin"
+
+
+def test_one_virtualenv_name_everywhere_built_with_the_constraints() -> None:
+    # Pulumi.yaml and the policy pack name `venv` (each relative to its own directory); the workflows, the quick
+    # start and the offline page build those directories with the full pinned set, never `pulumi install`.
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    pack = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"]["options"]["virtualenv"] == pack["runtime"]["options"]["virtualenv"] == "venv"
+    for name in ("preview.yml", "up.yml"):
+        steps = [s.get("run", "") for j in workflow(name)["jobs"].values() for s in j.get("steps", [])]
+        script = next(s for s in steps if "python -m venv venv" in s)
+        assert "venv/bin/pip install -r requirements.txt -c constraints.txt" in script
+        assert "policy/venv/bin/pip install -r policy/requirements.txt -c constraints.txt" in script
+    build = "python3 -m venv venv && venv/bin/pip install -r requirements.txt -c constraints.txt"
+    for page in ("README.md", "docs/offline.md", "docs/teardown.md"):
+        text = (ROOT / page).read_text()
+        assert build in text, page
+        assert ".venv" not in text and "pulumi install &&" not in text, page

@@ -27,6 +27,10 @@ class VerifyError(RuntimeError):
     """The check could not run (no cluster access, no Gateway, no address yet)."""
 
 
+class NoKubeconfig(VerifyError):
+    """No usable kubeconfig (none, no current context, or the context asked for is missing)."""
+
+
 class GatewayNotReady(VerifyError):
     """The Gateway exists but has no address in its status yet."""
 
@@ -77,7 +81,8 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
         return config.new_client_from_config(config_file=kubeconfig, context=context)
     except config.ConfigException as exc:
         if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            raise VerifyError(f"cannot load kubeconfig: {exc}") from exc
+            where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise NoKubeconfig(f"no usable kubeconfig in {where} ({one_line(str(exc))})") from exc
         configuration = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=configuration)

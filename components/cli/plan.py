@@ -15,6 +15,7 @@ import copy
 import itertools
 import json
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -206,7 +207,8 @@ def placeholder_flags(config: dict[str, Any]) -> list[str]:
         return []
 
     found = [hit for key, value in config.items() for hit in walk(value, key.removeprefix(f"{PROJECT}:"))]
-    return [f"--set {path}=VALUE" for path in found]
+    # Quoted for the shell: zsh expands an unquoted `[0]` as a glob (and fails on no match).
+    return [f"--set {shlex.quote(f'{path}=VALUE')}" for path in found]
 
 
 def config_error(message: str, config: dict[str, Any]) -> str:

@@ -46,6 +46,7 @@ from components.cli.cluster import (
     CustomObjects,
     GatewayNotReady,
     LeadersNotReady,
+    NoKubeconfig,
     Pods,
     VerifyError,
     core_api,
@@ -54,6 +55,7 @@ from components.cli.cluster import (
     wait_for_leaders,
 )
 from components.cli.cluster import one_line as _one_line
+from components.cli.probe_pod import PROBE_NAMESPACE, parse_log, pod_manifest, pod_name, request_json, run_probe_pod
 from components.model.commands import verify_command as command
 
 __all__ = [
@@ -84,6 +86,7 @@ STACK_OUTPUT_KEYS = {
     "model": "servedModelName",
     "pool": "inferencePool",
     "leaders": "servingLeaders",
+    "credentials": "credentialsCommand",
 }
 DEFAULT_WAIT_S = 14400.0  # serving.startupTimeoutSeconds' default: the leaders' own startup budget
 
@@ -297,7 +300,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="host[:port] to call instead of looking up the Gateway (port-forwarding)")
     parser.add_argument("--scheme", choices=("http", "https"), default="http")
     parser.add_argument("--port", type=int, help="port (default: the scheme's)")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="send the requests from this machine to the Gateway's address (it is internal: only from the VPC or a "
+        f"network connected to it); default: from a short-lived pod in the cluster's {PROBE_NAMESPACE!r} namespace",
+    )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument(
+        "--credentials-command",
+        metavar="COMMAND",
+        help="the command that writes the cluster's kubeconfig context (the stack's credentialsCommand output), "
+        "named when no usable kubeconfig is found",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument(
         "--pool",
@@ -378,8 +393,8 @@ def main(
 ) -> int:
     """Run the check; `argv` has no subcommand word. Returns 0 when both requests succeed, else 1.
 
-    `api`/`pods` replace the cluster look-ups, `sleep` the backoff and polling sleeps and `clock` the
-    readiness deadline's clock (all for tests).
+    `api`/`pods` replace the cluster look-ups (`pods` a CoreV1Api: the leaders' pods and the probe pod), `sleep`
+    the backoff and polling sleeps and `clock` the deadlines' clock (all for tests).
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -390,6 +405,7 @@ def main(
     gateway_name = args.gateway_name or outputs.get("gateway_name") or DEFAULT_GATEWAY_NAME
     namespace = args.namespace or outputs.get("namespace")
     model = args.model or outputs.get("model")
+    credentials = args.credentials_command or outputs.get("credentials")
     if not model:
         parser.error("--model (or servedModelName in --stack-outputs) is required")
     if not args.address and not namespace:
@@ -398,11 +414,28 @@ def main(
     leaders = args.leaders or (int(outputs["leaders"]) if "leaders" in outputs else None)
     if args.address and args.pool:
         parser.error("--pool needs the cluster; with --address, wait for the leaders yourself")
+    if args.address and args.direct:
+        parser.error("--direct looks up the Gateway; with --address the requests already go to that address")
 
+    def error(exc: VerifyError) -> int:
+        print(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, NoKubeconfig):
+            fix = credentials or "gcloud container clusters get-credentials CLUSTER --location REGION --project PROJECT"
+            print(
+                f"get the cluster's credentials first: {fix}\n(or pass --kubeconfig FILE, for example the stack's "
+                "secret output: pulumi stack output kubeconfig --show-secrets > kubeconfig.yaml)",
+                file=sys.stderr,
+            )
+        return 1
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    core: Any = pods
     if pool and not args.address:
         try:
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
-            core = pods if pods is not None else core_api(args.kubeconfig, args.context)
+            core = core if core is not None else core_api(args.kubeconfig, args.context)
             wait_for_leaders(
                 pool,
                 namespace,
@@ -413,12 +446,12 @@ def main(
                 poll=args.poll,
                 sleep=sleep,
                 clock=clock,
-                log=lambda line: print(line, file=sys.stderr, flush=True),
+                log=log,
             )
         except VerifyError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return error(exc)
 
+    in_cluster = not args.address and not args.direct
     if args.address:
         address = args.address
         print(f"target {base_url(address, args.scheme, args.port)} (--address) model={model}")
@@ -427,32 +460,101 @@ def main(
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
             address = gateway_address(gateway_name, namespace, kube)
         except VerifyError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}) model={model}")
+            return error(exc)
+        where = f"from a pod in namespace {PROBE_NAMESPACE}" if in_cluster else "from this machine"
+        print(
+            f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}, {where}) "
+            f"model={model}"
+        )
 
     url = base_url(address, args.scheme, args.port)
+    if in_cluster:
+        try:
+            core = core if core is not None else core_api(args.kubeconfig, args.context)
+            results = pod_probe(core, url, model, args, sleep=sleep, clock=clock, log=log)
+        except VerifyError as exc:
+            return error(exc)
+    else:
+        results = local_probe(url, model, args, sleep=sleep)
+    for result in results:
+        print(result.line())
+    return 0 if all(result.ok for result in results) else 1
+
+
+def local_probe(url: str, model: str, args: argparse.Namespace, *, sleep: Callable[[float], None]) -> list[ProbeResult]:
+    """Both requests from this process (`--address`, `--direct`)."""
     backoff = Backoff(initial=min(args.backoff, args.max_delay), max_delay=args.max_delay)
-    ok = True
+    results = []
     for kind in KINDS:
 
         def log(attempt: int, error: str, delay: float, kind: str = kind) -> None:
             print(f"{kind}: attempt {attempt}/{args.attempts} failed: {error}; retrying in {delay:g}s", file=sys.stderr)
 
-        result = probe(
-            url,
-            model,
-            kind,
-            attempts=args.attempts,
-            backoff=backoff,
-            connect_timeout=args.connect_timeout,
-            read_timeout=args.read_timeout,
-            sleep=sleep,
-            on_retry=log,
+        results.append(
+            probe(
+                url,
+                model,
+                kind,
+                attempts=args.attempts,
+                backoff=backoff,
+                connect_timeout=args.connect_timeout,
+                read_timeout=args.read_timeout,
+                sleep=sleep,
+                on_retry=log,
+            )
         )
-        print(result.line())
-        ok = ok and result.ok
-    return 0 if ok else 1
+    return results
+
+
+def pod_probe(
+    core: Any,
+    url: str,
+    model: str,
+    args: argparse.Namespace,
+    *,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    log: Callable[[str], None],
+) -> list[ProbeResult]:
+    """Both requests from a pod in the cluster (components/cli/probe_pod.py), judged as `probe` judges them."""
+    requests_ = [(kind, url.rstrip("/") + PATHS[kind], request_json(request_body(kind, model))) for kind in KINDS]
+    manifest = pod_manifest(
+        pod_name(),
+        requests_,
+        attempts=args.attempts,
+        connect_timeout=args.connect_timeout,
+        read_timeout=args.read_timeout,
+        max_delay=args.max_delay,
+    )
+    answers = parse_log(run_probe_pod(core, manifest, sleep=sleep, clock=clock, log=log))
+    results = []
+    for kind, target, _ in requests_:
+        answer = answers.get(kind)
+        if answer is None:
+            results.append(ProbeResult(kind, target, None, 0, None, "", "the probe pod printed no answer"))
+            continue
+        text, judged = judge(answer.status, answer.body)
+        results.append(
+            ProbeResult(kind, target, answer.status, answer.attempts, answer.latency_ms, first_tokens(text), judged)
+        )
+    return results
+
+
+def judge(status: int | None, body: str) -> tuple[str, str | None]:
+    """(answer text, error or None) of a status and body the probe pod saw: `_judge`'s rules without the retry."""
+    if status is None:
+        return "", f"no response: {_one_line(body) or '(nothing)'}"
+    if status != 200:
+        excerpt = _one_line(body)
+        return "", f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return "", f"HTTP 200 but the body is not JSON: {_one_line(body) or '(empty)'}"
+    choices = payload.get("choices") if isinstance(payload, Mapping) else None
+    if not isinstance(choices, list) or not choices:
+        return "", f"HTTP 200 but no non-empty 'choices' list: {_one_line(body)}"
+    return answer_text(payload), None
 
 
 if __name__ == "__main__":

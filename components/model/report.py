@@ -246,6 +246,24 @@ class Plan:
         return sum(w.admitted_chips for w in self.workloads)
 
     @property
+    def chips_free(self) -> int:
+        """Chips no slice uses once every workload the plan admits runs."""
+        return sum(c.chips - c.used_chips for c in self.cubes)
+
+    @property
+    def idle_cubes(self) -> int:
+        """Cubes no admitted slice uses: headroom (more replicas, other workloads) the reservation bills anyway."""
+        return sum(1 for c in self.cubes if c.used_chips == 0)
+
+    def headroom(self) -> str:
+        n = len(self.cubes)
+        return (
+            f"HEADROOM  {self.idle_cubes} of {n} cube{'s' if n != 1 else ''} idle (no slice placed once every "
+            f"admitted workload runs; reserved, so billed all the same); {self.chips_free} of "
+            f"{self.chips_provisioned} chips free"
+        )
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 
@@ -282,6 +300,8 @@ class Plan:
                 "chipsProvisioned": self.chips_provisioned,
                 "chipsRequested": self.chips_requested,
                 "chipsAdmitted": self.chips_admitted,
+                "chipsFree": self.chips_free,
+                "idleCubes": self.idle_cubes,
                 "tpuQuota": self.quota,
             },
             "cubes": [c.as_dict() for c in self.cubes],
@@ -338,7 +358,7 @@ class Plan:
                     where = " ".join(f"cube {p.part + 1}/{p.topology.chips // c.chips}" for p in ps)
                 cube_rows.append([*first, key, ranges(p.slice_index for p in ps), str(ps[0].topology), where])
                 first = ["", "", ""]
-        lines = [head, "", *_align(rows)]
+        lines = [head, self.headroom(), "", *_align(rows)]
         if self.preemptions:
             shown = [f"{p.by} preempts {p.victim}" for p in self.preemptions[:TABLE_PREEMPTIONS]]
             if len(self.preemptions) > TABLE_PREEMPTIONS:
