@@ -165,3 +165,47 @@ def test_missing_sources_name_the_fetch_command(releases: list[charts.Release], 
     other = charts.Release(**{**releases[0].__dict__, "version": "9.9.9"})
     with pytest.raises(charts.ChartUnavailable, match="has no pinned sources"):
         charts.source_dir(other, tmp_path)
+
+
+# ------------------------------------------------------------------ what reviewers could only suspect
+
+
+def test_the_epp_token_secret_waits_for_its_account_and_the_chart_makes_neither(
+    rendered: dict[str, charts.Rendered],
+) -> None:
+    """The chart's `_gke.yaml` created its token Secret beside its ServiceAccount, in parallel (no ordering among a
+    chart's objects without `config.kubernetes.io/depends-on`), and the token controller deletes a token Secret
+    whose account does not exist yet. The program declares them itself: the Secret after the account."""
+    router = rendered["serving-router"].objects
+    assert [o for o in router if o["kind"] in ("Secret", "ServiceAccount") and "metrics" in o["metadata"]["name"]] == []
+    assert [o for o in router if o["kind"] == "PodMonitoring"] == []
+    run = run_program()
+    sa = run.get("kubernetes:core/v1:ServiceAccount", "observability-epp-scraper")
+    token = run.get("kubernetes:core/v1:Secret", "observability-epp-scraper-token")
+    assert sa.urn in token.dependencies
+    assert token.plain()["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "epp-metrics-scraper"}
+
+
+def test_the_epp_scrape_selects_the_rendered_epp_pods(rendered: dict[str, charts.Rendered]) -> None:
+    run = run_program()
+    pm = run.get("kubernetes:monitoring.googleapis.com/v1:PodMonitoring", "observability-epp").plain()
+    (deploy,) = [o for o in rendered["serving-router"].objects if o["kind"] == "Deployment"]
+    pod = deploy["spec"]["template"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"]: p for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert pm["spec"]["endpoints"][0]["port"] in ports
+    # Auth stays on (the chart's default): the picker wants the bearer token the PodMonitoring sends.
+    assert "--metrics-endpoint-auth=false" not in str(pod)
+
+
+def test_the_router_waits_for_kueues_webhooks(rendered: dict[str, charts.Rendered]) -> None:
+    """The picker's pods run in the Kueue-managed namespace, where Kueue's pod webhook fails closed."""
+    kueue = rendered["kueue-chart"].objects
+    (mutating,) = [o for o in kueue if o["kind"] == "MutatingWebhookConfiguration"]
+    pod_hook = next(w for w in mutating["webhooks"] if w["name"].startswith("mpod."))
+    assert pod_hook["failurePolicy"] == "Fail"
+    workload_namespace = rendered["serving-router"].release.namespace
+    assert pod_hook["namespaceSelector"]["matchExpressions"][0]["values"] == [workload_namespace]
+    run = run_program()
+    router = run.get("kubernetes:helm.sh/v4:Chart", "serving-router")
+    assert run.get("kubernetes:helm.sh/v4:Chart", "kueue-chart").urn in router.dependencies
