@@ -1,0 +1,64 @@
+"""The change preview inside the charts (components/cli/chart_diff.py): each object by its own kind's rules."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from components.cli import chart_diff, diff
+from tests import upstream
+from tests.harness import set_arguments
+
+
+def preview(*changes: str) -> tuple[dict[str, diff.engine.Change], str]:
+    upstream.require("charts")
+    args = diff._parser().parse_args(
+        ["--stack", "dev", *set_arguments("dev"), *(a for c in changes for a in ("--change", c))]
+    )
+    args.dir = diff.ROOT
+    notes: list[str] = []
+    result = diff.compute(args, notes)
+    return {c.name: c for c in result.changes if c.action != diff.engine.SAME}, "\n".join(notes)
+
+
+def test_type_tokens_and_child_names_follow_the_provider() -> None:
+    assert chart_diff.type_token("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
+    assert chart_diff.type_token("apps/v1", "Deployment") == "kubernetes:apps/v1:Deployment"
+    obj = {"metadata": {"name": "cm", "namespace": "ns"}}
+    assert chart_diff.child_name("router", obj) == "router:ns/cm"
+    assert chart_diff.child_name("router", {"metadata": {"name": "role"}}) == "router:role"
+
+
+def test_the_pickers_config_change_replaces_its_configmap() -> None:
+    """The audit's first case: the chart's ConfigMap is replaced (delete first: same name) when its data changes."""
+    changes, notes = preview("serving.router.peakPrefillThroughput=20000")
+    assert notes == ""
+    cm = changes["serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp"]
+    assert (cm.action, cm.delete_first, cm.properties) == ("replace", True, ['data["pd-config.yaml"]'])
+    assert changes["serving-router"].action == "update"
+    assert "compared one by one" in changes["serving-router"].reason
+    assert sorted(changes) == ["serving-router", "serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp"]
+
+
+def test_the_scrape_interval_no_longer_changes_a_chart_object() -> None:
+    """The audit's second case: the router chart's own PodMonitoring followed the interval; now the program's does."""
+    changes, _ = preview("observability.scrapeInterval=60s")
+    assert not any(name.startswith("serving-router") for name in changes)
+    assert changes["observability-epp"].properties == ["spec.endpoints[0].interval"]
+
+
+def test_a_replica_change_updates_the_kueue_deployment_in_place() -> None:
+    changes, _ = preview("addons.kueue.replicas=3")
+    dep = changes["kueue-chart:kueue-system/kueue-controller-manager"]
+    assert (dep.action, dep.properties) == ("update", ["spec.replicas"])
+
+
+def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(chart_diff.charts, "upstream_root", lambda: tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", "dev", *set_arguments("dev"), "--change", "addons.kueue.replicas=3"], out, err)
+    assert code == 0
+    assert "note: objects inside the chart not compared: kueue-chart:" in err.getvalue()
+    assert "python -m tests.upstream fetch" in err.getvalue()
+    assert "kueue-chart:kueue-system" not in out.getvalue()
