@@ -19,6 +19,7 @@ def preview(*changes: str) -> tuple[dict[str, diff.engine.Change], str]:
     args.dir = diff.ROOT
     notes: list[str] = []
     result = diff.compute(args, notes)
+    # By name: none of the objects these tests look at shares its name with another kind's.
     return {c.name: c for c in result.changes if c.action != diff.engine.SAME}, "\n".join(notes)
 
 
@@ -62,3 +63,20 @@ def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.Mo
     assert "note: objects inside the chart not compared: kueue-chart:" in err.getvalue()
     assert "python -m tests.upstream fetch" in err.getvalue()
     assert "kueue-chart:kueue-system" not in out.getvalue()
+
+
+def test_every_kind_inside_the_charts_is_in_the_model() -> None:
+    """As for the program's own types (tests/test_diff_model.py): no chart object is decided as an unknown type."""
+    from components.cli import charts
+    from components.cli.render import redact
+    from components.model.diff import engine
+    from tests.harness import run_program
+
+    upstream.require("charts")
+    types = {
+        chart_diff.type_token(o["apiVersion"], o["kind"])
+        for r in charts.releases(run_program().registrations, redact)
+        for o in charts.render_release(r).objects
+    }
+    assert sorted(t for t in types if engine.facts_of(t) is None) == []
+    assert "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" in types

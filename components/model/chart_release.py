@@ -6,16 +6,20 @@ repository, tag and pull policy in `values.yaml` and `helm package --version --a
 version and appVersion. `published` applies the same edits to the loaded files, so what is rendered is what
 `helm.v4.Chart` pulls. Sources (main branch; the steps are the same at the pinned tags):
 
-* Kueue: kubernetes-sigs/kueue@28842db0 hack/helm-chart-package.sh:71-75 (manager and KueueViz images,
-  `registry.k8s.io/kueue` for a release tag, lines 33-39) and :84 (`helm package --version ${GIT_TAG#v}
-  --app-version ${GIT_TAG}`).
-* JobSet: kubernetes-sigs/jobset@0bbedeab hack/helm-chart-package.sh:46-49 and :41 (the version without `v`).
-* LWS: kubernetes-sigs/lws@1137cb80 hack/push-chart.sh:46-49 (`chart_version` = the tag with its `v`, used for the
-  image tag, version and appVersion); at v0.8.0 the image is under `image.manager` (charts/lws/values.yaml:12-17).
-* llm-d router: llm-d/llm-d-router@04ee2866 hack/push-chart.sh:40-46 (the endpoint picker's image in the
-  gateway chart's own values, under `router.`) and :76 (version and appVersion = the tag). Its latency-predictor
-  images (:51-59) take a tag the release workflow passes in and the git tag does not record; they render only
-  with `router.latencyPredictor.enabled`, which the program leaves off (tests/test_charts.py checks no such
+* Kueue: kubernetes-sigs/kueue@28842db0 hack/helm-chart-package.sh, steps "Update the image repo, tag and policy"
+  and "Update the KueueViz images repo, tag and policy" (`registry.k8s.io/kueue` for a release tag), then
+  `helm package --version ${GIT_TAG#v} --app-version ${GIT_TAG}`.
+* JobSet: kubernetes-sigs/jobset@0bbedeab hack/helm-chart-package.sh, "Update the image repo, tag and policy"
+  (`registry.k8s.io/jobset`), then `helm package --version ${GIT_TAG#v} --app-version ${GIT_TAG}`.
+* LWS: kubernetes-sigs/lws@1137cb80 hack/push-chart.sh, "Update the image repo, tag and policy" and
+  `helm package --version ${chart_version} --app-version ${chart_version}` with `chart_version` = the tag, its `v`
+  kept; at v0.8.0 the image is under `image.manager` (charts/lws/values.yaml:12-17), where the script's
+  `.image.*` paths point on main.
+* llm-d router: llm-d/llm-d-router@04ee2866 hack/push-chart.sh: on a release tag, the endpoint picker's image
+  in the gateway chart's own values (`router.epp.image.*`), then `helm package --version ${EXTRA_TAG}
+  --app-version ${EXTRA_TAG}`. Its latency-predictor images take a tag the release workflow passes in
+  (`LATENCY_PREDICTOR_TAG`) that the git tag does not record; they render only with
+  `router.latencyPredictor.enabled`, which the program leaves off (tests/test_charts.py checks that no such
   container is rendered), so they are not edited here.
 """
 
@@ -52,22 +56,22 @@ EDITS: dict[str, ReleaseEdits] = {
             *_image(("kueueViz", "frontend", "image"), "registry.k8s.io/kueue/kueueviz-frontend"),
         ),
         version_keeps_v=False,
-        source="kubernetes-sigs/kueue@28842db0 hack/helm-chart-package.sh:71-75,84",
+        source="kubernetes-sigs/kueue@28842db0 hack/helm-chart-package.sh",
     ),
     "jobset": ReleaseEdits(
         values=_image(("image",), "registry.k8s.io/jobset/jobset"),
         version_keeps_v=False,
-        source="kubernetes-sigs/jobset@0bbedeab hack/helm-chart-package.sh:41-49",
+        source="kubernetes-sigs/jobset@0bbedeab hack/helm-chart-package.sh",
     ),
     "lws": ReleaseEdits(
         values=_image(("image", "manager"), "registry.k8s.io/lws/lws"),
         version_keeps_v=True,
-        source="kubernetes-sigs/lws@1137cb80 hack/push-chart.sh:36-49",
+        source="kubernetes-sigs/lws@1137cb80 hack/push-chart.sh",
     ),
     "llm-d-router-gateway": ReleaseEdits(
         values=_image(("router", "epp", "image"), "llm-d-router-endpoint-picker", registry="ghcr.io/llm-d"),
         version_keeps_v=True,
-        source="llm-d/llm-d-router@04ee2866 hack/push-chart.sh:40-46,76",
+        source="llm-d/llm-d-router@04ee2866 hack/push-chart.sh",
     ),
 }
 
