@@ -21,6 +21,7 @@ one line saying how to install it.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tarfile
@@ -65,6 +66,9 @@ CLUSTER_SCOPED = frozenset(
         "StorageClass",
     }
 )
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are megabytes
 
 
 class ChartUnavailable(Exception):
@@ -134,10 +138,11 @@ def source_dir(release: Release, root: Path | None = None) -> tuple[str, Path]:
     return kind, base / rel
 
 
+@functools.cache
 def package(kind: str, version: str, directory: Path) -> bytes:
     """The chart as a .tgz in memory, with the release script's edits: what the registry serves."""
-    values = yaml.safe_load((directory / "values.yaml").read_text()) or {}
-    meta = yaml.safe_load((directory / "Chart.yaml").read_text())
+    values = yaml.load((directory / "values.yaml").read_text(), Loader=_LOADER) or {}
+    meta = yaml.load((directory / "Chart.yaml").read_text(), Loader=_LOADER)
     values, meta = published(kind, tag(version), values, meta)
     name = meta["name"]
     buf = io.BytesIO()
@@ -157,7 +162,6 @@ def package(kind: str, version: str, directory: Path) -> bytes:
     return buf.getvalue()
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are megabytes
 # Helm splits a template's output into objects with this pattern (helm/helm pkg/release/util/manifest.go, `sep`),
 # not as YAML does: `---` needs nothing after it. The router chart relies on it: its gke.yaml ends without a
 # newline before routerlib's `---apiVersion: v1` (the metrics-reader ServiceAccount), which a YAML parser reads as

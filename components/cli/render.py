@@ -136,8 +136,13 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def dump(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=120)
+# libyaml's emitter with the same representer, for the chart objects (megabytes of CRDs): a few times faster.
+_CDumper = type("_CDumper", (getattr(yaml, "CSafeDumper", yaml.SafeDumper),), {})
+_CDumper.add_representer(str, _str)
+
+
+def dump(value: Any, dumper: type = _Dumper) -> str:
+    return yaml.dump(value, Dumper=dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=120)
 
 
 def short(urn: str) -> str:
@@ -245,7 +250,7 @@ def chart_files(registrations: list[Registration]) -> tuple[dict[str, str], dict
             path = object_path(obj, f"charts/{portable(release.resource)}")
             if path in files:
                 raise ValueError(f"two objects render to {path}")
-            files[path] = header + dump(redact(obj))
+            files[path] = header + dump(redact(obj), _CDumper)
     return files, counts, warnings
 
 
