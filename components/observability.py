@@ -302,8 +302,26 @@ class Observability(Component):
             ],
             opts=in_namespace,
         )
+        # The picker checks each scrape's token with the API server; without the chart's monitoring block its
+        # account lacks that right, so it is granted here (a new name: the chart's role is deleted only at the end).
+        auth = k8s.rbac.v1.ClusterRole(
+            f"{name}-epp-auth",
+            metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+            rules=[dict(rule) for rule in monitoring.EPP_AUTH_RULES],
+            opts=in_namespace,
+        )
         gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
         self.epp_rbac = [
+            auth,
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-epp-auth",
+                metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth.metadata.name},
+                subjects=[
+                    {"kind": "ServiceAccount", "name": monitoring.epp_service_account(settings), "namespace": namespace}
+                ],
+                opts=in_namespace,
+            ),
             reader,
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-epp-metrics-reader",

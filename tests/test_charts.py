@@ -209,3 +209,29 @@ def test_the_router_waits_for_kueues_webhooks(rendered: dict[str, charts.Rendere
     run = run_program()
     router = run.get("kubernetes:helm.sh/v4:Chart", "serving-router")
     assert run.get("kubernetes:helm.sh/v4:Chart", "kueue-chart").urn in router.dependencies
+
+
+def test_the_picker_keeps_the_right_to_check_scrape_tokens(
+    releases: list[charts.Release], rendered: dict[str, charts.Rendered]
+) -> None:
+    """The chart grants the picker TokenReview and SubjectAccessReview only with its monitoring block, which stays off:
+    the program's ClusterRole has the chart's rules and binds them to the account the rendered Deployment runs as."""
+    router = next(r for r in releases if r.resource == "serving-router")
+    values = charts._with(router.values, ("router", "monitoring"), {"prometheus": {"enabled": True}})
+    with_monitoring = charts.render_release(charts.Release(**{**router.__dict__, "values": values}))
+    chart_role = next(
+        o for o in with_monitoring.objects if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-epp")
+    )
+    assert not any(o["kind"] == "ClusterRole" for o in rendered["serving-router"].objects)
+    run = run_program()
+    role = run.get("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "observability-epp-auth").plain()
+    assert role["rules"] == chart_role["rules"]
+    binding = run.get("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "observability-epp-auth").plain()
+    (deploy,) = [o for o in rendered["serving-router"].objects if o["kind"] == "Deployment"]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": deploy["spec"]["template"]["spec"]["serviceAccountName"],
+            "namespace": router.namespace,
+        }
+    ]

@@ -99,6 +99,18 @@ def epp_selector(settings: Settings) -> dict[str, str]:
 # `router.monitoring.prometheus.auth.enabled` is false (routerlib templates/_deployment.yaml:126, _service.yaml).
 EPP_METRICS_PORT = "metrics"
 EPP_METRICS_SA = "epp-metrics-scraper"
+# What the picker itself needs to check a scraper's token (TokenReview, SubjectAccessReview), the ClusterRole the
+# chart ships only with `router.monitoring.prometheus.enabled` (routerlib templates/_rbac.yaml:1-40).
+EPP_AUTH_RULES = (
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+)
+
+
+def epp_service_account(settings: Settings) -> str:
+    """The picker's own account: `llm-d-router.name` = `<release>-epp` (routerlib templates/_helpers.tpl)."""
+    return f"{settings.serving.guide}-epp"
 
 
 def workload_names(settings: Settings) -> dict[str, str]:
