@@ -80,3 +80,9 @@ def test_every_kind_inside_the_charts_is_in_the_model() -> None:
     }
     assert sorted(t for t in types if engine.facts_of(t) is None) == []
     assert "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" in types
+
+
+def test_a_version_without_pinned_sources_is_one_chart_update_not_every_object_deleted() -> None:
+    changes, notes = preview("addons.kueue.version=0.17.5")
+    assert "kueue-chart: chart oci://registry.k8s.io/kueue/charts/kueue 0.17.5 has no pinned sources" in notes
+    assert sorted(changes) == ["kueue-chart"] and changes["kueue-chart"].action == "update"

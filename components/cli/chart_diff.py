@@ -70,10 +70,10 @@ def children(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """`records` with every chart's objects after its Chart record, and one note per chart not expanded."""
+def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """`records` with every chart's objects after its Chart record, and {chart URN: why not} for those not expanded."""
     out: list[dict[str, Any]] = []
-    notes: list[str] = []
+    missing: dict[str, str] = {}
     for record in records:
         out.append(record)
         if record["type"] != CHART:
@@ -81,5 +81,20 @@ def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
         try:
             out += children(record)
         except charts.ChartUnavailable as e:
-            notes.append(f"objects inside the chart not compared: {e}")
-    return out, notes
+            missing[record["urn"]] = f"objects inside the chart not compared: {e}"
+    return out, missing
+
+
+def expand_both(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Both runs expanded, a chart's objects kept only where both sides rendered it (a version without pinned
+    sources on one side must not read as every object deleted or created), and the notes."""
+    old_out, old_missing = expand(old)
+    new_out, new_missing = expand(new)
+    skipped = set(old_missing) | set(new_missing)
+
+    def keep(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in records if r.get("parent") not in skipped or r["type"] == CHART]
+
+    return keep(old_out), keep(new_out), sorted(set(old_missing.values()) | set(new_missing.values()))

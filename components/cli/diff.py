@@ -145,9 +145,8 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
 
 def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str], **rules: Any) -> engine.Result:
     """engine.diff with the objects inside every chart as their own records (components/cli/chart_diff.py)."""
-    old_expanded, old_notes = chart_diff.expand(old)
-    new_expanded, new_notes = chart_diff.expand(new)
-    notes += sorted(set(old_notes + new_notes))
+    old_expanded, new_expanded, chart_notes = chart_diff.expand_both(old, new)
+    notes += chart_notes
     result = engine.diff(old_expanded, new_expanded, **rules)
     charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] == chart_diff.CHART}
     expanded = {charts[r["parent"]] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
