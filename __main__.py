@@ -105,6 +105,7 @@ observability = (
         provider=k8s,
         kueue=addons.kueue,
         workload_namespace=queues.namespace.metadata.name,
+        router=serving.router if serving is not None else None,
         services=services,
     )
     if settings.observability.enabled

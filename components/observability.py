@@ -94,7 +94,7 @@ def kueue_pod_monitoring(
 
 
 class Observability(Component):
-    """Scrape objects for Kueue and the vLLM leaders (the EPP's come from its chart), the dashboard, the alerts."""
+    """Scrape objects for Kueue, the router's endpoint picker and the vLLM leaders, the dashboard, the alerts."""
 
     def __init__(
         self,
@@ -104,6 +104,7 @@ class Observability(Component):
         provider: k8s.Provider,
         kueue: HelmAddon,
         workload_namespace: pulumi.Input[str],
+        router: pulumi.Resource | None = None,
         services: ProjectServices,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -119,6 +120,8 @@ class Observability(Component):
         self.dashboard_url: pulumi.Output[str] | None = None
         if o.scrapes:
             self._scrape_kueue(name, settings, provider, kueue)
+            if router is not None:
+                self._scrape_router(name, settings, provider, router, workload_namespace)
             if settings.serving.enabled:
                 for role in settings.serving.roles():
                     self.pod_monitorings[role] = KubernetesObject(
@@ -271,4 +274,106 @@ class Observability(Component):
                 kueue.release, namespace, self.kueue_token.metadata.name, settings.observability.scrape_interval
             ),
             self.child(provider=provider, depends_on=[kueue.chart, *self.kueue_rbac]),
+        )
+
+    def _scrape_router(
+        self,
+        name: str,
+        settings: Settings,
+        provider: k8s.Provider,
+        router: pulumi.Resource,
+        namespace: pulumi.Input[str],
+    ) -> None:
+        """The endpoint picker's /metrics wants a bearer token allowed GET /metrics: what the router chart's
+        `_gke.yaml` would declare, declared here so that the token Secret waits for its account (the chart creates
+        both in parallel, and the token controller deletes a token Secret whose account does not exist yet:
+        kubernetes pkg/controller/serviceaccount/tokens_controller.go syncSecret, "Service account does not exist,
+        deleting token"). Nothing waits for the chart but the scrape object (it selects the chart's pods)."""
+        in_namespace = self.child(provider=provider)
+        sa_name = monitoring.EPP_METRICS_SA
+        sa = k8s.core.v1.ServiceAccount(
+            f"{name}-epp-scraper", metadata={"name": sa_name, "namespace": namespace}, opts=in_namespace
+        )
+        token_name = f"{sa_name}-token"
+        self.epp_token = k8s.core.v1.Secret(
+            f"{name}-epp-scraper-token",
+            metadata={
+                "name": token_name,
+                "namespace": namespace,
+                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=in_namespace,
+        )
+        # The chart's reader role is gone with its monitoring block: this one is the same rule (routerlib _gke.yaml).
+        reader = k8s.rbac.v1.ClusterRole(
+            f"{name}-epp-metrics-reader",
+            metadata={"name": f"{sa_name}-metrics-reader"},
+            rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            opts=in_namespace,
+        )
+        token_read = k8s.rbac.v1.Role(
+            f"{name}-epp-token-read",
+            metadata={"name": f"{sa_name}-token-read", "namespace": namespace},
+            rules=[
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "verbs": ["get", "list", "watch"],
+                    "resourceNames": [token_name],
+                }
+            ],
+            opts=in_namespace,
+        )
+        # The picker checks each scrape's token with the API server; without the chart's monitoring block its
+        # account lacks that right, so it is granted here (a new name: the chart's role is deleted only at the end).
+        auth = k8s.rbac.v1.ClusterRole(
+            f"{name}-epp-auth",
+            metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+            rules=[dict(rule) for rule in monitoring.EPP_AUTH_RULES],
+            opts=in_namespace,
+        )
+        gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
+        self.epp_rbac = [
+            auth,
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-epp-auth",
+                metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth.metadata.name},
+                subjects=[
+                    {"kind": "ServiceAccount", "name": monitoring.epp_service_account(settings), "namespace": namespace}
+                ],
+                opts=in_namespace,
+            ),
+            reader,
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-epp-metrics-reader",
+                metadata={"name": f"{sa_name}-metrics-reader"},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader.metadata.name},
+                subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
+                opts=in_namespace,
+            ),
+            token_read,
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-epp-token-read-collector",
+                metadata={"name": f"{gmp_namespace}:{gmp_sa}:{sa_name}-token-read", "namespace": namespace},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": token_read.metadata.name},
+                subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
+                opts=in_namespace,
+            ),
+        ]
+        endpoint = {
+            "port": monitoring.EPP_METRICS_PORT,
+            "scheme": "http",
+            "path": "/metrics",
+            "interval": settings.observability.scrape_interval,
+            "authorization": {
+                "type": "Bearer",
+                "credentials": {"secret": {"name": self.epp_token.metadata.name, "key": TOKEN_KEY}},
+            },
+        }
+        self.pod_monitorings["epp"] = KubernetesObject(
+            f"{name}-epp",
+            pod_monitoring(monitoring.epp_job(settings), namespace, monitoring.epp_selector(settings), endpoint),
+            self.child(provider=provider, depends_on=[router, *self.epp_rbac]),
         )

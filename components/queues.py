@@ -88,6 +88,7 @@ class SliceQueues(Component):
     ) -> None:
         super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
         q = settings.kueue
+        self.kueue = kueue  # what waits for Kueue's webhooks to serve (the chart awaits its Deployment and Service)
         self.levels = topology_levels(settings)
         # Immutable fields change only through a replacement Kueue's finalizers let finish; the guard refuses
         # one at preview while queued workloads run (components/kueue_guard.py).

@@ -7,7 +7,6 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.model.monitoring import router_monitoring_values
 from components.model.serving_settings import router_release
 from components.model.settings import Settings
 from components.modelserver import ROUTER_PORT, leader_selector
@@ -109,7 +108,9 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
                 "targetPorts": [{"number": ROUTER_PORT}],
                 "matchLabels": leader_selector(settings),
             },
-            # Managed Prometheus scraping of the EPP, declared by the chart itself (observability.scraping).
-            **({"monitoring": router_monitoring_values(settings)} if settings.observability.scrapes else {}),
+            # No `monitoring`: the chart would create the metrics reader's token Secret beside its ServiceAccount, in
+            # parallel, and the token controller deletes a token whose account does not exist yet
+            # (kubernetes pkg/controller/serviceaccount/tokens_controller.go syncSecret). The program declares the
+            # EPP's scrape objects itself, in order (components/observability.py).
         },
     }

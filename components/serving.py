@@ -201,7 +201,9 @@ class Serving(Component):
             self.child(provider=provider, depends_on=[proxy_subnet]),
         )
         self.router_values = router_values(settings, self.gateway.object_name)
-        # Release name = guide name; the chart's InferencePool needs the inference extension's CRDs.
+        # Release name = guide name; the chart's InferencePool needs the inference extension's CRDs. The picker runs
+        # in the Kueue-managed namespace, where Kueue's pod webhook fails closed (components/model/kueue_config.py):
+        # until Kueue serves it, the API server refuses the picker's pods, so the chart waits for Kueue's chart.
         self.router = k8s.helm.v4.Chart(
             f"{name}-router",
             name=s.guide,
@@ -210,7 +212,7 @@ class Serving(Component):
             namespace=namespace,
             values=self.router_values,
             skip_await=False,
-            opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway]),
+            opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway, queues.kueue]),
         )
         # Opt-in: a Job fills the weights bucket, with write access of its own; the serving pods wait for it.
         self.weights_download = None

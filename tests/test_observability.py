@@ -157,16 +157,15 @@ def test_kueue_exports_the_quota_metrics_while_scraping(dev: Run) -> None:
     assert quota_metrics(dev) is True
 
 
-def test_the_router_chart_scrapes_the_epp_and_the_dashboard_reads_its_job(dev: Run) -> None:
+def test_the_program_scrapes_the_epp_and_the_dashboard_reads_its_job(dev: Run) -> None:
     router = normalize(dev.get(CHART, "serving-router").plain())
-    assert router["values"]["router"]["monitoring"] == {
-        "interval": "30s",
-        "provider": {"name": "gmp", "gmp": {"autopilot": False}},
-        "prometheus": {"enabled": True, "auth": {"enabled": True}},
-    }
-    # The chart names its PodMonitoring after the release: the EPP queries' job.
+    assert "monitoring" not in router["values"]["router"]  # the chart's own scrape objects stay off
+    pm = normalize(dev.get(PM, "observability-epp").plain())
+    assert pm["metadata"]["name"] == f"{router['name']}-epp"
+    assert pm["spec"]["endpoints"][0]["authorization"]["credentials"]["secret"]["name"] == "epp-metrics-scraper-token"
+    # The EPP queries' job is that PodMonitoring's name.
     epp_queries = [q for q in all_queries(dev_dashboard(dev)) if "inference_" in q]
-    assert epp_queries and all(f'job="{router["name"]}"' in q for q in epp_queries)
+    assert epp_queries and all(f'job="{router["name"]}-epp"' in q for q in epp_queries)
 
 
 def test_scrape_objects_validate_against_the_pinned_gmp_crds(dev: Run) -> None:
@@ -174,7 +173,7 @@ def test_scrape_objects_validate_against_the_pinned_gmp_crds(dev: Run) -> None:
     assert ("monitoring.googleapis.com/v1", "PodMonitoring") in registry
     assert "gmp-v0.17.2" in registry.source("monitoring.googleapis.com/v1", "PodMonitoring").name
     objects = [normalize(r.plain()) for r in dev.of_type(PM)]
-    assert len(objects) == 3
+    assert len(objects) == 4  # Kueue, the endpoint picker, the prefill and decode leaders
     assert all(conformance.validate(obj, registry) == [] for obj in objects)
     broken = copy.deepcopy(objects[0])
     broken["spec"]["endpoints"][0]["intervall"] = "30s"

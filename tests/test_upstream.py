@@ -38,7 +38,14 @@ def test_the_list_is_well_formed() -> None:
 
 
 def test_the_list_covers_every_directory_the_tests_read() -> None:
-    for prefix in ("schemas/crds", "schemas/monitoring", "schemas/charts", "schemas/pulumi", "reference/codelab"):
+    for prefix in (
+        "schemas/crds",
+        "schemas/monitoring",
+        "schemas/charts",
+        "schemas/pulumi",
+        "reference/codelab",
+        "charts",
+    ):
         assert upstream.under(prefix), prefix
 
 
@@ -47,22 +54,23 @@ def test_the_list_and_the_upstream_files_agree() -> None:
 
     Elsewhere (the cache, or $GKE_TPU_SLICING_UPSTREAM) every listed file must be there with its hash.
     """
-    base = upstream.require("schemas", "reference")  # every listed file, hash checked (skips offline)
+    base = upstream.require("schemas", "reference", "charts")  # every listed file, hash checked (skips offline)
     upstream.require("upstream-next")  # the files used from upstream-next/ (only those are listed)
     if base != upstream.SHARED.resolve():
         return
     shared = {
         p.relative_to(base).as_posix(): upstream.sha256(p)
-        for d in ("schemas", "reference")
+        for d in ("schemas", "reference", "charts")
         for p in (base / d).rglob("*")
         if p.is_file()
     }
-    assert shared == {f.path: f.sha256 for f in PINNED if f.path.startswith(("schemas/", "reference/"))}
+    assert shared == {f.path: f.sha256 for f in PINNED if f.path.startswith(("schemas/", "reference/", "charts/"))}
 
 
 def test_a_file_in_shared_that_the_list_lacks_is_caught(monkeypatch, tmp_path: Path) -> None:
-    base = upstream.require("schemas", "reference")
+    base = upstream.require("schemas", "reference", "charts")
     copy = tmp_path / "shared"
+    shutil.copytree(base / "charts", copy / "charts")
     shutil.copytree(base / "schemas", copy / "schemas")
     shutil.copytree(base / "reference", copy / "reference")
     shutil.copytree(base / "upstream-next", copy / "upstream-next")

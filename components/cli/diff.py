@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from components.cli import snapshot
+from components.cli import chart_diff, snapshot
 from components.cli.plan import (
     ROOT,
     StackFileError,
@@ -175,7 +175,22 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
     return list(result["records"])
 
 
-def compute(args: argparse.Namespace) -> engine.Result:
+def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str], **rules: Any) -> engine.Result:
+    """engine.diff with the objects inside every chart as their own records (components/cli/chart_diff.py)."""
+    old_expanded, new_expanded, chart_notes = chart_diff.expand_both(old, new)
+    notes += chart_notes
+    result = engine.diff(old_expanded, new_expanded, **rules)
+    charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] == chart_diff.CHART}
+    expanded = {charts[r["parent"]] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    for change in result.changes:
+        if change.type == chart_diff.CHART and change.name in expanded:
+            change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
+    return result
+
+
+def compute(args: argparse.Namespace, notes: list[str] | None = None) -> engine.Result:
+    """The preview of `args`; what could not be compared (a chart's objects offline) is appended to `notes`."""
+    notes = [] if notes is None else notes
     try:
         config = read_stack(args.dir, args.stack, args.set)
         secrets = set(secret_keys(args.dir, args.stack))
@@ -184,20 +199,27 @@ def compute(args: argparse.Namespace) -> engine.Result:
     if args.second_run:
         first, outputs = _in_process(config, args.stack, secrets)
         second, _ = _in_process(config, args.stack, secrets, outputs)
-        return engine.diff(readback.read_back(first), second, readback.SUPPRESSORS, CHECKS)
+        # The charts are expanded after the read-back: both runs render the same objects from the same values.
+        return _diff(readback.read_back(first), second, notes, suppress=readback.SUPPRESSORS, checks=CHECKS)
     if args.base:
         # The base revision runs in a subprocess that hands back records only: the new run reads no outputs.
         old = _at_ref(args.base, args.stack, args.set, args.dir)
-        return engine.diff(old, _in_process(config, args.stack, secrets)[0], checks=CHECKS)
-    return change_preview(config, args.stack, secrets, args.change)
+        return _diff(old, _in_process(config, args.stack, secrets)[0], notes, checks=CHECKS)
+    return change_preview(config, args.stack, secrets, args.change, notes=notes)
 
 
 def change_preview(
-    config: dict[str, Any], stack: str, secrets: set[str], changes: Sequence[str], reservation: Any | None = None
+    config: dict[str, Any],
+    stack: str,
+    secrets: set[str],
+    changes: Sequence[str],
+    reservation: Any | None = None,
+    notes: list[str] | None = None,
 ) -> engine.Result:
     """What `--change` does to `config` (KEY=VALUE each, as `--change` takes them), for other commands: the
-    health command previews its `tpu.subBlocks` proposal with it, `reservation` naming the real sub-blocks.
-    Raises DiffError."""
+    health command previews its `tpu.subBlocks` proposal with it, `reservation` naming the real sub-blocks; what
+    could not be compared (a chart's objects offline) is appended to `notes`. Raises DiffError."""
+    notes = [] if notes is None else notes
     changed = config
     try:
         for assignment in changes:
@@ -205,7 +227,7 @@ def change_preview(
     except StackFileError as err:
         raise DiffError(str(err).replace("--set", "--change")) from None
     old, outputs = _in_process(config, stack, secrets, reservation=reservation)
-    return engine.diff(old, _in_process(changed, stack, secrets, outputs, reservation)[0], checks=CHECKS)
+    return _diff(old, _in_process(changed, stack, secrets, outputs, reservation)[0], notes, checks=CHECKS)
 
 
 def table(result: engine.Result, stack: str) -> str:
@@ -233,11 +255,14 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     args = _parser().parse_args(args_list)
     if args.dir is None:
         args.dir = ROOT
+    notes: list[str] = []
     try:
-        result = compute(args)
+        result = compute(args, notes)
     except DiffError as e:
         print(f"error: {' '.join(str(e).split())}", file=err)  # one line, however the program wrapped it
         return 2
+    for note in notes:
+        print(f"note: {note}", file=err)
     print(json.dumps(result.as_dict(), indent=2) if args.json else table(result, args.stack), file=out)
     return 1 if result.rejected else 0
 

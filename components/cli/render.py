@@ -6,6 +6,10 @@ Pulumi CLI, no cluster. Writes into DIR:
 * `kubernetes/<namespace>/<kind>-<name>.yaml`: every Kubernetes object the program applies itself,
   one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
   Pulumi secret redacted; names made portable by `portable` (`:` in an RBAC name becomes `%3A`);
+* `charts/<chart resource>/<namespace>/<kind>-<name>.yaml`: every object inside every Helm chart the program
+  installs, rendered with Helm's engine from the chart's pinned sources and the program's values (release name,
+  namespace) as `helm.v4.Chart` would (components/cli/charts.py); without helm-python-sdk or the sources, a
+  warning says what to run and the charts are only listed;
 * `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
   Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
   which cannot be rendered offline;
@@ -34,6 +38,7 @@ from typing import Any, TextIO
 import pulumi
 import yaml
 
+from components.cli import charts as helm_charts
 from components.cli.mockrun import Registration, execute, is_secret, is_unknown, normalize, unwrap
 from components.cli.plan import (
     StackFileError,
@@ -131,8 +136,13 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def dump(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=120)
+# libyaml's emitter with the same representer, for the chart objects (megabytes of CRDs): a few times faster.
+_CDumper = type("_CDumper", (getattr(yaml, "CSafeDumper", yaml.SafeDumper),), {})
+_CDumper.add_representer(str, _str)
+
+
+def dump(value: Any, dumper: type = _Dumper) -> str:
+    return yaml.dump(value, Dumper=dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=120)
 
 
 def short(urn: str) -> str:
@@ -205,6 +215,47 @@ def _kubernetes_files(registrations: list[Registration]) -> dict[str, str]:
     return files
 
 
+def object_path(obj: dict[str, Any], prefix: str = "kubernetes") -> str:
+    """`<prefix>/<namespace or _cluster>/<kind>-<name>.yaml`, every part portable."""
+    meta = obj.get("metadata") or {}
+    namespace = portable(meta["namespace"]) if meta.get("namespace") else "_cluster"
+    return f"{prefix}/{namespace}/{portable(str(obj['kind']).lower())}-{portable(meta.get('name') or '%')}.yaml"
+
+
+def chart_files(registrations: list[Registration]) -> tuple[dict[str, str], dict[str, int], list[str]]:
+    """The files of every chart's objects, their count per chart resource, and the warnings (what to run)."""
+    files: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    warnings: list[str] = []
+    for release in helm_charts.releases(registrations, redact):
+        try:
+            rendered = helm_charts.render_release(release)
+        except helm_charts.ChartUnavailable as e:
+            warnings.append(f"chart objects not rendered: {e}")
+            continue
+        except Exception as e:  # the engine refused the chart with these values (HelmRenderError)
+            what = f"{release.chart} {release.version}"
+            raise RenderError(f"{release.resource}: Helm refused to render {what}: {e}") from e
+        ignored = helm_charts.ignored_values(release)
+        if ignored:
+            raise RenderError(
+                f"{release.resource}: chart {release.chart} {release.version} never reads "
+                + ", ".join(f"values.{key}" for key in ignored)
+                + " (a misspelt key, or one this chart version does not have): remove or fix it"
+            )
+        counts[release.resource] = len(rendered.objects)
+        header = (
+            f"# object of Helm chart {release.chart} {release.version}, release {release.name!r}, "
+            f"resource {release.resource!r}\n"
+        )
+        for obj in rendered.objects:
+            path = object_path(obj, f"charts/{portable(release.resource)}")
+            if path in files:
+                raise ValueError(f"two objects render to {path}")
+            files[path] = header + dump(redact(obj), _CDumper)
+    return files, counts, warnings
+
+
 def _not_rendered(registrations: list[Registration]) -> str:
     items = []
     for reg in sorted(registrations, key=lambda r: r.name):
@@ -252,10 +303,17 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
     out = Rendered()
     out.files.update(_kubernetes_files(kubernetes))
     out.files["not-rendered.yaml"] = _not_rendered(remote)
+    inner, per_chart, chart_warnings = chart_files(run.registrations)
+    out.files.update(inner)
     out.files["google-cloud.md"], out.files["google-cloud.yaml"] = _google_cloud(gcp)
-    out.counts = {"kubernetes": len(kubernetes), "not rendered": len(remote), "google cloud": len(gcp)}
+    out.counts = {
+        "kubernetes": len(kubernetes),
+        "chart objects": len(inner),
+        "not rendered": len(remote),
+        "google cloud": len(gcp),
+    }
     info = [msg for level, msg in run.logs if level == "info"]
-    out.warnings = [msg for level, msg in run.logs if level == "warn"]
+    out.warnings = [msg for level, msg in run.logs if level == "warn"] + chart_warnings
     lines = [
         f"# Offline render of stack `{stack}`",
         "",
@@ -265,8 +323,11 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
         "",
         f"* `kubernetes/`: {len(kubernetes)} objects the program applies, one file each, by namespace "
         "(`_cluster` = cluster-scoped)",
-        f"* `not-rendered.yaml`: {len(remote)} charts and fetched manifests the provider renders at run time "
-        "(not rendered offline)",
+        f"* `charts/`: {len(inner)} objects inside the Helm charts, rendered offline with Helm's engine from the "
+        "pinned chart sources: "
+        + (", ".join(f"`{name}` {n}" for name, n in sorted(per_chart.items())) or "none (see the warnings)"),
+        f"* `not-rendered.yaml`: {len(remote)} charts (what the program sets on them; their objects are under "
+        "`charts/`) and fetched manifests the provider renders at run time (not rendered offline)",
         f"* `google-cloud.md` (table) and `google-cloud.yaml` (all inputs): {len(gcp)} Google Cloud resources",
         "",
         "Kubernetes provider(s): "

@@ -36,7 +36,6 @@ name), so every query names its own job and this cluster: nothing from another s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from components.model.settings import PROJECT, Settings
 
@@ -93,8 +92,38 @@ def vllm_job(settings: Settings, role: str) -> str:
 
 
 def epp_job(settings: Settings) -> str:
-    """The llm-d router chart names its EPP PodMonitoring after the release (routerlib `_gke.yaml`)."""
-    return settings.serving.guide
+    """The EPP's PodMonitoring (so its Prometheus `job`), declared by the program (components/observability.py).
+
+    Not the chart's own (`<release>`, routerlib `_gke.yaml`): the program declares the scrape objects itself so
+    that the token Secret is created after its account, and a new name keeps a live chart-made PodMonitoring of
+    the old name from colliding with it while one update replaces the other.
+    """
+    return f"{settings.serving.guide}-epp"
+
+
+def epp_selector(settings: Settings) -> dict[str, str]:
+    """The labels of the EPP pods: routerlib templates/_helpers.tpl `llm-d-router.selectorLabels` (gateway mode,
+    `llm-d-router-gateway: <llm-d-router.name>` = `<release>-epp`, llm-d/llm-d-router@71f4f099 v0.10.0);
+    tests/test_charts.py checks them against the rendered Deployment."""
+    return {"llm-d-router-gateway": f"{settings.serving.guide}-epp"}
+
+
+# The EPP serves /metrics on its port named `metrics` (9090, plain HTTP) behind a bearer token unless
+# `router.monitoring.prometheus.auth.enabled` is false (routerlib templates/_deployment.yaml:126, _service.yaml).
+EPP_METRICS_PORT = "metrics"
+EPP_METRICS_SA = "epp-metrics-scraper"
+# What the picker itself needs to check a scraper's token (TokenReview, SubjectAccessReview), the ClusterRole the
+# chart ships only with `router.monitoring.prometheus.enabled` (routerlib templates/_rbac.yaml:1-40).
+EPP_AUTH_RULES = (
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+)
+
+
+def epp_service_account(settings: Settings) -> str:
+    """The picker's own account: `llm-d-router.name` = `<release>-epp` (routerlib templates/_helpers.tpl)."""
+    return f"{settings.serving.guide}-epp"
 
 
 def workload_names(settings: Settings) -> dict[str, str]:
@@ -279,19 +308,3 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
                 )
             )
     return rules
-
-
-def router_monitoring_values(settings: Settings) -> dict[str, Any]:
-    """llm-d router chart values that make it declare the EPP's PodMonitoring, token and RBAC for GMP.
-
-    llm-d/llm-d-router config/charts/routerlib/values.yaml (`monitoring`) and templates/_gke.yaml (at
-    ebab68792): with provider `gmp` and Prometheus + auth enabled the chart renders a service-account token
-    Secret, a ClusterRole for GET /metrics, the PodMonitoring on port `metrics` (9090) with that token, and the
-    RoleBinding that lets the `gmp-system/collector` service account read the Secret. The chart knows its own
-    pod labels, so it selects the EPP better than a copy of them here would.
-    """
-    return {
-        "interval": settings.observability.scrape_interval,
-        "provider": {"name": "gmp", "gmp": {"autopilot": False}},
-        "prometheus": {"enabled": True, "auth": {"enabled": True}},
-    }

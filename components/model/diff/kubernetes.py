@@ -16,6 +16,7 @@ changed too, or `replaceOnChanges`), the new object is a create and the fact doe
 
 from __future__ import annotations
 
+from components.model.diff.chart_kinds import CHART_KINDS
 from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, REJECT, REMOVED, REPLACE, Fact
 
 PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/diff.go"
@@ -231,7 +232,7 @@ FACTS: dict[str, tuple[Fact, ...]] = {
 
 def facts_for(type_: str) -> tuple[Fact, ...] | None:
     """The facts of a Kubernetes type token (metadata included), or None when the model does not cover it."""
-    kind = FACTS.get(type_)
+    kind = FACTS.get(type_, CHART_KINDS.get(type_))  # the kinds only the charts apply: chart_kinds.py
     return None if kind is None else METADATA + kind
 
 

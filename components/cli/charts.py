@@ -1,0 +1,295 @@
+"""The objects inside the Helm charts the program installs, rendered offline with Helm's own engine.
+
+`helm.v4.Chart` pulls each chart from its OCI registry and renders it when `pulumi preview`/`up` runs; offline,
+the same objects come from the chart's sources at its release tag (the upstream cache of tests/upstream.py,
+hash-checked) with the release script's edits (components/model/chart_release.py), rendered by
+`helm-python-sdk` (Helm's Go SDK in a wheel, called through ctypes; no helm binary, no network).
+
+Engine versions: the wheel carries Helm v4.2.3; pulumi-kubernetes 4.34.2 renders `helm.v4.Chart` with Helm's
+v3.20 SDK (its go.mod, helm.sh/helm/v3 v3.20.x). The two differ in what a template cannot see here: the
+default capabilities (`.Capabilities.KubeVersion` v1.36.0 from the v4 SDK's client-go against v1.35 from v3.20,
+and the built-in API versions), `lookup` (empty offline in both) and post-renderers (none used).
+tests/test_charts.py checks that no pinned chart reads `.Capabilities` or `lookup` except Kueue v0.19.2's
+MutatingAdmissionPolicy, which its `enableMutatingAdmissionPolicy` value (off) guards, so both engines render
+the same objects. Release name, namespace and `IsInstall` are passed as the provider does
+(provider/pkg/helm/v4 Chart: `name`, `namespace`, install).
+
+helm-python-sdk is a dependency of the offline commands and the tests (requirements-dev.txt), not of the
+Pulumi program (requirements.txt, what `pulumi install` reads): it is imported here lazily, and its absence is
+one line saying how to install it.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.model.chart_release import published
+
+INSTALL_HINT = "pip install -r requirements-dev.txt (helm-python-sdk renders the charts offline)"
+FETCH_HINT = "python -m tests.upstream fetch"
+# Where each OCI chart's sources are, under the upstream root's `charts/` (`{tag}` = the release tag).
+SOURCES: dict[str, tuple[str, str]] = {
+    "oci://registry.k8s.io/jobset/charts/jobset": ("jobset", "jobset-{tag}"),
+    "oci://registry.k8s.io/kueue/charts/kueue": ("kueue", "kueue-{tag}"),
+    "oci://registry.k8s.io/lws/charts/lws": ("lws", "lws-{tag}"),
+    "oci://ghcr.io/llm-d/charts/llm-d-router-gateway": (
+        "llm-d-router-gateway",
+        "llm-d-router-{tag}/llm-d-router-gateway",
+    ),
+}
+# Kinds the API server keeps without a namespace (the charts' own CRDs are added per render from their scope).
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "APIService",
+        "PriorityClass",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "StorageClass",
+    }
+)
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are megabytes
+
+
+class ChartUnavailable(Exception):
+    """The engine or a chart's sources are not here: one line saying what to run."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One `helm.v4.Chart` of the program, as registered: what the provider would pull and render."""
+
+    resource: str  # the Pulumi name of the Chart component
+    chart: str  # oci://...
+    version: str
+    name: str  # Helm's release name
+    namespace: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Rendered:
+    release: Release
+    objects: list[dict[str, Any]]  # every object, namespaced ones with their namespace, in Helm's install order
+    templates: dict[str, str]  # template path -> rendered text (for the values check)
+
+
+def tag(version: str) -> str:
+    return "v" + version.removeprefix("v")
+
+
+def helm() -> Any:
+    try:
+        import helm_python
+    except ImportError as e:  # pragma: no cover (the suite has it)
+        raise ChartUnavailable(f"the chart objects need helm-python-sdk: {INSTALL_HINT}") from e
+    return helm_python
+
+
+def upstream_root() -> Path:
+    """The upstream root of tests/upstream.py ($GKE_TPU_SLICING_UPSTREAM, ../shared or the cache)."""
+    from tests import upstream
+
+    return upstream.root()
+
+
+def source_dir(release: Release, root: Path | None = None) -> tuple[str, Path]:
+    """(chart kind, directory of its sources); ChartUnavailable naming the fetch command when not verified."""
+    from tests import upstream
+
+    if release.chart not in SOURCES:
+        raise ChartUnavailable(f"{release.resource}: no offline sources for chart {release.chart}")
+    kind, pattern = SOURCES[release.chart]
+    base = root or upstream_root()
+    rel = "charts/" + pattern.format(tag=tag(release.version))
+    top = rel.split("/")[0] + "/" + rel.split("/")[1]
+    pinned = upstream.under(top)
+    if not pinned:
+        raise ChartUnavailable(
+            f"{release.resource}: chart {release.chart} {release.version} has no pinned sources "
+            "(tests/upstream_files.toml); only the pinned versions render offline"
+        )
+    bad = upstream.problems(base, pinned)
+    if bad:
+        raise ChartUnavailable(
+            f"{release.resource}: {len(bad)} of {len(pinned)} source files of {release.chart} {release.version} "
+            f"are missing or altered in {base}: run `{FETCH_HINT}`"
+        )
+    return kind, base / rel
+
+
+@functools.cache
+def package(kind: str, version: str, directory: Path) -> bytes:
+    """The chart as a .tgz in memory, with the release script's edits: what the registry serves."""
+    values = yaml.load((directory / "values.yaml").read_text(), Loader=_LOADER) or {}
+    meta = yaml.load((directory / "Chart.yaml").read_text(), Loader=_LOADER)
+    values, meta = published(kind, tag(version), values, meta)
+    name = meta["name"]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+
+        def add(arcname: str, data: bytes) -> None:
+            info = tarfile.TarInfo(f"{name}/{arcname}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+        add("Chart.yaml", yaml.safe_dump(meta, sort_keys=False).encode())
+        add("values.yaml", yaml.safe_dump(values, sort_keys=False).encode())
+        for path in sorted(directory.rglob("*")):
+            rel = path.relative_to(directory).as_posix()
+            if path.is_file() and rel not in ("Chart.yaml", "values.yaml") and not rel.startswith("tests/"):
+                add(rel, path.read_bytes())
+    return buf.getvalue()
+
+
+# Helm splits a template's output into objects with this pattern (helm/helm pkg/release/util/manifest.go, `sep`),
+# not as YAML does: `---` needs nothing after it. The router chart relies on it: its gke.yaml ends without a
+# newline before routerlib's `---apiVersion: v1` (the metrics-reader ServiceAccount), which a YAML parser reads as
+# one object. So the objects are split Helm's way, as the provider receives them.
+HELM_SEPARATOR = re.compile(r"(?:^|\s*\n)---\s*")
+
+
+def _documents(text: str) -> Iterator[dict[str, Any]]:
+    for part in HELM_SEPARATOR.split(text):
+        doc = yaml.load(part, Loader=_LOADER)  # a safe loader (libyaml's when present)
+        if isinstance(doc, dict) and doc:
+            yield doc
+
+
+_CACHE: dict[tuple[str, ...], tuple[list[dict[str, Any]], dict[str, str]]] = {}
+
+
+def _engine_render(release: Release, root: Path | None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    import json
+
+    kind, directory = source_dir(release, root)  # checked every time: the sources may have gone
+    key = (str(directory), release.version, release.name, release.namespace, json.dumps(release.values, sort_keys=True))
+    if key in _CACHE:
+        return _CACHE[key]
+    h = helm()
+    with h.Chart.load_archive(package(kind, release.version, directory)) as chart:
+        templates = chart.render(release.values, name=release.name, namespace=release.namespace, is_install=True)
+        crds = [c["data"] for c in chart.crds]
+    objects = [doc for text in crds for doc in _documents(text)]
+    for path in sorted(templates):
+        if path.endswith(".yaml") or path.endswith(".yml"):
+            objects += list(_documents(templates[path]))
+    _CACHE[key] = (objects, templates)
+    return objects, templates
+
+
+def render_release(release: Release, root: Path | None = None) -> Rendered:
+    """Every object of the chart with the program's values, namespaced as the provider sends them."""
+    import copy
+
+    objects, templates = _engine_render(release, root)
+    objects = copy.deepcopy(objects)
+    scoped = set(CLUSTER_SCOPED) | {
+        o["spec"]["names"]["kind"]
+        for o in objects
+        if o.get("kind") == "CustomResourceDefinition" and o.get("spec", {}).get("scope") == "Cluster"
+    }
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
+        if obj.get("kind") not in scoped and not meta.get("namespace"):
+            meta["namespace"] = release.namespace  # helm.v4.Chart sets the release namespace on namespaced objects
+    return Rendered(release, objects, templates)
+
+
+def releases(registrations: list[Any], redact: Any) -> list[Release]:
+    """The program's `helm.v4.Chart` registrations as releases (values with secrets and unknowns as markers)."""
+    out = []
+    for reg in registrations:
+        if reg.type != "kubernetes:helm.sh/v4:Chart":
+            continue
+        inputs = redact(reg.inputs)
+        out.append(
+            Release(
+                resource=reg.name,
+                chart=inputs["chart"],
+                version=inputs["version"],
+                name=inputs.get("name") or reg.name,
+                namespace=inputs.get("namespace") or "default",
+                values=inputs.get("values") or {},
+            )
+        )
+    return sorted(out, key=lambda r: r.resource)
+
+
+def _leaves(values: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    if isinstance(values, dict) and values:
+        for key, value in values.items():
+            yield from _leaves(value, (*path, key))
+    else:
+        yield path, values
+
+
+def _probes(value: Any) -> list[Any]:
+    """Two values unlike `value`: one of the other truthiness, one of the same (a template may test either)."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int | float):
+        return [0 if value else 1, value + 7]
+    if isinstance(value, str):
+        return ["" if value else "probe", value + "-probe"]
+    if isinstance(value, list):
+        return [[] if value else ["probe"], [*value, *value]]
+    return ["probe", {}]  # None or {}
+
+
+def _with(values: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    import copy
+
+    out = copy.deepcopy(values)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+def ignored_values(release: Release, root: Path | None = None) -> list[str]:
+    """Every value the program sets that the chart never reads: no probe value changes the rendered templates.
+
+    A value the templates read changes some output for one of two probe values (or makes Helm refuse it); one
+    that changes nothing is silently ignored (a misspelt key, one a chart version dropped, or a setting a chart
+    reads only under a switch the program leaves off). Cost: up to two template renders per value.
+    """
+    h = helm()
+    kind, directory = source_dir(release, root)
+    ignored = []
+    with h.Chart.load_archive(package(kind, release.version, directory)) as chart:
+
+        def render(values: dict[str, Any]) -> dict[str, str] | None:
+            try:
+                return chart.render(values, name=release.name, namespace=release.namespace, is_install=True)
+            except Exception:  # HelmRenderError: the template read the value and refused it
+                return None
+
+        base = render(release.values)
+        for path, value in _leaves(release.values):
+            if not path:
+                continue
+            if all(render(_with(release.values, path, probe)) == base for probe in _probes(value)):
+                ignored.append(".".join(path))
+    return ignored

@@ -1,0 +1,88 @@
+"""The change preview inside the charts (components/cli/chart_diff.py): each object by its own kind's rules."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from components.cli import chart_diff, diff
+from tests import upstream
+from tests.harness import set_arguments
+
+
+def preview(*changes: str) -> tuple[dict[str, diff.engine.Change], str]:
+    upstream.require("charts")
+    args = diff._parser().parse_args(
+        ["--stack", "dev", *set_arguments("dev"), *(a for c in changes for a in ("--change", c))]
+    )
+    args.dir = diff.ROOT
+    notes: list[str] = []
+    result = diff.compute(args, notes)
+    # By name: none of the objects these tests look at shares its name with another kind's.
+    return {c.name: c for c in result.changes if c.action != diff.engine.SAME}, "\n".join(notes)
+
+
+def test_type_tokens_and_child_names_follow_the_provider() -> None:
+    assert chart_diff.type_token("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
+    assert chart_diff.type_token("apps/v1", "Deployment") == "kubernetes:apps/v1:Deployment"
+    obj = {"metadata": {"name": "cm", "namespace": "ns"}}
+    assert chart_diff.child_name("router", obj) == "router:ns/cm"
+    assert chart_diff.child_name("router", {"metadata": {"name": "role"}}) == "router:role"
+
+
+def test_the_pickers_config_change_replaces_its_configmap() -> None:
+    """The audit's first case: the chart's ConfigMap is replaced (delete first: same name) when its data changes."""
+    changes, notes = preview("serving.router.peakPrefillThroughput=20000")
+    assert notes == ""
+    cm = changes["serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp"]
+    assert (cm.action, cm.delete_first, cm.properties) == ("replace", True, ['data["pd-config.yaml"]'])
+    assert changes["serving-router"].action == "update"
+    assert "compared one by one" in changes["serving-router"].reason
+    assert sorted(changes) == ["serving-router", "serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp"]
+
+
+def test_the_scrape_interval_no_longer_changes_a_chart_object() -> None:
+    """The audit's second case: the router chart's own PodMonitoring followed the interval; now the program's does."""
+    changes, _ = preview("observability.scrapeInterval=60s")
+    assert not any(name.startswith("serving-router") for name in changes)
+    assert changes["observability-epp"].properties == ["spec.endpoints[0].interval"]
+
+
+def test_a_replica_change_updates_the_kueue_deployment_in_place() -> None:
+    changes, _ = preview("addons.kueue.replicas=3")
+    dep = changes["kueue-chart:kueue-system/kueue-controller-manager"]
+    assert (dep.action, dep.properties) == ("update", ["spec.replicas"])
+
+
+def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(chart_diff.charts, "upstream_root", lambda: tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    code = diff.main(["--stack", "dev", *set_arguments("dev"), "--change", "addons.kueue.replicas=3"], out, err)
+    assert code == 0
+    assert "note: objects inside the chart not compared: kueue-chart:" in err.getvalue()
+    assert "python -m tests.upstream fetch" in err.getvalue()
+    assert "kueue-chart:kueue-system" not in out.getvalue()
+
+
+def test_every_kind_inside_the_charts_is_in_the_model() -> None:
+    """As for the program's own types (tests/test_diff_model.py): no chart object is decided as an unknown type."""
+    from components.cli import charts
+    from components.cli.render import redact
+    from components.model.diff import engine
+    from tests.harness import run_program
+
+    upstream.require("charts")
+    types = {
+        chart_diff.type_token(o["apiVersion"], o["kind"])
+        for r in charts.releases(run_program().registrations, redact)
+        for o in charts.render_release(r).objects
+    }
+    assert sorted(t for t in types if engine.facts_of(t) is None) == []
+    assert "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" in types
+
+
+def test_a_version_without_pinned_sources_is_one_chart_update_not_every_object_deleted() -> None:
+    changes, notes = preview("addons.kueue.version=0.17.5")
+    assert "kueue-chart: chart oci://registry.k8s.io/kueue/charts/kueue 0.17.5 has no pinned sources" in notes
+    assert sorted(changes) == ["kueue-chart"] and changes["kueue-chart"].action == "update"

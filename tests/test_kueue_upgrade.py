@@ -1,0 +1,136 @@
+"""The first previewed add-on upgrade: `addons.kueue.version` 0.17.4 -> 0.19.2, from the rendered charts.
+
+What the preview shows (every object of the chart updated in place: CRDs, webhooks, RBAC, the Deployment; nothing
+replaced, created or deleted) and whether the program's own Kueue objects, the demo JobSets and serving's
+LeaderWorkerSets would still be accepted by the 0.19.2 CRDs (schema and CEL rules). The default stays 0.17.4 for
+now (docs/changes.md, "Kueue 0.19.2"): the evidence below is what a move needs, and the manager configuration the
+program pins is 0.17.4's (0.19.2 raises its concurrency and client QPS defaults; tests/test_kueue_upgrade.py
+`test_the_manager_configuration_keys_the_upgrade_changes` names them).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.cli import charts, diff
+from components.cli.render import redact
+from tests import cel_rules, conformance, upstream
+from tests.harness import normalize, run_program, set_arguments
+
+P = "gke-tpu-slicing"
+NEW = "0.19.2"
+
+
+@pytest.fixture(scope="module")
+def upgraded() -> dict[tuple[str, str], diff.engine.Change]:
+    """(kind, name) -> change: two kinds of a chart may share a name (the manager's Deployment and account)."""
+    upstream.require("charts")
+    args = diff._parser().parse_args(
+        ["--stack", "dev", *set_arguments("dev"), "--change", f"addons.kueue.version={NEW}"]
+    )
+    args.dir = diff.ROOT
+    notes: list[str] = []
+    result = diff.compute(args, notes)
+    assert notes == []
+    return {(c.type.rsplit(":", 1)[-1], c.name): c for c in result.changes if c.action != diff.engine.SAME}
+
+
+def test_every_kueue_object_updates_in_place_and_nothing_else_moves(
+    upgraded: dict[tuple[str, str], diff.engine.Change],
+) -> None:
+    assert {c.action for c in upgraded.values()} == {"update"}
+    assert all(name == "kueue-chart" or name.startswith("kueue-chart:") for _, name in upgraded)
+    kinds = {kind for kind, _ in upgraded}
+    assert {"CustomResourceDefinition", "MutatingWebhookConfiguration", "ClusterRole", "Deployment"} <= kinds
+    image = upgraded["Deployment", "kueue-chart:kueue-system/kueue-controller-manager"]
+    assert "spec.template.spec.containers[0].image" in image.properties
+    # 0.19.2 adds fields to the Workload CRD (spec.podSets[].template.spec.workloadRef, schedulingGroup).
+    workloads = upgraded["CustomResourceDefinition", "kueue-chart:workloads.kueue.x-k8s.io"].properties
+    assert any(p.endswith("properties.workloadRef") for p in workloads)
+
+
+def test_the_upgrade_scopes_two_webhooks_0_17_4_left_cluster_wide(
+    upgraded: dict[tuple[str, str], diff.engine.Change],
+) -> None:
+    """0.17.4's chart gives the SparkApplication and TrainJob webhooks no namespace selector (harmless here: no such
+    CRDs are installed, so nothing matches them); 0.19.2 gives them the managed-jobs selector like the others."""
+    hooks = upgraded[
+        "MutatingWebhookConfiguration", "kueue-chart:kueue-system/kueue-mutating-webhook-configuration"
+    ].properties
+    assert [p for p in hooks if p.startswith("webhooks")] == [
+        "webhooks[15].namespaceSelector",
+        "webhooks[18].namespaceSelector",
+    ]
+    run = run_program()
+    release = next(r for r in charts.releases(run.registrations, redact) if r.resource == "kueue-chart")
+    (old,) = [o for o in charts.render_release(release).objects if o["kind"] == "MutatingWebhookConfiguration"]
+    assert {old["webhooks"][i]["name"] for i in (15, 18)} == {"msparkapplication.kb.io", "mtrainjob.kb.io"}
+    assert all("namespaceSelector" not in old["webhooks"][i] for i in (15, 18))
+
+
+def test_the_manager_configuration_keys_the_upgrade_changes() -> None:
+    """The chart defaults the program's manifest (0.17.4's) would keep: what moving the default has to decide."""
+    base = upstream.path("charts")
+
+    def config(tag: str) -> dict:
+        return yaml.safe_load(
+            yaml.safe_load((base / f"kueue-{tag}/values.yaml").read_text())["managerConfig"][
+                "controllerManagerConfigYaml"
+            ]
+        )
+
+    old, new = config("v0.17.4"), config("v0.19.2")
+    changed = sorted(
+        f"{section}.{key}"
+        for section in ("controller", "clientConnection")
+        for key in set(old[section]) | set(new[section])
+        if old[section].get(key) != new[section].get(key)
+    )
+    assert changed == ["clientConnection.burst", "clientConnection.qps", "controller.groupKindConcurrency"]
+    assert (old["clientConnection"], new["clientConnection"]) == ({"qps": 50, "burst": 100}, {"qps": 300, "burst": 500})
+
+
+def test_the_programs_objects_pass_the_0_19_2_crds(tmp_path: Path) -> None:
+    """The Kueue objects, both demo JobSets and serving's LeaderWorkerSets against Kueue 0.19.2's CRDs, as rendered
+    from its chart, with the other pinned CRDs: strict schema and every CEL rule."""
+    base = upstream.require("charts", *conformance.CRD_DIRS)
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for path in (base / "schemas/crds").iterdir():
+        if not path.name.startswith("kueue-"):
+            shutil.copy(path, crds / path.name)
+    run = run_program({f"{P}:addons": {"kueue": {"version": NEW}}})
+    assert run.error is None, run.error
+    release = next(r for r in charts.releases(run.registrations, redact) if r.resource == "kueue-chart")
+    rendered = charts.render_release(release)
+    kueue_crds = [o for o in rendered.objects if o["kind"] == "CustomResourceDefinition"]
+    (crds / "kueue-v0.19.2.yaml").write_text(yaml.safe_dump_all(kueue_crds))
+    registry = conformance.SchemaRegistry(crds, base / "schemas/monitoring")
+    failures, checked = {}, []
+    for reg in run.registrations:
+        if not (reg.custom and reg.type.startswith("kubernetes:")) or reg.type.startswith("pulumi:providers"):
+            continue
+        obj = normalize(reg.plain())
+        key = (obj["apiVersion"], obj["kind"])
+        if key not in registry:
+            continue
+        errors = conformance.validate(obj, registry)
+        errors += cel_rules.rejections(cel_rules.evaluate(obj, registry.schema(*key)))
+        if errors:
+            failures[reg.name] = errors
+        checked.append(obj["kind"])
+    assert failures == {}
+    assert {
+        "Topology",
+        "ClusterQueue",
+        "LocalQueue",
+        "ResourceFlavor",
+        "AdmissionCheck",
+        "JobSet",
+        "LeaderWorkerSet",
+    } <= set(checked)
+    assert "kueue-v0.19.2" in registry.source("kueue.x-k8s.io/v1beta2", "Topology").name
