@@ -15,9 +15,9 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
-from components.model.kueue_config import kueue_chart_values
+from components.model.kueue_config import kueue_chart_values, queued_namespaces_requirement
 from components.model.settings import Settings
-from components.model.slice_controller import with_feature_gates
+from components.model.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
 # GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
@@ -97,6 +97,24 @@ def _feature_gates_transform(gates: list[str]) -> pulumi.ResourceTransform:
     return transform
 
 
+def _webhook_scope_transform(requirement: dict[str, Any]) -> pulumi.ResourceTransform:
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ not in WEBHOOK_CONFIGURATIONS:
+            return None
+        return pulumi.ResourceTransformResult(with_namespace_scope(dict(args.props), requirement), args.opts)
+
+    return transform
+
+
+def slice_controller_transforms(settings: Settings) -> list[pulumi.ResourceTransform]:
+    """What the program changes in the slice controller's manifest as the provider registers its objects: its
+    webhooks scoped to the queued namespaces, and the opt-in feature gates on its Deployment
+    (components/model/slice_controller.py says why each)."""
+    transforms = [_webhook_scope_transform(queued_namespaces_requirement(settings))]
+    gates = list(settings.addons.slice_controller.feature_gates)
+    return [*transforms, _feature_gates_transform(gates)] if gates else transforms
+
+
 class SliceController(Component):
     """The user-space part of the GKE slice controller (the Kueue admission check `accelerator.gke.io/slice`).
 
@@ -113,16 +131,13 @@ class SliceController(Component):
     ):
         super().__init__("gke-tpu-slicing:addons:SliceController", name, opts)
         url = settings.addons.slice_controller.manifest_url
-        gates = list(settings.addons.slice_controller.feature_gates)
-        # The opt-in feature gates go onto the manifest's Deployment as it is registered (a transform reaches the
-        # children the provider renders; components/model/slice_controller.py says why they are opt-in).
-        transforms = [_feature_gates_transform(gates)] if gates else None
+        # Transforms reach the objects the provider renders from the manifest as each is registered.
         # yaml.v2 waits for its Deployment (slice-controller-controller-manager) to become available.
         self.manifest = k8s.yaml.v2.ConfigFile(
             f"{name}-manifest",
             file=url,
             skip_await=False,
-            opts=self.child(providers=[provider], transforms=transforms),
+            opts=self.child(providers=[provider], transforms=slice_controller_transforms(settings)),
         )
         self.register_outputs({"manifestUrl": url})
 

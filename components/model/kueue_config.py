@@ -49,11 +49,15 @@ def queued_namespaces(settings: Settings) -> list[str]:
     return [settings.kueue.namespace]
 
 
+def queued_namespaces_requirement(settings: Settings) -> dict[str, Any]:
+    """The label-selector requirement on a namespace that matches exactly the queued namespaces: Kueue's managed
+    namespaces, and the scope of the slice controller's webhooks (components/model/slice_controller.py)."""
+    return {"key": NAMESPACE_LABEL, "operator": "In", "values": queued_namespaces(settings)}
+
+
 def manager_config(settings: Settings) -> dict[str, Any]:
     config: dict[str, Any] = yaml.safe_load(KUEUE_CONFIG.read_text())
-    config["managedJobsNamespaceSelector"] = {
-        "matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "In", "values": queued_namespaces(settings)}]
-    }
+    config["managedJobsNamespaceSelector"] = {"matchExpressions": [queued_namespaces_requirement(settings)]}
     if settings.observability.scrapes:
         # the quota series of the dashboard and alert (kueue_cluster_queue_nominal_quota, ..._resource_usage)
         config["metrics"]["enableClusterQueueResources"] = True
