@@ -27,6 +27,7 @@ import yaml
 
 from components import reservation
 from components.cli import health_reads
+from components.cli.cluster import add_kubeconfig_arguments
 from components.cli.plan import StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
 from components.model import health
 from components.model.settings import PROJECT, ConfigError, Settings
@@ -56,14 +57,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--live", action="store_true", help="read what no file gives from the Compute and Kubernetes APIs"
     )
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    parser.add_argument(
-        "--gke",
-        action="store_true",
-        help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
-        "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+    add_kubeconfig_arguments(
+        parser,
+        lambda parser: parser.add_argument(
+            "--gke",
+            action="store_true",
+            help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
+            "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+        ),
     )
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-preview", action="store_true", help="do not run the change preview of the proposal")
     parser.add_argument("--write", action="store_true", help="write the proposed tpu.subBlocks into the stack file")
