@@ -14,13 +14,11 @@ import io
 import json
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
@@ -30,6 +28,7 @@ from components.cli import health_reads
 from components.cli.mocks import healthy_sub_block
 from components.model import health as model
 from components.model import slices
+from tests import fakes
 from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,26 +367,8 @@ class FakeApiServer:
         return None
 
     def serve(self) -> tuple[ThreadingHTTPServer, str]:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server's name
-                url = urlparse(self.path)
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                body = api.reply(url.path.rstrip("/"), parse_qs(url.query))
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {"kind": "Status", "code": 404}).encode())
-
-            def log_message(self, *_args: object) -> None: ...
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server, f"127.0.0.1:{server.server_address[1]}"
+        server = fakes.serve_api(fakes.replying(self.reply), TOKEN)
+        return server, fakes.address(server)
 
 
 @pytest.fixture
@@ -398,17 +379,7 @@ def kube(tmp_path: Path) -> Iterator[Any]:
         api = FakeApiServer(cluster)
         server, address = api.serve()
         servers.append(server)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://{address}"}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }
-        path = tmp_path / "kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        return path, api
+        return fakes.write_kubeconfig(tmp_path / "kubeconfig", f"http://{address}", token), api
 
     yield start
     for server in servers:
