@@ -11,6 +11,7 @@ subclass keeps its module and name; this base may move freely.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
@@ -20,9 +21,8 @@ class RecordProvider(ResourceProvider):
     """State only: `refusals` is what `check` refuses; a change of the inputs is an update, never a replacement."""
 
     record_id: ClassVar[str]  # the one resource's id
-
-    def refusals(self, olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
-        raise NotImplementedError
+    # A failure per refused change (a function of the previous and the new inputs; none on the first run).
+    refusals: Callable[[dict[str, Any], dict[str, Any]], list[CheckFailure]]
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         return CheckResult(news, self.refusals(olds, news))

@@ -86,9 +86,7 @@ def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
 
 class ImmutableFieldsProvider(RecordProvider):
     record_id = "kueue-immutable-fields"
-
-    def refusals(self, olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
-        return refusals(olds, news)
+    refusals = staticmethod(refusals)
 
 
 class ImmutableFields(pulumi.dynamic.Resource, module="queues", name="ImmutableFields"):

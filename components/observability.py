@@ -139,53 +139,39 @@ class Observability(Component):
             self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
         if o.has_alerts:
             for rule in monitoring.alert_rules(settings):
-                self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
-                    f"{name}-{rule.key}",
-                    project=settings.project,
-                    display_name=rule.display_name,
-                    combiner="OR",
-                    severity=rule.severity,
-                    conditions=[
-                        {
-                            "display_name": rule.display_name,
-                            "condition_prometheus_query_language": {
-                                "query": rule.query,
-                                "duration": f"{rule.minutes * 60}s",
-                                "evaluation_interval": "60s",
-                                # The policy is created before the first scrape: its metrics do not exist yet.
-                                "disable_metric_validation": True,
-                            },
-                        }
-                    ],
-                    documentation={"content": rule.documentation(), "mime_type": "text/markdown"},
-                    notification_channels=list(o.notification_channels),
-                    # Which deployment the policy watches, when several share a project (a GKE cluster name is
-                    # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
-                    user_labels={"cluster": settings.cluster.name},
-                    opts=after_api,
+                self._alert_policy(
+                    name,
+                    settings,
+                    rule.key,
+                    rule.display_name,
+                    rule.severity,
+                    {
+                        "condition_prometheus_query_language": {
+                            "query": rule.query,
+                            "duration": f"{rule.minutes * 60}s",
+                            "evaluation_interval": "60s",
+                            # The policy is created before the first scrape: its metrics do not exist yet.
+                            "disable_metric_validation": True,
+                        },
+                    },
+                    rule.documentation(),
+                    after_api,
                 )
         if o.has_alerts:
-            rule = slice_alerts.failed_slice_alert(settings)
-            self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
-                f"{name}-{rule.key}",
-                project=settings.project,
-                display_name=rule.display_name,
-                combiner="OR",
-                severity=rule.severity,
-                conditions=[
-                    {
-                        "display_name": rule.display_name,
-                        "condition_matched_log": {"filter": rule.filter},
-                    }
-                ],
+            slice_rule = slice_alerts.failed_slice_alert(settings)
+            self._alert_policy(
+                name,
+                settings,
+                slice_rule.key,
+                slice_rule.display_name,
+                slice_rule.severity,
+                {"condition_matched_log": {"filter": slice_rule.filter}},
+                slice_rule.documentation,
+                after_api,
                 alert_strategy={
                     "notification_rate_limit": {"period": slice_alerts.RATE_LIMIT},
                     "auto_close": slice_alerts.AUTO_CLOSE,
                 },
-                documentation={"content": rule.documentation, "mime_type": "text/markdown"},
-                notification_channels=list(o.notification_channels),
-                user_labels={"cluster": settings.cluster.name},
-                opts=after_api,
             )
         self.register_outputs(
             {
@@ -193,6 +179,35 @@ class Observability(Component):
                 "dashboardUrl": self.dashboard_url,
                 "alertPolicies": [p.name for p in self.alert_policies.values()],
             }
+        )
+
+    def _alert_policy(
+        self,
+        name: str,
+        settings: Settings,
+        key: str,
+        display_name: str,
+        severity: str,
+        condition: dict[str, Any],
+        documentation: str,
+        opts: pulumi.ResourceOptions | None,
+        **extra: Any,
+    ) -> None:
+        """One alert policy of one condition, to the stack's notification channels."""
+        self.alert_policies[key] = gcp.monitoring.AlertPolicy(
+            f"{name}-{key}",
+            project=settings.project,
+            display_name=display_name,
+            combiner="OR",
+            severity=severity,
+            conditions=[{"display_name": display_name, **condition}],
+            documentation={"content": documentation, "mime_type": "text/markdown"},
+            notification_channels=list(settings.observability.notification_channels),
+            # Which deployment the policy watches, when several share a project (a GKE cluster name is
+            # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
+            user_labels={"cluster": settings.cluster.name},
+            opts=opts,
+            **extra,
         )
 
     def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: HelmAddon) -> None:

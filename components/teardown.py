@@ -222,9 +222,7 @@ class PoolReplacementsProvider(RecordProvider):
     """State only: its `check` refuses; it never replaces (a code change is no change of its)."""
 
     record_id = "tpu-pool-replacements"
-
-    def refusals(self, olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
-        return replacement_refusals(olds, news)
+    refusals = staticmethod(replacement_refusals)
 
 
 class PoolReplacements(pulumi.dynamic.Resource, module="teardown", name="PoolReplacements"):
