@@ -217,14 +217,32 @@ def test_pending_maintenance_proposes_moving_before_it_starts(stack: Path) -> No
     assert data["proposal"]["value"] == ["sb-1", "sb-3"]
 
 
-def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
+def failed_slice() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A FAILED Slice on the first cube, and its workload, which the slice controller retries."""
     failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
-    wl = workload(
+    retrying = workload(
         "wl-sub",
         "Retry",
         [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
         "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
     )
+    return failed, retrying
+
+
+def evicted_workload() -> dict[str, Any]:
+    """A workload Kueue evicted for its admission check after its Slices failed to form; its Slices are gone."""
+    return workload(
+        "wl-big",
+        "Pending",
+        [
+            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
+            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
+        ],
+    )
+
+
+def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
+    failed, wl = failed_slice()
     code, out, _ = run(stack, reservation_file(sub_blocks()), state(slice_list=failed, workloads=[wl]), "--json",
                        preview=no_preview)  # fmt: skip
     data = json.loads(out)
@@ -236,14 +254,7 @@ def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
 
 
 def test_evicted_workloads_whose_slices_are_gone_are_reported_apart(stack: Path) -> None:
-    evicted = workload(
-        "wl-big",
-        "Pending",
-        [
-            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
-            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
-        ],
-    )  # fmt: skip
+    evicted = evicted_workload()
     other = workload("wl-preempted", "Pending", [{"type": "Evicted", "status": "True", "reason": "Preempted"}])
     code, out, _ = run(stack, reservation_file(sub_blocks()), state(slice_list=[], workloads=[evicted, other]))
     assert code == 0  # Kueue requeued it and the controller retries: watched, not an action
@@ -563,21 +574,8 @@ DOC_BLOCK = re.compile(
 
 def doc_cases() -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
     """The inputs of docs/health.md's reports, in page order (None: the unreadable reservation file)."""
-    failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
-    retrying = workload(
-        "wl-sub",
-        "Retry",
-        [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
-        "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
-    )
-    evicted = workload(
-        "wl-big",
-        "Pending",
-        [
-            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
-            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
-        ],
-    )
+    failed, retrying = failed_slice()
+    evicted = evicted_workload()
     return [
         (reservation_file(sub_blocks()), state()),
         (reservation_file(sub_blocks(3, sb_1=DEGRADED)), state("DEGRADED")),
