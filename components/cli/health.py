@@ -21,14 +21,14 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import yaml
 
 from components import reservation
 from components.cli import health_reads
 from components.cli.cluster import add_kubeconfig_arguments
-from components.cli.plan import StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
+from components.cli.plan import OneLineParser, StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
 from components.model import health
 from components.model.settings import PROJECT, ConfigError, Settings
 
@@ -37,13 +37,8 @@ class HealthError(Exception):
     """Bad arguments or unreadable input: one line, exit 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see `python -m components health --help`)\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m components health",
         description="Check each TPU cube: its reservation sub-block, its nodes' partitions, its Slices and the "
         "workloads a slice failure evicted; print the tpu.subBlocks change that would move a cube off a bad "
