@@ -1,9 +1,9 @@
 """`verify` from anywhere kubectl works: the requests go out from a short-lived pod inside the cluster.
 
-The official `kubernetes` client talks to a fake API server on 127.0.0.1 (a kubeconfig with a bearer token, as
-tests/test_dynamic_provider_host.py does): the Gateway read, the pod's create, reads, log and delete, each request
-recorded. The pod's own script runs in /bin/sh with a fake `curl` (and `sleep`) on PATH, so its retries and the
-log it prints are tested as the container would run them.
+The official `kubernetes` client talks to a fake API server on 127.0.0.1 (a kubeconfig with a bearer token,
+tests/fakes.py): the Gateway read, the pod's create, reads, log and delete, each request recorded. The pod's
+own script runs in /bin/sh with a fake `curl` (and `sleep`) on PATH, so its retries and the log it prints are
+tested as the container would run them.
 """
 
 from __future__ import annotations
