@@ -31,8 +31,9 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure
 
+from components.dynamic_record import RecordProvider
 from components.model.settings import Settings
 
 WORKLOADS = "queuedWorkloads"
@@ -83,21 +84,9 @@ def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
     return out
 
 
-class ImmutableFieldsProvider(ResourceProvider):
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        return CheckResult(news, refusals(olds, news))
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_="kueue-immutable-fields", outs=props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = {k: v for k, v in olds.items() if k != "__provider"} != {
-            k: v for k, v in news.items() if k != "__provider"
-        }
-        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=news)
+class ImmutableFieldsProvider(RecordProvider):
+    record_id = "kueue-immutable-fields"
+    refusals = staticmethod(refusals)
 
 
 class ImmutableFields(pulumi.dynamic.Resource, module="queues", name="ImmutableFields"):

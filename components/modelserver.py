@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import yaml
 
 from components.model import weights
@@ -194,6 +195,21 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
     # it and it finishes its requests within the grace period; a shell as PID 1 ignores SIGTERM and the kubelet
     # kills everything at the end of the grace period instead.
     return weights_check() + script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
+
+
+def hf_token_secret(
+    name: str, settings: Settings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> k8s.core.v1.Secret | None:
+    """The Secret `env` reads the Hugging Face token from (a Pulumi secret end to end), or None without `hfToken`:
+    the serving pods' and the download Job's, each in its own namespace."""
+    if settings.hf_token is None:
+        return None
+    return k8s.core.v1.Secret(
+        f"{name}-hf-token",
+        metadata={"name": HF_SECRET, "namespace": namespace},
+        string_data={HF_SECRET_KEY: pulumi.Output.secret(settings.hf_token.get_secret_value())},
+        opts=opts,
+    )
 
 
 def env(settings: Settings, common: dict[str, str], hf_secret: pulumi.Input[str] | None) -> list[dict[str, Any]]:

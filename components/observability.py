@@ -139,53 +139,39 @@ class Observability(Component):
             self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
         if o.has_alerts:
             for rule in monitoring.alert_rules(settings):
-                self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
-                    f"{name}-{rule.key}",
-                    project=settings.project,
-                    display_name=rule.display_name,
-                    combiner="OR",
-                    severity=rule.severity,
-                    conditions=[
-                        {
-                            "display_name": rule.display_name,
-                            "condition_prometheus_query_language": {
-                                "query": rule.query,
-                                "duration": f"{rule.minutes * 60}s",
-                                "evaluation_interval": "60s",
-                                # The policy is created before the first scrape: its metrics do not exist yet.
-                                "disable_metric_validation": True,
-                            },
-                        }
-                    ],
-                    documentation={"content": rule.documentation(), "mime_type": "text/markdown"},
-                    notification_channels=list(o.notification_channels),
-                    # Which deployment the policy watches, when several share a project (a GKE cluster name is
-                    # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
-                    user_labels={"cluster": settings.cluster.name},
-                    opts=after_api,
+                self._alert_policy(
+                    name,
+                    settings,
+                    rule.key,
+                    rule.display_name,
+                    rule.severity,
+                    {
+                        "condition_prometheus_query_language": {
+                            "query": rule.query,
+                            "duration": f"{rule.minutes * 60}s",
+                            "evaluation_interval": "60s",
+                            # The policy is created before the first scrape: its metrics do not exist yet.
+                            "disable_metric_validation": True,
+                        },
+                    },
+                    rule.documentation(),
+                    after_api,
                 )
         if o.has_alerts:
-            rule = slice_alerts.failed_slice_alert(settings)
-            self.alert_policies[rule.key] = gcp.monitoring.AlertPolicy(
-                f"{name}-{rule.key}",
-                project=settings.project,
-                display_name=rule.display_name,
-                combiner="OR",
-                severity=rule.severity,
-                conditions=[
-                    {
-                        "display_name": rule.display_name,
-                        "condition_matched_log": {"filter": rule.filter},
-                    }
-                ],
+            slice_rule = slice_alerts.failed_slice_alert(settings)
+            self._alert_policy(
+                name,
+                settings,
+                slice_rule.key,
+                slice_rule.display_name,
+                slice_rule.severity,
+                {"condition_matched_log": {"filter": slice_rule.filter}},
+                slice_rule.documentation,
+                after_api,
                 alert_strategy={
                     "notification_rate_limit": {"period": slice_alerts.RATE_LIMIT},
                     "auto_close": slice_alerts.AUTO_CLOSE,
                 },
-                documentation={"content": rule.documentation, "mime_type": "text/markdown"},
-                notification_channels=list(o.notification_channels),
-                user_labels={"cluster": settings.cluster.name},
-                opts=after_api,
             )
         self.register_outputs(
             {
@@ -193,6 +179,35 @@ class Observability(Component):
                 "dashboardUrl": self.dashboard_url,
                 "alertPolicies": [p.name for p in self.alert_policies.values()],
             }
+        )
+
+    def _alert_policy(
+        self,
+        name: str,
+        settings: Settings,
+        key: str,
+        display_name: str,
+        severity: str,
+        condition: dict[str, Any],
+        documentation: str,
+        opts: pulumi.ResourceOptions | None,
+        **extra: Any,
+    ) -> None:
+        """One alert policy of one condition, to the stack's notification channels."""
+        self.alert_policies[key] = gcp.monitoring.AlertPolicy(
+            f"{name}-{key}",
+            project=settings.project,
+            display_name=display_name,
+            combiner="OR",
+            severity=severity,
+            conditions=[{"display_name": display_name, **condition}],
+            documentation={"content": documentation, "mime_type": "text/markdown"},
+            notification_channels=list(settings.observability.notification_channels),
+            # Which deployment the policy watches, when several share a project (a GKE cluster name is
+            # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
+            user_labels={"cluster": settings.cluster.name},
+            opts=opts,
+            **extra,
         )
 
     def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: HelmAddon) -> None:
@@ -205,23 +220,8 @@ class Observability(Component):
         # "Restrictions on role binding creation or update") and the scrape object (its pods). The account, its
         # token and the token's Role need the namespace alone.
         in_namespace = self.child(provider=provider)
-        sa = k8s.core.v1.ServiceAccount(
-            f"{name}-kueue-scraper",
-            metadata={"name": monitoring.KUEUE_METRICS_SA, "namespace": namespace},
-            opts=in_namespace,
-        )
-        token_name = f"{monitoring.KUEUE_METRICS_SA}-token"
-        # After the account (its name as an Output): the token controller fills the token of an existing account
-        # only (https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#token-controller).
-        self.kueue_token = k8s.core.v1.Secret(
-            f"{name}-kueue-scraper-token",
-            metadata={
-                "name": token_name,
-                "namespace": namespace,
-                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
-            },
-            type="kubernetes.io/service-account-token",
-            opts=in_namespace,
+        sa, self.kueue_token, token_read, collector = self._scrape_token(
+            f"{name}-kueue", monitoring.KUEUE_METRICS_SA, namespace, in_namespace
         )
         self.kueue_rbac = [
             k8s.rbac.v1.ClusterRoleBinding(
@@ -235,39 +235,9 @@ class Observability(Component):
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
                 opts=self.child(provider=provider, depends_on=[kueue.chart]),
             ),
-            # Names the Secret by the same string, not its Output: a Role may name objects that do not exist yet.
-            k8s.rbac.v1.Role(
-                f"{name}-kueue-token-read",
-                metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-token-read", "namespace": namespace},
-                rules=[
-                    {
-                        "apiGroups": [""],
-                        "resources": ["secrets"],
-                        "verbs": ["get", "list", "watch"],
-                        "resourceNames": [token_name],
-                    }
-                ],
-                opts=in_namespace,
-            ),
+            token_read,
+            collector,
         ]
-        gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
-        # After its Role (the name as an Output), for the same check.
-        self.kueue_rbac.append(
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-kueue-token-read-collector",
-                metadata={
-                    "name": f"{gmp_namespace}:{gmp_sa}:{monitoring.KUEUE_METRICS_SA}-token-read",
-                    "namespace": namespace,
-                },
-                role_ref={
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "Role",
-                    "name": self.kueue_rbac[1].metadata.name,
-                },
-                subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
-                opts=in_namespace,
-            )
-        )
         self.pod_monitorings["kueue"] = KubernetesObject(
             f"{name}-kueue",
             kueue_pod_monitoring(
@@ -275,6 +245,52 @@ class Observability(Component):
             ),
             self.child(provider=provider, depends_on=[kueue.chart, *self.kueue_rbac]),
         )
+
+    def _scrape_token(
+        self, prefix: str, sa_name: str, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> tuple[k8s.core.v1.ServiceAccount, k8s.core.v1.Secret, k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding]:
+        """A scraper's service account, its token Secret, and read access to that Secret for GMP's collector (which
+        sends the token as the scrape's bearer token); each needs the namespace alone."""
+        sa = k8s.core.v1.ServiceAccount(
+            f"{prefix}-scraper", metadata={"name": sa_name, "namespace": namespace}, opts=opts
+        )
+        token_name = f"{sa_name}-token"
+        # After the account (its name as an Output): the token controller fills the token of an existing account
+        # only (https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#token-controller).
+        token = k8s.core.v1.Secret(
+            f"{prefix}-scraper-token",
+            metadata={
+                "name": token_name,
+                "namespace": namespace,
+                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=opts,
+        )
+        # Names the Secret by the same string, not its Output: a Role may name objects that do not exist yet.
+        token_read = k8s.rbac.v1.Role(
+            f"{prefix}-token-read",
+            metadata={"name": f"{sa_name}-token-read", "namespace": namespace},
+            rules=[
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "verbs": ["get", "list", "watch"],
+                    "resourceNames": [token_name],
+                }
+            ],
+            opts=opts,
+        )
+        gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
+        # After its Role (the name as an Output): the API server checks a binding against the role it names.
+        collector = k8s.rbac.v1.RoleBinding(
+            f"{prefix}-token-read-collector",
+            metadata={"name": f"{gmp_namespace}:{gmp_sa}:{sa_name}-token-read", "namespace": namespace},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": token_read.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
+            opts=opts,
+        )
+        return sa, token, token_read, collector
 
     def _scrape_router(
         self,
@@ -291,38 +307,12 @@ class Observability(Component):
         deleting token"). Nothing waits for the chart but the scrape object (it selects the chart's pods)."""
         in_namespace = self.child(provider=provider)
         sa_name = monitoring.EPP_METRICS_SA
-        sa = k8s.core.v1.ServiceAccount(
-            f"{name}-epp-scraper", metadata={"name": sa_name, "namespace": namespace}, opts=in_namespace
-        )
-        token_name = f"{sa_name}-token"
-        self.epp_token = k8s.core.v1.Secret(
-            f"{name}-epp-scraper-token",
-            metadata={
-                "name": token_name,
-                "namespace": namespace,
-                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
-            },
-            type="kubernetes.io/service-account-token",
-            opts=in_namespace,
-        )
+        sa, self.epp_token, token_read, collector = self._scrape_token(f"{name}-epp", sa_name, namespace, in_namespace)
         # The chart's reader role is gone with its monitoring block: this one is the same rule (routerlib _gke.yaml).
         reader = k8s.rbac.v1.ClusterRole(
             f"{name}-epp-metrics-reader",
             metadata={"name": f"{sa_name}-metrics-reader"},
             rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
-            opts=in_namespace,
-        )
-        token_read = k8s.rbac.v1.Role(
-            f"{name}-epp-token-read",
-            metadata={"name": f"{sa_name}-token-read", "namespace": namespace},
-            rules=[
-                {
-                    "apiGroups": [""],
-                    "resources": ["secrets"],
-                    "verbs": ["get", "list", "watch"],
-                    "resourceNames": [token_name],
-                }
-            ],
             opts=in_namespace,
         )
         # The picker checks each scrape's token with the API server; without the chart's monitoring block its
@@ -333,7 +323,6 @@ class Observability(Component):
             rules=[dict(rule) for rule in monitoring.EPP_AUTH_RULES],
             opts=in_namespace,
         )
-        gmp_namespace, gmp_sa = monitoring.GMP_COLLECTOR
         self.epp_rbac = [
             auth,
             k8s.rbac.v1.ClusterRoleBinding(
@@ -354,13 +343,7 @@ class Observability(Component):
                 opts=in_namespace,
             ),
             token_read,
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-epp-token-read-collector",
-                metadata={"name": f"{gmp_namespace}:{gmp_sa}:{sa_name}-token-read", "namespace": namespace},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": token_read.metadata.name},
-                subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
-                opts=in_namespace,
-            ),
+            collector,
         ]
         endpoint = {
             "port": monitoring.EPP_METRICS_PORT,

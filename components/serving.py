@@ -19,12 +19,12 @@ from components.model.commands import stack_credentials_command, verify_command
 from components.model.settings import Settings
 from components.modelserver import (
     HF_SECRET,
-    HF_SECRET_KEY,
     LWS_API,
     METRICS_PATH,
     ROLES,
     SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_POD,
+    hf_token_secret,
     leader_selector,
     leader_worker_set,
     leaders_ready,
@@ -38,6 +38,7 @@ from components.weights import NAMESPACE as WEIGHTS_NAMESPACE
 from components.weights import WRITER_KSA, WeightsDownload
 
 __all__ = [
+    "HF_SECRET",
     "METRICS_PATH",
     "SIDECAR_IDLE_CONN_TIMEOUT_S",
     "VLLM_POD",
@@ -130,14 +131,7 @@ class Serving(Component):
         namespace = queues.namespace.metadata.name
         in_cluster = self.child(provider=provider)
 
-        self.hf_secret = None
-        if settings.hf_token is not None:
-            self.hf_secret = k8s.core.v1.Secret(
-                f"{name}-hf-token",
-                metadata={"name": HF_SECRET, "namespace": namespace},
-                string_data={HF_SECRET_KEY: pulumi.Output.secret(settings.hf_token.get_secret_value())},
-                opts=in_cluster,
-            )
+        self.hf_secret = hf_token_secret(name, settings, namespace, in_cluster)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-gcs-fuse-ksa", metadata={"name": FUSE_KSA, "namespace": namespace}, opts=in_cluster
         )

@@ -45,11 +45,12 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 import yaml
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ResourceProvider, UpdateResult
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from components.base import Component
+from components.dynamic_record import RecordProvider
 from components.model import slices as model
 from components.model.settings import Settings
 
@@ -217,23 +218,11 @@ def replacement_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[Che
     ]
 
 
-class PoolReplacementsProvider(ResourceProvider):
+class PoolReplacementsProvider(RecordProvider):
     """State only: its `check` refuses; it never replaces (a code change is no change of its)."""
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        return CheckResult(news, replacement_refusals(olds, news))
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_="tpu-pool-replacements", outs=props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = {k: v for k, v in olds.items() if k != "__provider"} != {
-            k: v for k, v in news.items() if k != "__provider"
-        }
-        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=news)
+    record_id = "tpu-pool-replacements"
+    refusals = staticmethod(replacement_refusals)
 
 
 class PoolReplacements(pulumi.dynamic.Resource, module="teardown", name="PoolReplacements"):

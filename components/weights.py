@@ -30,7 +30,7 @@ from components.model.rollout import TIMEOUT_ANNOTATION
 from components.model.settings import Settings
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
-from components.modelserver import HF_SECRET, HF_SECRET_KEY
+from components.modelserver import HF_SECRET, HF_SECRET_KEY, hf_token_secret
 
 NAMESPACE = "model-weights"
 WRITER_KSA = "weights-writer"
@@ -63,14 +63,7 @@ class WeightsDownload(Component):
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa", metadata={"name": WRITER_KSA, "namespace": namespace}, opts=in_cluster
         )
-        self.hf_secret = None
-        if settings.hf_token is not None:
-            self.hf_secret = k8s.core.v1.Secret(
-                f"{name}-hf-token",
-                metadata={"name": HF_SECRET, "namespace": namespace},
-                string_data={HF_SECRET_KEY: pulumi.Output.secret(settings.hf_token.get_secret_value())},
-                opts=in_cluster,
-            )
+        self.hf_secret = hf_token_secret(name, settings, namespace, in_cluster)
         # `principal` names this namespace's account: the one identity that may write to the weights bucket.
         self.writer = gcp.storage.BucketIAMMember(
             f"{name}-objectuser", bucket=snapshot.bucket, role=WRITER_ROLE, member=principal, opts=self.child()

@@ -31,13 +31,11 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import grpc
 import pytest
@@ -50,6 +48,7 @@ from components.cluster import kubeconfig
 from components.kueue_guard import ImmutableFieldsProvider
 from components.model import slices as model
 from components.teardown import SliceGateProvider
+from tests import fakes
 from tests.harness import Run, unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,28 +85,11 @@ class FakeApiServer:
         return None
 
     def serve(self) -> tuple[ThreadingHTTPServer, str]:
-        api = self
+        def record(request: fakes.Request) -> None:
+            self.seen.append((request.path.rstrip("/") or "/", request.authorization))
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server's name
-                url = urlparse(self.path)
-                path = url.path.rstrip("/") or "/"
-                api.seen.append((path, self.headers.get("Authorization", "")))
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":  # as GKE: no anonymous discovery
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                body = api.reply(path, parse_qs(url.query))
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {"kind": "Status", "code": 404}).encode())
-
-            def log_message(self, *_args: object) -> None: ...
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server, f"127.0.0.1:{server.server_address[1]}"
+        server = fakes.serve_api(fakes.replying(self.reply), TOKEN, record)
+        return server, fakes.address(server)
 
 
 def fake_auth_plugin(bin_dir: Path, record: Path) -> None:

@@ -14,13 +14,11 @@ import io
 import json
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
@@ -30,6 +28,7 @@ from components.cli import health_reads
 from components.cli.mocks import healthy_sub_block
 from components.model import health as model
 from components.model import slices
+from tests import fakes
 from tests.harness import set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,14 +217,32 @@ def test_pending_maintenance_proposes_moving_before_it_starts(stack: Path) -> No
     assert data["proposal"]["value"] == ["sb-1", "sb-3"]
 
 
-def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
+def failed_slice() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A FAILED Slice on the first cube, and its workload, which the slice controller retries."""
     failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
-    wl = workload(
+    retrying = workload(
         "wl-sub",
         "Retry",
         [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
         "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
     )
+    return failed, retrying
+
+
+def evicted_workload() -> dict[str, Any]:
+    """A workload Kueue evicted for its admission check after its Slices failed to form; its Slices are gone."""
+    return workload(
+        "wl-big",
+        "Pending",
+        [
+            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
+            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
+        ],
+    )
+
+
+def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
+    failed, wl = failed_slice()
     code, out, _ = run(stack, reservation_file(sub_blocks()), state(slice_list=failed, workloads=[wl]), "--json",
                        preview=no_preview)  # fmt: skip
     data = json.loads(out)
@@ -237,14 +254,7 @@ def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
 
 
 def test_evicted_workloads_whose_slices_are_gone_are_reported_apart(stack: Path) -> None:
-    evicted = workload(
-        "wl-big",
-        "Pending",
-        [
-            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
-            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
-        ],
-    )  # fmt: skip
+    evicted = evicted_workload()
     other = workload("wl-preempted", "Pending", [{"type": "Evicted", "status": "True", "reason": "Preempted"}])
     code, out, _ = run(stack, reservation_file(sub_blocks()), state(slice_list=[], workloads=[evicted, other]))
     assert code == 0  # Kueue requeued it and the controller retries: watched, not an action
@@ -368,26 +378,8 @@ class FakeApiServer:
         return None
 
     def serve(self) -> tuple[ThreadingHTTPServer, str]:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server's name
-                url = urlparse(self.path)
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                body = api.reply(url.path.rstrip("/"), parse_qs(url.query))
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {"kind": "Status", "code": 404}).encode())
-
-            def log_message(self, *_args: object) -> None: ...
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server, f"127.0.0.1:{server.server_address[1]}"
+        server = fakes.serve_api(fakes.replying(self.reply), TOKEN)
+        return server, fakes.address(server)
 
 
 @pytest.fixture
@@ -398,17 +390,7 @@ def kube(tmp_path: Path) -> Iterator[Any]:
         api = FakeApiServer(cluster)
         server, address = api.serve()
         servers.append(server)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://{address}"}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }
-        path = tmp_path / "kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        return path, api
+        return fakes.write_kubeconfig(tmp_path / "kubeconfig", f"http://{address}", token), api
 
     yield start
     for server in servers:
@@ -592,21 +574,8 @@ DOC_BLOCK = re.compile(
 
 def doc_cases() -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
     """The inputs of docs/health.md's reports, in page order (None: the unreadable reservation file)."""
-    failed = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
-    retrying = workload(
-        "wl-sub",
-        "Retry",
-        [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
-        "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
-    )
-    evicted = workload(
-        "wl-big",
-        "Pending",
-        [
-            {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
-            {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
-        ],
-    )
+    failed, retrying = failed_slice()
+    evicted = evicted_workload()
     return [
         (reservation_file(sub_blocks()), state()),
         (reservation_file(sub_blocks(3, sb_1=DEGRADED)), state("DEGRADED")),

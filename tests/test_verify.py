@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from components.cli import verify
 from components.cli.cluster import NoKubeconfig
 from components.cli.verify import Backoff, GatewayNotReady, VerifyError
+from tests.fakes import Clock
 
 MODEL = "qwen3.5-397b"
 COMPLETIONS = "/v1/completions"
@@ -593,19 +594,7 @@ class FakePods:
         return V1PodList(items=items)
 
 
-class Clock:
-    """time.monotonic and time.sleep in one: sleeping advances the clock."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+MONOTONIC_START = 1000.0  # time.monotonic starts anywhere, not at 0
 
 
 def pool_object() -> dict[str, Any]:
@@ -628,7 +617,7 @@ def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: 
         [pod("prefill", True), pod("decode", False)],
         [pod("prefill", True), pod("decode", True)],
     )
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
 
     code = verify.main(
         wait_argv(stub, "--leaders", "2", "--poll", "60", "--timeout", "3600"),
@@ -660,7 +649,7 @@ def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: 
 def test_main_gives_up_after_the_timeout_without_sending_requests(
     stub: Stub, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
     pods = FakePods([pod("prefill", True), pod("decode", False)])
 
     code = verify.main(
@@ -681,7 +670,7 @@ def test_main_gives_up_after_the_timeout_without_sending_requests(
 
 def test_expected_leaders_that_do_not_exist_yet_keep_it_waiting(stub: Stub) -> None:
     """Kueue admits groups one by one: 2 ready pods are not 8 leaders."""
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
     pods = FakePods([pod("prefill", True), pod("decode", True)])
 
     code = verify.main(
@@ -696,7 +685,7 @@ def test_expected_leaders_that_do_not_exist_yet_keep_it_waiting(stub: Stub) -> N
 
 
 def test_an_empty_pool_is_not_ready(stub: Stub) -> None:
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
     code = verify.main(
         wait_argv(stub, "--timeout", "30", "--poll", "30"),
         api=FakeObjects(pool_object()),
@@ -708,7 +697,7 @@ def test_an_empty_pool_is_not_ready(stub: Stub) -> None:
 
 
 def test_a_missing_pool_is_a_clear_error(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
     code = verify.main(wait_argv(stub), api=FakeObjects(None), pods=FakePods([]), sleep=clock.sleep, clock=clock)
     assert code == 1
     assert "error: InferencePool ns/pd not found (inference.networking.k8s.io/v1)" in capsys.readouterr().err
@@ -728,7 +717,7 @@ def test_stack_outputs_name_the_pool_and_the_leader_count(stub: Stub, tmp_path: 
             }
         )
     )
-    clock = Clock()
+    clock = Clock(MONOTONIC_START)
     objects = FakeObjects(pool_object())
     pods = FakePods([pod("prefill", True), pod("decode", True)])
 

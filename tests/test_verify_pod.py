@@ -1,9 +1,9 @@
 """`verify` from anywhere kubectl works: the requests go out from a short-lived pod inside the cluster.
 
-The official `kubernetes` client talks to a fake API server on 127.0.0.1 (a kubeconfig with a bearer token, as
-tests/test_dynamic_provider_host.py does): the Gateway read, the pod's create, reads, log and delete, each request
-recorded. The pod's own script runs in /bin/sh with a fake `curl` (and `sleep`) on PATH, so its retries and the
-log it prints are tested as the container would run them.
+The official `kubernetes` client talks to a fake API server on 127.0.0.1 (a kubeconfig with a bearer token,
+tests/fakes.py): the Gateway read, the pod's create, reads, log and delete, each request recorded. The pod's
+own script runs in /bin/sh with a fake `curl` (and `sleep`) on PATH, so its retries and the log it prints are
+tested as the container would run them.
 """
 
 from __future__ import annotations
@@ -15,20 +15,19 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
-import yaml
 
 from components.cli import probe_pod, verify
 from components.model.commands import credentials_command
+from tests import fakes
 from tests.conformance import validate_builtin
+from tests.fakes import Clock
 from tests.harness import ROOT, run_program
 
 TOKEN = "fake-token"
@@ -86,29 +85,7 @@ class FakeApiServer:
         return 404, {"kind": "Status", "code": 404}
 
     def serve(self) -> ThreadingHTTPServer:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                code, body = api.handle(self.command, urlparse(self.path).path, self.rfile.read(length))
-                text = body if isinstance(body, str) else json.dumps(body)
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
-                self.end_headers()
-                self.wfile.write(text.encode())
-
-            do_GET = do_POST = do_DELETE = _any  # http.server's names
-
-            def log_message(self, *_args: object) -> None: ...
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
+        return fakes.serve_api(lambda request: self.handle(request.method, request.path, request.body), TOKEN)
 
 
 @pytest.fixture
@@ -120,30 +97,7 @@ def api() -> Iterator[tuple[FakeApiServer, str]]:
 
 
 def kubeconfig(tmp_path: Path, server: str) -> str:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": TOKEN}}],
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "ctx",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+    return str(fakes.write_kubeconfig(tmp_path / "kubeconfig", server, TOKEN, context="ctx"))
 
 
 def verify_main(argv: list[str], clock: Clock) -> int:

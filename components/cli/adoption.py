@@ -8,10 +8,20 @@ the mock runtime and fails on any difference, and on any resource type this modu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.metadata import version
 
+from components.cli.adoption_records import (
+    CLUSTER_COMPONENT,
+    K8S_PROVIDER,
+    NAMESPACE,
+    NEW_COMPONENTS,
+    NOT_IMPORTED_TYPES,
+    Adoption,
+    Entry,
+    Skipped,
+    kube_entry,
+    skip,
+)
 from components.identity import NODE_ROLES
 from components.model import import_ids as ids
 from components.model.settings import Settings
@@ -21,73 +31,19 @@ from components.queues import KUEUE_V1BETA2
 from components.serving import CACHE_ROLES, FUSE_KSA, GATEWAY_API, WEIGHTS_ROLES, role_suffix
 from components.workloads import JOBSET_API
 
+# What import_file.py and the tests read from here, the catalogue's records among them.
+__all__ = [
+    "CLUSTER_COMPONENT",
+    "GCP_VERSION",
+    "K8S_PROVIDER",
+    "NEW_COMPONENTS",
+    "NOT_IMPORTED_TYPES",
+    "Adoption",
+    "adoption",
+    "skip",
+]
+
 GCP_VERSION = version("pulumi_gcp")
-CLUSTER_COMPONENT = "gke-tpu-slicing:cluster:Cluster"
-# (logical name, type, parent component) of the one Kubernetes provider (components/cluster.py)
-K8S_PROVIDER = ("cluster-k8s", "pulumi:providers:kubernetes", "cluster")
-NAMESPACE = "kubernetes:core/v1:Namespace"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One resource as the program registers it: type, logical name, parent component, import id."""
-
-    type: str
-    name: str
-    parent: str
-    id: str
-    kubernetes: bool = False
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A resource (or a whole family) the file leaves to `pulumi up`, with the reason and what `up` does."""
-
-    name: str
-    type: str
-    reason: str
-    after_import: str
-    parent: str | None = None
-    on_request: bool = False
-
-
-@dataclass
-class Adoption:
-    entries: list[Entry] = field(default_factory=list)
-    components: dict[str, str] = field(default_factory=dict)  # logical name -> component type
-    skipped: list[Skipped] = field(default_factory=list)
-
-
-# Resource types this command knows how to import, and types it leaves to `pulumi up` on purpose.
-# tests/test_import_file.py fails on any type the program registers that is in neither.
-NOT_IMPORTED_TYPES = {
-    K8S_PROVIDER[1]: "`pulumi import` cannot import a provider; `pulumi up --target` records it (no cloud call)",
-    "kubernetes:helm.sh/v4:Chart": "a chart's objects are named by the chart's render at run time, which needs "
-    "the chart (not available offline); the chart component adopts them on `up`",
-    "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
-    "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
-    "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
-    "in Pulumi's state only (no API call): `pulumi up` creates it",
-    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch": "a patch of the imported LeaderWorkerSet, not an object of its "
-    "own: there is nothing to import",
-    "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
-    "scripts write the cache into the weights bucket): there is nothing to adopt",
-}
-# Components whose every resource is new with this program: the reference scripts create none of them.
-NEW_COMPONENTS = {
-    "gke-tpu-slicing:network:Egress": "the reference scripts make public nodes and no Cloud Router or Cloud NAT: "
-    "there is nothing to adopt",
-    "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
-    "alert policies: there is nothing to adopt",
-    "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
-    "no API): there is nothing to adopt",
-    "gke-tpu-slicing:weights:WeightsDownload": "the reference scripts copy the weights by hand and make no download "
-    "Job or writer identity: there is nothing to adopt",
-}
-
-
-def _kube(type_: str, name: str, parent: str, object_name: str, namespace: str | None = None) -> Entry:
-    return Entry(type_, name, parent, ids.kubernetes_object(name=object_name, namespace=namespace), kubernetes=True)
 
 
 def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
@@ -231,7 +187,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     )
     for key, addon in s.addons.helm_addons().items():
         c[key] = "gke-tpu-slicing:addons:HelmAddon"
-        out.entries.append(_kube(NAMESPACE, f"{key}-namespace", key, addon.namespace))
+        out.entries.append(kube_entry(NAMESPACE, f"{key}-namespace", key, addon.namespace))
         out.skipped.append(
             Skipped(
                 f"{key}-chart",
@@ -258,16 +214,18 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     c["queues"] = "gke-tpu-slicing:queues:SliceQueues"
     q, ns = s.kueue, s.kueue.namespace
     out.entries += [
-        _kube(NAMESPACE, "queues-namespace", "queues", ns),
-        _kube(f"kubernetes:{KUEUE_V1BETA2}:Topology", "queues-topology", "queues", q.topology_name),
-        _kube(f"kubernetes:{KUEUE_V1BETA2}:ResourceFlavor", "queues-flavor", "queues", q.flavor_name),
-        _kube(f"kubernetes:{KUEUE_V1BETA2}:AdmissionCheck", "queues-admission-check", "queues", q.admission_check_name),
-        _kube(f"kubernetes:{KUEUE_V1BETA2}:ClusterQueue", "queues-cluster-queue", "queues", q.cluster_queue),
-        _kube(f"kubernetes:{KUEUE_V1BETA2}:LocalQueue", "queues-local-queue", "queues", q.local_queue, ns),
+        kube_entry(NAMESPACE, "queues-namespace", "queues", ns),
+        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:Topology", "queues-topology", "queues", q.topology_name),
+        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:ResourceFlavor", "queues-flavor", "queues", q.flavor_name),
+        kube_entry(
+            f"kubernetes:{KUEUE_V1BETA2}:AdmissionCheck", "queues-admission-check", "queues", q.admission_check_name
+        ),
+        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:ClusterQueue", "queues-cluster-queue", "queues", q.cluster_queue),
+        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:LocalQueue", "queues-local-queue", "queues", q.local_queue, ns),
     ]
     for priority in q.priorities:
         out.entries.append(
-            _kube(
+            kube_entry(
                 f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
             )
         )
@@ -285,13 +243,15 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
     for key, demo in demos.items():
         if demo.enabled:
             c[key] = "gke-tpu-slicing:workloads:SlicingJobSet"
-            out.entries.append(_kube(f"kubernetes:{JOBSET_API}:JobSet", f"{key}-jobset", key, demo.name, ns))
+            out.entries.append(kube_entry(f"kubernetes:{JOBSET_API}:JobSet", f"{key}-jobset", key, demo.name, ns))
 
     if s.serving.enabled:
         c["serving"] = "gke-tpu-slicing:serving:Serving"
         if s.hf_token is not None:
-            out.entries.append(_kube("kubernetes:core/v1:Secret", "serving-hf-token", "serving", HF_SECRET, ns))
-        out.entries.append(_kube("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa", "serving", FUSE_KSA, ns))
+            out.entries.append(kube_entry("kubernetes:core/v1:Secret", "serving-hf-token", "serving", HF_SECRET, ns))
+        out.entries.append(
+            kube_entry("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa", "serving", FUSE_KSA, ns)
+        )
         out.skipped.append(
             Skipped(
                 "serving-xla-cache",
@@ -334,7 +294,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
                 )
             )
         out.entries.append(
-            _kube(f"kubernetes:{GATEWAY_API}:Gateway", "serving-gateway", "serving", s.serving.gateway.name, ns)
+            kube_entry(f"kubernetes:{GATEWAY_API}:Gateway", "serving-gateway", "serving", s.serving.gateway.name, ns)
         )
         out.skipped.append(
             Skipped(
@@ -356,7 +316,7 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
             )
         for role_name in ROLES:
             out.entries.append(
-                _kube(
+                kube_entry(
                     f"kubernetes:{LWS_API}:LeaderWorkerSet",
                     f"serving-{role_name}",
                     "serving",
@@ -393,19 +353,3 @@ def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
             )
         )
     return out
-
-
-def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
-    """Moves the named entries to the skipped list: objects the deployment does not have (the scripts
-    make no node service account and no `system` pool; a finished demo JobSet may be gone)."""
-    known = {e.name for e in plan.entries}
-    unknown = sorted(set(names) - known)
-    if unknown:
-        raise ValueError(f"--skip {', '.join(unknown)}: not in the file; one of: {', '.join(sorted(known))}")
-    kept = [e for e in plan.entries if e.name not in names]
-    dropped = [
-        Skipped(e.name, e.type, "left out with --skip", "created by `pulumi up`", e.parent, on_request=True)
-        for e in plan.entries
-        if e.name in names
-    ]
-    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped])

@@ -6,6 +6,7 @@ the global configuration. The client objects are injectable (tests pass fakes).
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -53,6 +54,16 @@ class Pods(Protocol):
 
 # ---------------------------------------------------------------------------------------------
 # Cluster access
+
+
+def add_kubeconfig_arguments(
+    parser: argparse.ArgumentParser, between: Callable[[argparse.ArgumentParser], object] = lambda _parser: None
+) -> None:
+    """`--kubeconfig` and `--context`, the two arguments of `api_client`; `between` adds a command's own options
+    where `--help` lists them, after `--kubeconfig`."""
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    between(parser)
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def custom_objects_api(kubeconfig: str | None = None, context: str | None = None) -> CustomObjects:

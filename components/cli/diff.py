@@ -26,11 +26,12 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from components.cli import chart_diff, snapshot
 from components.cli.plan import (
     ROOT,
+    OneLineParser,
     StackFileError,
     add_stack_arguments,
     apply_set,
@@ -86,13 +87,8 @@ class DiffError(Exception):
     """Bad arguments or configuration: one line, exit 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see `python -m components diff --help`)\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m components diff",
         description="Preview what a configuration change, a pull request or a second `pulumi up` does to every "
         "resource: create, update, replace (delete-first or not), delete, rejected by the API or a webhook, same. "

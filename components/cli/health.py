@@ -21,13 +21,14 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import yaml
 
 from components import reservation
 from components.cli import health_reads
-from components.cli.plan import StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
+from components.cli.cluster import add_kubeconfig_arguments
+from components.cli.plan import OneLineParser, StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
 from components.model import health
 from components.model.settings import PROJECT, ConfigError, Settings
 
@@ -36,13 +37,8 @@ class HealthError(Exception):
     """Bad arguments or unreadable input: one line, exit 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see `python -m components health --help`)\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m components health",
         description="Check each TPU cube: its reservation sub-block, its nodes' partitions, its Slices and the "
         "workloads a slice failure evicted; print the tpu.subBlocks change that would move a cube off a bad "
@@ -56,14 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--live", action="store_true", help="read what no file gives from the Compute and Kubernetes APIs"
     )
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    parser.add_argument(
-        "--gke",
-        action="store_true",
-        help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
-        "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+    add_kubeconfig_arguments(
+        parser,
+        lambda parser: parser.add_argument(
+            "--gke",
+            action="store_true",
+            help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
+            "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+        ),
     )
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-preview", action="store_true", help="do not run the change preview of the proposal")
     parser.add_argument("--write", action="store_true", help="write the proposed tpu.subBlocks into the stack file")

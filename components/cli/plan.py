@@ -19,7 +19,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import yaml
 
@@ -218,6 +218,13 @@ def config_error(message: str, config: dict[str, Any]) -> str:
     if not flags:
         return f"error: {message}"
     return f"error: {message}\nor, for this command alone (no Pulumi CLI needed): {' '.join(flags)}"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error as one line naming the command's `--help`, exit 2 (argparse prints the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser, *, stack_required: bool = False) -> None:

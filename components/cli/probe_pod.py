@@ -33,7 +33,7 @@ CURL_IMAGE = "docker.io/curlimages/curl:8.11.1"
 PROBE_NAMESPACE = "default"
 PROBE_LABEL = {"app.kubernetes.io/name": "gke-tpu-slicing-verify"}
 MARK = "@@verify"
-# Statuses the pod retries, as `verify.probe` does (curl's 000: no response at all).
+# Statuses the pod retries, as `http_probe.probe` does (curl's 000: no response at all).
 RETRY_STATUSES = "000|404|408|425|429|5??"
 PULL_MARGIN_S = 180  # image pull and scheduling on a system node, before the requests' own budget starts
 

@@ -2,11 +2,11 @@
 
 `keys()` walks the pydantic model tree, so a key added to a model appears here (and in
 docs/configuration.md, and in the per-key tests) without anything else to do, except recording its rule in
-RULES (the Google Cloud keys' in reference_gcp.py, the Kubernetes keys' in reference_k8s.py, observability
-and hfToken here; the sources they cite in reference_sources.py): the allowed values in words, their source
-(documentation URL or upstream code), the row of the change table that says what changing it does, one value
-the rule refuses and one legal edge value. A key without a rule is listed as such, and
-tests/test_configuration_reference.py fails naming it.
+RULES (the Google Cloud keys' in reference_gcp.py, the Kubernetes keys' in reference_k8s.py and
+reference_serving.py, observability and hfToken here; the sources they cite in reference_sources.py): the
+allowed values in words, their source (documentation URL or upstream code), the row of the change table that
+says what changing it does, one value the rule refuses and one legal edge value. A key without a rule is
+listed as such, and tests/test_configuration_reference.py fails naming it.
 
 Pure model code: no Pulumi. `python -m components reference --write` regenerates docs/configuration.md.
 """

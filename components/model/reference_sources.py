@@ -1,5 +1,5 @@
 """The sources the configuration reference's rules cite, the `Rule` record the per-section rule
-tables (components/model/reference_gcp.py, reference_k8s.py) share.
+tables (components/model/reference_gcp.py, reference_k8s.py, reference_serving.py) share.
 
 Pure model code: no Pulumi.
 """

@@ -1,0 +1,112 @@
+"""Fakes the command tests share: a Kubernetes API server on 127.0.0.1 that wants a bearer token, a kubeconfig
+that reaches it with one, and a clock whose sleeps advance it.
+
+The official `kubernetes` client talks to the server as to a cluster (tests/test_health.py,
+tests/test_dynamic_provider_host.py, tests/test_verify_pod.py); each test file answers the paths it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # as sent, without the query
+    query: dict[str, list[str]]
+    authorization: str  # "" when the request has none
+    body: bytes
+
+
+def not_found() -> tuple[int, dict[str, Any]]:
+    return 404, {"kind": "Status", "code": 404}
+
+
+def replying(reply: Callable[[str, dict[str, list[str]]], Any]) -> Callable[[Request], tuple[int, Any]]:
+    """An `answer` from `reply(path without a trailing /, query)`: 200 with its body, a 404 Status for None."""
+
+    def answer(request: Request) -> tuple[int, Any]:
+        body = reply(request.path.rstrip("/") or "/", request.query)
+        return (200, body) if body is not None else not_found()
+
+    return answer
+
+
+def serve_api(
+    answer: Callable[[Request], tuple[int, Any]],
+    token: str,
+    seen: Callable[[Request], None] = lambda _request: None,
+) -> ThreadingHTTPServer:
+    """Serves GET, POST and DELETE on a free port of 127.0.0.1 until `shutdown()`. Every request goes to `seen`;
+    one without `Authorization: Bearer <token>` gets 401 (as GKE: no anonymous discovery), the others what
+    `answer` returns, (status, body): a str body as text/plain, anything else as JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            url = urlparse(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            authorization = self.headers.get("Authorization", "")
+            request = Request(self.command, url.path, parse_qs(url.query), authorization, self.rfile.read(length))
+            seen(request)
+            if authorization != f"Bearer {token}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            code, body = answer(request)
+            text = body if isinstance(body, str) else json.dumps(body)
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+            self.end_headers()
+            self.wfile.write(text.encode())
+
+        do_GET = do_POST = do_DELETE = _any  # http.server's names
+
+        def log_message(self, *_args: object) -> None: ...
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def address(server: ThreadingHTTPServer) -> str:
+    """`127.0.0.1:<port>` of a server from `serve_api`."""
+    return f"127.0.0.1:{server.server_address[1]}"
+
+
+def write_kubeconfig(path: Path, server: str, token: str, context: str = "x") -> Path:
+    """A kubeconfig whose current context reaches `server` (a URL) with the bearer token."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+        "current-context": context,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Clock:
+    """time.monotonic and time.sleep in one: sleeping advances the clock."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
