@@ -45,6 +45,7 @@ EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.g
 CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
 
 OK, WATCH, ACTION = "ok", "watch", "action"
+NO_ACTION, MOVE, MOVE_AFTER_DRAINING, OTHER = "none", "move", "move after draining", "other"
 SUB_BLOCKS_KEY = f"{PROJECT}:tpu.subBlocks"
 
 
@@ -181,10 +182,41 @@ class Report:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     preview: Any = None  # what the change preview says the proposal does (filled by the command)
+    # The keys of the workloads to turn off before the move (components/teardown.py workload_keys, filled by the
+    # command): the preview refuses a pool's replacement while they run (teardown.py replacement_refusals).
+    drain_first: list[str] = field(default_factory=list)
+    stack_file: str = "the stack file"
 
     @property
     def action_needed(self) -> bool:
         return any(c.status == ACTION for c in self.cubes) or any(w.state == "rejected" for w in self.unplaced)
+
+    @property
+    def next_action(self) -> str:
+        """What a person does next: none, move, move after draining, or other (each cube's action says it)."""
+        if not self.action_needed:
+            return NO_ACTION
+        if self.proposal is None:
+            return OTHER
+        return MOVE_AFTER_DRAINING if self.drain_first else MOVE
+
+    def steps(self) -> list[str]:
+        """The deployments, in order, that carry the proposal out."""
+        if self.proposal is None:
+            return []
+        move = f"set tpu.subBlocks: [{', '.join(self.proposal)}] (the health pull request does), then `pulumi up`"
+        if not self.drain_first:
+            return [f"{move}: the moved pools are replaced (no queued workload of the stack runs)"]
+        off = ", ".join(f"{k}: false" for k in self.drain_first)
+        on = ", ".join(f"{k}: true" for k in self.drain_first)
+        cli = " && ".join(f"pulumi config set --path {k} false" for k in self.drain_first)
+        return [
+            f"turn the workloads off: {off} in {self.stack_file} (or `{cli}`), then `pulumi up`",
+            f"{move}; its preview no longer refuses it",
+            f"turn them on again: {on}, then `pulumi up` (serving loads the model again)"
+            if "serving.enabled" in self.drain_first
+            else f"turn them on again: {on}, then `pulumi up`",
+        ]
 
     def table(self) -> str:
         rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
@@ -231,6 +263,15 @@ class Report:
                 "  after it is set: `pulumi preview` against the real block (the health workflow's pull request "
                 "runs it); the preview below ran offline"
             )
+            if self.drain_first:
+                lines.append(
+                    f"next step: {MOVE_AFTER_DRAINING}: the preview refuses to replace a TPU pool while the stack runs "
+                    f"queued workloads ({', '.join(self.drain_first)}; Kueue may place them on any pool, and the "
+                    "pool's teardown gate would wait for their Slices), so deploy in three steps:"
+                )
+            else:
+                lines.append(f"next step: {MOVE}:")
+            lines += [f"  {i}. {step}" for i, step in enumerate(self.steps(), 1)]
         lines += self.notes
         return lines
 
@@ -238,6 +279,9 @@ class Report:
         return {
             "source": self.source,
             "actionNeeded": self.action_needed,
+            "nextAction": self.next_action,
+            "drainFirst": list(self.drain_first),
+            "steps": self.steps(),
             "cubes": [c.as_dict() for c in self.cubes],
             "unplacedWorkloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.unplaced],
             "proposal": {"key": SUB_BLOCKS_KEY, "value": self.proposal} if self.proposal is not None else None,
