@@ -224,6 +224,31 @@ def test_a_move_under_running_workloads_is_a_move_after_draining_as_the_preview_
     assert (json.loads(no_spare)["nextAction"], json.loads(no_spare)["steps"]) == ("other", [])
 
 
+def test_a_move_of_a_protected_pool_is_a_move_after_unprotecting(stack: Path) -> None:
+    """Staging and prod protect their pools (cluster.protect): Pulumi refuses the replacement the move is, so the
+    steps turn protection off first and on again at the end, with the workloads when they run."""
+    res = reservation_file(sub_blocks(3, sb_1=DEGRADED))
+    protect = ("--set", "cluster.protect=true")
+    code, out, _ = run(stack, res, state("DEGRADED"), "--json", *protect, *NO_WORKLOADS)
+    data = json.loads(out)
+    assert code == 1 and data["preview"]["rejected"] is True
+    (rejected,) = [c for c in data["preview"]["changes"] if c["action"] == "rejected"]
+    assert rejected["name"] == "capacity-tpu7-pool-1" and rejected["reason"].startswith("protected")
+    assert (data["nextAction"], data["drainFirst"], data["unprotectFirst"]) == (
+        "move after unprotecting",
+        [],
+        ["cluster.protect"],
+    )
+    off, _, on = data["steps"]
+    assert "cluster.protect: false" in off and "cluster.protect: true" in on
+    data = json.loads(run(stack, res, state("DEGRADED"), "--json", *protect)[1])
+    assert data["nextAction"] == "move after draining"
+    assert "demos.subslicing.enabled: false, serving.enabled: false, cluster.protect: false" in data["steps"][0]
+    # The change preview of the move with step 1 deployed lets it through.
+    data = json.loads(run(stack, res, state("DEGRADED"), "--json", *NO_WORKLOADS)[1])
+    assert data["preview"]["rejected"] is False and data["nextAction"] == "move"
+
+
 def test_the_same_with_no_spare_says_so_and_what_else_helps(stack: Path) -> None:
     res = reservation_file(sub_blocks(2, sb_1=DEGRADED))
     code, out, err = run(stack, res, state("DEGRADED"), preview=no_preview)

@@ -101,6 +101,8 @@ def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_
 
     drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
     body = _run_pull_request_step(tmp_path / "a", drain)
-    assert body.startswith("**Do not merge yet: move after draining.**") and drain in body
+    assert body.startswith("**Do not merge yet.**") and drain in body
+    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n"
+    assert _run_pull_request_step(tmp_path / "c", unprotect).startswith("**Do not merge yet.**")
     plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n")
     assert "Do not merge yet" not in plain and plain.startswith("The hourly health check proposes")

@@ -193,6 +193,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         from components.teardown import workload_keys
 
         result.drain_first = workload_keys(settings)  # what teardown.py replacement_refusals names
+        result.unprotect_first = ["cluster.protect"] if settings.cluster.protect else []  # capacity.py protect=
         result.stack_file = f"Pulumi.{args.stack}.yaml"
     return result, settings, config
 
@@ -258,7 +259,7 @@ def preview_lines(result: health.Report) -> list[str]:
     if p["rejected"]:
         lines.append(
             "  the preview REJECTS this change as it stands: see the rejected lines above"
-            + (f", and the next step ({health.MOVE_AFTER_DRAINING}) above" if result.drain_first else "")
+            + (f", and the next step ({result.next_action}) above" if result.next_action != health.MOVE else "")
         )
     return lines
 
