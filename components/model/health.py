@@ -219,7 +219,12 @@ class Report:
         cli = " && ".join(f"pulumi config set --path {k} false" for k in first)
         what = "the workloads" if self.drain_first else "protection"
         return [
-            f"turn {what} off: {off} in {self.stack_file} (or `{cli}`), then `pulumi up`",
+            f"turn {what} off: {off} in {self.stack_file} (or `{cli}`), then `pulumi up`"
+            + (
+                "; a workload you submitted yourself with Slices on a moved pool must be gone too"
+                if self.drain_first
+                else ""
+            ),
             f"{move}; its preview no longer refuses it",
             f"turn {'them' if self.drain_first else 'it'} on again: {on}, then `pulumi up`"
             + (" (serving loads the model again)" if "serving.enabled" in self.drain_first else ""),
