@@ -25,7 +25,9 @@ on the gates through `depends_on` alone, so they stay, and the gate would wait f
 times out. The graph cannot replace only the workloads on that pool either: Kueue places them on any pool
 at run time. So `PoolReplacements` refuses, at preview, a replacement of a pool while the program ran queued
 workloads until now, naming the keys that turn them off (its provider's `check`, as components/kueue_guard.py
-does). It sees a replacement as Pulumi does: a replaced pool's `id` is unknown in the preview. A replaced
+does), even when none of them has a Slice on that pool: the preview reads no cluster, and Kueue may admit one
+onto the pool while its gate waits (docs/health.md, "Move after draining"). It sees a replacement as Pulumi
+does: a replaced pool's `id` is unknown in the preview. A replaced
 cluster is exempt: the Kubernetes provider is replaced with it, and with it every workload, deleted first.
 
 Pulumi runs every dynamic resource of the program in one `python -m pulumi.dynamic` process whose gRPC server

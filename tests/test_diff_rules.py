@@ -93,6 +93,29 @@ def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:
         assert "deleted before queues-local-queue" in c["reason"]
 
 
+def test_a_dependents_reason_says_each_clause_once() -> None:
+    """A teardown gate is a dependent of its pool's delete-first replacement because its `pool` input turns unknown,
+    and its own diff replaces it for the same unknown `pool`: one clause, not the same sentence twice."""
+    pool_type, gate_type = "gcp:container/nodePool:NodePool", "pulumi-python:dynamic/teardown:SliceGate"
+    fact = "nodeConfig.reservationAffinity.values"
+
+    def graph(sub_block: str) -> list[dict[str, Any]]:
+        affinity = {"nodeConfig": {"reservationAffinity": {"values": [sub_block]}}}
+        pool = record("pool", pool_type, {"name": "p", **affinity}, options={"deleteBeforeReplace": True})
+        gate = record("gate", gate_type, {"pool": "p", "cluster": "c"}, property_dependencies={"pool": [pool["urn"]]})
+        return [pool, gate]
+
+    result = by_name(engine.diff(graph("sb-1"), graph("sb-3")))
+    assert result["pool"].action == engine.REPLACE and fact in result["pool"].reason
+    gate = result["gate"]
+    assert (gate.action, gate.delete_first) == (engine.REPLACE, True)
+    assert gate.reason.count("pool: unknown, the gate's provider replaces it") == 1, gate.reason
+    assert gate.reason.startswith("deleted before pool")
+    code, real = preview("dev", *NO_WORKLOADS, "--change", "tpu.reservation.name=other-reservation")
+    reason = change(real, "teardown-tpu7-pool-1")["reason"]
+    assert code == 0 and reason.count("pool: unknown, the gate's provider replaces it") == 1, reason
+
+
 # ------------------------------------------------------------------ an unknown input under replaceOnChanges
 
 

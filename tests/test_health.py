@@ -192,6 +192,62 @@ def test_the_move_is_previewed_by_the_change_preview_and_written_only_when_asked
     assert [line for line in written.splitlines() if "subBlocks" not in line] == before.splitlines()
 
 
+NO_WORKLOADS = ("--set", "demos.subslicing.enabled=false", "--set", "serving.enabled=false")
+
+
+def test_a_move_under_running_workloads_is_a_move_after_draining_as_the_preview_refuses_it(stack: Path) -> None:
+    """The change preview refuses a pool's replacement while the stack runs queued workloads (teardown.py
+    replacement_refusals): the report says so, names the keys to turn off, and the three deployments in order."""
+    res = reservation_file(sub_blocks(3, sb_1=DEGRADED))
+    code, out, _ = run(stack, res, state("DEGRADED"), "--json")
+    data = json.loads(out)
+    assert code == 1 and data["preview"]["rejected"] is True
+    rejected = [c for c in data["preview"]["changes"] if c["action"] == "rejected"]
+    assert [c["name"] for c in rejected] == ["teardown-pool-replacements"]
+    assert data["nextAction"] == "move after draining"
+    assert data["drainFirst"] == ["demos.subslicing.enabled", "serving.enabled"]  # dev runs no super-slicing demo
+    off, move, on = data["steps"]
+    assert "demos.subslicing.enabled: false, serving.enabled: false in Pulumi.dev.yaml" in off and "pulumi up" in off
+    assert "tpu.subBlocks: [sb-3, sb-2]" in move
+    assert "serving.enabled: true" in on
+    _, text, _ = run(stack, res, state("DEGRADED"))
+    assert "next step: move after draining" in text and "  1. turn the workloads off" in text
+    # With the workloads off (step 1 deployed), the same move is a plain move, and the preview lets it through.
+    code, out, _ = run(stack, res, state("DEGRADED"), "--json", *NO_WORKLOADS)
+    data = json.loads(out)
+    assert code == 1 and data["preview"]["rejected"] is False
+    assert (data["nextAction"], data["drainFirst"], len(data["steps"])) == ("move", [], 1)
+    # Nothing to move, or nothing a move fixes: no steps.
+    assert json.loads(run(stack, reservation_file(sub_blocks()), state(), "--json")[1])["nextAction"] == "none"
+    no_spare = run(stack, reservation_file(sub_blocks(2, sb_1=DEGRADED)), state("DEGRADED"), "--json")[1]
+    assert (json.loads(no_spare)["nextAction"], json.loads(no_spare)["steps"]) == ("other", [])
+
+
+def test_a_move_of_a_protected_pool_is_a_move_after_unprotecting(stack: Path) -> None:
+    """Staging and prod protect their pools (cluster.protect): Pulumi refuses the replacement the move is, so the
+    steps turn protection off first and on again at the end, with the workloads when they run."""
+    res = reservation_file(sub_blocks(3, sb_1=DEGRADED))
+    protect = ("--set", "cluster.protect=true")
+    code, out, _ = run(stack, res, state("DEGRADED"), "--json", *protect, *NO_WORKLOADS)
+    data = json.loads(out)
+    assert code == 1 and data["preview"]["rejected"] is True
+    (rejected,) = [c for c in data["preview"]["changes"] if c["action"] == "rejected"]
+    assert rejected["name"] == "capacity-tpu7-pool-1" and rejected["reason"].startswith("protected")
+    assert (data["nextAction"], data["drainFirst"], data["unprotectFirst"]) == (
+        "move after unprotecting",
+        [],
+        ["cluster.protect"],
+    )
+    off, _, on = data["steps"]
+    assert "cluster.protect: false" in off and "cluster.protect: true" in on
+    data = json.loads(run(stack, res, state("DEGRADED"), "--json", *protect)[1])
+    assert data["nextAction"] == "move after draining"
+    assert "demos.subslicing.enabled: false, serving.enabled: false, cluster.protect: false" in data["steps"][0]
+    # The change preview of the move with step 1 deployed lets it through.
+    data = json.loads(run(stack, res, state("DEGRADED"), "--json", *NO_WORKLOADS)[1])
+    assert data["preview"]["rejected"] is False and data["nextAction"] == "move"
+
+
 def test_the_same_with_no_spare_says_so_and_what_else_helps(stack: Path) -> None:
     res = reservation_file(sub_blocks(2, sb_1=DEGRADED))
     code, out, err = run(stack, res, state("DEGRADED"), preview=no_preview)

@@ -71,3 +71,38 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
         for u in uses(job):
             action, ref = u.split("@")
             assert others.get(action) == ref, u
+
+
+def _run_pull_request_step(tmp: Path, report: str) -> str:
+    """The pull-request job's script, run with stand-ins for `gh` and `git`: the body it would post."""
+    import os
+    import subprocess
+
+    step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
+    bin_ = tmp / "bin"
+    bin_.mkdir(parents=True)
+    for tool in ("gh", "git"):  # `gh pr list` finds no open pull request; every git command succeeds
+        (bin_ / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_ / tool).chmod(0o755)
+    (tmp / "health").mkdir()
+    (tmp / "health" / "rc").write_text("1\n")
+    (tmp / "health" / "report.txt").write_text(report)
+    (tmp / "health" / "Pulumi.dev.yaml").write_text("config: {moved: true}\n")
+    (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x"}
+    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, check=True, capture_output=True)
+    return (tmp / "body.md").read_text()
+
+
+def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_path: Path) -> None:
+    """The previews refuse the move while the stack runs queued workloads: the body says so first, matching the
+    line the command prints (components/model/health.py MOVE_AFTER_DRAINING)."""
+    from components.model import health
+
+    drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
+    body = _run_pull_request_step(tmp_path / "a", drain)
+    assert body.startswith("**Do not merge yet.**") and drain in body
+    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n"
+    assert _run_pull_request_step(tmp_path / "c", unprotect).startswith("**Do not merge yet.**")
+    plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n")
+    assert "Do not merge yet" not in plain and plain.startswith("The hourly health check proposes")

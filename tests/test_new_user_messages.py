@@ -155,3 +155,28 @@ def test_no_string_key_accepts_an_empty_string_but_the_one_that_means_something(
 def test_an_empty_model_name_is_refused(key: str) -> None:
     (line,) = problems({**BASE, **nested(key, "")})
     assert line.startswith(f"{P}:{key} = '': a non-empty model name"), line
+
+
+@pytest.mark.parametrize(
+    ("machine", "vcpus", "memory"),
+    [  # transcribed from the Compute Engine documentation's tables, not from components/model/machines.py
+        ("c4-standard-4", 4, 15.0),  # general-purpose-machines, "C4 standard"
+        ("c4-standard-192", 192, 720.0),
+        ("c4-standard-288", 288, 1080.0),
+        ("c4-highmem-2", 2, 15.0),  # "C4 highmem"
+        ("c4-highmem-4", 4, 31.0),
+        ("c4-highmem-144", 144, 1116.0),
+        ("c4-highcpu-288", 288, 576.0),  # "C4 highcpu"
+        ("c3d-highmem-360", 360, 2880.0),  # "C3D highmem"
+        ("n2-highmem-128", 128, 864.0),  # "N2 high-memory": off the 8 GB/vCPU ratio
+        ("n2-highcpu-96", 96, 96.0),  # "N2 high-CPU": 1 GB/vCPU, up to 96 vCPUs
+    ],
+)
+def test_machine_shapes_match_the_documented_tables(machine: str, vcpus: int, memory: float) -> None:
+    assert machine_shape(machine) == (vcpus, memory)
+
+
+@pytest.mark.parametrize("machine", ["c4-standard-64", "c4-highmem-1", "c4-standard-384", "n2-highcpu-128"])
+def test_sizes_the_documented_tables_lack_are_refused(machine: str) -> None:
+    (line,) = problems({**BASE, "cluster": {"systemMachineType": machine}})
+    assert line.startswith(f"{P}:cluster.systemMachineType = '{machine}': "), line

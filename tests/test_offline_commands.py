@@ -97,3 +97,19 @@ def test_the_reservation_example_of_offline_md_runs_as_pasted(tmp_path: Path, mo
     assert shown, "offline.md: the example's output is missing"
     for line in shown.group(1).splitlines():
         assert line in out.splitlines(), (line, out)
+
+
+PLAN_BLOCK = re.compile(r"```\n\$ python -m components plan (--stack dev[^\n]*)\n(.*?)\n```", re.S)
+
+
+def test_the_plan_reports_of_offline_md_are_what_plan_prints_for_dev() -> None:
+    """The page shows dev's plan as a newcomer gets it: a change of dev's stack file (the demos it runs) changes
+    the report, and the page must follow."""
+    page = (ROOT / "docs" / "offline.md").read_text(encoding="utf-8")
+    blocks = PLAN_BLOCK.findall(page)
+    assert len(blocks) == 2, "offline.md: the placeholder refusal and dev's plan"
+    for args, shown in blocks:
+        code, out, err = run(plan.main, shlex.split(args))
+        printed = (out + err).strip()
+        assert printed == shown.strip(), f"offline.md: `plan {args}` prints\n{printed}"
+        assert code == (1 if shown.startswith("error:") else 0), (args, code)  # plan.py: 1 invalid configuration

@@ -642,3 +642,13 @@ def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: 
     from components.model.reservation import sub_block_of
 
     assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
+
+
+def test_the_quick_start_names_the_one_time_ai_zones_command_the_error_names() -> None:
+    """Dev's zone is an AI zone: a new user meets the one-time command in the README's prerequisites, as the
+    preview's error would print it (without the project, which gcloud takes from its configuration)."""
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert AI_ZONES_ONCE.rsplit(" --project=", 1)[0] in readme
+    assert readme.index("ai-zones-visibility") < readme.index("pulumi preview && pulumi up")

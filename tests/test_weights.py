@@ -417,3 +417,32 @@ def test_the_docs_give_the_derived_prefix_size_and_bounds() -> None:
     assert f"{snap.cache}/snapshots/<revision>/" in readme and "(docs/serving.md#prepare-the-weights" in readme
     # The quick start prepares the weights before it runs `pulumi up`.
     assert readme.index("Prepare the weights") < readme.index("pulumi preview && pulumi up")
+
+
+def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only() -> None:
+    """The LWS is created once the Job is complete, its leaders-ready patch after the LWS: the patch's
+    pulumi.com/timeoutSeconds (timed from the patch's own create) is the same with the download on or off, and
+    docs/quotas.md says what the two waits add up to against the deploy workflow's limit."""
+    from pathlib import Path
+
+    import yaml
+
+    patch_type = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch"
+    timeout = "pulumi.com/timeoutSeconds"
+    on, off = with_download(), run_program()
+    job = on.get(JOB, "serving-weights-job")
+    patches = on.of_type(patch_type)
+    assert patches and all(on.depends_on(p, job) for p in patches)
+    assert all(on.depends_on(lws, job) for lws in on.of_type(LWS))
+    waits = {p.inputs["metadata"]["annotations"].get(timeout) for p in patches}
+    assert waits == {p.inputs["metadata"]["annotations"].get(timeout) for p in off.of_type(patch_type)}
+    job_wait = int(job.inputs["metadata"]["annotations"][timeout])
+    rollout = max(int(w) for w in waits if w)
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "quotas.md").read_text()
+    assert f"at most {job_wait:,} s" in page
+    assert f"about {job_wait + rollout:,} s" in page
+    limit = yaml.safe_load((root / ".github" / "workflows" / "up.yml").read_text())
+    minutes = {job.get("timeout-minutes") for job in limit["jobs"].values()} - {None}
+    assert minutes == {360} and "6 hours `up.yml` gives a stage" in page
+    assert job_wait + rollout > 360 * 60  # why the page sends the first such `up` to tmux

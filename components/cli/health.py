@@ -186,6 +186,12 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         check=settings.kueue.admission_check_name,
         block=tpu.reservation.block,
     )
+    if result.proposal is not None:
+        from components.teardown import workload_keys
+
+        result.drain_first = workload_keys(settings)  # what teardown.py replacement_refusals names
+        result.unprotect_first = ["cluster.protect"] if settings.cluster.protect else []  # capacity.py protect=
+        result.stack_file = f"Pulumi.{args.stack}.yaml"
     return result, settings, config
 
 
@@ -248,7 +254,10 @@ def preview_lines(result: health.Report) -> list[str]:
             )
         )
     if p["rejected"]:
-        lines.append("  the preview REJECTS this change as it stands: see the rejected lines above")
+        lines.append(
+            "  the preview REJECTS this change as it stands: see the rejected lines above"
+            + (f", and the next step ({result.next_action}) above" if result.next_action != health.MOVE else "")
+        )
     return lines
 
 

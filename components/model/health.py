@@ -45,6 +45,8 @@ EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.g
 CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
 
 OK, WATCH, ACTION = "ok", "watch", "action"
+NO_ACTION, MOVE, OTHER = "none", "move", "other"
+MOVE_AFTER_DRAINING, MOVE_AFTER_UNPROTECTING = "move after draining", "move after unprotecting"
 SUB_BLOCKS_KEY = f"{PROJECT}:tpu.subBlocks"
 
 
@@ -181,10 +183,64 @@ class Report:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     preview: Any = None  # what the change preview says the proposal does (filled by the command)
+    # The keys of the workloads to turn off before the move (components/teardown.py workload_keys, filled by the
+    # command): the preview refuses a pool's replacement while they run (teardown.py replacement_refusals).
+    drain_first: list[str] = field(default_factory=list)
+    # `cluster.protect` when it is on (staging, prod): Pulumi refuses to replace a protected pool.
+    unprotect_first: list[str] = field(default_factory=list)
+    stack_file: str = "the stack file"
 
     @property
     def action_needed(self) -> bool:
         return any(c.status == ACTION for c in self.cubes) or any(w.state == "rejected" for w in self.unplaced)
+
+    @property
+    def next_action(self) -> str:
+        """What a person does next: none, move, move after draining (or unprotecting), or other (each cube's
+        action says it)."""
+        if not self.action_needed:
+            return NO_ACTION
+        if self.proposal is None:
+            return OTHER
+        if self.drain_first:
+            return MOVE_AFTER_DRAINING
+        return MOVE_AFTER_UNPROTECTING if self.unprotect_first else MOVE
+
+    def steps(self) -> list[str]:
+        """The deployments, in order, that carry the proposal out."""
+        if self.proposal is None:
+            return []
+        move = f"set tpu.subBlocks: [{', '.join(self.proposal)}] (the health pull request does), then `pulumi up`"
+        first = [*self.drain_first, *self.unprotect_first]
+        if not first:
+            return [f"{move}: the moved pools are replaced (no queued workload of the stack runs)"]
+        off = ", ".join(f"{k}: false" for k in first)
+        on = ", ".join(f"{k}: true" for k in first)
+        cli = " && ".join(f"pulumi config set --path {k} false" for k in first)
+        what = "the workloads" if self.drain_first else "protection"
+        return [
+            f"turn {what} off: {off} in {self.stack_file} (or `{cli}`), then `pulumi up`"
+            + (
+                "; a workload you submitted yourself with Slices on a moved pool must be gone too"
+                if self.drain_first
+                else ""
+            ),
+            f"{move}; its preview no longer refuses it",
+            f"turn {'them' if self.drain_first else 'it'} on again: {on}, then `pulumi up`"
+            + (" (serving loads the model again)" if "serving.enabled" in self.drain_first else ""),
+        ]
+
+    def _why_first(self) -> str:
+        why = []
+        if self.drain_first:
+            why.append(
+                f"the preview refuses to replace a TPU pool while the stack runs queued workloads "
+                f"({', '.join(self.drain_first)}; Kueue may place them on any pool, and the pool's teardown gate "
+                "would wait for their Slices)"
+            )
+        if self.unprotect_first:
+            why.append("Pulumi refuses to replace a protected node pool (cluster.protect)")
+        return "; ".join(why)
 
     def table(self) -> str:
         rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
@@ -231,6 +287,11 @@ class Report:
                 "  after it is set: `pulumi preview` against the real block (the health workflow's pull request "
                 "runs it); the preview below ran offline"
             )
+            if self.drain_first or self.unprotect_first:
+                lines.append(f"next step: {self.next_action}: {self._why_first()}, so deploy in three steps:")
+            else:
+                lines.append(f"next step: {MOVE}:")
+            lines += [f"  {i}. {step}" for i, step in enumerate(self.steps(), 1)]
         lines += self.notes
         return lines
 
@@ -238,6 +299,10 @@ class Report:
         return {
             "source": self.source,
             "actionNeeded": self.action_needed,
+            "nextAction": self.next_action,
+            "drainFirst": list(self.drain_first),
+            "unprotectFirst": list(self.unprotect_first),
+            "steps": self.steps(),
             "cubes": [c.as_dict() for c in self.cubes],
             "unplacedWorkloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.unplaced],
             "proposal": {"key": SUB_BLOCKS_KEY, "value": self.proposal} if self.proposal is not None else None,

@@ -42,12 +42,13 @@ class ModelFacts:
 
 
 # The models the program knows the size of. 397 B parameters in FP8 E4M3 (one byte each; the gates, norms and
-# embeddings stay BF16), "about 400GB" of safetensors
-# (https://awesomeagents.ai/news/qwen-3-5-fp8-weights-vllm-sglang; the model card's "Files and versions" tab,
-# https://huggingface.co/Qwen/Qwen3.5-397B-A17B-FP8/tree/main, lists each shard).
+# embeddings stay BF16): about 397 GB from the parameter count alone, "about 400GB" of safetensors per
+# https://awesomeagents.ai/news/qwen-3-5-fp8-weights-vllm-sglang. An estimate: not read from the repository's
+# file listing (https://huggingface.co/Qwen/Qwen3.5-397B-A17B-FP8/tree/main, each shard's size); it only sizes
+# the download Job's deadline, at the slowest allowed rate.
 MODEL_FACTS: dict[str, ModelFacts] = {
     "Qwen/Qwen3.5-397B-A17B-FP8": ModelFacts(
-        400 * 10**9, "397 B parameters in FP8, about 400 GB (Hugging Face model card, Files and versions)"
+        400 * 10**9, "397 B parameters in FP8: about 400 GB (an estimate from the parameter count and a news article)"
     ),
 }
 # For a model outside the table: sized as the largest one the program knows (it only bounds the Job's deadline).

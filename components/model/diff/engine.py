@@ -332,10 +332,28 @@ def _decide(
     return change
 
 
+def _clauses(reason: str) -> list[str]:
+    """A reason's clauses: split at the "; " that join them, never inside a clause's parenthesised sources."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(reason):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and reason.startswith("; ", i):
+            out.append(reason[start:i])
+            start = i + 2
+    return [c for c in [*out, reason[start:]] if c]
+
+
+def _clause_key(clause: str) -> str:
+    """What a clause says, without its sources: `pool: unknown, the gate's provider replaces it`."""
+    return clause.split(" (", 1)[0]
+
+
 def _recreated(change: Change, old: Record, why: str) -> Change:
     """A dependent deleted first is re-created when the program registers it again: a delete-first replacement,
     whatever its own diff says (step_generator.go L1482-1505); protected, it stops the update (L2110-2121)."""
     own = change.reason if change.action == REPLACE else ""
+    # Its own diff often names the same unknown input that made it a dependent: say each clause once.
+    own = "; ".join(c for c in _clauses(own) if f"{_clause_key(c)} (" not in why)
     if old.get("protect"):
         action, reason = REJECTED, f"protected: {why} ({D.PROTECTED_DEPENDENT}, {F.PROTECT})"
     else:
