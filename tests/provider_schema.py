@@ -6,8 +6,9 @@ composite literals (`&schema.Resource{Schema: ...}`, `map[string]*schema.Schema{
 (`schemaNodeConfig()`), locals assigned in them, and `tpgresource.MergeSchemas(a, b)`. Anything else in a
 schema position is reported as a problem (never skipped silently).
 
-An attribute is its Terraform path (snake_case, dotted through blocks), the file and line of its key, and its
-flags; `line` is the line of `ForceNew: true` when it has one (what components/model/diff/gcp.py cites).
+An attribute is its Terraform path (snake_case, dotted through blocks), where its name is (`key`), the file
+of its schema literal and the literal's fields (flags and their lines); `line` is the line of `ForceNew: true`
+when it has one (what the change preview cites), else the literal's first line.
 
 The Pulumi name of a Terraform attribute: snake_case -> camelCase, and a list or set without MaxItems 1 gets
 a plural name (`guest_accelerator` -> `guestAccelerators`).

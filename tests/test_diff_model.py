@@ -345,6 +345,45 @@ def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
     assert engine.facts_of("pulumi-python:dynamic/teardown:PoolReplacements") == ()
 
 
+def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provider_does() -> None:
+    """node_config.go's inner ForceNew fields apply to the cluster's node_config too (it is schemaNodeConfig(),
+    resource_container_cluster.go:1848), and the pool's whole block is ForceNew (node_config.go:284)."""
+    from components.cli.snapshot import records
+
+    run = stack_run("dev")
+    (cluster,) = records([run.get("gcp:container/cluster:Cluster", "cluster-gke")])
+    cluster["options"]["ignoreChanges"] = ["initialNodeCount"]
+    moved = copy.deepcopy(cluster)
+    moved["inputs"]["nodeConfig"]["serviceAccount"] = "other@my-tpu-project.iam.gserviceaccount.com"
+    (change,) = engine.diff([cluster], [moved]).changes
+    assert change.action == engine.REPLACE and "nodeConfig.serviceAccount: ForceNew" in change.reason
+    assert "services/container/node_config.go:647" in change.reason
+    pool = next(r for r in records(run.registrations) if r["type"] == "gcp:container/nodePool:NodePool")
+    bare = copy.deepcopy(pool)
+    bare["inputs"].pop("nodeConfig")
+    (change,) = engine.diff([pool], [bare]).changes
+    assert change.action == engine.REPLACE and "nodeConfig: ForceNew block" in change.reason
+
+
+def test_an_unknown_inside_a_force_new_block_replaces_only_through_a_force_new_field() -> None:
+    """SDKv2 compares a ForceNew block's item count: an unknown label inside the pool's nodeConfig updates it, an
+    unknown service account (ForceNew itself, node_config.go:647) replaces it."""
+    from tests.test_diff_rules import record, urn
+
+    account, pool = "gcp:serviceaccount/account:Account", "gcp:container/nodePool:NodePool"
+    deps = {"nodeConfig": [urn("sa", account)]}
+
+    def diff(node_config: dict[str, Any]) -> engine.Change:
+        inputs = {"cluster": "c", "nodeConfig": node_config}
+        old = [record("sa", account, {"accountId": "a"}), record("p", pool, inputs, property_dependencies=deps)]
+        new = [record("sa", account, {"accountId": "b"}), record("p", pool, inputs, property_dependencies=deps)]
+        return next(c for c in engine.diff(old, new).changes if c.name == "p")
+
+    assert diff({"labels": {"owner": "<sa.id>"}}).action == engine.UPDATE
+    change = diff({"serviceAccount": "<sa.id>"})
+    assert change.action == engine.REPLACE and "nodeConfig.serviceAccount: unknown, ForceNew" in change.reason
+
+
 def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_the_cluster() -> None:
     """The cluster's node_config is the default pool's, which GKE creates and the provider deletes right after
     (resource_container_cluster.go lines 3336-3338, 3515-3535): it must name the dedicated node account (the
