@@ -351,14 +351,14 @@ def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provi
     from components.cli.snapshot import records
 
     run = stack_run("dev")
-    (cluster,) = records([run.get("gcp:container/cluster:Cluster", "cluster-gke")])
+    (cluster,) = copy.deepcopy(records([run.get("gcp:container/cluster:Cluster", "cluster-gke")]))
     cluster["options"]["ignoreChanges"] = ["initialNodeCount"]
     moved = copy.deepcopy(cluster)
     moved["inputs"]["nodeConfig"]["serviceAccount"] = "other@my-tpu-project.iam.gserviceaccount.com"
     (change,) = engine.diff([cluster], [moved]).changes
     assert change.action == engine.REPLACE and "nodeConfig.serviceAccount: ForceNew" in change.reason
     assert "services/container/node_config.go:647" in change.reason
-    pool = next(r for r in records(run.registrations) if r["type"] == "gcp:container/nodePool:NodePool")
+    (pool,) = records([run.get("gcp:container/nodePool:NodePool", "cluster-system")])  # no ignoreChanges
     bare = copy.deepcopy(pool)
     bare["inputs"].pop("nodeConfig")
     (change,) = engine.diff([pool], [bare]).changes

@@ -1,4 +1,4 @@
-"""The provider-schema reader (tests/provider_schema.py) on small Go sources, and its --check/--write."""
+"""The provider-schema reader (tests/go_schema.py) on small Go sources, and tests/provider_schema.py --check/--write."""
 
 from __future__ import annotations
 
