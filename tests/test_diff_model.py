@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.model.diff import engine, facts, gcp, kubernetes, paths, readback
-from tests import cel_rules, upstream
+from tests import cel_rules, provider_schema, upstream
 from tests.harness import STACKS, Run, run_program
 
 SDK = Path(__import__("pulumi_gcp").__file__).parent
@@ -82,6 +82,58 @@ def test_every_force_new_path_names_properties_of_the_installed_sdk(type_: str) 
         assert re.fullmatch(
             r"hashicorp/terraform-provider-google-beta@93c65b2d60fe google-beta/\S+\.go:\d+", fact.source
         )
+
+
+@cache
+def provider() -> provider_schema.Reader:
+    return provider_schema.reader(upstream.require(provider_schema.BASE) / provider_schema.BASE)
+
+
+def test_the_reader_reads_every_pinned_provider_file_and_names_what_it_cannot() -> None:
+    r = provider()
+    pinned = {f.path.removeprefix(provider_schema.BASE + "/") for f in upstream.under(provider_schema.BASE)}
+    files = {f.rel for p in r.packages.values() for f in p.files}
+    assert files == pinned and len(files) == 18
+    declared = {rel: r.file_attributes(rel) for rel in sorted(files)}
+    assert all(any(declared[rel].values()) for rel in files), "a file whose schemas the reader did not find"
+    assert {provider_schema.unread(p) for p in r.problems} == set(provider_schema.UNREAD)
+    assert set(provider_schema.ROOTS) == set(gcp.FORCE_NEW)
+
+
+@pytest.mark.parametrize("type_", sorted(gcp.FORCE_NEW))
+def test_every_force_new_fact_is_the_provider_sources(type_: str) -> None:
+    """The attribute is there, ForceNew, at the cited line, a block when the fact is; a CustomizeDiff fact's
+    attribute (SHRINK, DISABLED) and an API refusal's are there and not ForceNew."""
+    attrs = provider_schema.type_attributes(provider(), type_)
+    for fact in gcp.FACTS[type_]:
+        attr = attrs.get(fact.path)
+        assert attr is not None, f"{type_} {fact.path}: not in the provider's schema"
+        if fact.effect == facts.REPLACE and fact.when in (facts.ALWAYS, facts.PRESENCE):
+            assert attr.force_new, f"{type_} {fact.path}: not ForceNew in {attr.file}:{attr.start}"
+            assert fact.source == f"{gcp.TPGB}{attr.file}:{attr.line}", (type_, fact.path)
+            assert attr.block == (fact.when == facts.PRESENCE), (type_, fact.path)
+        else:
+            assert not attr.force_new, (type_, fact.path)
+            assert fact.guard == "" or fact.guard in attrs, (type_, fact.guard)
+
+
+@pytest.mark.parametrize("type_", sorted(gcp.FORCE_NEW))
+def test_every_force_new_attribute_of_the_sources_is_a_fact_or_excluded(type_: str) -> None:
+    attrs = provider_schema.type_attributes(provider(), type_)
+    paths_ = {f.path for f in gcp.FORCE_NEW[type_]}
+    missing = [
+        p for p, a in attrs.items() if a.force_new and p not in paths_ and not provider_schema.excluded(type_, p)
+    ]
+    assert missing == [], f"{type_}: {missing}: `python -m tests.provider_schema --write`"
+    for pattern in provider_schema.EXCLUDED.get(type_, {}):
+        assert any(a.force_new and provider_schema.excluded(type_, p) for p, a in attrs.items()), pattern
+
+
+def test_the_generated_table_is_the_sources() -> None:
+    """Byte for byte what `python -m tests.provider_schema --write` writes, so a human never types a line."""
+    assert provider_schema.TABLE.read_text() == provider_schema.table(provider()), (
+        "run `python -m tests.provider_schema --write`"
+    )
 
 
 @pytest.mark.parametrize("type_", sorted(gcp.API_REFUSALS))
@@ -291,6 +343,45 @@ def test_the_dynamic_facts_are_what_the_programs_providers_decide() -> None:
     assert result.changes is False and not result.replaces
     assert PoolReplacementsProvider().diff("id", record, {**record, "pools": {"p": "id2"}}).replaces == []
     assert engine.facts_of("pulumi-python:dynamic/teardown:PoolReplacements") == ()
+
+
+def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provider_does() -> None:
+    """node_config.go's inner ForceNew fields apply to the cluster's node_config too (it is schemaNodeConfig(),
+    resource_container_cluster.go:1848), and the pool's whole block is ForceNew (node_config.go:284)."""
+    from components.cli.snapshot import records
+
+    run = stack_run("dev")
+    (cluster,) = copy.deepcopy(records([run.get("gcp:container/cluster:Cluster", "cluster-gke")]))
+    cluster["options"]["ignoreChanges"] = ["initialNodeCount"]
+    moved = copy.deepcopy(cluster)
+    moved["inputs"]["nodeConfig"]["serviceAccount"] = "other@my-tpu-project.iam.gserviceaccount.com"
+    (change,) = engine.diff([cluster], [moved]).changes
+    assert change.action == engine.REPLACE and "nodeConfig.serviceAccount: ForceNew" in change.reason
+    assert "services/container/node_config.go:647" in change.reason
+    (pool,) = records([run.get("gcp:container/nodePool:NodePool", "cluster-system")])  # no ignoreChanges
+    bare = copy.deepcopy(pool)
+    bare["inputs"].pop("nodeConfig")
+    (change,) = engine.diff([pool], [bare]).changes
+    assert change.action == engine.REPLACE and "nodeConfig: ForceNew block" in change.reason
+
+
+def test_an_unknown_inside_a_force_new_block_replaces_only_through_a_force_new_field() -> None:
+    """SDKv2 compares a ForceNew block's item count: an unknown label inside the pool's nodeConfig updates it, an
+    unknown service account (ForceNew itself, node_config.go:647) replaces it."""
+    from tests.test_diff_rules import record, urn
+
+    account, pool = "gcp:serviceaccount/account:Account", "gcp:container/nodePool:NodePool"
+    deps = {"nodeConfig": [urn("sa", account)]}
+
+    def diff(node_config: dict[str, Any]) -> engine.Change:
+        inputs = {"cluster": "c", "nodeConfig": node_config}
+        old = [record("sa", account, {"accountId": "a"}), record("p", pool, inputs, property_dependencies=deps)]
+        new = [record("sa", account, {"accountId": "b"}), record("p", pool, inputs, property_dependencies=deps)]
+        return next(c for c in engine.diff(old, new).changes if c.name == "p")
+
+    assert diff({"labels": {"owner": "<sa.id>"}}).action == engine.UPDATE
+    change = diff({"serviceAccount": "<sa.id>"})
+    assert change.action == engine.REPLACE and "nodeConfig.serviceAccount: unknown, ForceNew" in change.reason
 
 
 def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_the_cluster() -> None:

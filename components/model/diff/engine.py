@@ -211,6 +211,15 @@ def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
     return any(_is_ref(s, refs) for s in strings)
 
 
+def _unknown_at(fact: F.Fact, inputs: dict[str, Any], refs: set[str]) -> bool:
+    """The value at a fact's path is unknown in the preview. A ForceNew block counts its items (SDKv2), which an
+    unknown inside it does not change: only the block itself unknown applies, the inner fields have their facts."""
+    found = paths.values(inputs, fact.parsed)
+    if fact.when == F.PRESENCE:
+        return any(isinstance(v, str) and _is_ref(v, refs) for _, v in found)
+    return _mentions(found, refs)
+
+
 def _unknown_leaves(value: Any, refs: set[str], at: paths.Path) -> list[paths.Path]:
     """The concrete paths under `at` whose value references a replaced resource (unknown in the preview)."""
     if isinstance(value, dict):
@@ -276,11 +285,7 @@ def _decide(
             reasons.append(f"{fact.path}: {fact.rule} ({fact.source})")
     for prop in unknown:
         refs = references.get(prop, set())
-        hits = [
-            f
-            for f in model
-            if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and _mentions(paths.values(new_in, f.parsed), refs)
-        ]
+        hits = [f for f in model if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and _unknown_at(f, new_in, refs)]
         if hits:
             reasons.append(f"{hits[0].path}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
     for text in options.get("replaceOnChanges") or []:
