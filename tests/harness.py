@@ -380,3 +380,22 @@ def assert_rejected(
         assert fragment in message, f"{fragment!r} not in {message!r}"
     assert run.registrations == [], f"{len(run.registrations)} resources registered before the error"
     return message
+
+
+def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """Kubernetes' label-selector semantics (apimachinery LabelSelectorAsSelector): every part must match; an
+    absent or empty selector matches everything."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req["key"], req["operator"], req.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True

@@ -18,6 +18,7 @@ from tests.harness import (
     assert_rejected,
     contains_secret,
     is_secret,
+    label_selector_matches,
     normalize,
     run_program,
     stack_file_config,
@@ -511,24 +512,6 @@ def test_epp_config_api_follows_the_chart_version(version: str, api: str) -> Non
     }
 
 
-def selector_matches(selector: dict, labels: dict[str, str]) -> bool:
-    """A Kubernetes LabelSelector (matchLabels and matchExpressions), evaluated."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
 def group_pods(obj: dict) -> list[tuple[str, dict[str, str]]]:
     """(template, labels) of every pod of one LWS group, as LWS v0.8.0 labels them: the template's labels plus
     leaderworkerset.sigs.k8s.io/worker-index (0 for the leader, 1..size-1 for the workers; api/leaderworkerset/v1
@@ -557,18 +540,18 @@ def test_the_pool_selects_every_leader_and_no_worker(topology: str) -> None:
         pods = group_pods(lws(run, role))
         assert len(pods) > 1  # a multi-host group: workers exist to be excluded
         for template, labels in pods:
-            assert selector_matches(selector, labels) == (template == "leaderTemplate"), (role, template, labels)
+            assert label_selector_matches(selector, labels) == (template == "leaderTemplate"), (role, template, labels)
             # the guide label alone (the reference's selector) would have taken the workers too
-            assert selector_matches({"matchLabels": {"llm-d.ai/guide": "pd-disaggregation"}}, labels)
+            assert label_selector_matches({"matchLabels": {"llm-d.ai/guide": "pd-disaggregation"}}, labels)
         # the endpoint picker's role filters read llm-d.ai/role from the selected pods
         leader_labels = pods[0][1]
         assert leader_labels["llm-d.ai/role"] == role
 
 
 def test_selector_evaluation_can_fail() -> None:
-    assert not selector_matches({"matchLabels": {"a": "1"}}, {"a": "2"})
-    assert not selector_matches({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
-    assert selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"})
+    assert not label_selector_matches({"matchLabels": {"a": "1"}}, {"a": "2"})
+    assert not label_selector_matches({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
+    assert label_selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"})
 
 
 def test_leader_selector_and_metrics_port_are_public(without_token: Run) -> None:

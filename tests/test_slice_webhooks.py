@@ -22,6 +22,7 @@ from components import addons
 from components.model.kueue_config import NAMESPACE_LABEL
 from components.model.slice_controller import WEBHOOK_CONFIGURATIONS, with_namespace_scope
 from tests.harness import CODELAB_MIX, PROJECT, Run, run_program
+from tests.harness import label_selector_matches as selects
 
 MUTATING = "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration"
 VALIDATING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration"
@@ -86,25 +87,6 @@ def apply(transforms: list[pulumi.ResourceTransform], type_: str, props: dict[st
             assert result.opts is opts
             props = result.props
     return props
-
-
-def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """Kubernetes' label-selector semantics (apimachinery LabelSelectorAsSelector): every part must match; an
-    absent or empty selector matches everything."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for req in selector.get("matchExpressions") or []:
-        key, op, values = req["key"], req["operator"], req.get("values") or []
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
 
 
 def namespace_labels(namespace: str) -> dict[str, str]:
