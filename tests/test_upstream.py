@@ -45,6 +45,7 @@ def test_the_list_covers_every_directory_the_tests_read() -> None:
         "schemas/pulumi",
         "reference/codelab",
         "charts",
+        "provider-sources",
     ):
         assert upstream.under(prefix), prefix
 
@@ -54,26 +55,33 @@ def test_the_list_and_the_upstream_files_agree() -> None:
 
     Elsewhere (the cache, or $GKE_TPU_SLICING_UPSTREAM) every listed file must be there with its hash.
     """
-    base = upstream.require("schemas", "reference", "charts")  # every listed file, hash checked (skips offline)
+    base = upstream.require(
+        "schemas", "reference", "charts", "provider-sources"
+    )  # every listed file, hash checked (skips offline)
     upstream.require("upstream-next")  # the files used from upstream-next/ (only those are listed)
     if base != upstream.SHARED.resolve():
         return
     shared = {
         p.relative_to(base).as_posix(): upstream.sha256(p)
-        for d in ("schemas", "reference", "charts")
+        for d in ("schemas", "reference", "charts", "provider-sources")
         for p in (base / d).rglob("*")
         if p.is_file()
     }
-    assert shared == {f.path: f.sha256 for f in PINNED if f.path.startswith(("schemas/", "reference/", "charts/"))}
+    assert shared == {
+        f.path: f.sha256
+        for f in PINNED
+        if f.path.startswith(("schemas/", "reference/", "charts/", "provider-sources/"))
+    }
 
 
 def test_a_file_in_shared_that_the_list_lacks_is_caught(monkeypatch, tmp_path: Path) -> None:
-    base = upstream.require("schemas", "reference", "charts")
+    base = upstream.require("schemas", "reference", "charts", "provider-sources")
     copy = tmp_path / "shared"
     shutil.copytree(base / "charts", copy / "charts")
     shutil.copytree(base / "schemas", copy / "schemas")
     shutil.copytree(base / "reference", copy / "reference")
     shutil.copytree(base / "upstream-next", copy / "upstream-next")
+    shutil.copytree(base / "provider-sources", copy / "provider-sources")
     monkeypatch.delenv(upstream.ROOT_ENV, raising=False)
     monkeypatch.setattr(upstream, "SHARED", copy)
     test_the_list_and_the_upstream_files_agree()  # an exact copy agrees
