@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.model.checks import PROJECT
+from components.model.monitoring import EVICTED_BY_CHECK  # the eviction reason the alert counts too
 from components.model.reservation import Assignment, SubBlock
 from components.model.slices import NODE_POOL_LABEL, slices_using_pool
 
@@ -41,7 +42,6 @@ SLICE_OK = frozenset({"ACTIVE"})
 SLICE_FAILED = frozenset({"FAILED", "SliceCreationFailed"})
 SLICE_DEGRADED = frozenset({"ACTIVE_DEGRADED"})
 SLICE_FAILURE_CONDITION = "TPUSliceFailure"  # core/constants.go WorkloadSliceFailureConditionType
-EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.go:1020
 CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
 
 OK, WATCH, ACTION = "ok", "watch", "action"
