@@ -29,7 +29,7 @@ from components import reservation
 from components.cli import health_reads
 from components.cli.cluster import add_kubeconfig_arguments
 from components.cli.plan import OneLineParser, StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
-from components.model import health
+from components.model import health, health_evaluation
 from components.model.settings import PROJECT, ConfigError, Settings
 
 
@@ -175,7 +175,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
                 raise HealthError(" ".join(str(err).split())) from None
         return cache[name]
 
-    result = health.evaluate(
+    result = health_evaluation.evaluate(
         assignment,
         block_names=names,
         read=read,
