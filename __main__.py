@@ -1,136 +1,14 @@
 """gke-tpu-slicing: TPU7x dynamic slicing on GKE, declared as one dependency graph.
 
-Reads like the architecture: settings, network, cluster, capacity, add-ons, queues, workloads,
-serving, observability, exports. Bad configuration stops here, before the first resource is registered.
+Bad configuration stops in `load_settings`, before the first resource is registered; the graph itself is
+`components/program.py`.
 """
 
 import pulumi
 
-from components.addons import Addons
-from components.capacity import TpuCapacity
-from components.cluster import Cluster
-from components.identity import NodeIdentity
-from components.model.commands import stack_credentials_command
-from components.model.deployed import SERVING_SHAPE_OUTPUT, serving_shape
-from components.network import Network
-from components.observability import Observability
-from components.project import ProjectServices
-from components.queues import SliceQueues
-from components.serving import Serving
-from components.stack import (
-    check_weights,
-    load_settings,
-    plan_capacity,
-    read_deployed_serving,
-    read_sub_blocks,
-    require_cli,
-    resolve_cluster_version,
-)
-from components.teardown import SliceGates
-from components.workloads import demo_workloads
+from components.program import declare_stack
+from components.stack import load_settings, require_cli
 
 require_cli()
-settings = load_settings()
-sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
-check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
-# What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
-capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))
-# Asks GKE which versions the channel offers now: still before anything is registered.
-cluster_version = resolve_cluster_version(settings)
-
-services = ProjectServices("project", settings)
-after_apis = pulumi.ResourceOptions(depends_on=services.ready)
-
-# The VPC, its subnets and firewall call only the Compute API; the AI-zones feature matters from the
-# cluster on (benchmarks: waiting for it put the feature on the modeled critical path).
-network = Network("network", settings, pulumi.ResourceOptions(depends_on=[services.services["compute"]]))
-identity = NodeIdentity("identity", settings, after_apis)
-# Nodes start only once their service account holds its role, or GKE runs them degraded.
-after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
-cluster = Cluster(
-    "cluster",
-    settings,
-    network.network,
-    network.tpu_subnet,
-    identity.email,
-    cluster_version,
-    after_identity,
-    egress=network.egress_ready,
-)
-# The internal firewall's sources include the pods' range, which GKE allocates with the cluster.
-network.allow_internal(cluster.cluster.cluster_ipv4_cidr)
-
-# Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
-k8s = cluster.provider
-addons = Addons(settings, k8s)
-# The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
-capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity, sub_blocks=sub_blocks)
-# One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
-# and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
-# workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
-gates = SliceGates(
-    "teardown",
-    settings,
-    cluster.kubeconfig,
-    capacity.pools,
-    cluster.cluster.id,
-    pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
-)
-tpu_ready = [*capacity.pools, *gates.gates]
-queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
-demos = demo_workloads(
-    settings, queues, k8s, jobset=addons.jobset, pools=tpu_ready, slice_controller=addons.slice_controller
-)
-serving = (
-    Serving(
-        "serving",
-        settings,
-        provider=k8s,
-        queues=queues,
-        lws=addons.lws,
-        inference_extension=addons.inference_extension,
-        proxy_subnet=network.proxy_subnet,
-        pools=tpu_ready,
-        capacity_plan=capacity_plan,
-        project_api=services.services["cloudresourcemanager"],
-        storage_api=[services.services["storage"]],
-    )
-    if settings.serving.enabled
-    else None
-)
-observability = (
-    Observability(
-        "observability",
-        settings,
-        provider=k8s,
-        kueue=addons.kueue,
-        workload_namespace=queues.namespace.metadata.name,
-        router=serving.router if serving is not None else None,
-        services=services,
-    )
-    if settings.observability.enabled
-    else None
-)
-
-pulumi.export("clusterName", cluster.cluster.name)
-pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
-pulumi.export("network", network.network.name)
-pulumi.export("nodePools", capacity.pool_names)
-pulumi.export("cubeSubBlocks", capacity.sub_blocks)  # pool -> reservation sub-block (None: bound to the block)
-pulumi.export("workloadPolicy", capacity.policy.self_link)
-pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("credentialsCommand", stack_credentials_command(settings))  # kubectl's context (docs/access.md)
-pulumi.export("kueueTopologyLevels", queues.levels)
-pulumi.export("capacityPlan", capacity_plan.as_dict())
-pulumi.export("demoJobSets", {key: demo.jobset.object_name for key, demo in demos.items()})
-if serving is not None:
-    pulumi.export("gatewayName", serving.gateway.object_name)
-    pulumi.export("gatewayNamespace", queues.namespace.metadata.name)
-    pulumi.export("servedModelName", settings.serving.model_served)
-    pulumi.export("inferencePool", serving.pool_name)
-    pulumi.export("servingLeaders", serving.leaders)
-    pulumi.export("verifyCommand", serving.verify_command)
-    # Read back by the next run (read_deployed_serving): the shape each role's LeaderWorkerSet now has.
-    pulumi.export(SERVING_SHAPE_OUTPUT, serving_shape(w.workload for w in capacity_plan.workloads))
-if observability is not None and observability.dashboard_url is not None:
-    pulumi.export("dashboardUrl", observability.dashboard_url)
+for name, value in declare_stack(load_settings()).items():
+    pulumi.export(name, value)
