@@ -1,8 +1,9 @@
-"""The configuration reference (docs/configuration.md) and one test per key, both from the settings model.
+"""The configuration reference (docs/configuration.md, Pulumi.yaml's key list) and one test per key, all from
+the settings model.
 
 Keys come from walking the pydantic models (components/model/reference.py keys()), so a new key gets its
-row and its tests without anyone listing it; what it still needs is its rule in RULES, and the tests below
-fail naming it until it has one.
+row and its tests without anyone listing it; what it still needs is its description and `Rule` on its field,
+and the tests below fail naming it until it has them.
 """
 
 from __future__ import annotations
@@ -16,19 +17,8 @@ from typing import Any
 import pytest
 
 from components.cli import reference as reference_cli
-from components.model.reference import (
-    BEGIN,
-    END,
-    RULES,
-    WHAT,
-    _expand,
-    config_key,
-    expanded_rules,
-    expanded_what,
-    keys,
-    markdown,
-    page,
-)
+from components.model.reference import BEGIN, END, KEYS_BEGIN, KEYS_END, config_key, keys, markdown, page, project_file
+from components.model.reference_sources import Rule
 from components.model.settings import SECRET_TOP_KEYS, ConfigError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,11 +34,10 @@ BASE: dict[str, Any] = {
     "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
 }
 KEYS = {k.path: k for k in keys()}
-RULES_BY_KEY = expanded_rules()
 MISSING = (
-    "has no rule recorded: add it to the rules of its section in components/model/reference_*.py (allowed values, "
-    "their source, the docs/changes.md anchor of what changing it does, one refused value and one legal edge value), "
-    "then run `python -m components reference --write`"
+    "has no complete rule: give its field a description and a `Rule` in its Annotated type (allowed values, their "
+    "source, the docs/changes.md anchor of what changing it does, one refused value and one legal edge value; "
+    "components/model/reference_sources.py), then run `python -m components reference --write`"
 )
 
 
@@ -73,34 +62,32 @@ def with_value(path: str, value: Any, context: dict[str, Any]) -> tuple[dict[str
     return raw, PROJECT_ID
 
 
-def rule_of(path: str) -> Any:
-    rule = RULES_BY_KEY.get(path)
-    if rule is None:
+def rule_of(path: str) -> Rule:
+    rule = KEYS[path].rule
+    if not rule.complete:
         pytest.fail(f"configuration key {config_key(path)} {MISSING}")
     return rule
 
 
-def test_every_key_has_a_rule() -> None:
-    missing = [config_key(p) for p in KEYS if p not in RULES_BY_KEY]
+def test_every_key_has_a_description_and_a_rule() -> None:
+    missing = [config_key(p) for p, k in KEYS.items() if not (k.rule.complete and k.description)]
     assert not missing, f"{len(missing)} key(s) {MISSING}: {', '.join(missing)}"
+    for path, key in KEYS.items():
+        assert re.fullmatch(r"[a-z0-9-]+", key.rule.change), f"{path}: change anchor {key.rule.change!r}"
 
 
-def test_every_rule_names_a_key() -> None:
-    stale = [p for table in (RULES, WHAT) for pattern in table for p in _expand(pattern) if p not in KEYS]
-    assert not stale, f"RULES or WHAT name keys the settings model does not have: {', '.join(stale)}"
-    expanded_what()  # no key described twice
+def test_a_description_is_read_from_its_field() -> None:
+    """What the Pulumi package's schema reads: the field's own description, one line."""
+    from components.model.network_settings import NetworkSettings
 
-
-def test_every_rule_has_a_source_and_a_change_row() -> None:
-    for path, rule in RULES_BY_KEY.items():
-        assert rule.allowed.strip() and rule.source.strip(), f"{path}: a rule needs its allowed values and source"
-        assert re.fullmatch(r"[a-z0-9-]+", rule.change), f"{path}: change anchor {rule.change!r}"
+    assert NetworkSettings.model_fields["mtu"].description == KEYS["network.mtu"].description
+    assert all("\n" not in k.description for k in KEYS.values())
 
 
 def test_change_anchors_exist_in_the_change_table() -> None:
     text = CHANGES.read_text(encoding="utf-8")
     anchors = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', text))
-    missing = sorted({r.change for r in RULES_BY_KEY.values()} - anchors)
+    missing = sorted({k.rule.change for k in KEYS.values()} - anchors)
     assert not missing, f"docs/changes.md has no <a id=...> row for: {', '.join(missing)}"
 
 
@@ -113,6 +100,16 @@ def test_the_reference_is_up_to_date() -> None:
     assert markdown() in text
 
 
+def test_the_project_file_lists_the_keys_the_models_accept() -> None:
+    text = (ROOT / "Pulumi.yaml").read_text(encoding="utf-8")
+    assert text == project_file(text), (
+        "Pulumi.yaml's key list is out of date: run `python -m components reference --write`"
+    )
+    listed = " ".join(text.split(KEYS_BEGIN, 1)[1].split(KEYS_END, 1)[0].replace("#", " ").split())
+    assert "kueue {chart, version, namespace, controllerResources, replicas}" in listed
+    assert "jobset/lws {chart, version, namespace, controllerResources}" in listed  # same keys: one brace
+
+
 def test_the_reference_has_one_row_per_key() -> None:
     text = markdown()
     for path in KEYS:
@@ -122,7 +119,10 @@ def test_the_reference_has_one_row_per_key() -> None:
 def test_reference_command_checks_and_exits_1_when_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     doc = tmp_path / "configuration.md"
     doc.write_text(f"# Prose by hand\n\n{BEGIN}\nold table\n{END}\n\n## More prose\n")
+    project = tmp_path / "Pulumi.yaml"
+    project.write_text((ROOT / "Pulumi.yaml").read_text())
     monkeypatch.setattr(reference_cli, "DOC", doc)
+    monkeypatch.setattr(reference_cli, "PROJECT_FILE", project)
     monkeypatch.setattr(reference_cli, "ROOT", tmp_path)
     assert reference_cli.main(["--check"]) == 1
     assert reference_cli.main(["--write"]) == 0
@@ -195,6 +195,27 @@ def test_a_new_key_of_any_shape_is_picked_up_from_its_model() -> None:
 def test_a_key_without_a_rule_is_listed_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
     from components.model import reference
 
-    extra = reference.Key("serving.newKey", "string", "`x`", False, "")
+    extra = reference.Key("serving.newKey", "string", "`x`", False, "", Rule("a string", refused=""))
     monkeypatch.setattr(reference, "keys", lambda: [*keys(), extra])
     assert "| `serving.newKey` |  | string | `x` | **no rule recorded** |" in reference.markdown()
+
+
+def test_a_rule_takes_its_types_parts_then_its_sections() -> None:
+    """The rule of a key is its type's (shared by every key of that type) under its own, its sections' beneath."""
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from components.model import reference
+    from components.model.checks import Model
+    from components.model.reference_sources import FLAG, Flag
+
+    class Sub(Model):
+        on: Annotated[Flag, Rule(accepted=True)] = Field(False, description="on")
+
+    class Section(Model):
+        sub: Annotated[Sub, Rule(change="sub-row", source="a section's")] = Field(default_factory=dict)
+
+    (key,) = reference._walk(Section, "", None, "")
+    assert (key.rule.allowed, key.rule.source, key.rule.refused) == (FLAG.allowed, FLAG.source, FLAG.refused)
+    assert (key.rule.accepted, key.rule.change) == (True, "sub-row")  # its own, then its section's

@@ -13,7 +13,7 @@ import pytest
 from components.cli import plan
 from components.model.checks import machine_shape
 from components.model.machines import MACHINE_SERIES
-from components.model.reference import expanded_rules
+from components.model.reference import keys as reference_keys
 from components.model.settings import ConfigError, Settings, _models_in, load
 from tests.harness import set_arguments
 from tests.test_all_problems import BASE, NOW, REQUIRED, P, merge, problems
@@ -139,7 +139,7 @@ def test_no_string_key_accepts_an_empty_string_but_the_one_that_means_something(
     worse runs (`vllm serve --served-model-name=`). serving.model and serving.servedModelName accepted it."""
     keys = [k for k in string_keys() if k != "project"]
     assert len(keys) >= 40  # not vacuous: the model's string keys
-    rules = expanded_rules()
+    rules = {k.path: k.rule for k in reference_keys()}
     accepted = []
     for key in keys:
         context = rules[key].context if key in rules else {}  # the other keys the key's legal values need

@@ -1,9 +1,9 @@
 """`python -m components reference [--write | --check]`: the configuration reference, from the settings model.
 
 Prints docs/configuration.md with its generated block (the reference table, between the BEGIN and END
-markers) as the settings model and its rules (components/model/reference.py) make it; the prose around the
-block is written by hand. `--write` updates the file, `--check` exits 1 when the block is out of date (what
-the test checks). Exit 2 for usage errors (no markers in the file).
+markers) as the settings model's fields make it (components/model/reference.py); the prose around the
+block is written by hand. `--write` updates the file and Pulumi.yaml's key list, `--check` exits 1 when
+either is out of date (what the test checks). Exit 2 for usage errors (no markers in a file).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from components.model.reference import page
+from components.model.reference import page, project_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"
+PROJECT_FILE = ROOT / "Pulumi.yaml"
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -31,21 +32,23 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     what.add_argument("--check", action="store_true", help=f"exit 1 when {DOC.relative_to(ROOT)} is out of date")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     current = DOC.read_text(encoding="utf-8") if DOC.is_file() else ""
+    project = PROJECT_FILE.read_text(encoding="utf-8") if PROJECT_FILE.is_file() else ""
     try:
-        text = page(current)
+        text, project_text = page(current), project_file(project)
     except ValueError as e:
         print(f"error: {e}", file=err)
         return 2
     if args.write:
         DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text, encoding="utf-8")
-        print(f"wrote {DOC.relative_to(ROOT)}", file=out)
+        PROJECT_FILE.write_text(project_text, encoding="utf-8")
+        print(f"wrote {DOC.relative_to(ROOT)}, {PROJECT_FILE.relative_to(ROOT)}", file=out)
         return 0
     if args.check:
-        if current != text:
-            print(
-                f"error: {DOC.relative_to(ROOT)} is out of date: run `python -m components reference --write`", file=err
-            )
+        pairs = ((DOC, current, text), (PROJECT_FILE, project, project_text))
+        stale = [str(path.relative_to(ROOT)) for path, old, new in pairs if old != new]
+        if stale:
+            print(f"error: {', '.join(stale)} out of date: run `python -m components reference --write`", file=err)
             return 1
         return 0
     out.write(text)

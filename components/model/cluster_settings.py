@@ -4,7 +4,7 @@ maintenance window and exclusion, the system pool."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -24,6 +24,22 @@ from components.model.checks import (
     gke_version_tuple,
     machine_shape,
 )
+from components.model.machines import COMPUTE_OPTIMIZED
+from components.model.reference_sources import (
+    AUTHORIZED_NETWORKS,
+    DNS_ENDPOINT,
+    DYNAMIC_SLICING,
+    GKE_CLUSTER_API,
+    GKE_NODE_POOL_API,
+    ISOLATION,
+    MACHINES,
+    MAINTENANCE,
+    NODE_SIZES,
+    PULUMI_PROTECT,
+    TF_CLUSTER,
+    Flag,
+    Rule,
+)
 
 
 class MaintenanceExclusion(Model):
@@ -36,11 +52,56 @@ class MaintenanceExclusion(Model):
     diff on every run, so exactly one of the two is allowed.
     """
 
-    name: str = "no-upgrade-next-month"
-    start: datetime
-    end: datetime | None = None
-    end_time_behavior: Literal["UNTIL_END_OF_SUPPORT"] | None = None
-    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_UPGRADES"
+    name: Annotated[
+        str,
+        Rule(
+            "a non-empty string (the provider requires it; its schema has no other rule)",
+            f"{TF_CLUSTER} (maintenance_exclusion.exclusion_name)",
+            refused="",
+            accepted="x",
+        ),
+    ] = Field("no-upgrade-next-month", description="the exclusion's name")
+    start: Annotated[
+        datetime,
+        Rule(
+            "an RFC 3339 time with a zone, before end",
+            MAINTENANCE,
+            refused="2026-12-01T00:00:00",
+            accepted="2026-12-19T23:59:59Z",
+        ),
+    ] = Field(description="when the exclusion starts")
+    end: Annotated[
+        datetime | None,
+        Rule(
+            "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
+            "ended)",
+            MAINTENANCE,
+            refused="2026-11-30T12:00:00Z",
+            accepted="2026-12-01T00:00:01Z",
+        ),
+    ] = Field(None, description="when the exclusion ends")
+    end_time_behavior: Annotated[
+        Literal["UNTIL_END_OF_SUPPORT"] | None,
+        Rule(
+            "UNTIL_END_OF_SUPPORT (GKE ends the exclusion when the minor version's support ends) or unset; only with "
+            "scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES, and without end",
+            f"{MAINTENANCE}; {TF_CLUSTER} (maintenance_exclusion.end_time_behavior)",
+            refused="FOREVER",
+            accepted="UNTIL_END_OF_SUPPORT",
+            context={
+                "cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "scope": "NO_MINOR_UPGRADES"}}
+            },
+        ),
+    ] = Field(None, description="an exclusion that lasts until the minor version's end of support")
+    scope: Annotated[
+        Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"],
+        Rule(
+            "NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES",
+            f"{TF_CLUSTER} (exclusion_options.scope)",
+            refused="NO_PATCHES",
+            accepted="NO_MINOR_OR_NODE_UPGRADES",
+        ),
+    ] = Field("NO_UPGRADES", description="which upgrades the exclusion holds back")
 
     @field_validator("name")
     @classmethod
@@ -128,15 +189,55 @@ class ControlPlaneSettings(Model):
     """
 
     # true: the IP endpoint has no external address; only the VPC (and networks connected to it) reach it.
-    private_endpoint: bool = False
+    private_endpoint: Annotated[
+        Flag,
+        Rule(
+            "true or false; true needs at least one authorized network (where `pulumi up` runs from) or dnsEndpoint",
+            ISOLATION,
+            accepted=True,
+        ),
+    ] = Field(False, description="the control plane's IP endpoint without an external address")
     # true: the DNS-based endpoint accepts user traffic from any network (`allow_external_traffic`; every
     # request still needs IAM's container.clusters.connect and Kubernetes RBAC), and the program connects
     # through it. false: only Google-managed services use it.
-    dns_endpoint: bool = False
-    authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list)
+    dns_endpoint: Annotated[
+        Flag,
+        Rule(
+            "true or false; true lets privateEndpoint go without authorized networks",
+            f"{DNS_ENDPOINT}; {TF_CLUSTER} (control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic)",
+            accepted=True,
+            context={"cluster": {"controlPlane": {"authorizedNetworks": [], "privateEndpoint": True}}},
+        ),
+    ] = Field(
+        False,
+        description="GKE's DNS-based endpoint takes user traffic (IAM-checked, from any network) and `pulumi up` "
+        "connects through it",
+    )
+    authorized_networks: Annotated[
+        list[AuthorizedNetwork],
+        Rule(
+            "a list of {cidrBlock, displayName}: IPv4 CIDR blocks with no host bits set, not 0.0.0.0/0; at least "
+            "one unless unrestrictedPublicEndpoint; at most 100 with private nodes, 50 without",
+            f"{AUTHORIZED_NETWORKS} (Limitations); "
+            f"{TF_CLUSTER} (master_authorized_networks_config.cidr_blocks: IsCIDRNetwork(0, 32))",
+            refused=[{"cidrBlock": "0.0.0.0/0"}],
+            accepted=[{"cidrBlock": f"10.0.0.{i}/32"} for i in range(100)],
+        ),
+    ] = Field(default_factory=list, description="the ranges that may reach the control plane's IP endpoint")
     # The explicit opt-in to an external endpoint that accepts connections from any address (no
     # authorized networks): authentication still applies, but nothing filters by network.
-    unrestricted_public_endpoint: bool = False
+    unrestricted_public_endpoint: Annotated[
+        Flag,
+        Rule(
+            "true or false; true (the explicit opt-in to a public endpoint open to any address, with a warning) "
+            "only with no authorized networks and no private endpoint",
+            AUTHORIZED_NETWORKS,
+            refused=True,
+            accepted=True,
+            context={"cluster": {"controlPlane": {"authorizedNetworks": []}}},
+            refused_context={"cluster": {"controlPlane": {"authorizedNetworks": [], "privateEndpoint": True}}},
+        ),
+    ] = Field(False, description="the opt-in to a public endpoint any address may reach")
 
     @model_validator(mode="after")
     def _workable(self) -> ControlPlaneSettings:
@@ -186,27 +287,106 @@ class ControlPlaneSettings(Model):
 
 
 class ClusterSettings(Model):
-    name: str = "qwen-serving-cluster"
+    name: Annotated[
+        str,
+        Rule(
+            "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
+            "digit, 1-40 characters",
+            GKE_CLUSTER_API,
+            "cluster-replace",
+            "a" * 41,
+            "a" * 40,
+        ),
+    ] = Field(
+        "qwen-serving-cluster", description="the GKE cluster's name; the node service account is `<name[:24]>-nodes`"
+    )
     # Resolved at preview time against what the channel offers (components/model/gke_versions.py): a prefix
     # follows the channel's patches; GKE's documented floors are checked on what it resolves to.
-    version: str = "1.36"
+    version: Annotated[
+        str,
+        Rule(
+            "a GKE version or prefix (1.36, 1.36.0, 1.36.0-gke.3712000), resolved at preview against what the "
+            "channel offers; the newest it can reach is at least 1.35.2-gke.1842000 (the slice controller), and "
+            "1.36.0-gke.3712000 while sub-slices are used",
+            f"{DYNAMIC_SLICING}; components/model/gke_versions.py",
+            "cluster-version",
+            "1.36.0-gke.3711999",
+            "1.36.0-gke.3712000",
+        ),
+    ] = Field("1.36", description="the control plane's `min_master_version`")
     # Only RAPID (checked below with the reason); a plain string so that any other value gets that reason.
-    release_channel: str = "RAPID"
-    system_machine_type: str = "n2-standard-32"
-    system_node_count: int = Field(1, ge=1)
-    deletion_protection: bool = True
+    release_channel: Annotated[
+        str,
+        Rule(
+            "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires the Rapid channel; the "
+            "provider also takes REGULAR, STABLE, EXTENDED and UNSPECIFIED",
+            f"{DYNAMIC_SLICING}; {TF_CLUSTER} (release_channel.channel)",
+            "cluster",
+            "REGULAR",
+            "RAPID",
+        ),
+    ] = Field("RAPID", description="the cluster's release channel")
+    system_machine_type: Annotated[
+        str,
+        Rule(
+            "a predefined GCE machine type <family>-standard|highmem|highcpu-<vCPUs> that exists (the sizes of "
+            "each family: e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d) whose nodes fit the controllers' requests",
+            f"{MACHINES}; {COMPUTE_OPTIMIZED}; {NODE_SIZES}",
+            "system-pool",
+            "n2-standard-7",
+            "n2-standard-8",
+        ),
+    ] = Field("n2-standard-32", description="machine type of the `system` pool (controllers, router)")
+    system_node_count: Annotated[
+        int, Rule("an integer of at least 1 (nodes per zone)", GKE_NODE_POOL_API, "system-pool", 0, 1)
+    ] = Field(1, ge=1, description="`system` nodes per zone of the regional cluster")
+    deletion_protection: Annotated[Flag, Rule(source=TF_CLUSTER, change="cluster")] = Field(
+        True, description="GKE's deletion protection on the cluster"
+    )
     # Pulumi's `protect` option on the cluster, its node pools and the workload policy: any update that
     # would delete or replace them (destroy included) fails before it starts. Off by default, as in
     # Pulumi, so a dev stack tears down freely; staging and prod turn it on in their stack files.
-    protect: bool = False
+    protect: Annotated[
+        Flag,
+        Rule(source=PULUMI_PROTECT, change="protect", accepted=True),
+    ] = Field(False, description="Pulumi `protect` on the cluster, system pool, TPU pools and workload policy")
     # HH:MM (GMT) start of the daily maintenance window: sent when set, and beside an exclusion (which needs one).
-    daily_maintenance_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    daily_maintenance_start: Annotated[
+        str,
+        Rule(
+            "HH:MM in GMT, 00:00 to 23:59",
+            f"{TF_CLUSTER} (daily_maintenance_window.start_time)",
+            "cluster",
+            "24:00",
+            "23:59",
+        ),
+    ] = Field(
+        "03:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="start (HH:MM GMT) of the daily maintenance window, sent when set and beside an exclusion "
+        "(which needs one); unset with no exclusion, GKE maintains at any time",
+    )
     # None by default: a default window would lie in the past some day (an error, see MaintenanceExclusion).
-    maintenance_exclusion: MaintenanceExclusion | None = None
+    maintenance_exclusion: Annotated[
+        MaintenanceExclusion | None,
+        Rule(
+            change="cluster",
+            context={
+                "cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z"}}
+            },
+        ),
+    ] = None
     # Nodes with internal addresses only (no external IP on any node, as `compute.vmExternalIpAccess`
     # demands); the network then gets a Cloud Router and Cloud NAT so nodes still pull images and weights.
-    private_nodes: bool = True
-    control_plane: ControlPlaneSettings = Field(default_factory=dict)
+    private_nodes: Annotated[
+        Flag,
+        Rule(
+            "true or false (false: a warning that every node gets an external IP address)",
+            ISOLATION,
+            "private-nodes",
+        ),
+    ] = Field(True, description="nodes with internal addresses only (Cloud Router and Cloud NAT for their egress)")
+    control_plane: Annotated[ControlPlaneSettings, Rule(change="control-plane")] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod

@@ -4,7 +4,7 @@ is components/model/serving_settings.py."""
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import (
     Field,
@@ -23,11 +23,35 @@ from components.model.checks import (
     dns_label,
     dns_subdomain,
     memory_bytes,
-    parse_topology,
     raise_all,
 )
 from components.model.oci import oci_chart
+from components.model.reference_sources import (
+    FLAG,
+    JOBSET_WEBHOOK,
+    K8S_NAMES,
+    KUEUE_CRDS,
+    LABELS,
+    NAMESPACE,
+    NODE_SIZES,
+    OCI_CHART,
+    QUANTITY,
+    QUANTITY_RULE,
+    REQUESTS_LIMITS,
+    SEMVER,
+    SUBDOMAIN,
+    THIS_PROGRAM,
+    PriorityName,
+    Rule,
+    TopologyName,
+)
 from components.model.slice_controller import FEATURE_GATES
+
+# The rules of a system-pool container's CPU and memory, whose requests the system-pool fit adds up.
+_FIT = "; requests at most limits; the requests of all controllers fit the system pool"
+_SOURCES = f"{QUANTITY}; {REQUESTS_LIMITS}; {NODE_SIZES}"
+_CPU = Rule("a Kubernetes quantity (the full grammar: 500m, 2, 1.5, 2e3, 100u)" + _FIT, _SOURCES, refused="-1")
+_MEMORY = Rule("a Kubernetes quantity (512Mi, 4Gi, 1e9, 1G)" + _FIT, _SOURCES, refused="4 Gi")
 
 # ---------------------------------------------------------------------------------------------
 # Cluster add-ons, Kueue, demo workloads
@@ -45,9 +69,23 @@ class ResourceAmounts(Model):
         return v
 
 
+class Requests(ResourceAmounts):
+    cpu: Annotated[str | None, _CPU, Rule(accepted="0.001")] = Field(None, description="the container's CPU request")
+    memory: Annotated[str | None, _MEMORY, Rule(accepted="1Ki")] = Field(
+        None, description="the container's memory request"
+    )
+
+
+class Limits(ResourceAmounts):
+    cpu: Annotated[str | None, _CPU, Rule(accepted="1e3")] = Field(None, description="the container's CPU limit")
+    memory: Annotated[str | None, _MEMORY, Rule(accepted="64Gi")] = Field(
+        None, description="the container's memory limit"
+    )
+
+
 class ResourceRequirements(Model):
-    requests: ResourceAmounts = Field(default_factory=dict)
-    limits: ResourceAmounts = Field(default_factory=dict)
+    requests: Requests = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> ResourceRequirements:
@@ -73,19 +111,40 @@ class ResourceRequirements(Model):
 
 def requirements(req_cpu: str, req_mem: str, lim_cpu: str | None, lim_mem: str | None) -> ResourceRequirements:
     return ResourceRequirements(
-        requests=ResourceAmounts(cpu=req_cpu, memory=req_mem),
-        limits=ResourceAmounts(cpu=lim_cpu, memory=lim_mem),
+        requests=Requests(cpu=req_cpu, memory=req_mem), limits=Limits(cpu=lim_cpu, memory=lim_mem)
     )
+
+
+# The keys every add-on has (each add-on's class gives its pinned defaults).
+AddonChart = Annotated[
+    str,
+    Field(description="the add-on's OCI Helm chart"),
+    OCI_CHART,
+    Rule(refused="oci://registry.k8s.io/jobset/charts/JobSet"),
+]
+AddonVersion = Annotated[
+    str,
+    Field(description="the chart's pinned version"),
+    Rule(
+        "a pinned chart version, SemVer with an optional v (no ranges, no latest)", SEMVER, "", "^0.11", "v0.0.0-rc.1"
+    ),
+]
+AddonNamespace = Annotated[
+    str, Field(description="the controller's namespace"), NAMESPACE, Rule(change="addon-namespace")
+]
+ControllerResources = Annotated[
+    ResourceRequirements, Field(description="the controller's resources (default: the pinned chart's own)")
+]
 
 
 class HelmAddonSettings(Model):
     """An add-on installed from its OCI Helm chart; subclasses give the pinned defaults."""
 
-    chart: str
-    version: str
-    namespace: str
+    chart: AddonChart
+    version: AddonVersion
+    namespace: AddonNamespace
     # Defaults are the pinned chart's own values.yaml defaults, so the fit check sees real numbers.
-    controller_resources: ResourceRequirements
+    controller_resources: ControllerResources
     # Where the chart's values.yaml keeps the controller's resources.
     resources_path: ClassVar[tuple[str, ...]] = ()
 
@@ -110,25 +169,32 @@ class HelmAddonSettings(Model):
 
 class JobSetAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
-    chart: str = "oci://registry.k8s.io/jobset/charts/jobset"
-    version: str = "0.11.1"
-    namespace: str = "jobset-system"
-    controller_resources: ResourceRequirements = Field(
-        default_factory=lambda: requirements("500m", "128Mi", "2", "4Gi")
-    )
+    chart: AddonChart = "oci://registry.k8s.io/jobset/charts/jobset"
+    version: AddonVersion = "0.11.1"
+    namespace: AddonNamespace = "jobset-system"
+    controller_resources: ControllerResources = Field(default_factory=lambda: requirements("500m", "128Mi", "2", "4Gi"))
 
 
 class KueueAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controllerManager", "manager", "resources")
-    chart: str = "oci://registry.k8s.io/kueue/charts/kueue"
-    version: str = "0.17.4"
-    namespace: str = "kueue-system"
-    controller_resources: ResourceRequirements = Field(
+    chart: AddonChart = "oci://registry.k8s.io/kueue/charts/kueue"
+    version: AddonVersion = "0.17.4"
+    namespace: AddonNamespace = "kueue-system"
+    controller_resources: ControllerResources = Field(
         default_factory=lambda: requirements("500m", "512Mi", "2", "512Mi")
     )
     # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
     # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/kueue_config.py).
-    replicas: int = Field(2, ge=1)
+    replicas: Annotated[
+        int,
+        Rule(
+            "an integer of at least 1; every replica's requests count in the system-pool fit",
+            f"{THIS_PROGRAM}; {NODE_SIZES}",
+            "kueue-replicas",
+            0,
+            1,
+        ),
+    ] = Field(2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)")
 
     def pod_count(self) -> int:
         return self.replicas
@@ -136,24 +202,57 @@ class KueueAddon(HelmAddonSettings):
 
 class LwsAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("resources",)
-    chart: str = "oci://registry.k8s.io/lws/charts/lws"
-    version: str = "0.8.0"
-    namespace: str = "lws-system"
-    controller_resources: ResourceRequirements = Field(default_factory=lambda: requirements("1", "1Gi", None, None))
+    chart: AddonChart = "oci://registry.k8s.io/lws/charts/lws"
+    version: AddonVersion = "0.8.0"
+    namespace: AddonNamespace = "lws-system"
+    controller_resources: ControllerResources = Field(default_factory=lambda: requirements("1", "1Gi", None, None))
 
 
 class SliceControllerSettings(Model):
-    manifest_url: str = (
+    manifest_url: Annotated[
+        str,
+        Rule(
+            "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
+            THIS_PROGRAM,
+            "manifests",
+            "https://example.com/main/x.yaml",
+            "https://e/x",
+        ),
+    ] = Field(
         # the codelab's pinned gist revision
         "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/"
-        "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"
+        "9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml",
+        description="the slice controller's manifest",
     )
     # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
     # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
-    drain_timeout_seconds: int = Field(1200, ge=1)
+    drain_timeout_seconds: Annotated[
+        int,
+        Rule(
+            "an integer of at least 1 (seconds a pool's deletion waits for its Slices to be gone)",
+            THIS_PROGRAM,
+            "drain-timeout",
+            0,
+            1,
+        ),
+    ] = Field(1200, ge=1, description="how long deleting or replacing a TPU pool waits for its Slices")
     # The controller's alpha feature gates to turn on (components/model/slice_controller.py): none by default,
     # since the pinned manifest's build may predate them and an unknown gate stops the controller.
-    feature_gates: list[str] = Field(default_factory=list)
+    feature_gates: Annotated[
+        list[str],
+        Rule(
+            "distinct names among FailOnUntoleratedDegradedSlice, UseRetryMechanismForSliceCreation (the slice "
+            "controller's alpha gates; only for a manifest built from a revision that has them)",
+            "AI-Hypercomputer/xpk@250d4b3c slice/internal/features/features.go:28-50, slice/cmd/main.go:106-116",
+            "manifests",
+            ["Degraded"],
+            ["FailOnUntoleratedDegradedSlice"],
+        ),
+    ] = Field(
+        default_factory=list,
+        description="the slice controller's feature gates to turn on (evict on an untolerated degraded Slice, "
+        "retry Slice creation)",
+    )
 
     @field_validator("feature_gates")
     @classmethod
@@ -172,7 +271,9 @@ class SliceControllerSettings(Model):
 
 
 class InferenceExtensionSettings(Model):
-    version: str = "v1.5.0"
+    version: Annotated[str, Rule("a released tag such as v1.5.0", THIS_PROGRAM, "manifests", "main", "1.5.0")] = Field(
+        "v1.5.0", description="the Gateway API Inference Extension CRDs' tag"
+    )
 
     @field_validator("version")
     @classmethod
@@ -182,10 +283,13 @@ class InferenceExtensionSettings(Model):
         return v if v.startswith("v") else f"v{v}"
 
 
+_ADDON = Rule(change="addon-version")
+
+
 class AddonsSettings(Model):
-    jobset: JobSetAddon = Field(default_factory=dict)
-    kueue: KueueAddon = Field(default_factory=dict)
-    lws: LwsAddon = Field(default_factory=dict)
+    jobset: Annotated[JobSetAddon, _ADDON] = Field(default_factory=dict)
+    kueue: Annotated[KueueAddon, _ADDON] = Field(default_factory=dict)
+    lws: Annotated[LwsAddon, _ADDON] = Field(default_factory=dict)
     slice_controller: SliceControllerSettings = Field(default_factory=dict)
     inference_extension: InferenceExtensionSettings = Field(default_factory=dict)
 
@@ -193,25 +297,72 @@ class AddonsSettings(Model):
         return {"jobset": self.jobset, "kueue": self.kueue, "lws": self.lws}
 
 
+_IMMUTABLE = Rule(change="kueue-immutable")
+
+
 class KueueSettings(Model):
-    namespace: str = "llm-d-pd-disaggregation"
-    topology_name: str = "slice-topology"
-    flavor_name: str = "slice-rf"
-    admission_check_name: str = "ac"
-    cluster_queue: str = "cq"
-    local_queue: str = "lq"
-    priorities: dict[str, int] = Field(
+    namespace: Annotated[
+        str,
+        Rule(
+            "a namespace name: a DNS-1123 label (at most 63), its own: not an add-on's namespace, not kube-*",
+            f"{K8S_NAMES}; kubernetes-sigs/kueue v0.17.4 charts/kueue/templates/webhook/manifests.yaml (mpod.kb.io "
+            "fails closed in managedJobsNamespaceSelector) and apis/config/v1beta2/defaults.go (kube-system and "
+            "Kueue's own namespace left out)",
+            "kueue-names",
+            "llm_d",
+            "a" * 63,
+        ),
+    ] = Field("llm-d-pd-disaggregation", description="the workload namespace (LocalQueue, JobSets, serving)")
+    topology_name: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("slice-topology", description="a Kueue object's name")
+    flavor_name: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("slice-rf", description="a Kueue object's name")
+    admission_check_name: Annotated[str, SUBDOMAIN, Rule(change="kueue-names")] = Field(
+        "ac", description="a Kueue object's name"
+    )
+    cluster_queue: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("cq", description="a Kueue object's name")
+    local_queue: Annotated[
+        str,
+        Rule(
+            "a DNS-1123 subdomain of at most 63 characters: it is also the kueue.x-k8s.io/queue-name label of "
+            "every workload",
+            f"{K8S_NAMES}; {LABELS}",
+            "local-queue",
+            "l" * 64,
+            "l.q",
+        ),
+    ] = Field("lq", description="a Kueue object's name")
+    priorities: Annotated[
+        dict[str, int],
+        Rule(
+            "a non-empty map of WorkloadPriorityClass name (a DNS-1123 subdomain of at most 63, the "
+            "kueue.x-k8s.io/priority-class label) to an int32 value; every `priority` key names one",
+            f"{KUEUE_CRDS} (workloadpriorityclasses: value int32); {LABELS}",
+            "kueue-objects",
+            {"Low": 1},
+            {
+                "low-priority-1000": -(2**31),
+                "medium-priority-2000": 0,
+                "high-priority-3000": 2**31 - 1,
+                "p." + "x" * 61: 1,
+            },
+        ),
+    ] = Field(
         default_factory=lambda: {
             "low-priority-1000": 1000,
             "medium-priority-2000": 2000,
             "high-priority-3000": 3000,
         },
         min_length=1,
+        description="the WorkloadPriorityClasses",
     )
     # None = the chips the TPU node pools provide, so Kueue's quota preemption matches the hardware.
-    tpu_quota: int | None = Field(None, ge=0)
-    cpu_quota: str = "999999"
-    memory_quota: str = "999999Pi"
+    tpu_quota: Annotated[
+        int | None,
+        Rule("an integer of at least 0, or unset for the chips the TPU pools provide", THIS_PROGRAM, "", -1, 0),
+    ] = Field(None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota")
+    cpu_quota: Annotated[str, QUANTITY_RULE] = Field("999999", description="the ClusterQueue's CPU or memory quota")
+    memory_quota: Annotated[str, QUANTITY_RULE] = Field(
+        "999999Pi", description="the ClusterQueue's CPU or memory quota"
+    )
 
     # A namespace is a DNS-1123 label (k8s ValidateNamespaceName).
     _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
@@ -265,24 +416,55 @@ def _jobset_name(v: str) -> str:
     return dns1035_label(v, DNS_LABEL_MAX - len(f"-{DEMO_REPLICATED_JOB}-0"), ": JobSet's Job names start with it")
 
 
-class SubslicingDemo(Model):
-    enabled: bool = True
-    name: str = "kueue-jobset-simple-subslicing"
-    topology: str = "2x2x2"
-    replicas: int = Field(6, ge=1)
-    priority: str = "low-priority-1000"
+# The keys both demos have.
+DemoEnabled = Annotated[bool, Field(description="whether that demo JobSet exists"), FLAG, Rule(change="demo-enabled")]
+DemoTopology = Annotated[TopologyName, Field(description="the demo's slice shape")]
+DemoPriority = Annotated[PriorityName, Field(description="the demo's Kueue priority class")]
+_DEMO_NAME = "the demo JobSet's name"
 
-    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
+
+class SubslicingDemo(Model):
+    enabled: DemoEnabled = True
+    name: Annotated[
+        str,
+        Rule(
+            "a DNS-1035 label such that JobSet's longest Job name, <name>-job-jax-<replicas - 1>, has at most 63 "
+            "characters (53 with 1-10 replicas)",
+            JOBSET_WEBHOOK,
+            refused="a" * 54,
+            accepted="a" * 53,
+            context={"demos": {"subslicing": {"replicas": 10}}},
+        ),
+    ] = Field("kueue-jobset-simple-subslicing", description=_DEMO_NAME)
+    topology: DemoTopology = "2x2x2"
+    replicas: Annotated[
+        int,
+        Rule(
+            "an integer of at least 1 (slices); the longest Job name bounds it with demos.subslicing.name",
+            f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
+            refused=0,
+            accepted=1,
+        ),
+    ] = Field(6, ge=1, description="how many sub-slices the demo asks for")
+    priority: DemoPriority = "low-priority-1000"
+
     _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
 
 
 class SuperslicingDemo(Model):
-    enabled: bool = True
-    name: str = "kueue-jobset-simple-superslicing"
-    topology: str = "4x4x8"
-    priority: str = "medium-priority-2000"
+    enabled: DemoEnabled = True
+    name: Annotated[
+        str,
+        Rule(
+            "a DNS-1035 label of at most 53 characters: JobSet names its one Job <name>-job-jax-0",
+            JOBSET_WEBHOOK,
+            refused="0-superslice",
+            accepted="a" * 53,
+        ),
+    ] = Field("kueue-jobset-simple-superslicing", description=_DEMO_NAME)
+    topology: DemoTopology = "4x4x8"
+    priority: DemoPriority = "medium-priority-2000"
 
-    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
     _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
 
     @property
@@ -290,6 +472,9 @@ class SuperslicingDemo(Model):
         return 1
 
 
+_DEMO = Rule(change="demo-jobsets")
+
+
 class DemosSettings(Model):
-    subslicing: SubslicingDemo = Field(default_factory=dict)
-    superslicing: SuperslicingDemo = Field(default_factory=dict)
+    subslicing: Annotated[SubslicingDemo, _DEMO] = Field(default_factory=dict)
+    superslicing: Annotated[SuperslicingDemo, _DEMO] = Field(default_factory=dict)

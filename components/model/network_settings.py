@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated
 
 from pydantic import (
+    Field,
     field_validator,
     model_validator,
 )
@@ -17,13 +19,47 @@ from components.model.checks import (
     cidr,
     gce_name,
 )
+from components.model.reference_sources import GCE_NAMES, PROXY_SUBNETS, SUBNET_RANGES, VPC_MTU, Rule
 
 
 class NetworkSettings(Model):
-    prefix: str = "qwen-serving"
-    mtu: int = 8896
-    tpu_subnet_cidr: str = "10.10.0.0/18"
-    proxy_subnet_cidr: str = "172.16.0.0/26"
+    prefix: Annotated[
+        str,
+        Rule(
+            "a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so "
+            "that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63",
+            GCE_NAMES,
+            "cluster-replace",
+            "a" * 49,
+            "a" * 48,
+        ),
+    ] = Field(
+        "qwen-serving",
+        description="names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`",
+    )
+    mtu: Annotated[int, Rule("an integer from 1300 to 8896", VPC_MTU, "network", 8897, 1300)] = Field(
+        8896, description="the VPC's MTU (the largest GCE allows, as the codelab sets it)"
+    )
+    tpu_subnet_cidr: Annotated[
+        str,
+        Rule(
+            "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
+            SUBNET_RANGES,
+            "subnets",
+            "10.10.0.0/30",
+            "10.10.0.0/29",
+        ),
+    ] = Field("10.10.0.0/18", description="primary range of the TPU and node subnet")
+    proxy_subnet_cidr: Annotated[
+        str,
+        Rule(
+            "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
+            PROXY_SUBNETS,
+            "subnets",
+            "172.16.0.0/27",
+            "192.168.0.0/26",
+        ),
+    ] = Field("172.16.0.0/26", description="the proxy-only subnet the regional internal Gateway needs")
 
     @field_validator("prefix")
     @classmethod

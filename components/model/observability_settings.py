@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from components.model.checks import Model, SettingError
+from components.model.reference_sources import CHANNELS_API, MINUTES, PROM_DURATION, THIS_PROGRAM, Flag, Rule
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
 # (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
@@ -20,24 +22,59 @@ NOTIFICATION_CHANNEL_RE = re.compile(
 _DURATION_RE = re.compile(r"^(?=.)([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$")
 
 
+_THRESHOLD = "how long the condition holds before that alert fires"
+
+
 class ObservabilitySettings(Model):
     # Off removes every scrape object, the dashboard and the alerts.
-    enabled: bool = True
+    enabled: Flag = Field(True, description="every scrape object, the dashboard and the alerts")
     # Each part on its own: PodMonitorings (and Kueue's resource metrics), the dashboard, the alert policies.
-    scraping: bool = True
-    dashboard: bool = True
-    alerts: bool = True
-    # How often Managed Prometheus scrapes vLLM and Kueue (a Prometheus duration, seconds or minutes).
-    scrape_interval: str = "30s"
+    scraping: Flag = Field(True, description="the PodMonitorings (and Kueue's resource metrics)")
+    dashboard: Flag = Field(True, description="the Cloud Monitoring dashboard")
+    alerts: Flag = Field(True, description="the alert policies")
+    scrape_interval: Annotated[
+        str,
+        Rule(
+            "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest unit first (30s, 1m30s, "
+            "1500ms); no y, which the CRD's duration format does not know",
+            PROM_DURATION,
+            refused="1.5m",
+            accepted="1m30s",
+        ),
+    ] = Field("30s", description="how often Managed Prometheus scrapes vLLM and Kueue")
     # Alert thresholds, in minutes: how long the condition must hold before the policy fires.
-    pending_workload_minutes: int = Field(30, ge=1, le=1440)
-    no_ready_leader_minutes: int = Field(10, ge=1, le=1440)
-    quota_full_minutes: int = Field(30, ge=1, le=1440)
+    pending_workload_minutes: Annotated[int, MINUTES] = Field(30, ge=1, le=1440, description=_THRESHOLD)
+    no_ready_leader_minutes: Annotated[int, MINUTES] = Field(10, ge=1, le=1440, description=_THRESHOLD)
+    quota_full_minutes: Annotated[int, MINUTES] = Field(30, ge=1, le=1440, description=_THRESHOLD)
     # Cloud Monitoring notification channels the alerts notify. While alerts are on, at least one, or the explicit
     # opt-out below: an alert nobody hears of is the failure this section exists to prevent.
-    notification_channels: list[str] = Field(default_factory=list)
+    notification_channels: Annotated[
+        list[str],
+        Rule(
+            "a list of distinct notification channel names, projects/<project ID or number>/notificationChannels/"
+            "<id>; at least one while alerts are on, unless observability.notifyNobody",
+            CHANNELS_API,
+            "alerts",
+            ["projects/p/notificationChannels/1"],
+            ["projects/123/notificationChannels/1", "projects/my-tpu-project/notificationChannels/2"],
+            {"observability": {"notifyNobody": False}},
+        ),
+    ] = Field(
+        default_factory=list,
+        description="the channels the alerts notify (none: incidents in the console only)",
+    )
     # True = the alert policies notify nobody: incidents open in the Cloud Monitoring console only (dev stacks).
-    notify_nobody: bool = False
+    notify_nobody: Annotated[
+        Flag,
+        Rule(
+            "true or false; true only while observability.notificationChannels is empty",
+            THIS_PROGRAM,
+            "alerts",
+            True,
+            False,
+            {"observability": {"notificationChannels": ["projects/123/notificationChannels/1"]}},
+        ),
+    ] = Field(False, description="the explicit opt-out of alert notifications")
 
     @field_validator("scrape_interval")
     @classmethod

@@ -1,15 +1,20 @@
-"""The sources the configuration reference's rules cite, the `Rule` record the per-section rule
-tables (components/model/reference_gcp.py, reference_k8s.py, reference_serving.py) share.
+"""The rule each configuration key carries on its field (`Rule`, in the field's `Annotated` type), the sources
+the rules cite, and the rule types several keys share.
 
-Pure model code: no Pulumi.
+A key's description is its field's `description`; its `Rule` says what it accepts, why, what changing it does
+and the two values its per-key tests set. components/model/reference.py reads both to generate
+docs/configuration.md and the Pulumi.yaml key list. Pure model code: no Pulumi.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Annotated, Any
 
-from components.model.checks import LWS_NAME_MAX, LWS_REVISION_LEN
+from pydantic import AfterValidator
+
+from components.model.checks import K8S_NAMES, LWS_NAME_MAX, LWS_REVISION_LEN, parse_topology, project_id
 from components.model.machines import GENERAL_PURPOSE
 
 # Sources, cited by many rules.
@@ -69,20 +74,103 @@ LABELS = "https://kubernetes.io/docs/concepts/overview/working-with-objects/labe
 ROUTER_RELEASE = "llm-d/llm-d-router v0.10.0 .github/workflows/ci-release.yaml, hack/push-chart.sh"
 THIS_PROGRAM = "this program (see the allowed values)"
 
+ISOLATION = "https://cloud.google.com/kubernetes-engine/docs/how-to/latest/network-isolation"
+DNS_ENDPOINT = "https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation (DNS-based endpoint)"
+AUTHORIZED_NETWORKS = "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks"
+PULUMI_PROTECT = "https://www.pulumi.com/docs/iac/concepts/options/protect/"
+NODE_POOL_LIMIT = (
+    "GKE's 40-character node pool limit (https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67)"
+)
+
 CHANGES = "changes.md"
 LWS_ROOM = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
 
-PEM = "-----BEGIN PRIVATE KEY-----"
+
+UNSET: Any = object()  # a test value no rule gave (None, "" and False are values)
 
 
-@dataclass(frozen=True)
+# eq=False: hashable by identity, as `Annotated` metadata must be (the contexts are dicts).
+@dataclass(frozen=True, eq=False)
 class Rule:
-    """What one key (or a `{a,b}`-pattern of keys) accepts, why, and what changing it does."""
+    """What a key accepts, why, and what changing it does. On a field, in its `Annotated` type; a rule type's
+    parts (allowed, source, test values) come first and the field's own override them; a rule on a section's
+    field gives its keys what they leave unset (a change anchor, a context)."""
 
-    allowed: str
-    source: str
-    change: str  # anchor of the row in docs/changes.md
-    refused: Any  # a value the rule refuses (the per-key test sets it and expects the key named)
-    accepted: Any  # a legal edge value (the per-key test sets it and expects it to load)
-    context: dict[str, Any] = field(default_factory=dict)  # other keys the two test values need
-    refused_context: dict[str, Any] | None = None  # other keys for the refused value alone (default: context)
+    allowed: str = ""
+    source: str = ""
+    change: str = ""  # anchor of the row in docs/changes.md
+    refused: Any = UNSET  # a value the rule refuses (the per-key test sets it and expects the key named)
+    accepted: Any = UNSET  # a legal edge value (the per-key test sets it and expects it to load)
+    context: Mapping[str, Any] = field(default_factory=dict)  # other keys the two test values need
+    refused_context: Mapping[str, Any] | None = None  # other keys for the refused value alone (default: context)
+
+    def over(self, base: Rule) -> Rule:
+        """This rule, its unset parts taken from `base`."""
+        empty = {"refused": UNSET, "accepted": UNSET, "refused_context": None}
+        unset = {f.name: getattr(base, f.name) for f in fields(self) if _unset(getattr(self, f.name), empty, f.name)}
+        return replace(self, **unset) if unset else self
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.allowed.strip() and self.source.strip() and self.change) and UNSET not in (
+            self.refused,
+            self.accepted,
+        )
+
+
+def _unset(value: Any, empty: dict[str, Any], name: str) -> bool:
+    return value is empty[name] if name in empty else not value
+
+
+# Rule types: the validation and the rule of a kind of value several keys take, written once.
+FLAG = Rule("true or false", THIS_PROGRAM, refused="maybe", accepted=False)
+Flag = Annotated[bool, FLAG]
+ProjectId = Annotated[
+    str,
+    AfterValidator(project_id),
+    Rule(
+        "a project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with '-'",
+        PROJECT_IDS,
+        refused="My_Project",
+        accepted="a" * 6,
+    ),
+]
+TopologyName = Annotated[
+    str,
+    AfterValidator(parse_topology),
+    Rule(
+        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes",
+        f"{DYNAMIC_SLICING}; {TPU7X}",
+        refused="3x3x3",
+        accepted="2x2x1",
+    ),
+]
+PriorityName = Annotated[
+    str, Rule("a key of kueue.priorities", THIS_PROGRAM, refused="urgent", accepted="high-priority-3000")
+]
+SUBDOMAIN = Rule(
+    "a DNS-1123 subdomain (at most 253): a custom resource's name, and Kueue's CRDs pattern references to these "
+    "objects so",
+    f"{K8S_NAMES}; {KUEUE_CRDS}",
+    refused="Slice_RF",
+    accepted="a." * 126 + "a",
+)
+NAMESPACE = Rule(
+    "a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63)",
+    K8S_NAMES,
+    refused="Jobset-System",
+    accepted="0" * 63,
+)
+BUCKET = Rule(
+    "a bucket name without gs://, 3-63 lowercase letters, digits, '-', '_', '.' (up to 222 with dots, 63 between "
+    "two), alphanumeric at both ends, not an IP address, no goog prefix, no google",
+    BUCKETS,
+)
+OCI_CHART = Rule(
+    "an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it)",
+    f"{HELM_OCI}; {OCI}",
+    refused="ghcr.io/llm-d/charts/x",
+    accepted="oci://r/c",
+)
+QUANTITY_RULE = Rule("a Kubernetes quantity (full grammar, no sign)", QUANTITY, refused="lots", accepted="1e3")
+MINUTES = Rule("an integer from 1 to 1440", THIS_PROGRAM, refused=1441, accepted=1440)

@@ -8,7 +8,7 @@ the error that names every problem, in components/model/settings.py.
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import (
     Field,
@@ -24,7 +24,6 @@ from components.model.checks import (
     ZONE_RE,
     Model,
     SettingError,
-    project_id,
     raise_all,
 )
 from components.model.cluster_settings import ClusterSettings
@@ -39,27 +38,52 @@ from components.model.k8s_settings import (
 )
 from components.model.network_settings import NetworkSettings
 from components.model.observability_settings import ObservabilitySettings
+from components.model.reference_sources import PULUMI_SECRETS, ZONES, ProjectId, Rule
 from components.model.serving_settings import ServingSettings
 from components.model.tpu_settings import TpuSettings
 
 
 class Settings(CrossChecks, Model):
-    project: str
-    zone: str = "us-central1-ai1a"
+    project: Annotated[ProjectId, Rule(change="project")] = Field(
+        description="the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`"
+    )
+    zone: Annotated[
+        str,
+        Rule(
+            "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
+            ZONES,
+            "cluster-replace",
+            "uscentral1",
+            "europe-west4-a",
+        ),
+    ] = Field(
+        "us-central1-ai1a",
+        description="the TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last "
+        "part",
+    )
     network: NetworkSettings = Field(default_factory=dict)
     cluster: ClusterSettings = Field(default_factory=dict)
     tpu: TpuSettings = Field(default_factory=dict)
     addons: AddonsSettings = Field(default_factory=dict)
-    kueue: KueueSettings = Field(default_factory=dict)
+    kueue: Annotated[KueueSettings, Rule(change="kueue-objects")] = Field(default_factory=dict)
     demos: DemosSettings = Field(default_factory=dict)
-    serving: ServingSettings = Field(default_factory=dict)
-    observability: ObservabilitySettings = Field(default_factory=dict)
-    hf_token: SecretStr | None = None
-
-    @field_validator("project")
-    @classmethod
-    def _project(cls, v: str) -> str:
-        return project_id(v)
+    serving: Annotated[ServingSettings, Rule(change="serving-pods")] = Field(default_factory=dict)
+    observability: Annotated[ObservabilitySettings, Rule(change="observability")] = Field(default_factory=dict)
+    hf_token: Annotated[
+        SecretStr | None,
+        Rule(
+            "a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty "
+            "= weights preloaded, no Secret",
+            PULUMI_SECRETS,
+            "secret",
+            "hf_" + "x" * 34,  # the shape of a Hugging Face token (never a real one)
+            "",
+        ),
+    ] = Field(
+        None,
+        description="the Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); "
+        "unset or empty for a public model or preloaded weights",
+    )
 
     @field_validator("zone")
     @classmethod

@@ -4,7 +4,7 @@ sidecar, vLLM."""
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -15,35 +15,103 @@ from pydantic import (
 
 from components.model import weights
 from components.model.checks import (
+    K8S_NAMES,
+    LWS_NAME_MAX,
+    LWS_REVISION_LEN,
     Model,
     SettingError,
     bucket_name,
     dns1035_label,
     dns_subdomain,
-    parse_topology,
 )
 from components.model.k8s_settings import ResourceAmounts, ResourceRequirements, requirements
 from components.model.oci import OCI_REFERENCE_RE, image_reference, oci_chart
+from components.model.reference_sources import (
+    BUCKET,
+    GATEWAY_CLASSES,
+    GCS_OBJECTS,
+    LABELS,
+    LLMD_LIMITS,
+    LWS_ROOM,
+    LWS_SERVICE,
+    NODE_SIZES,
+    OCI,
+    OCI_CHART,
+    QUANTITY,
+    ROUTER_RELEASE,
+    THIS_PROGRAM,
+    TPU7X,
+    VLLM_CACHE,
+    VLLM_SCHEDULER,
+    Flag,
+    PriorityName,
+    Rule,
+    TopologyName,
+)
+
+# What one TPU VM leaves to a serving pod, the bound of its CPU and memory (the TPU VM fit, cross_checks.py).
+_TPU_VM = f"{QUANTITY}; {TPU7X}; {NODE_SIZES}"
 
 
 class ServingResources(ResourceAmounts):
     """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
 
-    cpu: str | None = "220"
-    memory: str | None = "850Gi"
+    cpu: Annotated[
+        str | None,
+        Rule(
+            "a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: "
+            "224 vCPUs less GKE's reservation); requests = limits",
+            _TPU_VM,
+            refused="224",
+            accepted="223370m",
+        ),
+    ] = Field("220", description="per-pod CPU (requests = limits)")
+    memory: Annotated[
+        str | None,
+        Rule(
+            "a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: "
+            "960 GiB less GKE's reservation and eviction threshold); requests = limits",
+            _TPU_VM,
+            refused="934Gi",
+            accepted="1Ki",
+        ),
+    ] = Field("850Gi", description="per-pod memory (requests = limits)")
 
 
 class ServingRole(Model):
     # The LeaderWorkerSet's name; None = kueue-vllm-<role>-model-streamer, the reference's.
-    name: str | None = None
-    replicas: int = Field(4, ge=1)
-    topology: str = "2x2x2"
-    priority: str = "high-priority-3000"
+    name: Annotated[
+        str | None,
+        Rule(
+            f"a DNS-1035 label of at most {LWS_ROOM} characters, or unset for kueue-vllm-<role>-model-streamer: the "
+            f"LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit revision>, and Kueue bounds LWS names to "
+            f"{LWS_NAME_MAX}",
+            f"{LWS_SERVICE}; {LLMD_LIMITS}",
+            "serving-names",
+            "x" * (LWS_ROOM + 1),
+            "x" * LWS_ROOM,
+        ),
+    ] = Field(None, description="the LeaderWorkerSet's name")
+    replicas: Annotated[
+        int, Rule("an integer of at least 1 (LWS groups, one slice each)", THIS_PROGRAM, "serving-replicas", 0, 1)
+    ] = Field(4, ge=1, description="LWS groups, one slice each")
+    topology: Annotated[TopologyName, Rule(refused="2x2")] = Field(
+        "2x2x2", description="each group's slice; the group size (its VMs) is derived"
+    )
+    priority: Annotated[PriorityName, Rule(change="serving-replicas", accepted="low-priority-1000")] = Field(
+        "high-priority-3000", description="the groups' Kueue priority class"
+    )
     # None = chips in the slice x TensorCores per chip; set only to assert a value.
-    tensor_parallel_size: int | None = Field(None, ge=1)
+    tensor_parallel_size: Annotated[
+        int | None,
+        Rule(
+            "unset, or exactly the slice's chips x TensorCores per chip (16 for 2x2x2 on tpu7x)",
+            f"{TPU7X} (2 TensorCores per chip)",
+            refused=8,
+            accepted=16,
+        ),
+    ] = Field(None, ge=1, description="set only to assert the derived `--tensor-parallel-size`")
     resources: ServingResources = Field(default_factory=dict)
-
-    _topo = field_validator("topology")(classmethod(lambda cls, v: parse_topology(v)))
 
     @field_validator("name")
     @classmethod
@@ -67,11 +135,40 @@ EXTERNAL_GATEWAY_CLASSES = {
 
 
 class GatewaySettings(Model):
-    name: str = "llm-d-inference-gateway"
+    name: Annotated[
+        str,
+        Rule(
+            "a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName",
+            f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
+            "serving-names",
+            "Gateway",
+            "g." * 126 + "g",
+        ),
+    ] = Field("llm-d-inference-gateway", description="the Gateway's name")
     # Internal by default: reachable from the VPC (and what is peered or connected to it) only.
-    class_name: str = "gke-l7-rilb"
+    class_name: Annotated[
+        str,
+        Rule(
+            "a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, "
+            "gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet)",
+            GATEWAY_CLASSES,
+            refused="gke-l7-rilb-mc",
+            accepted="gke-l7-gxlb",
+            context={"serving": {"gateway": {"exposeToInternet": True}}},
+        ),
+    ] = Field("gke-l7-rilb", description="the Gateway's GKE class (default: regional internal)")
     # An external class puts the model's endpoint on the internet; it takes this explicit opt-in.
-    expose_to_internet: bool = False
+    expose_to_internet: Annotated[
+        Flag,
+        Rule(
+            "true or false; true exactly when serving.gateway.className is an external class (then a warning says "
+            "what is exposed)",
+            GATEWAY_CLASSES,
+            refused=False,
+            accepted=True,
+            context={"serving": {"gateway": {"className": "gke-l7-gxlb"}}},
+        ),
+    ] = Field(False, description="the opt-in an external Gateway class needs")
 
     # A Gateway is a custom resource (a DNS-1123 subdomain), and the router chart's HTTPRoute names it in
     # parentRefs[].name, an ObjectName of 1-253 characters (gateway-api v1.4.1 CRDs).
@@ -152,14 +249,39 @@ class RouterSettings(Model):
     # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
     # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
     # a release tag is the tightest pin upstream offers (llm-d/llm-d-router@71f4f099 = v0.10.0).
-    chart: str = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
-    version: str = "v0.10.0"
+    chart: Annotated[str, OCI_CHART] = Field(
+        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+        description="llm-d's router chart (EPP, InferencePool, HTTPRoute)",
+    )
+    version: Annotated[
+        str,
+        Rule(
+            "a pinned chart version v0.10.0 or later, or v0 (main's floating chart)",
+            f"{ROUTER_RELEASE}; components/modelserver.py (the sidecar flags of v0.10.0)",
+            refused="v0.9.0",
+            accepted="v0",
+        ),
+    ] = Field("v0.10.0", description="the router chart's release")
     # The endpoint picker runs on the system pool; llm-d's guides/recipes/router/base.values.yaml sizes it so.
-    epp_resources: ResourceRequirements = Field(default_factory=lambda: requirements("4", "8Gi", None, "16Gi"))
+    epp_resources: ResourceRequirements = Field(
+        default_factory=lambda: requirements("4", "8Gi", None, "16Gi"), description="the endpoint picker's resources"
+    )
     # prefix-cache-affinity-filter's TTFT estimate (tokens/s of one prefill server). llm-d's
     # pd-disaggregation values measured 33821 on their reference fleet and ask to re-measure per
     # hardware and model (guides/recipes/router/calibration/calibrate.sh).
-    peak_prefill_throughput: float = Field(33821, gt=0)
+    peak_prefill_throughput: Annotated[
+        float,
+        Rule(
+            "a number greater than 0 (tokens/s of one prefill server)",
+            "llm-d guides/recipes/router (prefix-cache-affinity-filter)",
+            refused=0,
+            accepted=0.001,
+        ),
+    ] = Field(
+        33821,
+        gt=0,
+        description="the P/D decider's prefill throughput estimate (re-measure per hardware)",
+    )
 
     @field_validator("version")
     @classmethod
@@ -184,7 +306,16 @@ class RouterSettings(Model):
 class RoutingSidecarSettings(Model):
     # Unset: SIDECAR_REPOSITORY at the router's release (`ServingSettings.routing_sidecar_image`). Set it only
     # to pull that release from a mirror or by digest: the decode pods pass it llm-d-router v0.10.0's flags.
-    image: str | None = None
+    image: Annotated[
+        str | None,
+        Rule(
+            "an OCI image reference pinned by a release tag (v0.10.0 or later, not latest/main) or a digest, not "
+            "llm-d-routing-sidecar; or unset for the router's own release",
+            f"{OCI}; {ROUTER_RELEASE}",
+            refused="ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
+            accepted="mirror.example/llm-d/sidecar@sha256:" + "0" * 64,
+        ),
+    ] = Field(None, description="the decode pods' routing sidecar (unset: the router's own release)")
 
     @field_validator("image")
     @classmethod
@@ -216,8 +347,26 @@ DOWNLOAD_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
 class WeightsDownloadSettings(Model):
     # Opt-in: a Job on the system pool fills serving.weightsBucket from Hugging Face at the revision
     # serving.modelPath pins, and the serving LeaderWorkerSets wait for it (components/weights.py).
-    enabled: bool = False
-    image: str = DOWNLOAD_IMAGE
+    enabled: Annotated[
+        Flag,
+        Rule(
+            "true or false; true needs serving.modelPath in Hugging Face's cache layout of serving.model, "
+            "models--<org>--<name>/snapshots/<40-hex revision> (the Job reads the repository and revision from it)",
+            "huggingface/huggingface_hub src/huggingface_hub/file_download.py (repo_folder_name; snapshots/<commit>)",
+            accepted=True,
+        ),
+    ] = Field(False, description="a Job that fills the weights bucket from Hugging Face before serving starts")
+    image: Annotated[
+        str,
+        Rule(
+            "a pinned OCI image reference with python3: an exact tag or a sha256 digest, no 'latest'",
+            OCI,
+            refused="docker.io/library/python:latest",
+            accepted="python@sha256:" + "0" * 64,
+        ),
+    ] = Field(
+        DOWNLOAD_IMAGE, description="the download Job's image (python3; the program uses the standard library only)"
+    )
 
     @field_validator("image")
     @classmethod
@@ -244,39 +393,153 @@ GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
 
 
 class ServingSettings(Model):
-    enabled: bool = True
-    guide: str = "pd-disaggregation"
-    model: str = "Qwen/Qwen3.5-397B-A17B-FP8"
-    served_model_name: str | None = None  # defaults to model
+    enabled: Annotated[Flag, Rule(change="serving-layer")] = Field(
+        True, description="the whole serving layer (HF Secret, KSA, bucket IAM, Gateway, router, LWS)"
+    )
+    guide: Annotated[
+        str,
+        Rule(
+            "a DNS-1035 label of at most 53 characters: it names the router's Helm release (Helm's bound) and its "
+            "EPP Service, <guide[:40]>-epp (a Service name starts with a letter)",
+            f"{K8S_NAMES}; helm/helm pkg/chartutil/validate_name.go (maxReleaseNameLen = 53); llm-d/llm-d-router "
+            "71f4f099 config/charts/routerlib/templates/_helpers.tpl (llm-d-router.name)",
+            "guide",
+            "1-guide",
+            "g" * 53,
+        ),
+    ] = Field(
+        "pd-disaggregation",
+        description="the router's Helm release and the `llm-d.ai/guide` label the router selects pods by",
+    )
+    model: Annotated[
+        str,
+        Rule(
+            "a non-empty model name whose last path segment is a label value (at most 63 letters, digits, '-', "
+            "'_', '.', alphanumeric at both ends): it labels every pod llm-d.ai/model",
+            LABELS,
+            refused="",
+            accepted="o/" + "m" * 63,
+        ),
+    ] = Field("Qwen/Qwen3.5-397B-A17B-FP8", description="the model; its last segment labels every pod `llm-d.ai/model`")
+    served_model_name: Annotated[
+        str | None,
+        Rule(
+            "a non-empty string (what clients send as `model`), or unset for serving.model",
+            "vllm-project/vllm vllm/config/model.py (served_model_name)",
+            refused="",
+            accepted="m",
+        ),
+    ] = Field(None, description="vLLM `--served-model-name`, what clients send")
     # The bucket holding the model's weights (its name, no gs://): required while serving is enabled, no default
     # (bucket names are global; another project's bucket would answer 403). The pods get read access only.
-    weights_bucket: str | None = None
+    weights_bucket: Annotated[
+        str | None,
+        BUCKET,
+        Rule(
+            f"required while serving is on: {BUCKET.allowed}",
+            change="weights-bucket",
+            refused="gs://my-weights",
+            accepted="b" * 3,
+        ),
+    ] = Field(None, description="the bucket holding the model weights, which the pods only read")
     # The bucket this stack creates for vLLM's XLA compilation cache (VLLM_XLA_CACHE_PATH), the one place the pods
     # may write; None = a name derived from the project and the cluster (Settings.xla_cache_bucket).
-    xla_cache_bucket: str | None = None
-    model_path: str = "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
-    image: str = "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26"
-    max_model_len: int = Field(9216, ge=1)
-    max_num_batched_tokens: int = Field(8192, ge=1)
-    max_num_seqs: int = Field(512, ge=1)
-    kv_cache_dtype: str = "fp8"
-    enable_expert_parallel: bool = True
+    xla_cache_bucket: Annotated[
+        str | None,
+        BUCKET,
+        Rule(
+            "a bucket name (the same rule), other than serving.weightsBucket; or unset for xla-cache-<hash of "
+            "project and cluster>",
+            change="cache-bucket",
+            refused="my-weights",
+            accepted="c" * 63,
+        ),
+    ] = Field(None, description="the bucket this stack creates for vLLM's XLA compilation cache")
+    model_path: Annotated[
+        str,
+        Rule(
+            "a Cloud Storage object path inside the bucket: 1-1024 bytes of UTF-8, no line breaks, no leading /",
+            GCS_OBJECTS,
+            refused="/models",
+            accepted="m" * 1024,
+        ),
+    ] = Field(
+        "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d",
+        description="the weights' path inside the bucket (`--model=gs://<bucket>/<path>`)",
+    )
+    image: Annotated[
+        str,
+        Rule(
+            "an OCI image reference, [registry[:port]/]repository[:tag][@digest], lowercase repository, tag up to "
+            "128 characters, name up to 255",
+            OCI,
+            refused="docker.io/vLLM/vllm-tpu:nightly",
+            accepted="localhost:5000/v/t:" + "x" * 128 + "@sha256:" + "a" * 64,
+        ),
+    ] = Field(
+        "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26",
+        description="the vLLM TPU image of prefill and decode",
+    )
+    max_model_len: Annotated[int, Rule("an integer of at least 1", VLLM_SCHEDULER, refused=0, accepted=1)] = Field(
+        9216, ge=1, description="the vLLM flag of the same name"
+    )
+    max_num_batched_tokens: Annotated[
+        int,
+        Rule("an integer of at least 1 and at least serving.maxNumSeqs", VLLM_SCHEDULER, refused=511, accepted=512),
+    ] = Field(8192, ge=1, description="the vLLM flag of the same name")
+    max_num_seqs: Annotated[
+        int,
+        Rule(
+            "an integer of at least 1 and at most serving.maxNumBatchedTokens", VLLM_SCHEDULER, refused=8193, accepted=1
+        ),
+    ] = Field(512, ge=1, description="the vLLM flag of the same name")
+    kv_cache_dtype: Annotated[
+        str,
+        Rule(
+            "a vLLM --kv-cache-dtype: auto, float16, bfloat16, int8, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla",
+            VLLM_CACHE,
+            refused="fp9",
+            accepted="auto",
+        ),
+    ] = Field("fp8", description="vLLM `--kv-cache-dtype`")
+    enable_expert_parallel: Flag = Field(True, description="vLLM `--enable-expert-parallel`")
     # How vLLM reads the weights: "stream" = runai_streamer straight from gs:// (the reference's flags);
     # "mount" = from the GCS FUSE CSI volume at /data, which is only declared in that case.
-    weights_via: Literal["stream", "mount"] = "stream"
+    weights_via: Annotated[
+        Literal["stream", "mount"], Rule("stream or mount", THIS_PROGRAM, refused="copy", accepted="mount")
+    ] = Field(
+        "stream",
+        description="`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`",
+    )
     # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
     # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
     # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
-    startup_timeout_seconds: int = 14400
+    startup_timeout_seconds: Annotated[
+        int,
+        Rule(
+            "an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine)",
+            "manifests/vllm-pod.yaml (--ray_init_timeout, VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT)",
+            refused=3599,
+            accepted=3600,
+        ),
+    ] = Field(14400, description="the leaders' startup-probe budget for loading the model")
     # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
     # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
-    termination_grace_period_seconds: int = 360
+    termination_grace_period_seconds: Annotated[
+        int,
+        Rule(
+            "an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight",
+            "llm-d/llm-d-router v0.10.0 chart (GCPBackendPolicy timeoutSec 300); components/router.py",
+            refused=299,
+            accepted=300,
+        ),
+    ] = Field(360, description="how long a stopping vLLM pod may finish its requests")
     prefill: ServingRole = Field(default_factory=dict)
     decode: ServingRole = Field(default_factory=dict)
-    gateway: GatewaySettings = Field(default_factory=dict)
-    router: RouterSettings = Field(default_factory=dict)
+    gateway: Annotated[GatewaySettings, Rule(change="gateway")] = Field(default_factory=dict)
+    router: Annotated[RouterSettings, Rule(change="router")] = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
-    weights_download: WeightsDownloadSettings = Field(default_factory=dict)
+    weights_download: Annotated[WeightsDownloadSettings, Rule(change="weights-download")] = Field(default_factory=dict)
 
     @field_validator("image")
     @classmethod

@@ -4,7 +4,7 @@ block, the workload policy and the TPU pools."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -20,17 +20,65 @@ from components.model.checks import (
     compute_name,
     gce_name,
     parse_topology,
-    project_id,
     raise_all,
 )
 from components.model.geometry import Topology
+from components.model.reference_sources import (
+    DYNAMIC_SLICING,
+    GCE_NAMES,
+    NODE_POOL_LIMIT,
+    RESERVATION_API,
+    RESERVATION_BLOCK_API,
+    TF_POLICY,
+    THIS_PROGRAM,
+    TPU7X,
+    ProjectId,
+    Rule,
+)
 
 
 class ReservationSettings(Model):
-    name: str | None = None
-    project: str | None = None  # defaults to the stack's project
-    block: str = "block-0"  # "" = the whole reservation, not one block
-    consume_type: Literal["SPECIFIC", "ANY", "NONE"] = "SPECIFIC"
+    name: Annotated[
+        str | None,
+        Rule(
+            "a Compute Engine reservation name (RFC 1035, 1-63 characters) or its numeric resource ID; required "
+            "when tpu.cubes > 0 with SPECIFIC",
+            f"{RESERVATION_API}; {GCE_NAMES}",
+            refused="my reservation",
+            accepted="r" * 63,
+        ),
+    ] = Field(None, description="the reservation the pools consume")
+    project: Annotated[
+        ProjectId | None,
+        Rule(
+            "a project ID, or unset for the stack's project; another project only for a whole reservation "
+            '(block: ""): GKE does not support a block shared from another project',
+            refused="shared-resv-project",
+            accepted="my-tpu-project",
+        ),
+    ] = Field(None, description="the project owning the reservation (shared reservations)")
+    block: Annotated[
+        str,
+        Rule(
+            'a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" '
+            "for the whole reservation; the preview reads the reservation, so a block that does not exist is "
+            "reported",
+            RESERVATION_BLOCK_API,
+            refused="block 0",
+            accepted="",
+        ),
+    ] = Field("block-0", description="the reservation block the pools consume")
+    consume_type: Annotated[
+        Literal["SPECIFIC", "ANY", "NONE"],
+        Rule(
+            "SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT)",
+            "hashicorp/terraform-provider-google-beta google-beta/services/container/node_config.go "
+            f"(reservation_affinity.consume_reservation_type); {DYNAMIC_SLICING}",
+            refused="SOME",
+            accepted="NONE",
+            context={"tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}},
+        ),
+    ] = Field("SPECIFIC", description="the pools' reservation affinity")
 
     @field_validator("name")
     @classmethod
@@ -42,23 +90,93 @@ class ReservationSettings(Model):
     def _block(cls, v: str) -> str:
         return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
 
-    @field_validator("project")
-    @classmethod
-    def _project(cls, v: str | None) -> str | None:
-        return None if v is None else project_id(v)
+
+_SLICING = f"{TPU7X}; {DYNAMIC_SLICING}"
 
 
 class TpuSettings(Model):
-    machine_type: str = "tpu7x-standard-4t"
-    cube_topology: str = "4x4x4"
-    cubes: int = Field(2, ge=0)
-    workload_policy_name: str = "superslice-policy"
-    accelerator_topology_mode: Literal["PROVISION_ONLY", "AUTO_CONNECT"] = "PROVISION_ONLY"
-    pool_prefix: str = "tpu7-pool"
-    reservation: ReservationSettings = Field(default_factory=dict)
+    machine_type: Annotated[
+        str,
+        Rule(
+            "a TPU machine type that supports dynamic slicing: tpu7x-standard-4t",
+            _SLICING,
+            "workload-policy",
+            "tpu7x-standard-1t",
+            "tpu7x-standard-4t",
+        ),
+    ] = Field("tpu7x-standard-4t", description="the TPU VM type (the TPU facts table, `components/model/geometry.py`)")
+    cube_topology: Annotated[
+        str,
+        Rule(
+            "a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x)",
+            _SLICING,
+            "workload-policy",
+            "4x4x",
+            "2x2x1",
+            {
+                "demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+                "serving": {"enabled": False},
+            },
+        ),
+    ] = Field("4x4x4", description="one node pool's ICI block and the workload policy's accelerator topology")
+    cubes: Annotated[
+        int,
+        Rule(
+            "an integer of at least 0 (0 = no TPU pools)",
+            THIS_PROGRAM,
+            "cubes",
+            -1,
+            0,
+            {"demos": {"superslicing": {"enabled": False}}},
+        ),
+    ] = Field(
+        2,
+        ge=0,
+        description="TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling",
+    )
+    workload_policy_name: Annotated[
+        str,
+        Rule("a GCE resource policy name: RFC 1035, 1-63 characters", GCE_NAMES, "workload-policy", "Policy", "a" * 63),
+    ] = Field("superslice-policy", description="name of the `HIGH_THROUGHPUT` workload policy")
+    accelerator_topology_mode: Annotated[
+        Literal["PROVISION_ONLY", "AUTO_CONNECT"],
+        Rule(
+            "PROVISION_ONLY (needs a SPECIFIC reservation) or AUTO_CONNECT",
+            f"{TF_POLICY} (workload_policy.accelerator_topology_mode)",
+            "workload-policy",
+            "AUTO",
+            "AUTO_CONNECT",
+        ),
+    ] = Field("PROVISION_ONLY", description="how the workload policy connects the chips")
+    pool_prefix: Annotated[
+        str,
+        Rule(
+            "a GKE node pool name prefix: RFC 1035, such that the last pool, <prefix>-<tpu.cubes>, has at most "
+            "40 characters",
+            f"{GCE_NAMES}; {NODE_POOL_LIMIT}",
+            "pool-prefix",
+            "p" * 39,
+            "p" * 38,
+        ),
+    ] = Field("tpu7-pool", description="TPU node pool names")
+    reservation: Annotated[ReservationSettings, Rule(change="reservation")] = Field(default_factory=dict)
     # Pins cube i (pool <prefix>-<i+1>) to sub-block subBlocks[i] of tpu.reservation.block; unset: the
     # program picks (components/model/reservation.py). Checked against the reservation at preview.
-    sub_blocks: list[str] | None = None
+    sub_blocks: Annotated[
+        list[str] | None,
+        Rule(
+            "unset, or one distinct sub-block name (RFC 1035, 1-63 characters) or numeric resource ID per cube, "
+            "with a SPECIFIC reservation and one tpu.reservation.block",
+            f"{RESERVATION_BLOCK_API}; googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto "
+            "(ReservationSubBlock.name)",
+            "sub-blocks",
+            ["sb-1"],
+            ["sb-1", "18446744073709551615"],
+        ),
+    ] = Field(
+        None,
+        description="pins cube i to sub-block subBlocks[i] of the block (unset: the program picks healthy free ones)",
+    )
 
     @field_validator("sub_blocks")
     @classmethod
