@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -56,7 +57,8 @@ class MaintenanceExclusion(Model):
         str,
         Rule(
             "a non-empty string (the provider requires it; its schema has no other rule)",
-            f"{TF_CLUSTER} (maintenance_exclusion.exclusion_name)",
+            f"{TF_CLUSTER}:1434-1436 at 93c65b2d60 (maintenance_exclusion.exclusion_name: Required; it keys the "
+            "API's exclusions, :6376)",
             refused="",
             accepted="x",
         ),
@@ -106,9 +108,7 @@ class MaintenanceExclusion(Model):
     @field_validator("name")
     @classmethod
     def _named(cls, v: str) -> str:
-        # The provider's exclusion_name is Required (terraform-provider-google-beta@93c65b2d60
-        # google-beta/services/container/resource_container_cluster.go:1434-1436) and keys the API's exclusions
-        # (:6376); "" is no value to Terraform's SDK, so the preview would fail on the cluster instead of here.
+        # "" is no value to Terraform's SDK: the preview would fail on the cluster instead of here.
         if not v:
             raise ValueError("a non-empty name: the exclusion's name is required by the provider")
         return v
@@ -188,7 +188,6 @@ class ControlPlaneSettings(Model):
     plane", https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint).
     """
 
-    # true: the IP endpoint has no external address; only the VPC (and networks connected to it) reach it.
     private_endpoint: Annotated[
         Flag,
         Rule(
@@ -224,8 +223,6 @@ class ControlPlaneSettings(Model):
             accepted=[{"cidrBlock": f"10.0.0.{i}/32"} for i in range(100)],
         ),
     ] = Field(default_factory=list, description="the ranges that may reach the control plane's IP endpoint")
-    # The explicit opt-in to an external endpoint that accepts connections from any address (no
-    # authorized networks): authentication still applies, but nothing filters by network.
     unrestricted_public_endpoint: Annotated[
         Flag,
         Rule(
@@ -289,6 +286,7 @@ class ControlPlaneSettings(Model):
 class ClusterSettings(Model):
     name: Annotated[
         str,
+        AfterValidator(lambda v: gce_name(v, GKE_CLUSTER_NAME_MAX, "a GKE cluster name")),
         Rule(
             "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
             "digit, 1-40 characters",
@@ -350,7 +348,6 @@ class ClusterSettings(Model):
         Flag,
         Rule(source=PULUMI_PROTECT, change="protect", accepted=True),
     ] = Field(False, description="Pulumi `protect` on the cluster, system pool, TPU pools and workload policy")
-    # HH:MM (GMT) start of the daily maintenance window: sent when set, and beside an exclusion (which needs one).
     daily_maintenance_start: Annotated[
         str,
         Rule(
@@ -376,8 +373,7 @@ class ClusterSettings(Model):
             },
         ),
     ] = None
-    # Nodes with internal addresses only (no external IP on any node, as `compute.vmExternalIpAccess`
-    # demands); the network then gets a Cloud Router and Cloud NAT so nodes still pull images and weights.
+    # No external IP on any node, as `compute.vmExternalIpAccess` demands.
     private_nodes: Annotated[
         Flag,
         Rule(
@@ -387,14 +383,6 @@ class ClusterSettings(Model):
         ),
     ] = Field(True, description="nodes with internal addresses only (Cloud Router and Cloud NAT for their egress)")
     control_plane: Annotated[ControlPlaneSettings, Rule(change="control-plane")] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        # Cluster.name: "can be up to 40 characters ... Lowercase letters, numbers, and hyphens only. Must start
-        # with a letter. Must end with a number or a letter" (googleapis/googleapis@f8291d2b
-        # google/container/v1/cluster_service.proto:2912).
-        return gce_name(v, GKE_CLUSTER_NAME_MAX, "a GKE cluster name")
 
     @field_validator("version")
     @classmethod

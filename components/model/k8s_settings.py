@@ -7,6 +7,7 @@ import re
 from typing import Annotated, ClassVar
 
 from pydantic import (
+    AfterValidator,
     Field,
     field_validator,
     model_validator,
@@ -20,29 +21,27 @@ from components.model.checks import (
     SettingError,
     cpu_millis,
     dns1035_label,
-    dns_label,
     dns_subdomain,
     memory_bytes,
     raise_all,
 )
-from components.model.oci import oci_chart
 from components.model.reference_sources import (
     FLAG,
     JOBSET_WEBHOOK,
     K8S_NAMES,
     KUEUE_CRDS,
     LABELS,
-    NAMESPACE,
     NODE_SIZES,
-    OCI_CHART,
     QUANTITY,
     QUANTITY_RULE,
     REQUESTS_LIMITS,
     SEMVER,
-    SUBDOMAIN,
     THIS_PROGRAM,
+    Namespace,
+    OciChart,
     PriorityName,
     Rule,
+    Subdomain,
     TopologyName,
 )
 from components.model.slice_controller import FEATURE_GATES
@@ -117,9 +116,8 @@ def requirements(req_cpu: str, req_mem: str, lim_cpu: str | None, lim_mem: str |
 
 # The keys every add-on has (each add-on's class gives its pinned defaults).
 AddonChart = Annotated[
-    str,
+    OciChart,
     Field(description="the add-on's OCI Helm chart"),
-    OCI_CHART,
     Rule(refused="oci://registry.k8s.io/jobset/charts/JobSet"),
 ]
 AddonVersion = Annotated[
@@ -129,9 +127,7 @@ AddonVersion = Annotated[
         "a pinned chart version, SemVer with an optional v (no ranges, no latest)", SEMVER, "", "^0.11", "v0.0.0-rc.1"
     ),
 ]
-AddonNamespace = Annotated[
-    str, Field(description="the controller's namespace"), NAMESPACE, Rule(change="addon-namespace")
-]
+AddonNamespace = Annotated[Namespace, Field(description="the controller's namespace"), Rule(change="addon-namespace")]
 ControllerResources = Annotated[
     ResourceRequirements, Field(description="the controller's resources (default: the pinned chart's own)")
 ]
@@ -154,13 +150,6 @@ class HelmAddonSettings(Model):
         if not CHART_VERSION_RE.match(v):
             raise ValueError("a pinned chart version such as 0.11.1 (no ranges, no 'latest')")
         return v.removeprefix("v")
-
-    @field_validator("chart")
-    @classmethod
-    def _chart(cls, v: str) -> str:
-        return oci_chart(v)
-
-    _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
 
     def pod_count(self) -> int:
         """Controller pods the chart runs on the system pool (the fit check counts each)."""
@@ -302,7 +291,7 @@ _IMMUTABLE = Rule(change="kueue-immutable")
 
 class KueueSettings(Model):
     namespace: Annotated[
-        str,
+        Namespace,
         Rule(
             "a namespace name: a DNS-1123 label (at most 63), its own: not an add-on's namespace, not kube-*",
             f"{K8S_NAMES}; kubernetes-sigs/kueue v0.17.4 charts/kueue/templates/webhook/manifests.yaml (mpod.kb.io "
@@ -313,12 +302,12 @@ class KueueSettings(Model):
             "a" * 63,
         ),
     ] = Field("llm-d-pd-disaggregation", description="the workload namespace (LocalQueue, JobSets, serving)")
-    topology_name: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("slice-topology", description="a Kueue object's name")
-    flavor_name: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("slice-rf", description="a Kueue object's name")
-    admission_check_name: Annotated[str, SUBDOMAIN, Rule(change="kueue-names")] = Field(
+    topology_name: Annotated[Subdomain, _IMMUTABLE] = Field("slice-topology", description="a Kueue object's name")
+    flavor_name: Annotated[Subdomain, _IMMUTABLE] = Field("slice-rf", description="a Kueue object's name")
+    admission_check_name: Annotated[Subdomain, Rule(change="kueue-names")] = Field(
         "ac", description="a Kueue object's name"
     )
-    cluster_queue: Annotated[str, SUBDOMAIN, _IMMUTABLE] = Field("cq", description="a Kueue object's name")
+    cluster_queue: Annotated[Subdomain, _IMMUTABLE] = Field("cq", description="a Kueue object's name")
     local_queue: Annotated[
         str,
         Rule(
@@ -364,16 +353,7 @@ class KueueSettings(Model):
         "999999Pi", description="the ClusterQueue's CPU or memory quota"
     )
 
-    # A namespace is a DNS-1123 label (k8s ValidateNamespaceName).
-    _ns = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
-    # Kueue's objects are custom resources, named by DNS-1123 subdomains, and the pinned v0.17.4 CRDs pattern
-    # references to them the same way (LocalQueue spec.clusterQueue, ResourceFlavor spec.topologyName,
-    # ClusterQueue flavors[].name: maxLength 253 and the subdomain pattern).
-    _subdomains = field_validator("topology_name", "flavor_name", "admission_check_name", "cluster_queue")(
-        classmethod(lambda cls, v: dns_subdomain(v))
-    )
-    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload, so
-    # it is a label value as well: a subdomain of at most 63 characters.
+    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload.
     _lq = field_validator("local_queue")(
         classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label"))
     )
@@ -427,6 +407,7 @@ class SubslicingDemo(Model):
     enabled: DemoEnabled = True
     name: Annotated[
         str,
+        AfterValidator(_jobset_name),
         Rule(
             "a DNS-1035 label such that JobSet's longest Job name, <name>-job-jax-<replicas - 1>, has at most 63 "
             "characters (53 with 1-10 replicas)",
@@ -448,13 +429,12 @@ class SubslicingDemo(Model):
     ] = Field(6, ge=1, description="how many sub-slices the demo asks for")
     priority: DemoPriority = "low-priority-1000"
 
-    _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
-
 
 class SuperslicingDemo(Model):
     enabled: DemoEnabled = True
     name: Annotated[
         str,
+        AfterValidator(_jobset_name),
         Rule(
             "a DNS-1035 label of at most 53 characters: JobSet names its one Job <name>-job-jax-0",
             JOBSET_WEBHOOK,
@@ -464,8 +444,6 @@ class SuperslicingDemo(Model):
     ] = Field("kueue-jobset-simple-superslicing", description=_DEMO_NAME)
     topology: DemoTopology = "4x4x8"
     priority: DemoPriority = "medium-priority-2000"
-
-    _name = field_validator("name")(classmethod(lambda cls, v: _jobset_name(v)))
 
     @property
     def replicas(self) -> int:

@@ -5,11 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.model.checks import (
     MTU_MAX,
@@ -23,8 +19,10 @@ from components.model.reference_sources import GCE_NAMES, PROXY_SUBNETS, SUBNET_
 
 
 class NetworkSettings(Model):
+    # The longest derived name is <prefix>-allow-internal; GCE names stop at 63 characters.
     prefix: Annotated[
         str,
+        AfterValidator(lambda v: gce_name(v, 63 - len("-allow-internal"), "a GCE name prefix")),
         Rule(
             "a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so "
             "that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63",
@@ -42,6 +40,7 @@ class NetworkSettings(Model):
     )
     tpu_subnet_cidr: Annotated[
         str,
+        AfterValidator(lambda v: cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
             SUBNET_RANGES,
@@ -52,6 +51,7 @@ class NetworkSettings(Model):
     ] = Field("10.10.0.0/18", description="primary range of the TPU and node subnet")
     proxy_subnet_cidr: Annotated[
         str,
+        AfterValidator(lambda v: cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
             PROXY_SUBNETS,
@@ -61,31 +61,12 @@ class NetworkSettings(Model):
         ),
     ] = Field("172.16.0.0/26", description="the proxy-only subnet the regional internal Gateway needs")
 
-    @field_validator("prefix")
-    @classmethod
-    def _prefix(cls, v: str) -> str:
-        # The longest derived name is <prefix>-allow-internal; GCE names stop at 63 characters.
-        return gce_name(v, 63 - len("-allow-internal"), "a GCE name prefix")
-
     @field_validator("mtu")
     @classmethod
     def _mtu(cls, v: int) -> int:
         if not MTU_MIN <= v <= MTU_MAX:
             raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
         return v
-
-    @field_validator("tpu_subnet_cidr")
-    @classmethod
-    def _tpu_cidr(cls, v: str) -> str:
-        # A subnet's primary range is /29 or larger (https://cloud.google.com/vpc/docs/subnets#valid-ranges).
-        return cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")
-
-    @field_validator("proxy_subnet_cidr")
-    @classmethod
-    def _proxy_cidr(cls, v: str) -> str:
-        # "The proxy-only subnet must provide 64 or more IP addresses ... a prefix length of /26 or shorter"
-        # (https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size).
-        return cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")
 
     @model_validator(mode="after")
     def _disjoint(self) -> NetworkSettings:

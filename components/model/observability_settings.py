@@ -26,9 +26,7 @@ _THRESHOLD = "how long the condition holds before that alert fires"
 
 
 class ObservabilitySettings(Model):
-    # Off removes every scrape object, the dashboard and the alerts.
     enabled: Flag = Field(True, description="every scrape object, the dashboard and the alerts")
-    # Each part on its own: PodMonitorings (and Kueue's resource metrics), the dashboard, the alert policies.
     scraping: Flag = Field(True, description="the PodMonitorings (and Kueue's resource metrics)")
     dashboard: Flag = Field(True, description="the Cloud Monitoring dashboard")
     alerts: Flag = Field(True, description="the alert policies")
@@ -42,12 +40,10 @@ class ObservabilitySettings(Model):
             accepted="1m30s",
         ),
     ] = Field("30s", description="how often Managed Prometheus scrapes vLLM and Kueue")
-    # Alert thresholds, in minutes: how long the condition must hold before the policy fires.
     pending_workload_minutes: Annotated[int, MINUTES] = Field(30, ge=1, le=1440, description=_THRESHOLD)
     no_ready_leader_minutes: Annotated[int, MINUTES] = Field(10, ge=1, le=1440, description=_THRESHOLD)
     quota_full_minutes: Annotated[int, MINUTES] = Field(30, ge=1, le=1440, description=_THRESHOLD)
-    # Cloud Monitoring notification channels the alerts notify. While alerts are on, at least one, or the explicit
-    # opt-out below: an alert nobody hears of is the failure this section exists to prevent.
+    # At least one while alerts are on, or the explicit opt-out: an alert nobody hears of is the failure to prevent.
     notification_channels: Annotated[
         list[str],
         Rule(
@@ -63,7 +59,6 @@ class ObservabilitySettings(Model):
         default_factory=list,
         description="the channels the alerts notify (none: incidents in the console only)",
     )
-    # True = the alert policies notify nobody: incidents open in the Cloud Monitoring console only (dev stacks).
     notify_nobody: Annotated[
         Flag,
         Rule(

@@ -14,8 +14,17 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from components.model.checks import K8S_NAMES, LWS_NAME_MAX, LWS_REVISION_LEN, parse_topology, project_id
+from components.model.checks import (
+    K8S_NAMES,
+    LWS_NAME_MAX,
+    LWS_REVISION_LEN,
+    dns_label,
+    dns_subdomain,
+    parse_topology,
+    project_id,
+)
 from components.model.machines import GENERAL_PURPOSE
+from components.model.oci import oci_chart
 
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
@@ -172,5 +181,9 @@ OCI_CHART = Rule(
     refused="ghcr.io/llm-d/charts/x",
     accepted="oci://r/c",
 )
+# Custom resources are named by DNS-1123 subdomains, and the pinned Kueue CRDs pattern references to them so.
+Subdomain = Annotated[str, AfterValidator(dns_subdomain), SUBDOMAIN]
+Namespace = Annotated[str, AfterValidator(dns_label), NAMESPACE]  # k8s ValidateNamespaceName
+OciChart = Annotated[str, AfterValidator(oci_chart), OCI_CHART]
 QUANTITY_RULE = Rule("a Kubernetes quantity (full grammar, no sign)", QUANTITY, refused="lots", accepted="1e3")
 MINUTES = Rule("an integer from 1 to 1440", THIS_PROGRAM, refused=1441, accepted=1440)

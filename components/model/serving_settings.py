@@ -7,6 +7,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -22,10 +23,9 @@ from components.model.checks import (
     SettingError,
     bucket_name,
     dns1035_label,
-    dns_subdomain,
 )
 from components.model.k8s_settings import ResourceAmounts, ResourceRequirements, requirements
-from components.model.oci import OCI_REFERENCE_RE, image_reference, oci_chart
+from components.model.oci import OCI_REFERENCE_RE, image_reference
 from components.model.reference_sources import (
     BUCKET,
     GATEWAY_CLASSES,
@@ -36,7 +36,6 @@ from components.model.reference_sources import (
     LWS_SERVICE,
     NODE_SIZES,
     OCI,
-    OCI_CHART,
     QUANTITY,
     ROUTER_RELEASE,
     THIS_PROGRAM,
@@ -44,8 +43,10 @@ from components.model.reference_sources import (
     VLLM_CACHE,
     VLLM_SCHEDULER,
     Flag,
+    OciChart,
     PriorityName,
     Rule,
+    Subdomain,
     TopologyName,
 )
 
@@ -79,7 +80,6 @@ class ServingResources(ResourceAmounts):
 
 
 class ServingRole(Model):
-    # The LeaderWorkerSet's name; None = kueue-vllm-<role>-model-streamer, the reference's.
     name: Annotated[
         str | None,
         Rule(
@@ -101,7 +101,6 @@ class ServingRole(Model):
     priority: Annotated[PriorityName, Rule(change="serving-replicas", accepted="low-priority-1000")] = Field(
         "high-priority-3000", description="the groups' Kueue priority class"
     )
-    # None = chips in the slice x TensorCores per chip; set only to assert a value.
     tensor_parallel_size: Annotated[
         int | None,
         Rule(
@@ -135,8 +134,9 @@ EXTERNAL_GATEWAY_CLASSES = {
 
 
 class GatewaySettings(Model):
+    # A Gateway is a custom resource, and the router chart's HTTPRoute names it in parentRefs[].name.
     name: Annotated[
-        str,
+        Subdomain,
         Rule(
             "a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName",
             f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
@@ -145,7 +145,6 @@ class GatewaySettings(Model):
             "g." * 126 + "g",
         ),
     ] = Field("llm-d-inference-gateway", description="the Gateway's name")
-    # Internal by default: reachable from the VPC (and what is peered or connected to it) only.
     class_name: Annotated[
         str,
         Rule(
@@ -157,7 +156,6 @@ class GatewaySettings(Model):
             context={"serving": {"gateway": {"exposeToInternet": True}}},
         ),
     ] = Field("gke-l7-rilb", description="the Gateway's GKE class (default: regional internal)")
-    # An external class puts the model's endpoint on the internet; it takes this explicit opt-in.
     expose_to_internet: Annotated[
         Flag,
         Rule(
@@ -169,10 +167,6 @@ class GatewaySettings(Model):
             context={"serving": {"gateway": {"className": "gke-l7-gxlb"}}},
         ),
     ] = Field(False, description="the opt-in an external Gateway class needs")
-
-    # A Gateway is a custom resource (a DNS-1123 subdomain), and the router chart's HTTPRoute names it in
-    # parentRefs[].name, an ObjectName of 1-253 characters (gateway-api v1.4.1 CRDs).
-    _name = field_validator("name")(classmethod(lambda cls, v: dns_subdomain(v)))
 
     @field_validator("class_name")
     @classmethod
@@ -249,7 +243,7 @@ class RouterSettings(Model):
     # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
     # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
     # a release tag is the tightest pin upstream offers (llm-d/llm-d-router@71f4f099 = v0.10.0).
-    chart: Annotated[str, OCI_CHART] = Field(
+    chart: OciChart = Field(
         "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
         description="llm-d's router chart (EPP, InferencePool, HTTPRoute)",
     )
@@ -296,11 +290,6 @@ class RouterSettings(Model):
                 "from v0.10.0 on; v0.9.0 and earlier default to 8001)"
             )
         return v
-
-    @field_validator("chart")
-    @classmethod
-    def _chart(cls, v: str) -> str:
-        return oci_chart(v)
 
 
 class RoutingSidecarSettings(Model):
@@ -398,6 +387,7 @@ class ServingSettings(Model):
     )
     guide: Annotated[
         str,
+        AfterValidator(lambda v: dns1035_label(v, 53, ": it names the router's Helm release and EPP Service")),
         Rule(
             "a DNS-1035 label of at most 53 characters: it names the router's Helm release (Helm's bound) and its "
             "EPP Service, <guide[:40]>-epp (a Service name starts with a letter)",
@@ -430,8 +420,7 @@ class ServingSettings(Model):
             accepted="m",
         ),
     ] = Field(None, description="vLLM `--served-model-name`, what clients send")
-    # The bucket holding the model's weights (its name, no gs://): required while serving is enabled, no default
-    # (bucket names are global; another project's bucket would answer 403). The pods get read access only.
+    # No default: bucket names are global, and another project's bucket would answer 403.
     weights_bucket: Annotated[
         str | None,
         BUCKET,
@@ -442,8 +431,7 @@ class ServingSettings(Model):
             accepted="b" * 3,
         ),
     ] = Field(None, description="the bucket holding the model weights, which the pods only read")
-    # The bucket this stack creates for vLLM's XLA compilation cache (VLLM_XLA_CACHE_PATH), the one place the pods
-    # may write; None = a name derived from the project and the cluster (Settings.xla_cache_bucket).
+    # VLLM_XLA_CACHE_PATH, the one place the pods may write; unset: Settings.xla_cache_bucket derives it.
     xla_cache_bucket: Annotated[
         str | None,
         BUCKET,
@@ -469,6 +457,7 @@ class ServingSettings(Model):
     )
     image: Annotated[
         str,
+        AfterValidator(image_reference),
         Rule(
             "an OCI image reference, [registry[:port]/]repository[:tag][@digest], lowercase repository, tag up to "
             "128 characters, name up to 255",
@@ -503,8 +492,7 @@ class ServingSettings(Model):
         ),
     ] = Field("fp8", description="vLLM `--kv-cache-dtype`")
     enable_expert_parallel: Flag = Field(True, description="vLLM `--enable-expert-parallel`")
-    # How vLLM reads the weights: "stream" = runai_streamer straight from gs:// (the reference's flags);
-    # "mount" = from the GCS FUSE CSI volume at /data, which is only declared in that case.
+    # "stream" is runai_streamer (the reference's flags); the GCS FUSE volume is declared only for "mount".
     weights_via: Annotated[
         Literal["stream", "mount"], Rule("stream or mount", THIS_PROGRAM, refused="copy", accepted="mount")
     ] = Field(
@@ -540,11 +528,6 @@ class ServingSettings(Model):
     router: Annotated[RouterSettings, Rule(change="router")] = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
     weights_download: Annotated[WeightsDownloadSettings, Rule(change="weights-download")] = Field(default_factory=dict)
-
-    @field_validator("image")
-    @classmethod
-    def _serving_image(cls, v: str) -> str:
-        return image_reference(v)
 
     @field_validator("kv_cache_dtype")
     @classmethod
@@ -638,14 +621,6 @@ class ServingSettings(Model):
                 "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight"
             )
         return v
-
-    # The guide names the router's Helm release (at most 53 characters: helm/helm pkg/chartutil/validate_name.go
-    # maxReleaseNameLen) and labels every model server. The chart names its EPP Service <release[:40]>-epp
-    # (llm-d/llm-d-router@71f4f099 config/charts/routerlib/templates/_helpers.tpl, llm-d-router.name), and a
-    # Service name is a DNS-1035 label: so the guide starts with a letter.
-    _guide = field_validator("guide")(
-        classmethod(lambda cls, v: dns1035_label(v, 53, ": it names the router's Helm release and EPP Service"))
-    )
 
     @property
     def routing_sidecar_image(self) -> str:

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     field_validator,
     model_validator,
@@ -40,6 +41,7 @@ from components.model.reference_sources import (
 class ReservationSettings(Model):
     name: Annotated[
         str | None,
+        AfterValidator(lambda v: v if v is None else compute_name(v, "a Compute Engine reservation name")),
         Rule(
             "a Compute Engine reservation name (RFC 1035, 1-63 characters) or its numeric resource ID; required "
             "when tpu.cubes > 0 with SPECIFIC",
@@ -59,6 +61,7 @@ class ReservationSettings(Model):
     ] = Field(None, description="the project owning the reservation (shared reservations)")
     block: Annotated[
         str,
+        AfterValidator(lambda v: v and compute_name(v, 'a reservation block name (or "" for the whole reservation)')),
         Rule(
             'a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" '
             "for the whole reservation; the preview reads the reservation, so a block that does not exist is "
@@ -80,16 +83,6 @@ class ReservationSettings(Model):
         ),
     ] = Field("SPECIFIC", description="the pools' reservation affinity")
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str | None) -> str | None:
-        return None if v is None else compute_name(v, "a Compute Engine reservation name")
-
-    @field_validator("block")
-    @classmethod
-    def _block(cls, v: str) -> str:
-        return v if v == "" else compute_name(v, 'a reservation block name (or "" for the whole reservation)')
-
 
 _SLICING = f"{TPU7X}; {DYNAMIC_SLICING}"
 
@@ -107,6 +100,7 @@ class TpuSettings(Model):
     ] = Field("tpu7x-standard-4t", description="the TPU VM type (the TPU facts table, `components/model/geometry.py`)")
     cube_topology: Annotated[
         str,
+        AfterValidator(parse_topology),
         Rule(
             "a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x)",
             _SLICING,
@@ -136,6 +130,7 @@ class TpuSettings(Model):
     )
     workload_policy_name: Annotated[
         str,
+        AfterValidator(lambda v: gce_name(v, 63, "a GCE resource policy name")),
         Rule("a GCE resource policy name: RFC 1035, 1-63 characters", GCE_NAMES, "workload-policy", "Policy", "a" * 63),
     ] = Field("superslice-policy", description="name of the `HIGH_THROUGHPUT` workload policy")
     accelerator_topology_mode: Annotated[
@@ -148,8 +143,10 @@ class TpuSettings(Model):
             "AUTO_CONNECT",
         ),
     ] = Field("PROVISION_ONLY", description="how the workload policy connects the chips")
+    # Pools are named <prefix>-<n>: the longest name is checked against tpu.cubes below.
     pool_prefix: Annotated[
         str,
+        AfterValidator(lambda v: gce_name(v, NODE_POOL_NAME_MAX - 2, "a node pool name prefix")),
         Rule(
             "a GKE node pool name prefix: RFC 1035, such that the last pool, <prefix>-<tpu.cubes>, has at most "
             "40 characters",
@@ -160,8 +157,7 @@ class TpuSettings(Model):
         ),
     ] = Field("tpu7-pool", description="TPU node pool names")
     reservation: Annotated[ReservationSettings, Rule(change="reservation")] = Field(default_factory=dict)
-    # Pins cube i (pool <prefix>-<i+1>) to sub-block subBlocks[i] of tpu.reservation.block; unset: the
-    # program picks (components/model/reservation.py). Checked against the reservation at preview.
+    # Unset: components/model/reservation.py picks; checked against the reservation at preview.
     sub_blocks: Annotated[
         list[str] | None,
         Rule(
@@ -199,19 +195,6 @@ class TpuSettings(Model):
         if v not in sliceable:
             raise ValueError(f"a machine type that supports dynamic slicing: {', '.join(sliceable)}")
         return v
-
-    _topo = field_validator("cube_topology")(classmethod(lambda cls, v: parse_topology(v)))
-
-    @field_validator("workload_policy_name")
-    @classmethod
-    def _policy(cls, v: str) -> str:
-        return gce_name(v, 63, "a GCE resource policy name")
-
-    @field_validator("pool_prefix")
-    @classmethod
-    def _pool(cls, v: str) -> str:
-        # Pools are named <prefix>-<n>: the longest name is checked against tpu.cubes below.
-        return gce_name(v, NODE_POOL_NAME_MAX - 2, "a node pool name prefix")
 
     @model_validator(mode="after")
     def _consistent(self) -> TpuSettings:
