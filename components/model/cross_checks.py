@@ -26,11 +26,8 @@ from components.model.checks import (
     node_allocatable_of,
 )
 from components.model.geometry import Topology
-from components.model.k8s_settings import (
-    DEMO_REPLICATED_JOB,
-    ResourceAmounts,
-    longest_job_name,
-)
+from components.model.k8s_settings import DEMO_REPLICATED_JOB, longest_job_name
+from components.model.resources_settings import ResourceAmounts
 
 if TYPE_CHECKING:
     from components.model.root_settings import Settings

@@ -30,15 +30,11 @@ from components.model.cluster_settings import ClusterSettings
 from components.model.cross_checks import CrossChecks
 from components.model.geometry import Slice, SliceKind, Topology
 from components.model.gke_versions import DYNAMIC_SLICING_DOC
-from components.model.k8s_settings import (
-    AddonsSettings,
-    DemosSettings,
-    KueueSettings,
-    ResourceRequirements,
-)
+from components.model.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
 from components.model.network_settings import NetworkSettings
 from components.model.observability_settings import ObservabilitySettings
 from components.model.reference_sources import PULUMI_SECRETS, ZONES, ProjectId, Rule
+from components.model.resources_settings import ResourceRequirements
 from components.model.serving_settings import ServingSettings
 from components.model.tpu_settings import TpuSettings
 
