@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi.output import UNKNOWN
 
-from components.model.diff import engine
+from components.model.diff import dependents, engine, gcp
 from components.teardown import PoolReplacementsProvider, replacement_refusals
 from tests.test_diff import change, preview
 
@@ -79,7 +79,7 @@ def test_a_dependent_is_re_created_even_when_its_own_inputs_do_not_change() -> N
 
 def test_a_protected_dependent_stops_the_replacement() -> None:
     js = by_name(engine.diff(queue_graph("a", "l", protect=True), queue_graph("b", "l", protect=True)))["js"]
-    assert js.action == engine.REJECTED and "protected" in js.reason and "step_generator.go:2110" in js.reason
+    assert js.action == engine.REJECTED and "protected" in js.reason and dependents.PROTECTED_DEPENDENT in js.reason
 
 
 def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:
@@ -160,7 +160,7 @@ def subnet(cidr: str, purpose: str) -> dict[str, Any]:
 def test_growing_a_proxy_only_subnet_is_rejected_and_a_private_one_updates() -> None:
     for purpose in ("REGIONAL_MANAGED_PROXY", "GLOBAL_MANAGED_PROXY"):
         (c,) = engine.diff([subnet("172.16.0.0/26", purpose)], [subnet("172.16.0.0/25", purpose)]).changes
-        assert c.action == engine.REJECTED and "expand-ip-range" in c.reason and "subnetwork.go:1269" in c.reason
+        assert c.action == engine.REJECTED and gcp.API_REFUSALS[SUBNET][0].source in c.reason
     (c,) = engine.diff([subnet("10.8.0.0/14", "PRIVATE")], [subnet("10.8.0.0/13", "PRIVATE")]).changes
     assert c.action == engine.UPDATE
     # shrinking or moving it is a replacement (ForceNew when shrink), not a refused update

@@ -16,12 +16,14 @@ Record = dict[str, Any]
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 DYNAMIC_PREFIX = "pulumi-python:dynamic"
-# The program's own dynamic providers decide their diff in code; these facts restate it, and
-# tests/test_diff_model.py calls each provider's `diff` to check them.
+# The program's own dynamic providers: what their `diff` decides. The gate's provider reads its replace keys
+# from here (replace_keys); tests/test_diff_model.py calls each provider's `diff` against these facts.
+SLICE_GATE = "pulumi-python:dynamic/teardown:SliceGate"
 _SLICE_GATE = "components/teardown.py SliceGateProvider.diff (REPLACE_KEYS, delete_before_replace=True)"
 DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
     DYNAMIC: (),  # a provider without `diff`: any change of the inputs is an update (DYNAMIC_SOURCE)
-    "pulumi-python:dynamic/teardown:SliceGate": (
+    # A gate of another pool or cluster is another gate.
+    SLICE_GATE: (
         F.Fact("pool", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
         F.Fact("cluster", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
     ),
@@ -30,7 +32,7 @@ DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
     # Never replaced either (teardown.py PoolReplacementsProvider.diff); its `check` refuses too.
     "pulumi-python:dynamic/teardown:PoolReplacements": (),
 }
-DYNAMIC_DELETE_FIRST = frozenset({"pulumi-python:dynamic/teardown:SliceGate"})
+DYNAMIC_DELETE_FIRST = frozenset({SLICE_GATE})
 # Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
 DYNAMIC_OWN_DIFF = frozenset(DYNAMIC_FACTS) - {DYNAMIC}
 # Components whose children the Kubernetes provider renders at run time (not visible offline).
@@ -39,7 +41,7 @@ PROVIDER_FACTS = (
     F.Fact(
         "clusterIdentifier",
         F.REPLACE,
-        "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go:490",
+        f"{F.PULUMI_KUBERNETES}/provider/provider.go:490",
         "a new clusterIdentifier replaces the provider",
     ),
 )
@@ -47,6 +49,11 @@ DYNAMIC_SOURCE = (
     "pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/dynamic.py:222-231 (default diff: unknown) and "
     "dynamic/__main__.py:121-134: the engine compares the inputs, and a change is an update"
 )
+
+
+def replace_keys(type_: str) -> tuple[str, ...]:
+    """The inputs whose change replaces a resource of one of the program's dynamic providers."""
+    return tuple(f.path for f in DYNAMIC_FACTS[type_] if f.effect == F.REPLACE)
 
 
 def is_modelled(record: Record) -> bool:

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.model.diff.facts import PULUMI_KUBERNETES
 from components.model.diff.gcp import TPGB
 
 Record = dict[str, Any]
 POOL = "gcp:container/nodePool:NodePool"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
-PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
+PK = PULUMI_KUBERNETES
 
 
 @dataclass(frozen=True)
