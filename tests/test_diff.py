@@ -212,31 +212,12 @@ def test_no_change_is_all_same() -> None:
 
 # ------------------------------------------------------------------------------------------------ second run
 
-# What the read-back model finds in the program today: fixes are in flight on other branches. Each entry is
-# (type, top-level property) -> why. Remove an entry once its fix is merged (its xfail test then fails).
-# (The TPU pools' placementPolicy and the dashboard JSON were listed here until their fixes were merged.)
-KNOWN_READBACK_FINDINGS: dict[tuple[str, str], str] = {}
-
-
-def second_run_findings(stack: str) -> set[tuple[str, str]]:
-    _, result = preview(stack, "--second-run")
-    found = set()
-    for c in result["changes"]:
-        if c["action"] != "same":
-            found |= {(c["type"], p.split(".")[0].split("[")[0]) for p in c["properties"] or ["<none>"]}
-    return found
-
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_second_run_changes_nothing_but_the_known_findings(stack: str) -> None:
-    unexplained = second_run_findings(stack) - KNOWN_READBACK_FINDINGS.keys()
-    assert unexplained == set(), f"the second `pulumi up` of {stack} would change {sorted(unexplained)}"
-
-
-def test_every_known_finding_still_occurs() -> None:
-    """A finding whose fix is merged must leave the list (the coordinator removes it at merge)."""
-    found = set().union(*(second_run_findings(stack) for stack in STACKS))
-    assert set(KNOWN_READBACK_FINDINGS) <= found, sorted(set(KNOWN_READBACK_FINDINGS) - found)
+def test_the_second_run_changes_nothing(stack: str) -> None:
+    _, result = preview(stack, "--second-run")
+    changed = sorted((c["type"], c["name"], *c["properties"]) for c in result["changes"] if c["action"] != "same")
+    assert changed == [], f"the second `pulumi up` of {stack} would change {changed}"
 
 
 # ------------------------------------------------------------------------------------------------ --base
