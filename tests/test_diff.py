@@ -321,9 +321,13 @@ def test_secrets_are_never_printed() -> None:
 # ------------------------------------------------------------------------------------------------ Pulumi options
 
 
+def urn(name: str, type_: str) -> str:
+    return f"urn:pulumi:dev::{P}::{type_}::{name}"
+
+
 def record(name: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    urn = f"urn:pulumi:dev::{P}::{type_}::{name}"
-    return {"urn": urn, "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
+    """A registration as the engine reads it (components/cli/snapshot.py records), made by hand."""
+    return {"urn": urn(name, type_), "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
 
 
 def test_an_alias_keeps_the_resource() -> None:

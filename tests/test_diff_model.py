@@ -370,7 +370,7 @@ def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provi
 def test_an_unknown_inside_a_force_new_block_replaces_only_through_a_force_new_field() -> None:
     """SDKv2 compares a ForceNew block's item count: an unknown label inside the pool's nodeConfig updates it, an
     unknown service account (ForceNew itself, node_config.go:647) replaces it."""
-    from tests.test_diff_rules import record, urn
+    from tests.test_diff import record, urn
 
     account, pool = "gcp:serviceaccount/account:Account", "gcp:container/nodePool:NodePool"
     deps = {"nodeConfig": [urn("sa", account)]}
