@@ -443,6 +443,14 @@ def test_impossible_plan_gets_the_preview_message(tmp_path: Path) -> None:
     assert err == f"error: {run.error}\n"
 
 
+def test_an_error_of_the_program_itself_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = adoption.execute(dev_config(), stack="dev")
+    failed.error = Exception("a component refused")
+    monkeypatch.setattr(adoption, "execute", lambda *a, **k: failed)
+    code, out, err = cli("--stack", "dev")
+    assert (code, out, err) == (1, "", "error: a component refused\n")
+
+
 def test_bad_project_number() -> None:
     code, out, err = cli("--stack", "dev", "--project-number", "my-project")
     assert code == 2 and out == "" and "--project-number" in err

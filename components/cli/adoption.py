@@ -59,10 +59,10 @@ def adoption(
     config: dict[str, Any], stack: str, secret_keys: Sequence[str] = (), project_number: str | None = None
 ) -> Adoption:
     """Every resource the program registers for this stack config: importable entries and skipped ones.
-    Raises pulumi's error when the program refuses the config, ValueError for a type no table knows."""
+    Raises RuntimeError when the program refuses the config, ValueError for a type no table knows."""
     run = execute(config, stack=stack, secret_keys=list(secret_keys), mocks=AdoptionMocks(project_number))
     if run.error is not None:
-        raise run.error
+        raise RuntimeError(str(run.error))
     by_urn = {r.urn: r for r in run.registrations}
     out, unknown = Adoption(), []
     skipped_urns: set[str] = set()

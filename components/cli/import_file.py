@@ -184,6 +184,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     except ValueError as e:
         print(f"error: {e}", file=err)
         return 2
+    except RuntimeError as e:  # the program refused what the checks above let through
+        print(f"error: {e}", file=err)
+        return 1
     if args.targets:
         print("\n".join(targets(plan, args.stack, project)), file=out)
     elif args.explain:
