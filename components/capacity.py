@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 
 from components.base import Component
 from components.cluster import CLOUD_PLATFORM_SCOPE, node_network_config
+from components.model.diff import readback
 from components.model.reservation import SUB_BLOCK_LABEL, Assignment
 from components.model.settings import Settings
 
@@ -60,7 +61,7 @@ def placement_policy(settings: Settings, policy_name: pulumi.Input[str]) -> dict
 # terraform/gcp_old/tpu-inference/k8s/workers.tf, `ignore_changes`), so an undeclared block would read as
 # "remove it" = replace the pool. The bridge drops ignored paths from the provider's diff
 # (pulumi-terraform-bridge pkg/tfshim/sdk-v2/instance_diff.go processIgnoreChanges).
-POOL_IGNORE_CHANGES = ["nodeConfig.advancedMachineFeatures"]
+POOL_IGNORE_CHANGES = readback.ignored("gcp:container/nodePool:NodePool")
 
 
 class TpuCapacity(Component):

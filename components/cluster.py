@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model.cluster_settings import MaintenanceExclusion
+from components.model.diff import readback
 from components.model.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -137,7 +138,7 @@ def cluster_identifier(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
 
 
 # The cluster's properties that only shape the temporary default pool (see Cluster below).
-CLUSTER_IGNORE_CHANGES = ["initialNodeCount", "nodeConfig"]
+CLUSTER_IGNORE_CHANGES = ["initialNodeCount", *readback.ignored("gcp:container/cluster:Cluster")]
 
 
 def default_pool_config(node_service_account: pulumi.Input[str]) -> dict[str, object]:

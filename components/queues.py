@@ -13,6 +13,8 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.kueue_guard import ImmutableFields
+from components.model.diff.kubernetes import PRIORITY_CLASS as PRIORITY_LABEL  # Kueue's labels: facts with their source
+from components.model.diff.kubernetes import QUEUE_NAME as QUEUE_LABEL
 from components.model.geometry import Slice, SliceKind
 from components.model.settings import Settings
 from components.objects import KubernetesObject
@@ -27,8 +29,6 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 SLICE_CONTROLLER = "accelerator.gke.io/slice"
 TPU_RESOURCE = "google.com/tpu"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 HEALTHY = "HEALTHY"
 # Names the ResourceFlavor by its Output, so a delete-first replacement of the flavor replaces the ClusterQueue
 # first (Pulumi asks the ClusterQueue's Diff with this input unknown; `replace_on_changes=["metadata"]`).

@@ -54,12 +54,13 @@ from pulumi.runtime import rpc
 from components.base import Component
 from components.dynamic_record import RecordProvider
 from components.model import slices as model
+from components.model.diff.families import SLICE_GATE, replace_keys
 from components.model.settings import Settings
 
 TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
 POLL_SECONDS = 10.0
 # Inputs whose change means another pool (or cluster): the gate is replaced, and so deleted first.
-REPLACE_KEYS = ("pool", "cluster")
+REPLACE_KEYS = replace_keys(SLICE_GATE)
 
 ListNodes = Callable[[str], list[dict[str, str]]]
 ListSlices = Callable[[], list[dict[str, Any]] | None]

@@ -12,34 +12,16 @@ from typing import Any
 
 from pulumi.output import UNKNOWN
 
-from components.model.diff import engine
+from components.model.diff import dependents, engine, gcp
 from components.teardown import PoolReplacementsProvider, replacement_refusals
-from tests.test_diff import change, preview
+from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.test_diff import change, preview, record, urn
 
-P = "gke-tpu-slicing"
 LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
-NO_WORKLOADS = (
-    *("--set", "demos.subslicing.enabled=false"),
-    *("--set", "demos.superslicing.enabled=false"),
-    *("--set", "serving.enabled=false"),
-)
-
-
-def record(name: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    urn = f"urn:pulumi:dev::{P}::{type_}::{name}"
-    return {"urn": urn, "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
-
-
-def urn(name: str, type_: str) -> str:
-    return f"urn:pulumi:dev::{P}::{type_}::{name}"
-
-
-def by_name(result: engine.Result) -> dict[str, engine.Change]:
-    return result.by_name()
 
 
 # ------------------------------------------------------------------ dependents of a delete-first replacement
@@ -61,7 +43,7 @@ def queue_graph(queue_name: str, lws_name: str, protect: bool = False) -> list[d
 def test_the_dependents_of_a_delete_first_replacement_are_deleted_first_too() -> None:
     # The LeaderWorkerSet gets a new name (its own replacement would create the new one first), the JobSet keeps
     # its own: both are deleted before the LocalQueue (step_generator.go calculateDependentReplacements).
-    result = by_name(engine.diff(queue_graph("a", "lws-1"), queue_graph("b", "lws-2")))
+    result = engine.diff(queue_graph("a", "lws-1"), queue_graph("b", "lws-2")).by_name()
     assert (result["lq"].action, result["lq"].delete_first) == (engine.REPLACE, True)
     for name in ("lws", "js"):
         assert (result[name].action, result[name].delete_first) == (engine.REPLACE, True), result[name]
@@ -73,13 +55,13 @@ def test_a_dependent_is_re_created_even_when_its_own_inputs_do_not_change() -> N
     old = queue_graph("a", "lws-1")
     new = queue_graph("b", "lws-1")
     new[1]["inputs"]["metadata"]["labels"] = old[1]["inputs"]["metadata"]["labels"]  # as if it held the old value
-    lws = by_name(engine.diff(old, new))["lws"]
+    lws = engine.diff(old, new).by_name()["lws"]
     assert (lws.action, lws.delete_first) == (engine.REPLACE, True)
 
 
 def test_a_protected_dependent_stops_the_replacement() -> None:
-    js = by_name(engine.diff(queue_graph("a", "l", protect=True), queue_graph("b", "l", protect=True)))["js"]
-    assert js.action == engine.REJECTED and "protected" in js.reason and "step_generator.go:2110" in js.reason
+    js = engine.diff(queue_graph("a", "l", protect=True), queue_graph("b", "l", protect=True)).by_name()["js"]
+    assert js.action == engine.REJECTED and "protected" in js.reason and dependents.PROTECTED_DEPENDENT in js.reason
 
 
 def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:
@@ -105,7 +87,7 @@ def test_a_dependents_reason_says_each_clause_once() -> None:
         gate = record("gate", gate_type, {"pool": "p", "cluster": "c"}, property_dependencies={"pool": [pool["urn"]]})
         return [pool, gate]
 
-    result = by_name(engine.diff(graph("sb-1"), graph("sb-3")))
+    result = engine.diff(graph("sb-1"), graph("sb-3")).by_name()
     assert result["pool"].action == engine.REPLACE and fact in result["pool"].reason
     gate = result["gate"]
     assert (gate.action, gate.delete_first) == (engine.REPLACE, True)
@@ -129,12 +111,12 @@ def test_an_unknown_input_under_replace_on_changes_replaces_its_owner() -> None:
     deps = {"metadata": [urn("cm", cm)]}
     old = [old_cm, record("cq", CQ, annotated, options=opts, property_dependencies=deps)]
     new = [new_cm, record("cq", CQ, annotated, options=opts, property_dependencies=deps)]
-    result = by_name(engine.diff(old, new))
+    result = engine.diff(old, new).by_name()
     assert (result["cm"].action, result["cm"].delete_first) == (engine.REPLACE, False)
     assert result["cq"].action == engine.REPLACE and "metadata: unknown, replaceOnChanges" in result["cq"].reason
     # without replaceOnChanges the unknown is an update
     new[1] = record("cq", CQ, annotated, property_dependencies=deps)
-    assert by_name(engine.diff(old, new))["cq"].action == engine.UPDATE
+    assert engine.diff(old, new).by_name()["cq"].action == engine.UPDATE
 
 
 def test_a_topology_or_flavor_rename_without_workloads_replaces_every_queue_object_delete_first() -> None:
@@ -160,7 +142,7 @@ def subnet(cidr: str, purpose: str) -> dict[str, Any]:
 def test_growing_a_proxy_only_subnet_is_rejected_and_a_private_one_updates() -> None:
     for purpose in ("REGIONAL_MANAGED_PROXY", "GLOBAL_MANAGED_PROXY"):
         (c,) = engine.diff([subnet("172.16.0.0/26", purpose)], [subnet("172.16.0.0/25", purpose)]).changes
-        assert c.action == engine.REJECTED and "expand-ip-range" in c.reason and "subnetwork.go:1269" in c.reason
+        assert c.action == engine.REJECTED and gcp.API_REFUSALS[SUBNET][0].source in c.reason
     (c,) = engine.diff([subnet("10.8.0.0/14", "PRIVATE")], [subnet("10.8.0.0/13", "PRIVATE")]).changes
     assert c.action == engine.UPDATE
     # shrinking or moving it is a replacement (ForceNew when shrink), not a refused update

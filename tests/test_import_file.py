@@ -1,10 +1,9 @@
 """`python -m components import-file` agrees with the program (issue 12).
 
-The program runs under the mock runtime for the same stack file; every resource it registers must be
-in the import file with its exact type, logical name and parent, or on the command's documented
-not-imported list. A resource type nobody taught the command about fails here, so new resources force
-an update. Ids are checked against the providers' documented import formats (quoted with sources) and
-against what the program actually registers.
+The command reads the program's offline run; this runs it again under the tests' own mocks for the same
+stack file: every resource it registers must be in the import file with its exact type, logical name and
+parent, or on the command's documented not-imported list. The id formats are checked against the
+providers' documented import formats (quoted with sources) and against what the program registers.
 """
 
 from __future__ import annotations
@@ -23,9 +22,8 @@ import pytest
 import yaml
 
 from components.cli import adoption, import_file
-from components.cli.plan import secret_keys, settings_input, stack_config
+from components.cli.plan import secret_keys, stack_config
 from components.model import import_ids as ids
-from components.model.settings import Settings, load
 from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, fill_placeholders, merge, run_program, set_arguments
 
 P = "gke-tpu-slicing"
@@ -111,7 +109,7 @@ def check_agreement(
     customs = {(s["type"], s["name"]): s for s in specs if not s.get("component")}
     components = {s["name"]: s for s in specs if s.get("component")}
     known = set(components) | set(data.get("nameTable", {}))
-    plan = adoption.adoption(_settings(stack, directory), project_number)
+    plan = _plan(stack, directory, project_number)
     skipped = {(s.name, s.type) for s in plan.skipped}
     new_components = {s.name for s in plan.skipped if s.type in adoption.NEW_COMPONENTS}
 
@@ -160,30 +158,21 @@ def dev_all() -> dict[str, Any]:
     return import_json("--stack", "dev", "--project-number", PROJECT_NUMBER)
 
 
-def _settings(stack: str, directory: Path = ROOT) -> Settings:
-    secrets = frozenset(k.removeprefix(f"{P}:") for k in secret_keys(directory, stack))
-    return load(*settings_input(fill_placeholders(stack_config(directory, stack))), secrets)
+def _plan(stack: str, directory: Path, project_number: str | None) -> adoption.Adoption:
+    config = fill_placeholders(stack_config(directory, stack))
+    return adoption.adoption(config, stack, secret_keys(directory, stack), project_number)
+
+
+def test_a_type_without_an_import_format_stops_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(ids.IMPORT_IDS, "gcp:compute/firewall:Firewall")
+    with pytest.raises(ValueError, match="no import-id format for gcp:compute/firewall:Firewall"):
+        _plan("dev", ROOT, None)
 
 
 def test_the_file_names_every_resource_the_program_registers(dev: Run, dev_all: dict[str, Any]) -> None:
     check_agreement(dev, dev_all, PROJECT_NUMBER)
-    kinds = {s["type"] for s in dev_all["resources"]}
     # the dev stack has every kind of resource this command imports
-    assert {
-        "gcp:projects/service:Service",
-        "gcp:compute/previewFeature:PreviewFeature",
-        "gcp:compute/network:Network",
-        "gcp:compute/subnetwork:Subnetwork",
-        "gcp:compute/firewall:Firewall",
-        "gcp:serviceaccount/account:Account",
-        "gcp:projects/iAMMember:IAMMember",
-        "gcp:container/cluster:Cluster",
-        "gcp:container/nodePool:NodePool",
-        "gcp:compute/resourcePolicy:ResourcePolicy",
-        "gcp:storage/bucketIAMMember:BucketIAMMember",
-        "kubernetes:core/v1:Namespace",
-        "kubernetes:core/v1:ServiceAccount",
-    } <= kinds
+    assert {*ids.IMPORT_IDS, "kubernetes:core/v1:Namespace"} <= {s["type"] for s in dev_all["resources"]}
 
 
 def test_the_hf_token_secret_is_imported_by_name_only(tmp_path: Path) -> None:
@@ -301,11 +290,6 @@ def documented_formats(resource: type) -> list[str]:
     return re.findall(r"^\s*\* `([^`]+)`$", section, re.MULTILINE)
 
 
-def template_regex(template: str) -> re.Pattern[str]:
-    parts = re.split(r"(\{\{\w+\}\})", template)
-    return re.compile("".join("[^/ ]+" if re.fullmatch(r"\{\{\w+\}\}", p) else re.escape(p) for p in parts))
-
-
 # Types whose pulumi-gcp 10.2.0 docstring lists the accepted formats.
 DOCSTRING_TYPES = {
     "gcp:projects/service:Service": gcp.projects.Service,
@@ -317,130 +301,86 @@ DOCSTRING_TYPES = {
     "gcp:container/nodePool:NodePool": gcp.container.NodePool,
     "gcp:compute/resourcePolicy:ResourcePolicy": gcp.compute.ResourcePolicy,
 }
-# Types whose formats come from the terraform-provider-google / pulumi-kubernetes docs (quoted below).
-QUOTED_FORMATS = {
-    # terraform google_service_account: "Service accounts can be imported using their URI"
-    "gcp:serviceaccount/account:Account": r"projects/[^/ ]+/serviceAccounts/[^/ ]+@[^/ ]+",
-    # terraform google_project_iam: "IAM member imports use space-delimited identifiers"
-    "gcp:projects/iAMMember:IAMMember": r"[^/ ]+ roles/[^ ]+ [a-zA-Z]+:[^ ]+",
-    # pulumi-gcp storage.BucketIAMMember: resource in question `b/{{name}}`, then role, then member
-    "gcp:storage/bucketIAMMember:BucketIAMMember": r"b/[^/ ]+ roles/[^ ]+ [a-zA-Z]+:[^ ]+",
-}
 CLUSTER_SCOPED = {"Namespace", "Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "WorkloadPriorityClass"}
 
 
-def test_every_id_matches_a_documented_format(dev_all: dict[str, Any]) -> None:
+def test_kubernetes_ids_name_a_namespace_exactly_for_namespaced_kinds(dev_all: dict[str, Any]) -> None:
     for spec in dev_all["resources"]:
-        if spec.get("component"):
-            continue
-        type_, id_ = spec["type"], spec["id"]
-        if type_ in DOCSTRING_TYPES:
-            formats = documented_formats(DOCSTRING_TYPES[type_])
-            assert formats, f"no documented formats found for {type_}"
-            # the most qualified form (listed first) leaves nothing to the provider's defaults
-            assert template_regex(formats[0]).fullmatch(id_), (type_, id_, formats[0])
-        elif type_ in QUOTED_FORMATS:
-            assert re.fullmatch(QUOTED_FORMATS[type_], id_), (type_, id_)
-        else:
-            assert type_.startswith("kubernetes:"), f"no documented id format for {type_}"
-            kind = type_.rsplit(":", 1)[1]
-            pattern = r"[a-z0-9.-]+" if kind in CLUSTER_SCOPED else r"[a-z0-9-]+/[a-z0-9.-]+"
-            assert re.fullmatch(pattern, id_), (type_, id_)
-
-
-def registered_id(run: Run, reg: Registration) -> str:
-    """The id the provider would look up for what the program registered, by the documented formats."""
-    i = reg.plain()
-    cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke").plain()
-    by_type = {
-        "gcp:projects/service:Service": lambda: f"{i['project']}/{i['service']}",
-        "gcp:compute/previewFeature:PreviewFeature": lambda: (
-            f"projects/{i['project']}/global/previewFeatures/{i['name']}"
-        ),
-        "gcp:compute/network:Network": lambda: f"projects/{i['project']}/global/networks/{i['name']}",
-        "gcp:compute/subnetwork:Subnetwork": lambda: (
-            f"projects/{i['project']}/regions/{i['region']}/subnetworks/{i['name']}"
-        ),
-        "gcp:compute/firewall:Firewall": lambda: f"projects/{i['project']}/global/firewalls/{i['name']}",
-        "gcp:serviceaccount/account:Account": lambda: (
-            f"projects/{i['project']}/serviceAccounts/{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
-        ),
-        "gcp:projects/iAMMember:IAMMember": lambda: f"{i['project']} {i['role']} {i['member']}",
-        "gcp:container/cluster:Cluster": lambda: (
-            f"projects/{i['project']}/locations/{i['location']}/clusters/{i['name']}"
-        ),
-        "gcp:container/nodePool:NodePool": lambda: f"{i['project']}/{i['location']}/{cluster['name']}/{i['name']}",
-        "gcp:compute/resourcePolicy:ResourcePolicy": lambda: (
-            f"projects/{i['project']}/regions/{i['region']}/resourcePolicies/{i['name']}"
-        ),
-        "gcp:storage/bucketIAMMember:BucketIAMMember": lambda: f"b/{i['bucket']} {i['role']} {i['member']}",
-    }
-    if reg.type in by_type:
-        return by_type[reg.type]()
-    meta = i["metadata"]
-    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        if spec["type"].startswith("kubernetes:"):
+            namespaced = spec["type"].rsplit(":", 1)[1] not in CLUSTER_SCOPED
+            assert re.fullmatch(r"[a-z0-9-]+/[a-z0-9.-]+" if namespaced else r"[a-z0-9.-]+", spec["id"]), spec
 
 
 def test_every_id_names_what_the_program_declares(dev: Run, dev_all: dict[str, Any]) -> None:
-    """The node pools name the cluster and the IAM members the account by Output: under the mocks those
-    resolve to the mocks' values, which is what a real deployment resolves them to."""
-    specs = {(s["type"], s["name"]): s for s in dev_all["resources"] if not s.get("component")}
-    for reg in dev.registrations:
-        if (reg.type, reg.name) in specs:
-            assert specs[(reg.type, reg.name)]["id"] == registered_id(dev, reg), reg.name
+    """Ids are read from the registered inputs; a node pool's names its cluster through the cluster's id."""
+    assert not [s["id"] for s in dev_all["resources"] if "<" in s.get("id", "")], "an id holds an unresolved value"
+    cluster = dev.get("gcp:container/cluster:Cluster", "cluster-gke").plain()
+    pool = next(s for s in dev_all["resources"] if s["name"] == "cluster-system")
+    system = dev.get("gcp:container/nodePool:NodePool", "cluster-system").plain()
+    assert pool["id"] == f"{cluster['project']}/{cluster['location']}/{cluster['name']}/{system['name']}"
 
 
-# One documented example per type: the builder, fed the documentation's placeholders (or its example
+# One documented example per type: the type's format, fed the documentation's placeholders (or its example
 # values), gives back the documentation's string.
 EXAMPLES = [
-    # pulumi-gcp projects.Service "## Import": `{{project_id}}/{{service}}`
-    (ids.project_service, {"project": "{{project_id}}", "service": "{{service}}"}, "{{project_id}}/{{service}}"),
-    # pulumi-gcp compute.PreviewFeature: `projects/{{project}}/global/previewFeatures/{{name}}`
+    # pulumi-gcp projects.Service "## Import"
     (
-        ids.preview_feature,
+        "gcp:projects/service:Service",
+        {"project": "{{project_id}}", "service": "{{service}}"},
+        "{{project_id}}/{{service}}",
+    ),
+    (
+        "gcp:compute/previewFeature:PreviewFeature",
         {"project": "{{project}}", "name": "{{name}}"},
         "projects/{{project}}/global/previewFeatures/{{name}}",
     ),
-    # pulumi-gcp compute.Network: `projects/{{project}}/global/networks/{{name}}`
-    (ids.network, {"project": "{{project}}", "name": "{{name}}"}, "projects/{{project}}/global/networks/{{name}}"),
-    # pulumi-gcp compute.Subnetwork: `projects/{{project}}/regions/{{region}}/subnetworks/{{name}}`
     (
-        ids.subnetwork,
+        "gcp:compute/network:Network",
+        {"project": "{{project}}", "name": "{{name}}"},
+        "projects/{{project}}/global/networks/{{name}}",
+    ),
+    (
+        "gcp:compute/subnetwork:Subnetwork",
         {"project": "{{project}}", "region": "{{region}}", "name": "{{name}}"},
         "projects/{{project}}/regions/{{region}}/subnetworks/{{name}}",
     ),
-    # pulumi-gcp compute.Firewall: `projects/{{project}}/global/firewalls/{{name}}`
-    (ids.firewall, {"project": "{{project}}", "name": "{{name}}"}, "projects/{{project}}/global/firewalls/{{name}}"),
+    (
+        "gcp:compute/firewall:Firewall",
+        {"project": "{{project}}", "name": "{{name}}"},
+        "projects/{{project}}/global/firewalls/{{name}}",
+    ),
     # terraform-provider-google website/docs/r/google_service_account.html.markdown, "Import":
     # `terraform import google_service_account.my_sa
     #   projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com`
     (
-        ids.service_account,
-        {"project": "my-project", "email": "my-sa@my-project.iam.gserviceaccount.com"},
+        "gcp:serviceaccount/account:Account",
+        {"project": "my-project", "accountId": "my-sa"},
         "projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com",
     ),
     # terraform-provider-google website/docs/r/google_project_iam.html.markdown, "Import":
     # `terraform import google_project_iam_member.my_project "your-project-id roles/viewer user:foo@example.com"`
     (
-        ids.project_iam_member,
+        "gcp:projects/iAMMember:IAMMember",
         {"project": "your-project-id", "role": "roles/viewer", "member": "user:foo@example.com"},
         "your-project-id roles/viewer user:foo@example.com",
     ),
-    # pulumi-gcp container.Cluster: `projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}`
     (
-        ids.cluster,
+        "gcp:container/cluster:Cluster",
         {"project": "{{project_id}}", "location": "{{location}}", "name": "{{cluster_id}}"},
         "projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}",
     ),
-    # pulumi-gcp container.NodePool: `{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}`
     (
-        ids.node_pool,
-        {"project": "{{project_id}}", "location": "{{location}}", "cluster": "{{cluster_id}}", "name": "{{pool_id}}"},
+        "gcp:container/nodePool:NodePool",
+        {
+            "project": "{{project_id}}",
+            "location": "{{location}}",
+            "cluster@name": "{{cluster_id}}",
+            "name": "{{pool_id}}",
+        },
         "{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}",
     ),
-    # pulumi-gcp compute.ResourcePolicy: `projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}`
     (
-        ids.resource_policy,
+        "gcp:compute/resourcePolicy:ResourcePolicy",
         {"project": "{{project}}", "region": "{{region}}", "name": "{{name}}"},
         "projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}",
     ),
@@ -448,21 +388,22 @@ EXAMPLES = [
     # `terraform import google_storage_bucket_iam_member.editor
     #   "b/{{bucket}} roles/storage.objectViewer user:jane@example.com"`
     (
-        ids.bucket_iam_member,
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
         {"bucket": "{{bucket}}", "role": "roles/storage.objectViewer", "member": "user:jane@example.com"},
         "b/{{bucket}} roles/storage.objectViewer user:jane@example.com",
     ),
     # pulumi-kubernetes reads ids with ParseFqName: "namespace/name", or "name" (FqName with no namespace)
-    (ids.kubernetes_object, {"name": "my-app", "namespace": "default"}, "default/my-app"),
-    (ids.kubernetes_object, {"name": "kueue-system"}, "kueue-system"),
+    ("kubernetes:apps/v1:Deployment", {"metadata.namespace": "default", "metadata.name": "my-app"}, "default/my-app"),
+    ("kubernetes:core/v1:Namespace", {"metadata.name": "kueue-system"}, "kueue-system"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("builder", "parts", "documented"), EXAMPLES, ids=[f"{e[0].__name__}-{e[2]}" for e in EXAMPLES]
-)
-def test_documented_example(builder: Any, parts: dict[str, str], documented: str) -> None:
-    assert builder(**parts) == documented
+@pytest.mark.parametrize(("type_", "parts", "documented"), EXAMPLES, ids=[e[2] for e in EXAMPLES])
+def test_documented_example(type_: str, parts: dict[str, str], documented: str) -> None:
+    assert {e[0] for e in EXAMPLES} >= set(ids.IMPORT_IDS)
+    template = ids.import_format(type_, namespaced="metadata.namespace" in parts)
+    assert template is not None and set(ids.fields(template)) == set(parts)
+    assert ids.import_id(template, parts.__getitem__) == documented
 
 
 @pytest.mark.parametrize("type_", sorted(DOCSTRING_TYPES))
@@ -500,6 +441,14 @@ def test_impossible_plan_gets_the_preview_message(tmp_path: Path) -> None:
     code, out, err = cli("--stack", "bad", "--dir", str(directory))
     assert code == 1 and out == ""
     assert err == f"error: {run.error}\n"
+
+
+def test_an_error_of_the_program_itself_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = adoption.execute(dev_config(), stack="dev")
+    failed.error = Exception("a component refused")
+    monkeypatch.setattr(adoption, "execute", lambda *a, **k: failed)
+    code, out, err = cli("--stack", "dev")
+    assert (code, out, err) == (1, "", "error: a component refused\n")
 
 
 def test_bad_project_number() -> None:

@@ -191,3 +191,19 @@ def test_what_is_not_an_immutable_field_is_not_refused(dev: Run) -> None:
     assert refusals({}, before) == []  # the first `up`
     for overrides in ({f"{P}:tpu": {"cubes": 3}}, {f"{P}:kueue": {"cpuQuota": "20000"}}, NO_WORKLOADS):
         assert refusals(before, guard_inputs(run_program(overrides))) == [], overrides
+
+
+def test_every_guarded_field_is_an_immutable_field_of_the_model(dev: Run) -> None:
+    """The guard's fields are the preview model's facts (checked against the pinned CRDs in test_diff_model.py), and
+    every CEL rule of a Kueue kind is guarded but on what the program never changes: the AdmissionCheck's
+    controllerName (a constant) and the flavor's tolerations (never set)."""
+    from components.model.diff import kubernetes
+
+    guarded = set(guard_inputs(dev)["fields"])
+    for field in guarded:
+        kind, path = field.split(".", 1)
+        facts = (*kubernetes.METADATA, *kubernetes.FACTS[f"{KUEUE}:{kind}"])
+        assert any(f.path == path for f in facts), field
+    cel = {f"{t.rsplit(':', 1)[1]}.{f.path}" for t, fs in kubernetes.FACTS.items() if t.startswith(KUEUE) for f in fs}
+    assert cel - guarded == {"AdmissionCheck.spec.controllerName", "ResourceFlavor.spec.tolerations"}
+    assert "tolerations" not in kueue(dev, "ResourceFlavor").plain("spec")

@@ -1,355 +1,139 @@
-"""What the program declares for a stack's settings, as `pulumi import` needs it (issue 12).
+"""What the program declares for a stack, as `pulumi import` needs it: read from its recorded run.
 
-`adoption(settings)` lists every resource the program registers: the importable ones with their type,
-logical name, parent component and import id, and the ones left to `pulumi up` with the reason. The
-logical names mirror __main__.py and components/*.py; tests/test_import_file.py runs the program under
-the mock runtime and fails on any difference, and on any resource type this module does not know.
+`adoption(config, stack)` runs the program under the offline mocks (components/cli/mockrun.py) and sorts
+every registration: a type with an import-id format (components/model/import_ids.py) is imported under
+its logical name and parent component, with the id read from its registered inputs; the rest is left to
+`pulumi up`, with the reason from adoption_records.py. A type in neither table is an error, so a new
+resource type cannot be passed over silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib.metadata import version
+from typing import Any
+
+import pulumi
 
 from components.cli.adoption_records import (
-    CLUSTER_COMPONENT,
     K8S_PROVIDER,
-    NAMESPACE,
     NEW_COMPONENTS,
     NOT_IMPORTED_TYPES,
     Adoption,
     Entry,
     Skipped,
-    kube_entry,
     skip,
 )
-from components.identity import NODE_ROLES
+from components.cli.mockrun import Registration, execute
+from components.cli.mocks import SymbolicMocks
 from components.model import import_ids as ids
-from components.model.settings import Settings
-from components.modelserver import HF_SECRET, LWS_API, ROLES, lws_object_name, lws_revision
-from components.project import AI_ZONES_FEATURE, apis
-from components.queues import KUEUE_V1BETA2
-from components.serving import CACHE_ROLES, FUSE_KSA, GATEWAY_API, WEIGHTS_ROLES, role_suffix
-from components.workloads import JOBSET_API
 
-# What import_file.py and the tests read from here, the catalogue's records among them.
-__all__ = [
-    "CLUSTER_COMPONENT",
-    "GCP_VERSION",
-    "K8S_PROVIDER",
-    "NEW_COMPONENTS",
-    "NOT_IMPORTED_TYPES",
-    "Adoption",
-    "adoption",
-    "skip",
-]
+__all__ = ["GCP_VERSION", "K8S_PROVIDER", "NEW_COMPONENTS", "NOT_IMPORTED_TYPES", "Adoption", "adoption", "skip"]
 
 GCP_VERSION = version("pulumi_gcp")
+OURS = "gke-tpu-slicing:"
+# What the project-number lookup answers when --project-number is not given: an id naming it is left out.
+NO_NUMBER = "<project number>"
 
 
-def adoption(settings: Settings, project_number: str | None = None) -> Adoption:
-    """Every resource the program declares for these settings: importable entries and skipped ones.
+class AdoptionMocks(SymbolicMocks):
+    """The offline mocks, with the project number the user gave (workload identity members name it)."""
 
-    The logical names mirror __main__.py and components/*.py; the test runs the program under the mock
-    runtime and fails on any difference.
-    """
-    s, out = settings, Adoption()
-    project, region = s.project, s.region
-    c = out.components
+    def __init__(self, project_number: str | None) -> None:
+        super().__init__()
+        self.project_number = project_number or NO_NUMBER
 
-    c["project"] = "gke-tpu-slicing:project:ProjectServices"
-    for api in apis(s):
-        service = f"{api}.googleapis.com"
-        out.entries.append(
-            Entry(
-                "gcp:projects/service:Service",
-                f"project-{api}",
-                "project",
-                ids.project_service(project=project, service=service),
-            )
-        )
-    out.entries.append(
-        Entry(
-            "gcp:compute/previewFeature:PreviewFeature",
-            f"project-{AI_ZONES_FEATURE}",
-            "project",
-            ids.preview_feature(project=project, name=AI_ZONES_FEATURE),
-        )
-    )
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        if args.token == "gcp:organizations/getProject:getProject":
+            return {"number": self.project_number, "projectId": args.args.get("projectId")}, []
+        return super().call(args)
 
-    c["network"] = "gke-tpu-slicing:network:Network"
-    net = s.network
-    out.entries += [
-        Entry(
-            "gcp:compute/network:Network",
-            "network-main",
-            "network",
-            ids.network(project=project, name=net.network_name),
-        ),
-        Entry(
-            "gcp:compute/subnetwork:Subnetwork",
-            "network-tpu",
-            "network",
-            ids.subnetwork(project=project, region=region, name=net.tpu_subnet_name),
-        ),
-        Entry(
-            "gcp:compute/subnetwork:Subnetwork",
-            "network-proxy",
-            "network",
-            ids.subnetwork(project=project, region=region, name=net.proxy_subnet_name),
-        ),
-        Entry(
-            "gcp:compute/firewall:Firewall",
-            "network-allow-internal",
-            "network",
-            ids.firewall(project=project, name=net.firewall_name),
-        ),
-    ]
 
-    if s.cluster.private_nodes:
-        out.skipped.append(
-            Skipped(
-                "network-egress",
-                "gke-tpu-slicing:network:Egress",
-                NEW_COMPONENTS["gke-tpu-slicing:network:Egress"],
-                "`pulumi up` creates the Cloud Router and Cloud NAT, then turns the nodes private in place",
-                parent="network",
-            )
-        )
+def _path(inputs: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        inputs = inputs.get(key) if isinstance(inputs, dict) else None
+    return inputs
 
-    c["identity"] = "gke-tpu-slicing:identity:NodeIdentity"
-    email = ids.service_account_email(project=project, account_id=s.node_service_account_id)
-    out.entries.append(
-        Entry(
-            "gcp:serviceaccount/account:Account",
-            "identity-nodes",
-            "identity",
-            ids.service_account(project=project, email=email),
-        )
-    )
-    for role in NODE_ROLES:
-        out.entries.append(
-            Entry(
-                "gcp:projects/iAMMember:IAMMember",
-                f"identity-{role.rsplit('/', 1)[-1]}",
-                "identity",
-                ids.project_iam_member(project=project, role=role, member=f"serviceAccount:{email}"),
-            )
-        )
 
-    c["cluster"] = CLUSTER_COMPONENT
-    out.entries += [
-        Entry(
-            "gcp:container/cluster:Cluster",
-            "cluster-gke",
-            "cluster",
-            ids.cluster(project=project, location=region, name=s.cluster.name),
-        ),
-        Entry(
-            "gcp:container/nodePool:NodePool",
-            "cluster-system",
-            "cluster",
-            ids.node_pool(project=project, location=region, cluster=s.cluster.name, name=s.cluster.system_pool_name),
-        ),
-    ]
-    out.skipped.append(
-        Skipped(
-            K8S_PROVIDER[0],
-            K8S_PROVIDER[1],
-            NOT_IMPORTED_TYPES[K8S_PROVIDER[1]],
-            "recorded in the stack by `pulumi up --target <provider URN>` between the two parts",
-        )
-    )
+def adoption(
+    config: dict[str, Any], stack: str, secret_keys: Sequence[str] = (), project_number: str | None = None
+) -> Adoption:
+    """Every resource the program registers for this stack config: importable entries and skipped ones.
+    Raises RuntimeError when the program refuses the config, ValueError for a type no table knows."""
+    run = execute(config, stack=stack, secret_keys=list(secret_keys), mocks=AdoptionMocks(project_number))
+    if run.error is not None:
+        raise RuntimeError(str(run.error))
+    by_urn = {r.urn: r for r in run.registrations}
+    out, unknown = Adoption(), []
+    skipped_urns: set[str] = set()
 
-    c["capacity"] = "gke-tpu-slicing:capacity:TpuCapacity"
-    tpu = s.tpu
-    out.entries.append(
-        Entry(
-            "gcp:compute/resourcePolicy:ResourcePolicy",
-            "capacity-policy",
-            "capacity",
-            ids.resource_policy(project=project, region=region, name=tpu.workload_policy_name),
-        )
-    )
-    for i in range(tpu.cubes):
-        pool = tpu.pool_name(i)
-        out.entries.append(
-            Entry(
-                "gcp:container/nodePool:NodePool",
-                f"capacity-{pool}",
-                "capacity",
-                ids.node_pool(project=project, location=region, cluster=s.cluster.name, name=pool),
-            )
-        )
+    def parent(reg: Registration) -> Registration | None:
+        return by_urn.get(reg.parent)
 
-    chart_after = (
-        "created by the first `pulumi up`, run with PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true so that each "
-        "object is applied over the existing one instead of failing with AlreadyExists"
-    )
-    for key, addon in s.addons.helm_addons().items():
-        c[key] = "gke-tpu-slicing:addons:HelmAddon"
-        out.entries.append(kube_entry(NAMESPACE, f"{key}-namespace", key, addon.namespace))
-        out.skipped.append(
-            Skipped(
-                f"{key}-chart",
-                "kubernetes:helm.sh/v4:Chart",
-                NOT_IMPORTED_TYPES["kubernetes:helm.sh/v4:Chart"],
-                chart_after,
-            )
-        )
-    out.skipped += [
-        Skipped(
-            "slice-controller-manifest",
-            "kubernetes:yaml/v2:ConfigFile",
-            NOT_IMPORTED_TYPES["kubernetes:yaml/v2:ConfigFile"],
-            chart_after,
-        ),
-        Skipped(
-            "inference-extension-crds",
-            "kubernetes:yaml/v2:ConfigGroup",
-            NOT_IMPORTED_TYPES["kubernetes:yaml/v2:ConfigGroup"],
-            chart_after,
-        ),
-    ]
+    def left(reg: Registration, why: str, after: str) -> None:
+        up = parent(reg)
+        out.skipped.append(Skipped(reg.name, reg.type, why, after, up.name if up else None))
+        skipped_urns.add(reg.urn)
 
-    c["queues"] = "gke-tpu-slicing:queues:SliceQueues"
-    q, ns = s.kueue, s.kueue.namespace
-    out.entries += [
-        kube_entry(NAMESPACE, "queues-namespace", "queues", ns),
-        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:Topology", "queues-topology", "queues", q.topology_name),
-        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:ResourceFlavor", "queues-flavor", "queues", q.flavor_name),
-        kube_entry(
-            f"kubernetes:{KUEUE_V1BETA2}:AdmissionCheck", "queues-admission-check", "queues", q.admission_check_name
-        ),
-        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:ClusterQueue", "queues-cluster-queue", "queues", q.cluster_queue),
-        kube_entry(f"kubernetes:{KUEUE_V1BETA2}:LocalQueue", "queues-local-queue", "queues", q.local_queue, ns),
-    ]
-    for priority in q.priorities:
-        out.entries.append(
-            kube_entry(
-                f"kubernetes:{KUEUE_V1BETA2}:WorkloadPriorityClass", f"queues-priority-{priority}", "queues", priority
+    for reg in run.registrations:
+        up = parent(reg)
+        if up is not None and up.urn in skipped_urns:
+            skipped_urns.add(reg.urn)  # inside a component left to `pulumi up` whole
+            continue
+        inputs = reg.plain()
+        if reg.type in NEW_COMPONENTS:
+            left(reg, *NEW_COMPONENTS[reg.type])
+            continue
+        if reg.type == K8S_PROVIDER:
+            out.provider = (reg.name, up.type if up else "")
+        if reg.type in NOT_IMPORTED_TYPES:
+            why, after = NOT_IMPORTED_TYPES[reg.type]
+            left(reg, why, after.format_map({"name": inputs.get("name", reg.name)}))
+            continue
+        if reg.type.startswith(OURS):
+            continue  # a component: in the file when a child is
+        template = ids.import_format(reg.type, namespaced=bool(_path(inputs, "metadata.namespace")))
+        if template is None or not reg.custom:
+            unknown.append(reg.type)
+            continue
+        # An id naming a resource `pulumi up` creates cannot be imported before it.
+        created = [
+            by_urn[u]
+            for f in ids.fields(template)
+            for u in reg.property_dependencies.get(f.split("@")[0].split(".")[0], [])
+            if u in skipped_urns
+        ]
+        if created:
+            left(
+                reg,
+                f"its id names {created[0].name}, which `pulumi up` creates",
+                f"created by `pulumi up` after {created[0].name}",
             )
-        )
-    out.skipped.append(
-        Skipped(
-            "queues-immutable-fields",
-            "pulumi-python:dynamic/queues:ImmutableFields",
-            NOT_IMPORTED_TYPES["pulumi-python:dynamic/queues:ImmutableFields"],
-            "`pulumi up` records the current values; later changes of them are checked at preview",
-            parent="queues",
-        )
-    )
+            continue
 
-    demos = {"subslicing": s.demos.subslicing, "superslicing": s.demos.superslicing}
-    for key, demo in demos.items():
-        if demo.enabled:
-            c[key] = "gke-tpu-slicing:workloads:SlicingJobSet"
-            out.entries.append(kube_entry(f"kubernetes:{JOBSET_API}:JobSet", f"{key}-jobset", key, demo.name, ns))
+        def value(field: str, reg: Registration = reg, inputs: dict[str, Any] = inputs) -> str:
+            key, _, of = field.partition("@")
+            if of:
+                (urn,) = reg.property_dependencies[key]
+                return str(by_urn[urn].plain(of))
+            return str(_path(inputs, key))
 
-    if s.serving.enabled:
-        c["serving"] = "gke-tpu-slicing:serving:Serving"
-        if s.hf_token is not None:
-            out.entries.append(kube_entry("kubernetes:core/v1:Secret", "serving-hf-token", "serving", HF_SECRET, ns))
-        out.entries.append(
-            kube_entry("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa", "serving", FUSE_KSA, ns)
-        )
-        out.skipped.append(
-            Skipped(
-                "serving-xla-cache",
-                "gcp:storage/bucket:Bucket",
-                NOT_IMPORTED_TYPES["gcp:storage/bucket:Bucket"],
-                f"created by `pulumi up` as {s.xla_cache_bucket}",
+        id_ = ids.import_id(template, value)
+        if NO_NUMBER in id_:
+            left(
+                reg,
+                "its member names the project number: pass --project-number "
+                f"(gcloud projects describe {inputs.get('project') or config.get('gcp:project')} "
+                "--format='value(projectNumber)')",
+                "created by `pulumi up`; adding a member that is already bound leaves the policy as it is",
             )
-        )
-        for role in CACHE_ROLES:
-            out.skipped.append(
-                Skipped(
-                    f"serving-xla-cache-{role_suffix(role)}",
-                    "gcp:storage/bucketIAMMember:BucketIAMMember",
-                    "it grants on the new XLA cache bucket, which `pulumi up` creates",
-                    "created by `pulumi up` after the bucket",
-                )
-            )
-        for role in WEIGHTS_ROLES:
-            name = f"serving-weights-{role_suffix(role)}"
-            if project_number is None:
-                out.skipped.append(
-                    Skipped(
-                        name,
-                        "gcp:storage/bucketIAMMember:BucketIAMMember",
-                        "its member names the project number: pass --project-number "
-                        f"(gcloud projects describe {project} --format='value(projectNumber)')",
-                        "created by `pulumi up`; adding a member that is already bound leaves the policy as it is",
-                    )
-                )
-                continue
-            member = ids.workload_identity_principal(
-                project_number=project_number, workload_pool=s.workload_pool, namespace=ns, ksa=FUSE_KSA
-            )
-            out.entries.append(
-                Entry(
-                    "gcp:storage/bucketIAMMember:BucketIAMMember",
-                    name,
-                    "serving",
-                    ids.bucket_iam_member(bucket=s.serving.weights_bucket, role=role, member=member),
-                )
-            )
-        out.entries.append(
-            kube_entry(f"kubernetes:{GATEWAY_API}:Gateway", "serving-gateway", "serving", s.serving.gateway.name, ns)
-        )
-        out.skipped.append(
-            Skipped(
-                "serving-router",
-                "kubernetes:helm.sh/v4:Chart",
-                NOT_IMPORTED_TYPES["kubernetes:helm.sh/v4:Chart"],
-                chart_after,
-            )
-        )
-        if s.serving.weights_download.enabled:
-            out.skipped.append(
-                Skipped(
-                    "serving-weights",
-                    "gke-tpu-slicing:weights:WeightsDownload",
-                    NEW_COMPONENTS["gke-tpu-slicing:weights:WeightsDownload"],
-                    "`pulumi up` creates the Job (which finds a filled snapshot and ends), its namespace, account "
-                    "and write access",
-                )
-            )
-        for role_name in ROLES:
-            out.entries.append(
-                kube_entry(
-                    f"kubernetes:{LWS_API}:LeaderWorkerSet",
-                    f"serving-{role_name}",
-                    "serving",
-                    lws_object_name(s, role_name),
-                    ns,
-                )
-            )
-            out.skipped.append(
-                Skipped(
-                    f"serving-{role_name}-ready-{lws_revision(s, role_name)}",
-                    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch",
-                    NOT_IMPORTED_TYPES[f"kubernetes:{LWS_API}:LeaderWorkerSetPatch"],
-                    "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
-                    "serving",
-                )
-            )
-
-    if s.tpu.cubes:
-        out.skipped.append(
-            Skipped(
-                "teardown",
-                "gke-tpu-slicing:teardown:SliceGates",
-                NEW_COMPONENTS["gke-tpu-slicing:teardown:SliceGates"],
-                "`pulumi up` creates one gate per TPU pool",
-            )
-        )
-    if s.observability.enabled:
-        out.skipped.append(
-            Skipped(
-                "observability",
-                "gke-tpu-slicing:observability:Observability",
-                NEW_COMPONENTS["gke-tpu-slicing:observability:Observability"],
-                "`pulumi up` creates every resource of the component (scrape objects, dashboard, alert policies)",
-            )
+            continue
+        assert up is not None, reg.name  # every resource of the program is in a component
+        out.components[up.name] = up.type
+        out.entries.append(Entry(reg.type, reg.name, up.name, id_, kubernetes=reg.type.startswith("kubernetes:")))
+    if unknown:
+        raise ValueError(
+            f"import-file knows no import-id format for {', '.join(sorted(set(unknown)))}: add one to "
+            "components/model/import_ids.py, or list the type as not imported (components/cli/adoption_records.py)"
         )
     return out

@@ -1,5 +1,5 @@
-"""The records of `import-file`'s catalogue (components/cli/adoption.py): a resource to import, one left to
-`pulumi up` with the reason, and the types and components it leaves to `pulumi up` on purpose.
+"""The records of `import-file` (components/cli/adoption.py): a resource to import, one left to `pulumi up`
+with the reason, and the types and components it leaves to `pulumi up` on purpose, with why.
 """
 
 from __future__ import annotations
@@ -7,13 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from components.model import import_ids as ids
 from components.modelserver import LWS_API
 
-CLUSTER_COMPONENT = "gke-tpu-slicing:cluster:Cluster"
-# (logical name, type, parent component) of the one Kubernetes provider (components/cluster.py)
-K8S_PROVIDER = ("cluster-k8s", "pulumi:providers:kubernetes", "cluster")
-NAMESPACE = "kubernetes:core/v1:Namespace"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 @dataclass(frozen=True)
@@ -44,38 +40,69 @@ class Adoption:
     entries: list[Entry] = field(default_factory=list)
     components: dict[str, str] = field(default_factory=dict)  # logical name -> component type
     skipped: list[Skipped] = field(default_factory=list)
+    # The Kubernetes provider the objects name: its logical name and its parent component's type.
+    provider: tuple[str, str] = ("", "")
 
 
-# Resource types this command knows how to import, and types it leaves to `pulumi up` on purpose.
-# tests/test_import_file.py fails on any type the program registers that is in neither.
+CHART_AFTER = (
+    "created by the first `pulumi up`, run with PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true so that each "
+    "object is applied over the existing one instead of failing with AlreadyExists"
+)
+# Types left to `pulumi up` on purpose: why, and what `up` does (`{name}` is the resource's name input).
+# A type in neither this table nor components/model/import_ids.py stops the command (adoption.py).
 NOT_IMPORTED_TYPES = {
-    K8S_PROVIDER[1]: "`pulumi import` cannot import a provider; `pulumi up --target` records it (no cloud call)",
-    "kubernetes:helm.sh/v4:Chart": "a chart's objects are named by the chart's render at run time, which needs "
-    "the chart (not available offline); the chart component adopts them on `up`",
-    "kubernetes:yaml/v2:ConfigFile": "its objects come from a manifest the provider downloads at run time",
-    "kubernetes:yaml/v2:ConfigGroup": "its objects come from manifests the provider downloads at run time",
-    "pulumi-python:dynamic/queues:ImmutableFields": "a record of the Kueue fields the API server never updates, "
-    "in Pulumi's state only (no API call): `pulumi up` creates it",
-    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch": "a patch of the imported LeaderWorkerSet, not an object of its "
-    "own: there is nothing to import",
-    "gcp:storage/bucket:Bucket": "the XLA compilation cache's bucket is new with this program (the reference "
-    "scripts write the cache into the weights bucket): there is nothing to adopt",
+    K8S_PROVIDER: (
+        "`pulumi import` cannot import a provider; `pulumi up --target` records it (no cloud call)",
+        "recorded in the stack by `pulumi up --target <provider URN>` between the two parts",
+    ),
+    "kubernetes:helm.sh/v4:Chart": (
+        "a chart's objects are named by the chart's render at run time, which needs the chart (not available "
+        "offline); the chart component adopts them on `up`",
+        CHART_AFTER,
+    ),
+    "kubernetes:yaml/v2:ConfigFile": (
+        "its objects come from a manifest the provider downloads at run time",
+        CHART_AFTER,
+    ),
+    "kubernetes:yaml/v2:ConfigGroup": (
+        "its objects come from manifests the provider downloads at run time",
+        CHART_AFTER,
+    ),
+    "pulumi-python:dynamic/queues:ImmutableFields": (
+        "a record of the Kueue fields the API server never updates, in Pulumi's state only (no API call): "
+        "`pulumi up` creates it",
+        "`pulumi up` records the current values; later changes of them are checked at preview",
+    ),
+    f"kubernetes:{LWS_API}:LeaderWorkerSetPatch": (
+        "a patch of the imported LeaderWorkerSet, not an object of its own: there is nothing to import",
+        "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
+    ),
+    "gcp:storage/bucket:Bucket": (
+        "the XLA compilation cache's bucket is new with this program (the reference scripts write the cache "
+        "into the weights bucket): there is nothing to adopt",
+        "created by `pulumi up` as {name}",
+    ),
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
-    "gke-tpu-slicing:network:Egress": "the reference scripts make public nodes and no Cloud Router or Cloud NAT: "
-    "there is nothing to adopt",
-    "gke-tpu-slicing:observability:Observability": "the reference scripts create no scrape objects, dashboard or "
-    "alert policies: there is nothing to adopt",
-    "gke-tpu-slicing:teardown:SliceGates": "the teardown gates exist only in Pulumi's state (creating one calls "
-    "no API): there is nothing to adopt",
-    "gke-tpu-slicing:weights:WeightsDownload": "the reference scripts copy the weights by hand and make no download "
-    "Job or writer identity: there is nothing to adopt",
+    "gke-tpu-slicing:network:Egress": (
+        "the reference scripts make public nodes and no Cloud Router or Cloud NAT: there is nothing to adopt",
+        "`pulumi up` creates the Cloud Router and Cloud NAT, then turns the nodes private in place",
+    ),
+    "gke-tpu-slicing:observability:Observability": (
+        "the reference scripts create no scrape objects, dashboard or alert policies: there is nothing to adopt",
+        "`pulumi up` creates every resource of the component (scrape objects, dashboard, alert policies)",
+    ),
+    "gke-tpu-slicing:teardown:SliceGates": (
+        "the teardown gates exist only in Pulumi's state (creating one calls no API): there is nothing to adopt",
+        "`pulumi up` creates one gate per TPU pool",
+    ),
+    "gke-tpu-slicing:weights:WeightsDownload": (
+        "the reference scripts copy the weights by hand and make no download Job or writer identity: there is "
+        "nothing to adopt",
+        "`pulumi up` creates the Job (which finds a filled snapshot and ends), its namespace, account and write access",
+    ),
 }
-
-
-def kube_entry(type_: str, name: str, parent: str, object_name: str, namespace: str | None = None) -> Entry:
-    return Entry(type_, name, parent, ids.kubernetes_object(name=object_name, namespace=namespace), kubernetes=True)
 
 
 def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
@@ -91,4 +118,4 @@ def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
         for e in plan.entries
         if e.name in names
     ]
-    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped])
+    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped], plan.provider)

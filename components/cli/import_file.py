@@ -2,16 +2,15 @@
 
 Prints, on stdout, a file for `pulumi import --file` (Pulumi's bulk-import format, `pulumi import --help`:
 `{"nameTable": {name: URN}, "resources": [{type, name, id, parent, provider, component, version}]}`)
-naming every resource the stack declares that can be imported: the logical names the program registers,
-the parent components (created empty by the import, `component: true`), and ids in each provider's
-documented import format (components/model/import_ids.py), all computed from the stack file.
+naming every resource the stack declares that can be imported: the logical names the program registers
+(its offline run, components/cli/adoption.py), the parent components (created empty by the import,
+`component: true`), and ids in each provider's documented import format (components/model/import_ids.py).
 
 Two parts, because `pulumi import` cannot import a provider: a Kubernetes object must name a provider
 that is already in the stack (nameTable URN; pulumi/pulumi pkg/resource/deploy/import.go looks it up in
 the existing state). So: `--part cloud`, then `pulumi up $(... --targets)` (records the Kubernetes
 provider), then `--part kubernetes`. `--part all` (the default) is both in one file, for a stack that
-already has the provider. What the program declares is catalogued in adoption.py. `--explain` lists
-what is left to `pulumi up` and why.
+already has the provider. `--explain` lists what is left to `pulumi up` and why.
 Bad configuration stops with the same messages as `pulumi preview`, and nothing on stdout.
 """
 
@@ -24,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Literal, TextIO
 
-from components.cli.adoption import CLUSTER_COMPONENT, GCP_VERSION, K8S_PROVIDER, Adoption, adoption, skip
+from components.cli.adoption import GCP_VERSION, Adoption, adoption, skip
 from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
@@ -32,6 +31,8 @@ from components.cli.plan import (
     load_config,
     read_stack,
     read_yaml,
+    secret_keys,
+    set_secret_keys,
 )
 from components.model import planner
 from components.model.settings import PROJECT, ConfigError
@@ -44,7 +45,7 @@ def targets(plan: Adoption, stack: str, project: str = PROJECT) -> list[str]:
     Cloud resources left out with --skip (they are what the provider waits for: the system pool, and
     through it the node identity); a targeted update refuses to create a resource whose dependencies
     are neither in the stack nor targeted."""
-    urns = [provider_urn(stack, project)]
+    urns = [provider_urn(plan, stack, project)]
     for s in plan.skipped:
         if s.on_request and s.type.startswith("gcp:"):
             parent_type = plan.components[s.parent] if s.parent else None
@@ -59,9 +60,9 @@ def urn(stack: str, project: str, type_: str, name: str, parent_type: str | None
     return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
 
 
-def provider_urn(stack: str, project: str = PROJECT) -> str:
-    name, type_, _ = K8S_PROVIDER
-    return urn(stack, project, type_, name, parent_type=CLUSTER_COMPONENT)
+def provider_urn(plan: Adoption, stack: str, project: str = PROJECT) -> str:
+    name, parent_type = plan.provider
+    return urn(stack, project, "pulumi:providers:kubernetes", name, parent_type=parent_type or None)
 
 
 def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = PROJECT) -> dict[str, Any]:
@@ -86,11 +87,11 @@ def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = P
         else:
             resources.append({"type": plan.components[parent], "name": parent, "component": True})
     if any(e.kubernetes for e in wanted):
-        name_table[K8S_PROVIDER[0]] = provider_urn(stack, project)
+        name_table[plan.provider[0]] = provider_urn(plan, stack, project)
     for e in wanted:
         spec: dict[str, Any] = {"type": e.type, "name": e.name, "id": e.id, "parent": e.parent}
         if e.kubernetes:
-            spec["provider"] = K8S_PROVIDER[0]
+            spec["provider"] = plan.provider[0]
         else:
             # The program registers gcp resources with this SDK's version; the same default provider
             # (default_<version>) keeps `pulumi preview` from seeing a provider change.
@@ -178,10 +179,14 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         print(f"error: {capacity.error_message()}", file=err)
         return 1
     try:
-        plan = skip(adoption(settings, args.project_number), args.skip)
+        secrets = sorted(set(secret_keys(args.dir, args.stack)) | set_secret_keys(args.set))
+        plan = skip(adoption(config, args.stack, secrets, args.project_number), args.skip)
     except ValueError as e:
         print(f"error: {e}", file=err)
         return 2
+    except RuntimeError as e:  # the program refused what the checks above let through
+        print(f"error: {e}", file=err)
+        return 1
     if args.targets:
         print("\n".join(targets(plan, args.stack, project)), file=out)
     elif args.explain:

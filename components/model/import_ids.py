@@ -1,88 +1,55 @@
-"""Import ids: how each provider names an existing object for `pulumi import` (pure functions, no Pulumi).
+"""Import ids: how each provider names an existing object for `pulumi import`, one format per resource type.
 
-One function per resource type, in the provider's documented import format, so a test can feed it the
-documented placeholders and get the documented template back. Sources, per type:
+A format names the registered inputs it reads: `{project}` an input, `{metadata.name}` a nested one, and
+`{cluster@name}` the `name` input of the resource the `cluster` input refers to (a node pool is given the
+cluster's id, its import id names the cluster). Sources, per type:
 
 * pulumi-gcp 10.2.0: the "## Import" section of each resource's docstring (the installed package), which
-  is the terraform-provider-google import format (website/docs/r/<resource>.html.markdown).
-* IAM members: terraform-provider-google's IAM docs, "IAM member imports use space-delimited
-  identifiers: the resource in question, the role, and the member identity".
+  is the terraform-provider-google import format (website/docs/r/<resource>.html.markdown); the first,
+  most qualified form, which leaves nothing to the provider's defaults.
+* Service accounts "can be imported using their URI" (google_service_account.html.markdown); IAM members
+  "use space-delimited identifiers: the resource in question, the role, and the member identity".
 * Kubernetes: pulumi-kubernetes reads an id as `namespace/name`, or `name` for a cluster-scoped object
   (ParseFqName / FqName in pulumi/pulumi-kubernetes provider/pkg/clients).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 
-def project_service(*, project: str, service: str) -> str:
-    """gcp:projects/service:Service: `{{project_id}}/{{service}}`."""
-    return f"{project}/{service}"
-
-
-def preview_feature(*, project: str, name: str) -> str:
-    """gcp:compute/previewFeature:PreviewFeature: `projects/{{project}}/global/previewFeatures/{{name}}`."""
-    return f"projects/{project}/global/previewFeatures/{name}"
-
-
-def network(*, project: str, name: str) -> str:
-    """gcp:compute/network:Network: `projects/{{project}}/global/networks/{{name}}`."""
-    return f"projects/{project}/global/networks/{name}"
-
-
-def subnetwork(*, project: str, region: str, name: str) -> str:
-    """gcp:compute/subnetwork:Subnetwork: `projects/{{project}}/regions/{{region}}/subnetworks/{{name}}`."""
-    return f"projects/{project}/regions/{region}/subnetworks/{name}"
-
-
-def firewall(*, project: str, name: str) -> str:
-    """gcp:compute/firewall:Firewall: `projects/{{project}}/global/firewalls/{{name}}`."""
-    return f"projects/{project}/global/firewalls/{name}"
+IMPORT_IDS = {
+    "gcp:projects/service:Service": "{project}/{service}",
+    "gcp:compute/previewFeature:PreviewFeature": "projects/{project}/global/previewFeatures/{name}",
+    "gcp:compute/network:Network": "projects/{project}/global/networks/{name}",
+    "gcp:compute/subnetwork:Subnetwork": "projects/{project}/regions/{region}/subnetworks/{name}",
+    "gcp:compute/firewall:Firewall": "projects/{project}/global/firewalls/{name}",
+    # by its URI, the email Google gives a user-managed account
+    "gcp:serviceaccount/account:Account": (
+        "projects/{project}/serviceAccounts/{accountId}@{project}.iam.gserviceaccount.com"
+    ),
+    "gcp:projects/iAMMember:IAMMember": "{project} {role} {member}",
+    "gcp:container/cluster:Cluster": "projects/{project}/locations/{location}/clusters/{name}",
+    "gcp:container/nodePool:NodePool": "{project}/{location}/{cluster@name}/{name}",
+    "gcp:compute/resourcePolicy:ResourcePolicy": "projects/{project}/regions/{region}/resourcePolicies/{name}",
+    "gcp:storage/bucketIAMMember:BucketIAMMember": "b/{bucket} {role} {member}",
+}
+KUBERNETES_NAMESPACED = "{metadata.namespace}/{metadata.name}"
+KUBERNETES_CLUSTER_SCOPED = "{metadata.name}"
+_FIELD = re.compile(r"\{([\w.@]+)\}")
 
 
-def service_account_email(*, project: str, account_id: str) -> str:
-    """The address Google gives a user-managed service account."""
-    return f"{account_id}@{project}.iam.gserviceaccount.com"
+def import_format(type_: str, namespaced: bool = False) -> str | None:
+    """The id format of a type; a Kubernetes object's by its scope; None for a type with none."""
+    if type_.startswith("kubernetes:"):
+        return KUBERNETES_NAMESPACED if namespaced else KUBERNETES_CLUSTER_SCOPED
+    return IMPORT_IDS.get(type_)
 
 
-def service_account(*, project: str, email: str) -> str:
-    """gcp:serviceaccount/account:Account, by its URI: `projects/{{project}}/serviceAccounts/{{email}}`."""
-    return f"projects/{project}/serviceAccounts/{email}"
+def fields(template: str) -> list[str]:
+    return _FIELD.findall(template)
 
 
-def project_iam_member(*, project: str, role: str, member: str) -> str:
-    """gcp:projects/iAMMember:IAMMember: `"{{project_id}} {{role}} {{member}}"`, space-delimited."""
-    return f"{project} {role} {member}"
-
-
-def cluster(*, project: str, location: str, name: str) -> str:
-    """gcp:container/cluster:Cluster: `projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}`."""
-    return f"projects/{project}/locations/{location}/clusters/{name}"
-
-
-def node_pool(*, project: str, location: str, cluster: str, name: str) -> str:
-    """gcp:container/nodePool:NodePool: `{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}`."""
-    return f"{project}/{location}/{cluster}/{name}"
-
-
-def resource_policy(*, project: str, region: str, name: str) -> str:
-    """gcp:compute/resourcePolicy:ResourcePolicy:
-    `projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}`."""
-    return f"projects/{project}/regions/{region}/resourcePolicies/{name}"
-
-
-def bucket_iam_member(*, bucket: str, role: str, member: str) -> str:
-    """gcp:storage/bucketIAMMember:BucketIAMMember: `"b/{{bucket}} {{role}} {{member}}"`, space-delimited."""
-    return f"b/{bucket} {role} {member}"
-
-
-def workload_identity_principal(*, project_number: str, workload_pool: str, namespace: str, ksa: str) -> str:
-    """The IAM principal of a Kubernetes service account under GKE workload identity federation."""
-    return (
-        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
-        f"workloadIdentityPools/{workload_pool}/subject/ns/{namespace}/sa/{ksa}"
-    )
-
-
-def kubernetes_object(*, name: str, namespace: str | None = None) -> str:
-    """Any Kubernetes object: `namespace/name`, or `name` when the kind is cluster-scoped."""
-    return f"{namespace}/{name}" if namespace else name
+def import_id(template: str, value: Callable[[str], str]) -> str:
+    """The template with each field replaced by `value(field)`."""
+    return _FIELD.sub(lambda m: value(m.group(1)), template)

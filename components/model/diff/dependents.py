@@ -35,7 +35,7 @@ PULUMI = "pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go"
 DEPENDENTS = f"{PULUMI}:3268 calculateDependentReplacements"
 PROTECTED_DEPENDENT = f"{PULUMI}:2110-2121"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
-PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go"
+PK = f"{F.PULUMI_KUBERNETES}/provider/provider.go"
 _PROVIDER_UNKNOWN = {
     "kubeconfig": f"{PK}:507",
     "context": f"{PK}:507",

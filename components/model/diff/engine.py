@@ -29,48 +29,26 @@ from typing import Any
 from components.model.diff import dependents as D
 from components.model.diff import facts as F
 from components.model.diff import paths
-from components.model.diff.gcp import FACTS as GCP_FACTS
-from components.model.diff.kubernetes import facts_for, update_await
+from components.model.diff import unknowns as U
+from components.model.diff.families import (
+    DYNAMIC,
+    DYNAMIC_DELETE_FIRST,
+    DYNAMIC_OWN_DIFF,
+    DYNAMIC_SOURCE,
+    REMOTE,
+    facts_of,
+    is_modelled,
+)
+from components.model.diff.kubernetes import update_await
+from components.model.diff.unknowns import UNKNOWN
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
 ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
 Record = dict[str, Any]
-
-K8S_PROVIDER = "pulumi:providers:kubernetes"
-DYNAMIC = "pulumi-python:dynamic:Resource"
-DYNAMIC_PREFIX = "pulumi-python:dynamic"
-# The program's own dynamic providers decide their diff in code; these facts restate it, and
-# tests/test_diff_model.py calls each provider's `diff` to check them.
-_SLICE_GATE = "components/teardown.py SliceGateProvider.diff (REPLACE_KEYS, delete_before_replace=True)"
-DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
-    DYNAMIC: (),  # a provider without `diff`: any change of the inputs is an update (DYNAMIC_SOURCE)
-    "pulumi-python:dynamic/teardown:SliceGate": (
-        F.Fact("pool", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
-        F.Fact("cluster", F.REPLACE, _SLICE_GATE, "the gate's provider replaces it"),
-    ),
-    # Never replaced (kueue_guard.py ImmutableFieldsProvider.diff); its `check` refuses (see `checks` below).
-    "pulumi-python:dynamic/queues:ImmutableFields": (),
-    # Never replaced either (teardown.py PoolReplacementsProvider.diff); its `check` refuses too.
-    "pulumi-python:dynamic/teardown:PoolReplacements": (),
-}
-DYNAMIC_DELETE_FIRST = frozenset({"pulumi-python:dynamic/teardown:SliceGate"})
-# Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
-DYNAMIC_OWN_DIFF = frozenset(DYNAMIC_FACTS) - {DYNAMIC}
 Check = Callable[[dict[str, Any], dict[str, Any]], list[str]]
-# Components whose children the Kubernetes provider renders at run time (not visible offline).
-REMOTE = ("kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
-PROVIDER_FACTS = (
-    F.Fact(
-        "clusterIdentifier",
-        F.REPLACE,
-        "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go:490",
-        "a new clusterIdentifier replaces the provider",
-    ),
-)
-DYNAMIC_SOURCE = (
-    "pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/dynamic.py:222-231 (default diff: unknown) and "
-    "dynamic/__main__.py:121-134: the engine compares the inputs, and a change is an update"
-)
+# What the preview and the CLI read from here besides `diff`.
+__all__ = ["ACTIONS", "DYNAMIC_DELETE_FIRST", "UNKNOWN", "Change", "Result", "diff", "facts_of"]
+
 GCP_FIXED_NAME = (
     "a create-first replacement under the same name fails with 409 alreadyExists "
     "(https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/)"
@@ -117,26 +95,6 @@ class Result:
         return {"changes": [c.as_dict() for c in self.changes], "totals": self.totals}
 
 
-def is_modelled(record: Record) -> bool:
-    """Custom resources and the components whose children the provider renders; not the program's own components."""
-    return bool(record.get("custom")) or record["type"] in REMOTE
-
-
-def facts_of(type_: str) -> tuple[F.Fact, ...] | None:
-    """The model's facts for a type token; None when the model does not cover the type."""
-    if type_ in GCP_FACTS:
-        return GCP_FACTS[type_]
-    if type_ == K8S_PROVIDER:
-        return PROVIDER_FACTS
-    if type_ in REMOTE:
-        return ()
-    if type_.startswith(DYNAMIC_PREFIX):
-        return DYNAMIC_FACTS.get(type_)
-    if type_.startswith("kubernetes:"):
-        return facts_for(type_)
-    return None
-
-
 def _alias_urns(record: Record) -> list[str]:
     """The URNs an alias spec names: the same URN with another type and/or name (parent kept)."""
     urn = record["urn"]
@@ -156,7 +114,6 @@ def _alias_urns(record: Record) -> list[str]:
 
 
 _provider_urn = D.provider_urn
-UNKNOWN = "<unknown>"  # components/cli/snapshot.py's marker for a value the preview does not know
 
 
 def _ignore(old: Any, new: Any, ignored: list[str]) -> Any:
@@ -180,61 +137,6 @@ def _k8s_named_same(old: Any, new: Any) -> bool:
 def _secret_mutable(record: Record, providers: dict[str, Record]) -> bool:
     provider = providers.get(_provider_urn(record.get("provider") or ""))
     return bool(provider and str(provider["inputs"].get("enableSecretMutable", "")).lower() == "true")
-
-
-def _leaves(value: Any) -> set[str]:
-    if isinstance(value, dict):
-        return set().union(*(_leaves(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_leaves(v) for v in value)) if value else set()
-    return {value} if isinstance(value, str) else set()
-
-
-def _references(record: Record) -> set[str]:
-    """What identifies a resource to its dependents: its name (GCP `name`/`accountId`, Kubernetes
-    `metadata.name`) and the mock runner's markers for its id and self link."""
-    inputs = record.get("inputs") or {}
-    names = {inputs.get("name"), inputs.get("accountId"), (inputs.get("metadata") or {}).get("name")}
-    return {n for n in names if isinstance(n, str) and n} | {f"<{record['name']}.{o}>" for o in ("id", "selfLink")}
-
-
-def _is_ref(s: str, refs: set[str]) -> bool:
-    return any(
-        s == ref or (ref.startswith("<") and ref in s) or s.startswith(f"{ref}@") or s.endswith(f"/{ref}")
-        for ref in refs
-    )
-
-
-def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
-    """A value at a fact's path is (or embeds) one of the replaced resource's identifiers: unknown in the preview."""
-    strings = set().union(*(_leaves(v) for _, v in found)) if found else set()
-    return any(_is_ref(s, refs) for s in strings)
-
-
-def _unknown_at(fact: F.Fact, inputs: dict[str, Any], refs: set[str]) -> bool:
-    """The value at a fact's path is unknown in the preview. A ForceNew block counts its items (SDKv2), which an
-    unknown inside it does not change: only the block itself unknown applies, the inner fields have their facts."""
-    found = paths.values(inputs, fact.parsed)
-    if fact.when == F.PRESENCE:
-        return any(isinstance(v, str) and _is_ref(v, refs) for _, v in found)
-    return _mentions(found, refs)
-
-
-def _unknown_leaves(value: Any, refs: set[str], at: paths.Path) -> list[paths.Path]:
-    """The concrete paths under `at` whose value references a replaced resource (unknown in the preview)."""
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _unknown_leaves(v, refs, (*at, k))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _unknown_leaves(v, refs, (*at, i))]
-    return [at] if isinstance(value, str) and _is_ref(value, refs) else []
-
-
-def _as_previewed(inputs: dict[str, Any], unknown: list[paths.Path]) -> dict[str, Any]:
-    """The inputs a provider's `check` sees in the preview: the unknown paths replaced by the unknown marker."""
-    out = copy.deepcopy(inputs)
-    for path in unknown:
-        paths.assign(out, path, UNKNOWN)
-    return out
 
 
 def _decide(
@@ -264,11 +166,11 @@ def _decide(
     deps = new.get("property_dependencies") or {}
     unknown = sorted(prop for prop, urns in deps.items() if replaced.keys() & set(urns))
     references = {
-        prop: set().union(*(_references(replaced[u]) for u in deps[prop] if u in replaced)) for prop in unknown
+        prop: set().union(*(U.references(replaced[u]) for u in deps[prop] if u in replaced)) for prop in unknown
     }
     changed += [f"{p} (unknown: depends on a replaced resource)" for p in unknown if p not in changed]
     unknown_paths = [
-        leaf for prop in unknown for leaf in _unknown_leaves(new_in.get(prop), references.get(prop, set()), (prop,))
+        leaf for prop in unknown for leaf in U.unknown_leaves(new_in.get(prop), references.get(prop, set()), (prop,))
     ]
     change.properties = changed
     known = facts_of(type_)
@@ -285,7 +187,7 @@ def _decide(
             reasons.append(f"{fact.path}: {fact.rule} ({fact.source})")
     for prop in unknown:
         refs = references.get(prop, set())
-        hits = [f for f in model if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and _unknown_at(f, new_in, refs)]
+        hits = [f for f in model if f.effect == F.REPLACE and f.parsed[:1] == (prop,) and U.unknown_at(f, new_in, refs)]
         if hits:
             reasons.append(f"{hits[0].path}: unknown, {hits[0].rule} ({hits[0].source}; {F.DEPENDENT_UNKNOWN})")
     for text in options.get("replaceOnChanges") or []:
@@ -312,7 +214,7 @@ def _decide(
                 change.action = REJECTED
                 change.reason = f"{fixed[0]} stays: {GCP_FIXED_NAME}; {change.reason}"
         return change
-    refused = checks[type_](old_in, _as_previewed(new_in, unknown_paths)) if type_ in checks else []
+    refused = checks[type_](old_in, U.as_previewed(new_in, unknown_paths)) if type_ in checks else []
     if not changed and not refused:
         if hidden:
             change.reason = f"ignored: {', '.join(hidden)} ({F.IGNORE_CHANGES})"

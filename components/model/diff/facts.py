@@ -89,6 +89,9 @@ def triggered(fact: Fact, old: Any, new: Any) -> bool:
     return True
 
 
+# The pulumi-kubernetes source every Kubernetes fact cites: the newest available offline (the program pins 4.34.2).
+PULUMI_KUBERNETES = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
+
 # ------------------------------------------------------------------------------------ Pulumi resource options
 # https://www.pulumi.com/docs/iac/concepts/options/ (each option's page, below). The mock runner records them
 # from the RegisterResource request (components/cli/mockrun.py), so they are read from the program, not restated.

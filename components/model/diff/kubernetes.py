@@ -17,15 +17,26 @@ changed too, or `replaceOnChanges`), the new object is a create and the fact doe
 from __future__ import annotations
 
 from components.model.diff.chart_kinds import CHART_KINDS
-from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, REJECT, REMOVED, REPLACE, Fact
+from components.model.diff.facts import (
+    ADDED,
+    ALWAYS,
+    OLD,
+    PRESENCE,
+    PULUMI_KUBERNETES,
+    REJECT,
+    REMOVED,
+    REPLACE,
+    Fact,
+)
 
-PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/diff.go"
+PK = f"{PULUMI_KUBERNETES}/provider/diff.go"
 CRDS = "../shared/schemas/crds"
 KUEUE = "kubernetes-sigs/kueue@v0.17.4"
 LWS_WEBHOOK = "kubernetes-sigs/lws@v0.8.0 pkg/webhooks/leaderworkerset_webhook.go"
 JOBSET_WEBHOOK = "kubernetes-sigs/jobset@v0.11.1 pkg/webhooks/jobset_webhook.go"
-QUEUE_LABEL = 'metadata.labels["kueue.x-k8s.io/queue-name"]'  # pkg/controller/constants/constants.go:23
-PRIORITY_LABEL = 'metadata.labels["kueue.x-k8s.io/priority-class"]'  # pkg/controller/constants/constants.go:48
+# Kueue's labels of a queued workload (pkg/controller/constants/constants.go:23, :48); components/queues.py reads them.
+QUEUE_NAME, PRIORITY_CLASS = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"
+QUEUE_LABEL, PRIORITY_LABEL = f'metadata.labels["{QUEUE_NAME}"]', f'metadata.labels["{PRIORITY_CLASS}"]'
 
 
 def _replace(source: str, *paths: str, rule: str = "replaced by the provider") -> tuple[Fact, ...]:
@@ -236,8 +247,9 @@ def facts_for(type_: str) -> tuple[Fact, ...] | None:
     return None if kind is None else METADATA + kind
 
 
-AWAIT = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
-WAIT_FOR, SKIP_AWAIT = "pulumi.com/waitFor", "pulumi.com/skipAwait"
+AWAIT = PULUMI_KUBERNETES
+# The provider's await annotations (metadata/overrides.go); components/model/rollout.py reads them.
+WAIT_FOR, SKIP_AWAIT, TIMEOUT = "pulumi.com/waitFor", "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds"
 
 
 def update_await(inputs: dict[str, object]) -> str:

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.model.diff.facts import PULUMI_KUBERNETES
 from components.model.diff.gcp import TPGB
 
 Record = dict[str, Any]
 POOL = "gcp:container/nodePool:NodePool"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
-PK = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
+PK = PULUMI_KUBERNETES
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Rule:
     fact: str
     source: str
     apply: Callable[[Record, list[Record]], None] | None = None  # mutates one record's inputs in place
+    # The program cannot declare what the API stores and a difference replaces: it ignores the property
+    # (`ignore_changes`, read by components/capacity.py and cluster.py from `ignored`).
+    ignored: bool = False
 
 
 def _policy_topology(records: list[Record], policy_name: Any) -> Any:
@@ -121,6 +125,7 @@ RULES: tuple[Rule, ...] = (
         "vllm-project/ci-infra terraform/gcp_old/tpu-inference/k8s/workers.tf (`ignore_changes`); "
         f"{TPGB}services/container/node_config.go:1312",
         _tpu_smt,
+        ignored=True,
     ),
     Rule(
         DASHBOARD,
@@ -141,6 +146,7 @@ RULES: tuple[Rule, ...] = (
         f'removed from the live state"); {TPGB}services/container/resource_container_cluster.go:3515-3535,3887; '
         f"{TPGB}services/container/node_config.go:279-285",
         _cluster_node_config,
+        ignored=True,
     ),
     Rule(
         "gcp:container/cluster:Cluster",
@@ -162,6 +168,11 @@ RULES: tuple[Rule, ...] = (
         f"{PK}/clients/unstructured.go:116-151",
     ),
 )
+
+
+def ignored(type_: str) -> list[str]:
+    """The properties of a type the program must ignore: their stored value differs and would replace it."""
+    return [r.property for r in RULES if r.type == type_ and r.ignored]
 
 
 def read_back(records: list[Record]) -> list[Record]:
