@@ -8,6 +8,8 @@ graph queries tests assert with.
 from __future__ import annotations
 
 import copy
+import json
+import pickle
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +34,7 @@ from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucke
 from components.cli.plan import stack_config
 from components.model.checks import PLACEHOLDER_RE
 from components.model.deployed import READ_STACK_OUTPUTS
-from components.stack import WEIGHTS_LIST
+from components.stack import WEIGHTS_LIST, as_runtime_config
 
 __all__ = [
     "UNKNOWN",
@@ -329,19 +331,52 @@ def run_program(
     filled: bool = True,
     now: datetime = CLOCK,
     organization: str = "organization",
+    fresh: bool = False,
 ) -> Run:
     """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
 
     `now` is the program's clock (components.stack.clock); `organization` what pulumi.get_organization() answers
-    (a diy backend's by default, as the project's state bucket is).
+    (a diy backend's by default, as the project's state bucket is). A configuration already run with the default
+    mocks is answered from the session's recording as a private copy, unless `fresh` or CACHING is off.
     """
     config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
-    mocks = mocks or Mocks()
+    secret_keys = list((secrets or {}).keys())
+    key = None
+    if mocks is None and CACHING and not fresh:
+        key = json.dumps([config, secret_keys, stack, preview, now.isoformat(), organization], sort_keys=True)
+        if key in _RECORDED:
+            pulumi.runtime.set_all_config(as_runtime_config(config), secret_keys)  # as a run would leave it
+            return pickle.loads(_RECORDED[key])
+    run = _run(config, stack, secret_keys, preview, mocks or Mocks(), now, organization)
+    if key is not None:
+        try:
+            _RECORDED[key] = pickle.dumps(run)
+            pickle.loads(_RECORDED[key])
+        except Exception:  # an error or output that does not round-trip is simply run again next time
+            _RECORDED.pop(key, None)
+    return run
+
+
+# Recorded runs by configuration and options (pickled: every hit unpickles its own copy, so no test can change
+# another's). conftest turns CACHING off for a test that monkeypatches: its run must see the patch.
+_RECORDED: dict[str, bytes] = {}
+CACHING = True
+
+
+def _run(
+    config: dict[str, Any],
+    stack: str,
+    secret_keys: list[str],
+    preview: bool,
+    mocks: Mocks,
+    now: datetime,
+    organization: str,
+) -> Run:
     result = execute(
         config,
         stack=stack,
-        secret_keys=list((secrets or {}).keys()),
+        secret_keys=secret_keys,
         preview=preview,
         mocks=mocks,
         now=now,
@@ -399,3 +434,10 @@ def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, st
         if not ok:
             return False
     return True
+
+
+def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
+    """run_program that must succeed."""
+    run = run_program(overrides, **options)
+    assert run.error is None, run.error
+    return run

@@ -20,6 +20,7 @@ from tests.harness import (
     contains_secret,
     is_secret,
     is_unknown,
+    ok,
     run_program,
 )
 
@@ -114,8 +115,7 @@ def test_cluster_flags(dev: Run) -> None:
     assert "maintenancePolicy" not in c
     assert c["deletionProtection"] is False
     window = {"start": "2026-12-01T00:00:00Z", "end": "2026-12-29T00:00:00Z"}
-    with_window = run_program({f"{P}:cluster": {"maintenanceExclusion": window}})
-    assert with_window.error is None, with_window.error
+    with_window = ok({f"{P}:cluster": {"maintenanceExclusion": window}})
     assert with_window.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
         "dailyMaintenanceWindow": {"startTime": "03:00"},
         "maintenanceExclusions": [
@@ -168,8 +168,7 @@ def test_the_pools_send_the_topology_of_their_workload_policy_beside_its_name(st
       and read back as GKE stores it (line 1614): sent, it equals what GKE stores, so the second run is a no-op
       (test_reservation.py, test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks).
     So it stays, and it is always the policy's own `accelerator_topology`, never a second value."""
-    run = run_program(stack=stack)
-    assert run.error is None, run.error
+    run = ok(stack=stack)
     (policy,) = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
     pools = [r for r in run.of_type(POOL) if r.name != "cluster-system"]
     assert pools
@@ -302,8 +301,7 @@ def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
 
 
 def test_first_preview_of_a_fresh_stack_with_unknown_kubeconfig() -> None:
-    run = run_program(preview=True, mocks=Mocks(known_cluster=False))
-    assert run.error is None, run.error
+    run = ok(preview=True, mocks=Mocks(known_cluster=False))
     provider = run.get("pulumi:providers:kubernetes", "cluster-k8s")
     assert is_unknown(provider.inputs.get("kubeconfig", UNKNOWN))
     # The identifier names a cluster instance, so it is unknown until the cluster exists.
@@ -325,13 +323,12 @@ def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
             f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
             f"{P}:serving": {"enabled": False},
         }
-    run = run_program(overrides)
-    assert run.error is None, run.error
+    run = ok(overrides)
     assert sorted(r.inputs["name"] for r in run.of_type(POOL) if r.name != "cluster-system") == pools
 
 
 def test_shared_reservation_without_block_and_other_cube_topology() -> None:
-    run = run_program(
+    run = ok(
         {
             f"{P}:tpu": {
                 "cubeTopology": "2x4x4",
@@ -340,7 +337,6 @@ def test_shared_reservation_without_block_and_other_cube_topology() -> None:
             f"{P}:demos": {"superslicing": {"enabled": False}},
         }
     )
-    assert run.error is None, run.error
     pool = run.get(POOL, "capacity-tpu7-pool-1").inputs
     assert pool["nodeConfig"]["reservationAffinity"]["values"] == [
         "projects/shared-resv-project/reservations/tpu7x-reservation"
@@ -351,8 +347,7 @@ def test_shared_reservation_without_block_and_other_cube_topology() -> None:
 
 
 def test_secret_token_stays_secret_in_config() -> None:
-    run = run_program(secrets={f"{P}:hfToken": "hf_super_secret_value"})
-    assert run.error is None, run.error
+    run = ok(secrets={f"{P}:hfToken": "hf_super_secret_value"})
     for reg in run.registrations:
         text = json.dumps(reg.inputs, default=str)
         if "hf_super_secret_value" in text:

@@ -10,13 +10,12 @@ import functools
 import itertools
 
 from benchmarks import evaluation, graph, scenario, timings
-from tests.harness import run_program
+from tests.harness import ok
 
 
 @functools.cache  # read-only use: one program run per size for the whole module
 def creation_graph(cubes: int) -> dict[str, graph.Node]:
-    run = run_program(scenario.overrides(cubes))
-    assert run.error is None, run.error
+    run = ok(scenario.overrides(cubes))
     return graph.build(run.registrations)
 
 

@@ -26,6 +26,7 @@ from tests.harness import (
     Run,
     contains_secret,
     is_secret,
+    ok,
     placeholders,
     run_program,
     stack_file_config,
@@ -164,8 +165,7 @@ def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
 def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> None:
     """The program's clock a year ahead: no date in a stack file expires (the first would have on 2027-02-26)."""
     name, today = stack
-    later = run_program(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
-    assert later.error is None, later.error
+    later = ok(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
     # ...and registers exactly what it registers today (registration order is not deterministic).
     assert {(r.type, r.name): r.inputs for r in later.registrations} == {
         (r.type, r.name): r.inputs for r in today.registrations
@@ -227,8 +227,7 @@ def test_dev_is_the_codelab_sized_stack() -> None:
 
 @pytest.mark.parametrize("name", ["staging", "prod"])
 def test_staging_and_prod_serve_only_and_are_protected(name: str) -> None:
-    run = run_program(stack=name)
-    assert run.error is None, run.error
+    run = ok(stack=name)
     assert run.of_type(JOBSET) == [], "no demo JobSets competing for the cubes"
     assert len(run.of_type(LWS)) == 2
     cluster = run.get(CLUSTER, "cluster-gke")

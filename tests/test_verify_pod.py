@@ -28,7 +28,7 @@ from components.model.commands import credentials_command
 from tests import fakes
 from tests.conformance import validate_builtin
 from tests.fakes import Clock
-from tests.harness import ROOT, run_program
+from tests.harness import ROOT, ok, run_program
 
 TOKEN = "fake-token"
 MODEL = "qwen3.5-397b"
@@ -327,8 +327,7 @@ def serving_page() -> str:
 
 
 def test_the_pages_verify_command_is_the_dev_stacks_output() -> None:
-    run = run_program({"gcp:project": "my-project"})
-    assert run.error is None, run.error
+    run = ok({"gcp:project": "my-project"})
     block = re.search(r"```bash\n(python -m components verify .*?)\n```", serving_page(), re.S)
     assert block, "docs/serving.md: the verifyCommand block is missing"
     assert shlex.split(block.group(1).replace("\\\n", " ")) == shlex.split(run.outputs["verifyCommand"])

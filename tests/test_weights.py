@@ -18,7 +18,7 @@ import pytest
 
 from components.model import weights
 from components.model.serving_settings import ServingSettings
-from tests.harness import Mocks, Run, contains_secret, run_program, stack_file_config
+from tests.harness import Mocks, Run, contains_secret, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 JOB = "kubernetes:batch/v1:Job"
@@ -47,8 +47,7 @@ def script(path: Any) -> ModuleType:
 
 
 def with_download(**kwargs: Any) -> Run:
-    run = run_program(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
-    assert run.error is None, run.error
+    run = ok(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
     return run
 
 
@@ -110,16 +109,14 @@ def test_a_wrong_prefix_stops_the_preview() -> None:
 def test_a_filled_prefix_passes_and_the_listing_asks_for_that_prefix() -> None:
     bucket, path = dev_serving()
     mocks = Mocks(weights={bucket: [f"{path}/config.json", f"{path}/model-00001-of-00002.safetensors"]})
-    run = run_program(mocks=mocks)
-    assert run.error is None, run.error
+    ok(mocks=mocks)
     (call,) = [c for c in mocks.calls if c.token == "gcp:storage/getBucketObjects:getBucketObjects"]
     assert call.args == {"bucket": bucket, "prefix": f"{path}/"}
 
 
 def test_a_refused_read_warns_and_does_not_block() -> None:
     # The bucket is not readable (here: missing) for whoever runs the preview: the leaders check again.
-    run = run_program(mocks=Mocks(weights={}))
-    assert run.error is None, run.error
+    run = ok(mocks=Mocks(weights={}))
     bucket, path = dev_serving()
     (warning,) = [m for level, m in run.logs if level == "warn" and "could not list" in m]
     assert f"gs://{bucket}/{path}/" in warning and "Error 404" in warning
@@ -127,8 +124,7 @@ def test_a_refused_read_warns_and_does_not_block() -> None:
 
 def test_an_empty_prefix_is_fine_when_the_job_fills_it() -> None:
     bucket, _ = dev_serving()
-    run = run_program(ON, mocks=Mocks(weights={bucket: []}))
-    assert run.error is None, run.error
+    run = ok(ON, mocks=Mocks(weights={bucket: []}))
     assert run.of_type(JOB)
 
 
@@ -136,8 +132,7 @@ def test_an_empty_prefix_is_fine_when_the_job_fills_it() -> None:
 
 
 def test_the_download_is_off_by_default() -> None:
-    run = run_program()
-    assert run.error is None, run.error
+    run = ok()
     assert not run.of_type(JOB)
     assert not [
         r for r in run.of_type(MEMBER) if r.inputs["role"] == "roles/storage.objectUser" and "weights" in r.name
@@ -207,8 +202,7 @@ def test_the_token_reaches_the_job_as_a_secret_only() -> None:
 
 
 def test_without_a_token_the_job_has_no_secret() -> None:
-    run = run_program(ON)
-    assert run.error is None, run.error
+    run = ok(ON)
     pod = run.get(JOB, "serving-weights-job").plain()["spec"]["template"]["spec"]
     assert "HF_TOKEN" not in {e["name"] for e in pod["containers"][0]["env"]}
     assert not [r for r in run.of_type("kubernetes:core/v1:Secret") if r.name == "serving-weights-hf-token"]
