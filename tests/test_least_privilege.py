@@ -99,25 +99,17 @@ def test_valid_bucket_names_are_accepted(bucket: str) -> None:
 # --------------------------------------------------------------------------------------------- IAM and the cache
 
 
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    run = ok()
-    return run
-
-
 @pytest.fixture(scope="module", params=["dev", "staging", "prod"])
 def each_stack(request: pytest.FixtureRequest) -> Run:
-    run = ok(stack=request.param)
-    return run
+    return request.getfixturevalue(request.param)
 
 
 def test_the_weights_are_only_read(each_stack: Run) -> None:
-    dev = each_stack
-    granted = members(dev)
+    granted = members(each_stack)
     assert granted["gemma3-weights"] == {"roles/storage.bucketViewer", "roles/storage.objectViewer"}
     assert granted["gemma3-weights"] <= READ_ONLY_ROLES
     for role in ("prefill", "decode"):
-        obj = normalize(dev.get(LWS, f"serving-{role}").plain())
+        obj = normalize(each_stack.get(LWS, f"serving-{role}").plain())
         for container in ("leader", "worker"):
             # Nothing the pods write goes to the weights bucket.
             writes = [v for k, v in env(obj, container).items() if k.endswith("CACHE_PATH")]
@@ -165,12 +157,10 @@ def test_the_cache_bucket_is_private_regional_and_disposable(dev: Run) -> None:
 
 
 def test_the_derived_cache_name_is_valid_unique_and_stable() -> None:
-    def name(overrides: dict[str, Any]) -> str:
-        run = ok(overrides)
-        return run.get(BUCKET, "serving-xla-cache").inputs["name"]
+    def name(overrides: dict[str, Any]) -> str:  # the same on a second run: test_stacks (a year from now)
+        return ok(overrides).get(BUCKET, "serving-xla-cache").inputs["name"]
 
     dev = name({})
-    assert dev == name({})  # the second run names the same bucket
     other_cluster = name({f"{P}:cluster": {"name": "another-cluster"}})
     other_project = name({"gcp:project": "another-tpu-project"})
     longest = name({"gcp:project": "p" * 30, f"{P}:cluster": {"name": "c" * 40}})

@@ -51,8 +51,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def program() -> Run:
-    run = ok(secrets={f"{P}:hfToken": TOKEN})
-    return run
+    return ok(secrets={f"{P}:hfToken": TOKEN})
 
 
 def test_two_renders_are_byte_identical(rendered: tuple[Path, Path]) -> None:

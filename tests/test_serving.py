@@ -32,8 +32,7 @@ TOKEN = "hf_serving_test_token_1234"
 
 @pytest.fixture(scope="module")
 def with_token() -> Run:
-    run = ok(secrets={f"{P}:hfToken": TOKEN})
-    return run
+    return ok(secrets={f"{P}:hfToken": TOKEN})
 
 
 def lws(run: Run, role: str) -> dict:

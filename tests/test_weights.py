@@ -47,8 +47,7 @@ def script(path: Any) -> ModuleType:
 
 
 def with_download(**kwargs: Any) -> Run:
-    run = ok(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
-    return run
+    return ok(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ the layout
