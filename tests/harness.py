@@ -90,6 +90,15 @@ def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The keys settings without a stack file need besides the reservation (they have no default): the weights
+# bucket, who hears of alerts, who may reach the control plane.
+REQUIRED_KEYS: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
+}
+
+
 def set_arguments(stack: str) -> list[str]:
     """`--set KEY=VALUE` arguments of the offline commands that fill the stack file's placeholders."""
     out: list[str] = []

@@ -18,15 +18,7 @@ import pytest
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.settings import ConfigError, load
-from tests.harness import CODELAB_MIX, Mocks, Run, run_program, set_arguments
-
-# What settings without a stack file need besides the reservation: the keys that have no default.
-OTHER_KEYS: dict[str, Any] = {
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    # Who may reach the control plane has no default either.
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
-}
+from tests.harness import CODELAB_MIX, REQUIRED_KEYS, Mocks, Run, run_program, set_arguments
 
 P = "gke-tpu-slicing"
 POOL = "gcp:container/nodePool:NodePool"
@@ -391,12 +383,12 @@ def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reserva
 def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
     base = {"reservation": {"name": "r"}}
     with pytest.raises(ConfigError, match=r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"):
-        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
     with pytest.raises(ConfigError, match="distinct sub-block names"):
-        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
     with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
         load(
-            {**OTHER_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
+            {**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
             "my-tpu-project",
         )
 
@@ -422,10 +414,10 @@ def test_reservation_and_block_names_follow_compute_engines_grammar(key: str, va
     # RFC 1035 names are 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?.
     reservation = {"name": "r", key: value}
     if ok:
-        load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
     else:
         with pytest.raises(ConfigError, match=rf"tpu.reservation.{key} = .*RFC 1035"):
-            load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+            load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
 
 
 # ---------------------------------------------------------------------------------------------

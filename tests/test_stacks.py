@@ -172,6 +172,18 @@ def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> No
     }
 
 
+def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> None:
+    """run_program answers a configuration it ran from the session's recording (tests/harness.py)."""
+    first, again, fresh = run_program(), run_program(), run_program(fresh=True)
+    assert first is not again and first.registrations[0] is not again.registrations[0]
+    first.registrations[0].inputs["changed"] = True
+    assert "changed" not in again.registrations[0].inputs and "changed" not in run_program().registrations[0].inputs
+    assert {(r.type, r.name): r.inputs for r in again.registrations} == {
+        (r.type, r.name): r.inputs for r in fresh.registrations
+    }
+    assert (again.outputs, again.secret_outputs, again.logs) == (fresh.outputs, fresh.secret_outputs, fresh.logs)
+
+
 # The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
 # components/stack.py read_deployed_serving), and returns the name without looking at it.
 OWN_REFERENCE = ("components/stack.py", "own_stack_reference")
