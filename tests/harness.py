@@ -8,6 +8,7 @@ graph queries tests assert with.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pickle
 import re
@@ -345,18 +346,23 @@ def run_program(
     """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
 
     `now` is the program's clock (components.stack.clock); `organization` what pulumi.get_organization() answers
-    (a diy backend's by default, as the project's state bucket is). A configuration already run with the default
-    mocks is answered from the session's recording as a private copy, unless `fresh` or CACHING is off.
+    (a diy backend's by default, as the project's state bucket is). A configuration already run with the same default
+    fakes is answered from the session's recording as a private copy, unless `fresh` or CACHING is off.
     """
     config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
     secret_keys = list((secrets or {}).keys())
     key = None
-    if mocks is None and CACHING and not fresh:
-        key = json.dumps([config, secret_keys, stack, preview, now.isoformat(), organization], sort_keys=True)
+    state = _mocks_state(mocks)
+    if state is not None and CACHING and not fresh:
+        key = json.dumps([config, secret_keys, stack, preview, now.isoformat(), organization, state], sort_keys=True)
         if key in _RECORDED:
             pulumi.runtime.set_all_config(as_runtime_config(config), secret_keys)  # as a run would leave it
-            return pickle.loads(_RECORDED[key])
+            run = pickle.loads(_RECORDED[key])
+            if mocks is not None:  # the caller's mocks (and its reservation) read what the run asked them
+                _adopt(mocks, run.mocks)
+                run.mocks = mocks
+            return run
     run = _run(config, stack, secret_keys, preview, mocks or Mocks(), now, organization)
     if key is not None:
         try:
@@ -365,6 +371,26 @@ def run_program(
         except Exception:  # an error or output that does not round-trip is simply run again next time
             _RECORDED.pop(key, None)
     return run
+
+
+def _mocks_state(mocks: Mocks | None) -> str | None:
+    """What a run's answers depend on, for the default fakes before their first run; None: not recordable."""
+    if mocks is None:
+        return ""
+    if type(mocks) is not Mocks or type(mocks.reservation) is not FakeReservation:
+        return None  # a subclass answers in its own way
+    if mocks.calls or mocks.stack_references or mocks.reservation.calls:
+        return None
+    return hashlib.sha256(pickle.dumps(vars(mocks))).hexdigest()
+
+
+def _adopt(mine: Any, recorded: Any) -> None:
+    for name, value in vars(recorded).items():
+        current = getattr(mine, name, None)
+        if type(current) is type(value) and hasattr(value, "__dict__"):
+            _adopt(current, value)
+        else:
+            setattr(mine, name, value)
 
 
 # Recorded runs by configuration and options (pickled: every hit unpickles its own copy, so no test can change

@@ -22,6 +22,7 @@ from tests.harness import (
     CLOCK,
     ROOT,
     STACKS,
+    Mocks,
     Registration,
     Run,
     contains_secret,
@@ -182,6 +183,11 @@ def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> Non
         (r.type, r.name): r.inputs for r in fresh.registrations
     }
     assert (again.outputs, again.secret_outputs, again.logs) == (fresh.outputs, fresh.secret_outputs, fresh.logs)
+    # Fakes of the same state share a recording too: the caller's fakes hear the calls the run made.
+    fakes = [Mocks(cluster_hash="0a0a0a0a0a0a"), Mocks(cluster_hash="0a0a0a0a0a0a")]
+    runs = [run_program(mocks=m) for m in fakes]
+    assert runs[1].mocks is fakes[1] and fakes[1].reservation.calls == fakes[0].reservation.calls != []
+    assert [c.token for c in fakes[1].calls] == [c.token for c in fakes[0].calls]
 
 
 # The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
