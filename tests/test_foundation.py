@@ -214,24 +214,6 @@ def test_node_pools_are_parallel_and_ordered_after_cluster_and_policy(dev: Run) 
     assert not dev.depends_on(p2, p1)
 
 
-def test_every_node_pool_runs_as_the_dedicated_least_privilege_account(dev: Run) -> None:
-    account = dev.get("gcp:serviceaccount/account:Account", "identity-nodes")
-    email = f"{account.inputs['accountId']}@my-tpu-project.iam.gserviceaccount.com"
-    assert account.inputs["accountId"] == "qwen-serving-cluster-nodes"
-    roles = [(b.inputs["role"], b.inputs["member"]) for b in dev.of_type("gcp:projects/iAMMember:IAMMember")]
-    assert roles == [("roles/container.defaultNodeServiceAccount", f"serviceAccount:{email}")]
-    configs = [r.inputs["nodeConfig"] for r in dev.of_type(POOL)]
-    assert len(configs) == 3  # system + two TPU pools
-    # ...and the cluster's temporary default pool (its node_config, ignored after creation: test_diff_model).
-    configs.append(dev.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["nodeConfig"])
-    for cfg in configs:
-        assert cfg["serviceAccount"] == email
-        assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
-    binding = dev.of_type("gcp:projects/iAMMember:IAMMember")[0]
-    for pool in dev.of_type(POOL):
-        assert dev.depends_on(pool, binding), pool.name
-
-
 def test_everything_waits_for_the_apis(dev: Run) -> None:
     compute = dev.get("gcp:projects/service:Service", "project-compute")
     container = dev.get("gcp:projects/service:Service", "project-container")

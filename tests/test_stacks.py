@@ -111,7 +111,17 @@ def test_every_node_runs_as_the_dedicated_service_account(stack: tuple[str, Run]
     configs.append(run.get(CLUSTER, "cluster-gke").inputs["nodeConfig"])
     for node_config in configs:
         assert node_config["serviceAccount"] == email
+        assert node_config["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
         assert not node_config["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
+    assert account.inputs["accountId"] == run.get(CLUSTER, "cluster-gke").inputs["name"] + "-nodes"
+    # Least privilege: the one role GKE's nodes need, granted before any pool starts.
+    (binding,) = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert (binding.inputs["role"], binding.inputs["member"]) == (
+        "roles/container.defaultNodeServiceAccount",
+        f"serviceAccount:{email}",
+    )
+    for pool in run.of_type(POOL):
+        assert run.depends_on(pool, binding), pool.name
 
 
 def test_every_kubernetes_object_goes_through_the_explicit_provider(stack: tuple[str, Run]) -> None:

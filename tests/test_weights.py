@@ -15,10 +15,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 from components.model import weights
 from components.model.serving_settings import ServingSettings
-from tests.harness import Mocks, Run, contains_secret, ok, run_program, stack_file_config
+from tests.harness import ROOT, Mocks, Run, contains_secret, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 JOB = "kubernetes:batch/v1:Job"
@@ -130,11 +131,10 @@ def test_an_empty_prefix_is_fine_when_the_job_fills_it() -> None:
 # ------------------------------------------------------------------------------------------------ the Job
 
 
-def test_the_download_is_off_by_default() -> None:
-    run = ok()
-    assert not run.of_type(JOB)
-    assert not [
-        r for r in run.of_type(MEMBER) if r.inputs["role"] == "roles/storage.objectUser" and "weights" in r.name
+def test_the_download_is_off_by_default(dev: Run) -> None:
+    assert not dev.of_type(JOB)
+    assert not [r for r in dev.of_type(MEMBER) if "weights" in r.name and r.inputs["role"] == "roles/storage.objectUser"]
+        r for r in dev.of_type(MEMBER) if r.inputs["role"] == "roles/storage.objectUser" and "weights" in r.name
     ]
 
 
@@ -215,9 +215,8 @@ def leader(run: Run) -> dict[str, Any]:
     return lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
 
 
-def test_the_leader_checks_the_snapshot_before_vllm_starts() -> None:
-    run = run_program()
-    container = leader(run)
+def test_the_leader_checks_the_snapshot_before_vllm_starts(dev: Run) -> None:
+    container = leader(dev)
     command = container["command"][2]
     check = f"python3 -c {shlex.quote(weights.CHECK_SCRIPT.read_text())} || exit 1\n"
     assert command.startswith(check) and "exec vllm serve" in command[len(check) :]
@@ -412,17 +411,13 @@ def test_the_docs_give_the_derived_prefix_size_and_bounds() -> None:
     assert readme.index("Prepare the weights") < readme.index("pulumi preview && pulumi up")
 
 
-def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only() -> None:
+def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only(dev: Run) -> None:
     """The LWS is created once the Job is complete, its leaders-ready patch after the LWS: the patch's
     pulumi.com/timeoutSeconds (timed from the patch's own create) is the same with the download on or off, and
     docs/quotas.md says what the two waits add up to against the deploy workflow's limit."""
-    from pathlib import Path
-
-    import yaml
-
     patch_type = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch"
     timeout = "pulumi.com/timeoutSeconds"
-    on, off = with_download(), run_program()
+    on, off = with_download(), dev
     job = on.get(JOB, "serving-weights-job")
     patches = on.of_type(patch_type)
     assert patches and all(on.depends_on(p, job) for p in patches)
@@ -431,11 +426,10 @@ def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only() ->
     assert waits == {p.inputs["metadata"]["annotations"].get(timeout) for p in off.of_type(patch_type)}
     job_wait = int(job.inputs["metadata"]["annotations"][timeout])
     rollout = max(int(w) for w in waits if w)
-    root = Path(__file__).resolve().parent.parent
-    page = (root / "docs" / "quotas.md").read_text()
+    page = (ROOT / "docs" / "quotas.md").read_text()
     assert f"at most {job_wait:,} s" in page
     assert f"about {job_wait + rollout:,} s" in page
-    limit = yaml.safe_load((root / ".github" / "workflows" / "up.yml").read_text())
+    limit = yaml.safe_load((ROOT / ".github" / "workflows" / "up.yml").read_text())
     minutes = {job.get("timeout-minutes") for job in limit["jobs"].values()} - {None}
     assert minutes == {360} and "6 hours `up.yml` gives a stage" in page
     assert job_wait + rollout > 360 * 60  # why the page sends the first such `up` to tmux
