@@ -1,29 +1,60 @@
+import pickle
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import upstream
+from tests import harness, upstream
 from tests.harness import CODELAB_MIX, Run, run_program
 
+# The session's shared runs, as recorded: a test that changes one fails, and the run is put back for the next.
+_SHARED: dict[str, tuple[Run, bytes]] = {}
 
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    """The real program on the real Pulumi.dev.yaml (one run per test module)."""
-    run = run_program()
+
+def _shared(name: str, run: Run) -> Run:
     assert run.error is None, run.error
+    _SHARED[name] = (run, pickle.dumps(run))
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def dev() -> Run:
+    """The real program on the real Pulumi.dev.yaml, placeholders filled (one run per session)."""
+    return _shared("dev", run_program())
+
+
+@pytest.fixture(scope="session")
+def staging() -> Run:
+    return _shared("staging", run_program(stack="staging"))
+
+
+@pytest.fixture(scope="session")
+def prod() -> Run:
+    return _shared("prod", run_program(stack="prod"))
+
+
+@pytest.fixture(scope="session")
 def codelab() -> Run:
     """Dev with the codelab's whole mix: the super-slicing demo on beside serving (harness.CODELAB_MIX)."""
-    run = run_program(CODELAB_MIX)
-    assert run.error is None, run.error
-    return run
+    return _shared("codelab", run_program(CODELAB_MIX))
+
+
+@pytest.fixture(autouse=True)
+def _recorded_runs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that monkeypatches runs the program afresh (its run must see the patch); a test that changed a
+    shared run fails, naming it."""
+    harness.CACHING = "monkeypatch" not in request.fixturenames
+    yield
+    harness.CACHING = True
+    for name in set(request.fixturenames) & _SHARED.keys():
+        run, recorded = _SHARED[name]
+        if pickle.dumps(run) != recorded:
+            run.__dict__.update(pickle.loads(recorded).__dict__)
+            _SHARED[name] = (run, pickle.dumps(run))  # a set's order may differ once rebuilt
+            pytest.fail(f"the test changed the session's shared `{name}` run: copy it (copy.deepcopy) first")
 
 
 @pytest.hookimpl(wrapper=True)

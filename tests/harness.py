@@ -8,6 +8,9 @@ graph queries tests assert with.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import pickle
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
     PROJECT,
     UNKNOWN,
+    RecordingMonitor,
     Registration,
     contains_secret,
     execute,
@@ -32,7 +37,7 @@ from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucke
 from components.cli.plan import stack_config
 from components.model.checks import PLACEHOLDER_RE
 from components.model.deployed import READ_STACK_OUTPUTS
-from components.stack import WEIGHTS_LIST
+from components.stack import WEIGHTS_LIST, as_runtime_config
 
 __all__ = [
     "UNKNOWN",
@@ -86,6 +91,15 @@ def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
         last = parts[-1]
         node[int(last) if isinstance(node, list) else last] = PLACEHOLDER_VALUES[path]
     return out
+
+
+# The keys settings without a stack file need besides the reservation (they have no default): the weights
+# bucket, who hears of alerts, who may reach the control plane.
+REQUIRED_KEYS: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
+}
 
 
 def set_arguments(stack: str) -> list[str]:
@@ -329,19 +343,87 @@ def run_program(
     filled: bool = True,
     now: datetime = CLOCK,
     organization: str = "organization",
+    fresh: bool = False,
 ) -> Run:
     """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
 
     `now` is the program's clock (components.stack.clock); `organization` what pulumi.get_organization() answers
-    (a diy backend's by default, as the project's state bucket is).
+    (a diy backend's by default, as the project's state bucket is). A configuration already run with the same default
+    fakes is answered from the session's recording as a private copy, unless `fresh` or CACHING is off.
     """
     config = merge(stack_file_config(stack, filled=filled), overrides or {})
     config.update(secrets or {})
-    mocks = mocks or Mocks()
+    secret_keys = list((secrets or {}).keys())
+    key = None
+    state = _mocks_state(mocks)
+    if state is not None and CACHING and not fresh:
+        key = json.dumps([config, secret_keys, stack, preview, now.isoformat(), organization, state], sort_keys=True)
+        if key in _RECORDED:
+            pulumi.runtime.set_all_config(as_runtime_config(config), secret_keys)  # as a run would leave it
+            run = pickle.loads(_RECORDED[key])
+            if mocks is not None:  # the caller's mocks (and its reservation) read what the run asked them
+                _adopt(mocks, run.mocks)
+                run.mocks = mocks
+            return run
+    run = _run(config, stack, secret_keys, preview, mocks or Mocks(), now, organization)
+    if key is not None:
+        try:
+            _RECORDED[key] = pickle.dumps(run)
+            pickle.loads(_RECORDED[key])
+        except Exception:  # an error or output that does not round-trip is simply run again next time
+            _RECORDED.pop(key, None)
+    return run
+
+
+def _hooks() -> dict[str, Any]:
+    """The engine's methods a test may wrap to watch a run (tests/test_policy.py does): a wrapped one is no replay."""
+    return {f"{c.__name__}.{n}": f for c in (MockMonitor, RecordingMonitor) for n, f in vars(c).items() if callable(f)}
+
+
+_UNWRAPPED = _hooks()
+
+
+def _mocks_state(mocks: Mocks | None) -> str | None:
+    """What a run's answers depend on, for the default fakes before their first run; None: not recordable."""
+    if _hooks() != _UNWRAPPED:
+        return None
+    if mocks is None:
+        return ""
+    if type(mocks) is not Mocks or type(mocks.reservation) is not FakeReservation:
+        return None  # a subclass answers in its own way
+    if mocks.calls or mocks.stack_references or mocks.reservation.calls:
+        return None
+    return hashlib.sha256(pickle.dumps(vars(mocks))).hexdigest()
+
+
+def _adopt(mine: Any, recorded: Any) -> None:
+    for name, value in vars(recorded).items():
+        current = getattr(mine, name, None)
+        if type(current) is type(value) and hasattr(value, "__dict__"):
+            _adopt(current, value)
+        else:
+            setattr(mine, name, value)
+
+
+# Recorded runs by configuration and options (pickled: every hit unpickles its own copy, so no test can change
+# another's). conftest turns CACHING off for a test that monkeypatches: its run must see the patch.
+_RECORDED: dict[str, bytes] = {}
+CACHING = True
+
+
+def _run(
+    config: dict[str, Any],
+    stack: str,
+    secret_keys: list[str],
+    preview: bool,
+    mocks: Mocks,
+    now: datetime,
+    organization: str,
+) -> Run:
     result = execute(
         config,
         stack=stack,
-        secret_keys=list((secrets or {}).keys()),
+        secret_keys=secret_keys,
         preview=preview,
         mocks=mocks,
         now=now,
@@ -399,3 +481,10 @@ def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, st
         if not ok:
             return False
     return True
+
+
+def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
+    """run_program that must succeed."""
+    run = run_program(overrides, **options)
+    assert run.error is None, run.error
+    return run

@@ -17,23 +17,18 @@ import pytest
 import yaml
 
 from tests import cel_rules, conformance, upstream
-from tests.harness import Registration, Run, normalize, run_program
+from tests.harness import Registration, Run, normalize, ok, run_program
 
 P = "gke-tpu-slicing"
 
 
-def require_charts_dir() -> Path:
+def require_charts_dir() -> Path:  # tests/test_observability.py reads the charts through it too
     return upstream.path("schemas/charts")
 
 
 def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
     """Every object the program sends to the API server as is (not the remote components)."""
-    out = []
-    for reg in run.registrations:
-        if reg.custom and reg.type.startswith("kubernetes:") and not reg.type.startswith("pulumi:providers"):
-            obj = normalize(reg.plain())
-            out.append((reg, obj))
-    return out
+    return [(r, normalize(r.plain())) for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
 
 
 RUNS = {
@@ -77,9 +72,7 @@ RUNS = {
 @pytest.fixture(scope="module", params=list(RUNS), ids=list(RUNS))
 def run(request: pytest.FixtureRequest) -> Run:
     overrides, secrets = RUNS[request.param]
-    result = run_program(overrides, secrets=secrets)
-    assert result.error is None, result.error
-    return result
+    return ok(overrides, secrets=secrets)
 
 
 def test_every_kubernetes_object_validates_strictly(run: Run) -> None:
@@ -145,11 +138,10 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
     ]
 
 
-def test_a_broken_object_would_be_caught() -> None:
+def test_a_broken_object_would_be_caught(dev: Run) -> None:
     """The check above can fail: the same validator rejects a typo in a real program object."""
     registry = conformance.require_registry()
-    run = run_program()
-    lws = next(obj for _, obj in kubernetes_objects(run) if obj["kind"] == "LeaderWorkerSet")
+    lws = next(obj for _, obj in kubernetes_objects(dev) if obj["kind"] == "LeaderWorkerSet")
     lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
     assert any("imagePullPolicyy" in e for e in conformance.validate(lws, registry))
 
@@ -182,11 +174,10 @@ def unknown_keys(values: Any, defaults: Any, path: str = "") -> list[str]:
     return out
 
 
-def test_chart_values_are_keys_of_the_pinned_charts() -> None:
+def test_chart_values_are_keys_of_the_pinned_charts(dev: Run) -> None:
     charts = require_charts_dir()
-    run = run_program()
     checked = 0
-    for reg in run.of_type("kubernetes:helm.sh/v4:Chart"):
+    for reg in dev.of_type("kubernetes:helm.sh/v4:Chart"):
         if "oci://registry.k8s.io/" not in reg.inputs["chart"]:
             continue  # the llm-d router chart: its keys are checked in tests/test_serving.py (no pinned file)
         defaults = chart_defaults(charts, reg.inputs["chart"], reg.inputs["version"])
@@ -204,10 +195,9 @@ def test_unknown_chart_keys_would_be_caught() -> None:
     assert unknown_keys({"controllerManager": {"nodeSelector": {"any": "label"}}}, defaults) == []
 
 
-def test_manifests_fetched_by_url_are_pinned() -> None:
-    run = run_program()
-    config_file = run.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest").inputs["file"]
+def test_manifests_fetched_by_url_are_pinned(dev: Run) -> None:
+    config_file = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest").inputs["file"]
     assert re.search(r"/raw/[0-9a-f]{40}/kueue-slice-controller-v0\.8\.0-200\.yaml$", config_file)
-    files = run.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds").inputs["files"]
+    files = dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds").inputs["files"]
     gaie = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/v1.5.0/config/crd/bases/"
     assert files and all(f.startswith(gaie) and f.endswith(".yaml") for f in files), files

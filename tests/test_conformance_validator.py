@@ -272,138 +272,124 @@ def test_the_published_schema_is_left_untouched(registry: SchemaRegistry) -> Non
     assert strict["properties"]["spec"]["additionalProperties"] is False
 
 
-# --------------------------------------------------------------------------------------------- Kueue
+# --------------------------------------------------------------------------------------------- objects
 
-
-def test_valid_topology_passes(registry: SchemaRegistry) -> None:
-    assert _errors(registry, TOPOLOGY) == []
-
-
-def test_topology_with_an_unknown_spec_field_fails_naming_the_field(registry: SchemaRegistry) -> None:
-    errors = _errors(registry, _with(TOPOLOGY, "spec", "levelz", [{"nodeLabel": "a"}]))
-    assert errors == ['$.spec.levelz: unknown field "levelz"']
-
-
-def test_topology_with_an_unknown_field_in_a_level_fails(registry: SchemaRegistry) -> None:
-    errors = _errors(registry, _with(TOPOLOGY, "spec.levels[1]", "nodeLabell", "x"))
-    assert errors == ['$.spec.levels[1].nodeLabell: unknown field "nodeLabell"']
-
-
-def test_topology_missing_a_required_field_fails(registry: SchemaRegistry) -> None:
-    obj = copy.deepcopy(TOPOLOGY)
-    del obj["spec"]["levels"]
-    assert _errors(registry, obj) == ["$.spec: 'levels' is a required property"]
-
-
-def test_valid_cluster_queue_passes_with_int_and_string_quantities(registry: SchemaRegistry) -> None:
-    assert _errors(registry, CLUSTER_QUEUE) == []
-
-
-@pytest.mark.parametrize(
-    ("path", "key", "value", "expected"),
-    [
-        ("spec", "resourceGroups", "all", "$.spec.resourceGroups: 'all' is not of type 'array'"),
-        ("spec", "namespaceSelector", "all", "$.spec.namespaceSelector: 'all' is not of type 'object'"),
-        (
-            "spec.resourceGroups[0].flavors[0].resources[0]",
-            "nominalQuota",
-            True,
-            "$.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: True is not valid under any",
+CONTAINER = "spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+QUOTA = "spec.resourceGroups[0].flavors[0].resources"
+RJ = JOBSET["spec"]["replicatedJobs"][0]
+# (object, its errors in order): an error ending in "..." is a prefix. Valid objects of every kind pass; a typo at
+# any depth, a wrong type, a missing required field and a duplicate key of a map list each fail, all reported.
+OBJECTS = {
+    "topology": (TOPOLOGY, []),
+    "topology unknown spec field": (_with(TOPOLOGY, "spec", "levelz", []), ['$.spec.levelz: unknown field "levelz"']),
+    "topology unknown level field": (
+        _with(TOPOLOGY, "spec.levels[1]", "nodeLabell", "x"),
+        ['$.spec.levels[1].nodeLabell: unknown field "nodeLabell"'],
+    ),
+    "topology missing levels": ({**TOPOLOGY, "spec": {}}, ["$.spec: 'levels' is a required property"]),
+    "cluster queue, int and string quantities": (CLUSTER_QUEUE, []),
+    "array": (
+        _with(CLUSTER_QUEUE, "spec", "resourceGroups", "all"),
+        ["$.spec.resourceGroups: 'all' is not of type 'array'"],
+    ),
+    "object": (
+        _with(CLUSTER_QUEUE, "spec", "namespaceSelector", "all"),
+        ["$.spec.namespaceSelector: 'all' is not of type 'object'"],
+    ),
+    "int-or-string": (
+        _with(CLUSTER_QUEUE, f"{QUOTA}[0]", "nominalQuota", True),
+        [f"$.{QUOTA}[0].nominalQuota: True is not valid under any..."],
+    ),
+    "quantity-pattern": (
+        _with(CLUSTER_QUEUE, f"{QUOTA}[1]", "nominalQuota", "lots"),
+        [f"$.{QUOTA}[1].nominalQuota: 'lots' does not match..."],
+    ),
+    "duplicate map-list key": (
+        _with(CLUSTER_QUEUE, f"{QUOTA}[1]", "name", "google.com/tpu"),
+        [f"$.{QUOTA}[1]: duplicate entry name='google.com/tpu' in a map list (same key as [0])"],
+    ),
+    "jobset with nested job and pod templates": (JOBSET, []),
+    "jobset deep typo": (
+        _with(JOBSET, CONTAINER, "imagePullPolicyy", "Always"),
+        [f'$.{CONTAINER}.imagePullPolicyy: unknown field "imagePullPolicyy"'],
+    ),
+    "jobset, every error": (
+        _with(
+            _with(
+                _with(JOBSET, "spec.replicatedJobs[0].template.spec.template.spec", "nodeSelectorr", {}),
+                "spec.replicatedJobs[0].template.spec.template.metadata",
+                "labels",
+                {"app": 7},
+            ),
+            "spec.replicatedJobs[0]",
+            "replicas",
+            "two",
         ),
-        (
-            "spec.resourceGroups[0].flavors[0].resources[1]",
-            "nominalQuota",
-            "lots",
-            "$.spec.resourceGroups[0].flavors[0].resources[1].nominalQuota: 'lots' does not match",
-        ),
-    ],
-    ids=["array", "object", "int-or-string", "quantity-pattern"],
-)
-def test_cluster_queue_with_a_wrong_type_fails(
-    registry: SchemaRegistry, path: str, key: str, value: Any, expected: str
-) -> None:
-    errors = _errors(registry, _with(CLUSTER_QUEUE, path, key, value))
-    assert len(errors) == 1 and errors[0].startswith(expected), errors
-
-
-def test_duplicate_keys_of_a_map_list_fail(registry: SchemaRegistry) -> None:
-    obj = copy.deepcopy(CLUSTER_QUEUE)
-    resources = _at(obj, "spec.resourceGroups[0].flavors[0].resources")
-    resources[1]["name"] = "google.com/tpu"
-    assert _errors(registry, obj) == [
-        "$.spec.resourceGroups[0].flavors[0].resources[1]: duplicate entry name='google.com/tpu' in a map list "
-        "(same key as [0])"
-    ]
-
-
-# --------------------------------------------------------------------------------------------- JobSet / LWS
-
-
-def test_valid_jobset_with_a_nested_job_and_pod_template_passes(registry: SchemaRegistry) -> None:
-    assert _errors(registry, JOBSET) == []
-
-
-def test_jobset_with_an_unknown_field_deep_in_the_pod_spec_fails(registry: SchemaRegistry) -> None:
-    container = "spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
-    errors = _errors(registry, _with(JOBSET, container, "imagePullPolicyy", "Always"))
-    assert errors == [f'$.{container}.imagePullPolicyy: unknown field "imagePullPolicyy"']
-
-
-def test_jobset_reports_all_errors_not_just_the_first(registry: SchemaRegistry) -> None:
-    obj = _with(JOBSET, "spec.replicatedJobs[0].template.spec.template.spec", "nodeSelectorr", {})
-    obj = _with(obj, "spec.replicatedJobs[0].template.spec.template.metadata", "labels", {"app": 7})
-    obj = _with(obj, "spec.replicatedJobs[0]", "replicas", "two")
-    errors = _errors(registry, obj)
-    assert errors == [
-        "$.spec.replicatedJobs[0].replicas: 'two' is not of type 'integer'",
-        "$.spec.replicatedJobs[0].template.spec.template.metadata.labels.app: 7 is not of type 'string'",
-        '$.spec.replicatedJobs[0].template.spec.template.spec.nodeSelectorr: unknown field "nodeSelectorr"',
-    ]
-
-
-def test_int32_range_is_checked_and_integral_floats_pass(registry: SchemaRegistry) -> None:
+        [
+            "$.spec.replicatedJobs[0].replicas: 'two' is not of type 'integer'",
+            "$.spec.replicatedJobs[0].template.spec.template.metadata.labels.app: 7 is not of type 'string'",
+            '$.spec.replicatedJobs[0].template.spec.template.spec.nodeSelectorr: unknown field "nodeSelectorr"',
+        ],
+    ),
     # Pulumi carries numbers as doubles: 2.0 is the integer 2.
-    assert _errors(registry, _with(JOBSET, "spec.replicatedJobs[0]", "replicas", 2.0)) == []
-    errors = _errors(registry, _with(JOBSET, "spec.replicatedJobs[0]", "replicas", 2**31))
-    assert errors == ["$.spec.replicatedJobs[0].replicas: 2147483648 is not a 'int32'"]
+    "integral float": (_with(JOBSET, "spec.replicatedJobs[0]", "replicas", 2.0), []),
+    "int32 range": (
+        _with(JOBSET, "spec.replicatedJobs[0]", "replicas", 2**31),
+        ["$.spec.replicatedJobs[0].replicas: 2147483648 is not a 'int32'"],
+    ),
+    "duplicate replicated job": (
+        _with(JOBSET, "spec", "replicatedJobs", [RJ, RJ]),
+        ["$.spec.replicatedJobs[1]: duplicate entry name='slice' in a map list (same key as [0])"],
+    ),
+    "lws": (LWS, []),
+    "lws worker typo": (
+        _with(LWS, "spec.leaderWorkerTemplate.workerTemplate.spec", "hostNetwrok", True),
+        ['$.spec.leaderWorkerTemplate.workerTemplate.spec.hostNetwrok: unknown field "hostNetwrok"'],
+    ),
+    # spec.addresses[] has a oneOf whose branches name only some fields: they must not be closed.
+    "gateway": (GATEWAY, []),
+    "gateway hostname address": (
+        _with(GATEWAY, "spec", "addresses", [{"type": "Hostname", "value": "gw.example.com"}]),
+        [],
+    ),
+    "gateway ip address": (_with(GATEWAY, "spec", "addresses", [{"type": "IPAddress", "value": "10.0.0.7"}]), []),
+    "gateway bad ip": (
+        _with(GATEWAY, "spec", "addresses", [{"type": "IPAddress", "value": "10.0.0.700"}]),
+        ["$.spec.addresses[0]:..."],
+    ),
+    "gateway address typo": (
+        _with(GATEWAY, "spec", "addresses", [{"type": "Hostname", "valeu": "gw.example.com"}]),
+        ['$.spec.addresses[0].valeu: unknown field "valeu"'],
+    ),
+    "gateway bad listener": (
+        _with(GATEWAY, "spec.listeners[0]", "port", "eighty"),
+        ["$.spec.listeners[0].port: 'eighty' is not of type 'integer'"],
+    ),
+    "namespace": (NAMESPACE, []),
+    "secret": ({**SECRET, "data": {"token": "dA=="}}, []),
+    "secret not base64": (
+        {**SECRET, "data": {"token": "not base64!"}},
+        ["$.data.token: 'not base64!' is not a 'byte'"],
+    ),
+    "secret typo": (
+        {**SECRET, "stringData": {"token": "t"}, "strngData": {"token": "t"}},
+        ['$.strngData: unknown field "strngData"'],
+    ),
+}
 
 
-def test_duplicate_replicated_job_names_fail(registry: SchemaRegistry) -> None:
-    obj = copy.deepcopy(JOBSET)
-    obj["spec"]["replicatedJobs"].append(copy.deepcopy(obj["spec"]["replicatedJobs"][0]))
-    assert _errors(registry, obj) == [
-        "$.spec.replicatedJobs[1]: duplicate entry name='slice' in a map list (same key as [0])"
-    ]
+@pytest.mark.parametrize(("obj", "expected"), OBJECTS.values(), ids=OBJECTS.keys())
+def test_objects_fail_exactly_where_they_break(registry: SchemaRegistry, obj: dict, expected: list[str]) -> None:
+    errors = _errors(registry, obj)
+    assert len(errors) == len(expected), errors
+    for error, want in zip(errors, expected, strict=True):
+        assert error.startswith(want[:-3]) if want.endswith("...") else error == want, errors
 
 
-def test_minimal_lws_passes(registry: SchemaRegistry) -> None:
-    assert _errors(registry, LWS) == []
-
-
-def test_lws_with_an_unknown_field_in_the_worker_template_fails(registry: SchemaRegistry) -> None:
-    errors = _errors(registry, _with(LWS, "spec.leaderWorkerTemplate.workerTemplate.spec", "hostNetwrok", True))
-    assert errors == ['$.spec.leaderWorkerTemplate.workerTemplate.spec.hostNetwrok: unknown field "hostNetwrok"']
-
-
-# --------------------------------------------------------------------------------------------- Gateway API
-
-
-def test_gateway_address_overlay_branches_stay_open(registry: SchemaRegistry) -> None:
-    """``spec.addresses[]`` has a oneOf whose branches name only some fields: they must not be closed."""
-    hostname = _with(GATEWAY, "spec", "addresses", [{"type": "Hostname", "value": "gw.example.com"}])
-    assert _errors(registry, hostname) == []
-    ip = _with(GATEWAY, "spec", "addresses", [{"type": "IPAddress", "value": "10.0.0.7"}])
-    assert _errors(registry, ip) == []
-    bad_ip = _with(GATEWAY, "spec", "addresses", [{"type": "IPAddress", "value": "10.0.0.700"}])
-    assert [e.split(":")[0] for e in _errors(registry, bad_ip)] == ["$.spec.addresses[0]"]
-    typo = _with(GATEWAY, "spec", "addresses", [{"type": "Hostname", "valeu": "gw.example.com"}])
-    assert _errors(registry, typo) == ['$.spec.addresses[0].valeu: unknown field "valeu"']
-
-
-def test_valid_gateway_passes_and_a_bad_listener_fails(registry: SchemaRegistry) -> None:
-    assert _errors(registry, GATEWAY) == []
-    errors = _errors(registry, _with(GATEWAY, "spec.listeners[0]", "port", "eighty"))
-    assert errors == ["$.spec.listeners[0].port: 'eighty' is not of type 'integer'"]
+def test_the_builtin_schemas_are_kubernetes_validates(registry: SchemaRegistry) -> None:
+    assert kubernetes_validate.validate(NAMESPACE, "1.36.0", strict=True) == "1.36"
+    with pytest.raises(kubernetes_validate.ValidationError):  # the package agrees, on the same schema
+        kubernetes_validate.validate(OBJECTS["secret typo"][0], "1.36.0", strict=True)
 
 
 # --------------------------------------------------------------------------------------------- dispatch, built-ins
@@ -421,22 +407,6 @@ def test_unknown_kind_fails(registry: SchemaRegistry, api_version: str, kind: st
 @pytest.mark.parametrize("obj", [{}, {"kind": "Namespace"}, {"apiVersion": "v1", "kind": 3}, []])
 def test_malformed_objects_fail(registry: SchemaRegistry, obj: Any) -> None:
     assert len(_errors(registry, obj)) == 1
-
-
-def test_builtin_namespace_passes(registry: SchemaRegistry) -> None:
-    assert _errors(registry, NAMESPACE) == []
-    assert kubernetes_validate.validate(NAMESPACE, "1.36.0", strict=True) == "1.36"
-
-
-def test_builtin_secret_with_an_unknown_top_level_field_fails(registry: SchemaRegistry) -> None:
-    secret = {**SECRET, "stringData": {"token": "t"}, "strngData": {"token": "t"}}
-    assert _errors(registry, secret) == ['$.strngData: unknown field "strngData"']
-    with pytest.raises(kubernetes_validate.ValidationError):  # the package agrees, on the same schema
-        kubernetes_validate.validate(secret, "1.36.0", strict=True)
-    assert _errors(registry, {**SECRET, "data": {"token": "dA=="}}) == []
-    assert _errors(registry, {**SECRET, "data": {"token": "not base64!"}}) == [
-        "$.data.token: 'not base64!' is not a 'byte'"
-    ]
 
 
 def test_builtin_deployment_with_a_deep_typo_and_duplicate_containers_fails(registry: SchemaRegistry) -> None:

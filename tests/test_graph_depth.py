@@ -10,13 +10,12 @@ import functools
 import itertools
 
 from benchmarks import evaluation, graph, scenario, timings
-from tests.harness import run_program
+from tests.harness import ok
 
 
 @functools.cache  # read-only use: one program run per size for the whole module
 def creation_graph(cubes: int) -> dict[str, graph.Node]:
-    run = run_program(scenario.overrides(cubes))
-    assert run.error is None, run.error
+    run = ok(scenario.overrides(cubes))
     return graph.build(run.registrations)
 
 
@@ -37,20 +36,7 @@ def test_longest_path_counts_resources_not_components() -> None:
     assert depth == len(path) and all(not n.component for n in path)
     # Each step waits for the one before it (directly or through free component nodes).
     for before, after in itertools.pairwise(path):
-        assert reaches(nodes, after.urn, before.urn), f"{after.label} does not wait for {before.label}"
-
-
-def reaches(nodes: dict[str, graph.Node], start: str, target: str) -> bool:
-    seen, todo = set(), [start]
-    while todo:
-        urn = todo.pop()
-        for pred in nodes[urn].waits_for:
-            if pred == target:
-                return True
-            if pred not in seen and nodes[pred].component:
-                seen.add(pred)
-                todo.append(pred)
-    return False
+        assert before.label in non_component_waits(nodes, after), f"{after.label} does not wait for {before.label}"
 
 
 def test_network_waits_for_the_compute_api_only() -> None:

@@ -9,7 +9,7 @@ from components.model import geometry
 from components.model.geometry import Topology, TpuSystem
 from components.model.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from tests import upstream
-from tests.harness import Registration, Run, assert_rejected, normalize, run_program
+from tests.harness import Registration, Run, assert_rejected, normalize, ok
 
 P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -61,7 +61,6 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
 
 
 def kueue_values(run: Run) -> dict:
-    assert run.error is None, run.error
     return normalize(run.get(CHART, "kueue-chart").plain("values"))
 
 
@@ -111,7 +110,7 @@ def test_kueue_webhooks_fail_closed_only_in_the_workload_namespace(dev: Run) -> 
     assert rendered_webhooks(default)["mpod"][1]["matchExpressions"][0]["operator"] == "NotIn"
     assert rendered_webhooks(default)["mdeployment"][0] == "Fail"
     # The selector follows the namespace setting.
-    moved = manager_config(run_program({f"{P}:kueue": {"namespace": "tpu-jobs"}}))
+    moved = manager_config(ok({f"{P}:kueue": {"namespace": "tpu-jobs"}}))
     assert moved["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["tpu-jobs"]
 
 
@@ -130,8 +129,7 @@ def test_the_workload_namespace_is_no_controllers_namespace(namespace: str, why:
     (kubernetes-sigs/kueue apis/config/v1beta2/defaults.go@v0.17.4 L111-119)."""
     assert_rejected({f"{P}:kueue": {"namespace": namespace}}, ["kueue.namespace", repr(namespace), why])
     # The add-on moved away, the name is free again.
-    moved = run_program({f"{P}:kueue": {"namespace": "kueue-system"}, f"{P}:addons": {"kueue": {"namespace": "kq"}}})
-    assert moved.error is None, moved.error
+    ok({f"{P}:kueue": {"namespace": "kueue-system"}, f"{P}:addons": {"kueue": {"namespace": "kq"}}})
 
 
 def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_and_metrics(dev: Run) -> None:
@@ -160,7 +158,7 @@ def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) ->
     (spread,) = manager["topologySpreadConstraints"]
     assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
     # One replica: no budget (minAvailable 1 of 1 would block every drain), no spread.
-    single = kueue_values(run_program({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
+    single = kueue_values(ok({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
     assert single["replicas"] == 1 and single["podDisruptionBudget"]["enabled"] is False
     assert "topologySpreadConstraints" not in single
     assert_rejected({f"{P}:addons": {"kueue": {"replicas": 0}}}, ["addons.kueue.replicas"])
@@ -168,17 +166,14 @@ def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) ->
 
 def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
     big = {"requests": {"cpu": "13", "memory": "1Gi"}}
-    assert run_program({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}}).error is None
+    ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
     assert_rejected(
         {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
     )
 
 
 def test_addon_versions_and_resources_are_configurable() -> None:
-    run = run_program(
-        {f"{P}:addons": {"kueue": {"version": "0.17.5", "controllerResources": {"requests": {"cpu": "1"}}}}}
-    )
-    assert run.error is None, run.error
+    run = ok({f"{P}:addons": {"kueue": {"version": "0.17.5", "controllerResources": {"requests": {"cpu": "1"}}}}})
     chart = run.get(CHART, "kueue-chart").inputs
     assert chart["version"] == "0.17.5"
     assert chart["values"]["controllerManager"]["manager"]["resources"] == {"requests": {"cpu": "1"}}
@@ -240,14 +235,6 @@ def test_names_flow_as_outputs_not_literals(codelab: Run) -> None:
         assert namespace.urn in chart.property_dependencies["namespace"]
 
 
-def test_kubernetes_objects_use_only_the_cluster_provider(dev: Run) -> None:
-    provider = dev.get("pulumi:providers:kubernetes", "cluster-k8s")
-    k8s = [r for r in dev.registrations if r.type.startswith("kubernetes:")]
-    assert len(k8s) > 20
-    for reg in k8s:
-        assert reg.provider.startswith(provider.urn + "::"), f"{reg.type} {reg.name}: {reg.provider!r}"
-
-
 def levels_of(run: Run) -> list[str]:
     topo = run.get(f"{KUEUE}/v1beta2:Topology", "queues-topology")
     return [level["nodeLabel"] for level in topo.inputs["spec"]["levels"]]
@@ -288,7 +275,7 @@ def test_default_derivations(codelab: Run) -> None:
 
 
 def test_cube_topology_changes_levels_pools_and_quota() -> None:
-    run = run_program(
+    run = ok(
         {
             f"{P}:tpu": {"cubeTopology": "2x4x4", "cubes": 3},
             f"{P}:demos": {
@@ -298,7 +285,6 @@ def test_cube_topology_changes_levels_pools_and_quota() -> None:
             f"{P}:serving": {"enabled": False},
         }
     )
-    assert run.error is None, run.error
     assert levels_of(run) == [
         "cloud.google.com/gce-topology-block",
         *(partition(s) for s in ("2x4x4", "2x2x4", "2x2x2", "2x2x1")),
@@ -324,13 +310,12 @@ def test_machine_type_changes_levels_pods_and_requests(monkeypatch: pytest.Monke
         source="test",
     )
     monkeypatch.setitem(geometry.SYSTEMS, row.machine_type, row)
-    run = run_program(
+    run = ok(
         {
             f"{P}:tpu": {"machineType": "tpu7x-test-8t"},
             f"{P}:demos": {"subslicing": {"topology": "2x2x2"}, "superslicing": {"enabled": True}},
         }
     )
-    assert run.error is None, run.error
     assert levels_of(run)[1:-1] == [partition(s) for s in ("4x4x4", "2x4x4", "2x2x4", "2x2x2")]
     assert [p.inputs["nodeCount"] for p in tpu_pools(run)] == [8, 8]
     assert demo_shape(run, "subslicing") == (6, 1, 8, "2x2x2")
@@ -344,14 +329,13 @@ def test_machine_type_changes_levels_pods_and_requests(monkeypatch: pytest.Monke
 
 
 def test_priorities_and_names_are_configurable() -> None:
-    run = run_program(
+    run = ok(
         {
             f"{P}:kueue": {"localQueue": "team-a", "priorities": {"batch-10": 10, "prod-99": 99}, "tpuQuota": 200},
             f"{P}:demos": {"subslicing": {"priority": "batch-10"}, "superslicing": {"priority": "prod-99"}},
             f"{P}:serving": {"prefill": {"priority": "prod-99"}, "decode": {"priority": "prod-99"}},
         }
     )
-    assert run.error is None, run.error
     classes = {
         r.inputs["metadata"]["name"]: normalize(r.inputs["value"])
         for r in run.of_type(f"{KUEUE}/v1beta2:WorkloadPriorityClass")
@@ -364,8 +348,7 @@ def test_priorities_and_names_are_configurable() -> None:
 
 
 def test_demos_can_be_switched_off() -> None:
-    run = run_program({f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}})
     assert run.of_type(JOBSET) == []
     assert run.outputs["demoJobSets"] == {}
 

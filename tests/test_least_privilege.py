@@ -11,7 +11,7 @@ import pytest
 from components.cli.plan import settings_input
 from components.model.checks import ConfigError
 from components.model.settings import load
-from tests.harness import Run, assert_rejected, normalize, run_program, stack_file_config
+from tests.harness import Run, assert_rejected, normalize, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -61,8 +61,7 @@ def test_no_stack_file_and_no_default_names_a_weights_bucket() -> None:
     lines = [line for line in str(run.error).splitlines() if "weightsBucket" in line]
     assert len(lines) == 1 and "a placeholder left in the stack file" in lines[0], lines
     # Serving off: no bucket needed.
-    off = run_program({f"{P}:serving": {"enabled": False, "weightsBucket": None}})
-    assert off.error is None, off.error
+    off = ok({f"{P}:serving": {"enabled": False, "weightsBucket": None}})
     assert off.of_type(MEMBER) == [] and off.of_type(BUCKET) == []
 
 
@@ -100,27 +99,17 @@ def test_valid_bucket_names_are_accepted(bucket: str) -> None:
 # --------------------------------------------------------------------------------------------- IAM and the cache
 
 
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    run = run_program()
-    assert run.error is None, run.error
-    return run
-
-
 @pytest.fixture(scope="module", params=["dev", "staging", "prod"])
 def each_stack(request: pytest.FixtureRequest) -> Run:
-    run = run_program(stack=request.param)
-    assert run.error is None, run.error
-    return run
+    return request.getfixturevalue(request.param)
 
 
 def test_the_weights_are_only_read(each_stack: Run) -> None:
-    dev = each_stack
-    granted = members(dev)
+    granted = members(each_stack)
     assert granted["gemma3-weights"] == {"roles/storage.bucketViewer", "roles/storage.objectViewer"}
     assert granted["gemma3-weights"] <= READ_ONLY_ROLES
     for role in ("prefill", "decode"):
-        obj = normalize(dev.get(LWS, f"serving-{role}").plain())
+        obj = normalize(each_stack.get(LWS, f"serving-{role}").plain())
         for container in ("leader", "worker"):
             # Nothing the pods write goes to the weights bucket.
             writes = [v for k, v in env(obj, container).items() if k.endswith("CACHE_PATH")]
@@ -168,13 +157,10 @@ def test_the_cache_bucket_is_private_regional_and_disposable(dev: Run) -> None:
 
 
 def test_the_derived_cache_name_is_valid_unique_and_stable() -> None:
-    def name(overrides: dict[str, Any]) -> str:
-        run = run_program(overrides)
-        assert run.error is None, run.error
-        return run.get(BUCKET, "serving-xla-cache").inputs["name"]
+    def name(overrides: dict[str, Any]) -> str:  # the same on a second run: test_stacks (a year from now)
+        return ok(overrides).get(BUCKET, "serving-xla-cache").inputs["name"]
 
     dev = name({})
-    assert dev == name({})  # the second run names the same bucket
     other_cluster = name({f"{P}:cluster": {"name": "another-cluster"}})
     other_project = name({"gcp:project": "another-tpu-project"})
     longest = name({"gcp:project": "p" * 30, f"{P}:cluster": {"name": "c" * 40}})
@@ -195,8 +181,7 @@ def test_the_cache_cannot_be_the_weights_bucket() -> None:
 
 def test_a_new_weights_bucket_moves_only_its_members(dev: Run) -> None:
     """A one-key change: the weights members are replaced (bucket is ForceNew on the IAM member), the cache stays."""
-    moved = run_program({f"{P}:serving": {"weightsBucket": "other-weights"}})
-    assert moved.error is None, moved.error
+    moved = ok({f"{P}:serving": {"weightsBucket": "other-weights"}})
     assert moved.get(BUCKET, "serving-xla-cache").inputs == dev.get(BUCKET, "serving-xla-cache").inputs
     for reg in moved.of_type(MEMBER):
         before = dev.get(MEMBER, reg.name).inputs
@@ -226,8 +211,7 @@ def test_an_external_gateway_class_needs_the_named_opt_in(class_name: str) -> No
         [f"{P}:serving.gateway.className = '{class_name}'", "serving.gateway.exposeToInternet: true", "internet"],
     )
     assert "(1 problem)" in message
-    run = run_program({f"{P}:serving": {"gateway": {"className": class_name, "exposeToInternet": True}}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"gateway": {"className": class_name, "exposeToInternet": True}}})
     assert normalize(run.get(GATEWAY, "serving-gateway").plain())["spec"]["gatewayClassName"] == class_name
     (warning,) = [m for lvl, m in run.logs if lvl == "warn" and "serving.gateway" in m and "internet" in m]
     assert class_name in warning and "llm-d-inference-gateway" in warning and "Qwen/Qwen3.5-397B-A17B-FP8" in warning

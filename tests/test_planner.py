@@ -7,7 +7,6 @@ P/D serving 8 x 8 = 64 (high).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import shutil
@@ -26,36 +25,19 @@ from components.model.geometry import SliceKind, Topology
 from components.model.partitions import PartitionTree
 from components.model.planner import Plan, Status, Workload, plan_workloads
 from components.model.settings import ConfigError, Settings, load
-from tests.harness import set_arguments
+from tests.harness import REQUIRED_KEYS, merge, set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "gke-tpu-slicing"
-# The keys every stack must set (no defaults): the reservation, the weights bucket, who hears of alerts,
-# who may reach the control plane.
-REQUIRED: dict[str, Any] = {
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
-}
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED}
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED_KEYS}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
-
-
-def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def settings(*overrides: dict[str, Any]) -> Settings:
     raw = BASE
     for o in overrides:
-        raw = _merge(raw, o)
+        raw = merge(raw, o)
     return load(raw, "my-project-123")
 
 
@@ -420,7 +402,7 @@ def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixt
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"cubes": 2, "reservation": {"name": "r"}},
-            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
+            **{f"{P}:{k}": v for k, v in REQUIRED_KEYS.items()},
             f"{P}:demos": {"superslicing": {"topology": "4x4x12"}},
             f"{P}:hfToken": {"secure": "v1:abc"},
         },
@@ -437,7 +419,7 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
         {
             "gcp:project": "my-project-123",
             f"{P}:tpu": {"reservation": {"name": "r"}},
-            **{f"{P}:{k}": v for k, v in REQUIRED.items()},
+            **{f"{P}:{k}": v for k, v in REQUIRED_KEYS.items()},
             f"{P}:demos": {"subslicing": {"topology": "2x2x3"}},
         },
     )

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from components.cli.plan import secret_keys
 from components.cli.render import INDEX, REDACTED, RESERVED, portable
 from components.cli.render import main as render_main
-from tests.harness import ROOT, Run, normalize, run_program, set_arguments, unwrap
+from tests.harness import ROOT, Run, normalize, ok, run_program, set_arguments, unwrap
 
 P = "gke-tpu-slicing"
 TOKEN = "hf_render_test_token"
@@ -51,9 +51,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def program() -> Run:
-    run = run_program(secrets={f"{P}:hfToken": TOKEN})
-    assert run.error is None, run.error
-    return run
+    return ok(secrets={f"{P}:hfToken": TOKEN})
 
 
 def test_two_renders_are_byte_identical(rendered: tuple[Path, Path]) -> None:

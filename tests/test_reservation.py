@@ -15,18 +15,10 @@ from typing import Any
 
 import pytest
 
-from components.cli.mocks import FakeReservation, healthy_sub_block
+from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.settings import ConfigError, load
-from tests.harness import CODELAB_MIX, Mocks, Run, run_program, set_arguments
-
-# What settings without a stack file need besides the reservation: the keys that have no default.
-OTHER_KEYS: dict[str, Any] = {
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    # Who may reach the control plane has no default either.
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
-}
+from tests.harness import CODELAB_MIX, REQUIRED_KEYS, Mocks, Run, run_program, set_arguments
 
 P = "gke-tpu-slicing"
 POOL = "gcp:container/nodePool:NodePool"
@@ -34,14 +26,29 @@ BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservation
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 
 
-def fake(count: int, **changes: dict[str, Any]) -> FakeReservation:
-    """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields)."""
+def fake(count: int, running: Run | None = None, **changes: dict[str, Any]) -> FakeReservation:
+    """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields); GKE runs the
+    pools of `running`."""
     reservation = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)})
     for name, patch in changes.items():
         reservation.sub_blocks[name.replace("_", "-")] = deep_merge(
             reservation.sub_blocks[name.replace("_", "-")], patch
         )
+    if running is not None:
+        reservation.cluster_pools = cluster_pools_of(running)
     return reservation
+
+
+def failing(invoke: str, message: str) -> FakeReservation:
+    """Two healthy sub-blocks; the invoke whose token ends with `invoke` fails with the provider's `message`."""
+
+    class Failing(FakeReservation):
+        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+            if token.endswith(invoke):
+                raise InvokeError(token, message)
+            return super().call(token, args)
+
+    return Failing(FakeReservation.healthy(2).sub_blocks)
 
 
 def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +68,11 @@ MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3
 
 def run_with(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
     return run_program(overrides, mocks=Mocks(reservation=reservation))
+
+
+def ran(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
+    run = run_with(reservation, overrides)
+    return run
 
 
 def pools(run: Run) -> dict[str, dict[str, Any]]:
@@ -104,8 +116,7 @@ def cluster_pools_of(run: Run) -> list[dict[str, Any]]:
 
 def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_mapping() -> None:
     reservation = fake(6)
-    run = run_with(reservation)
-    assert run.error is None, run.error
+    run = ran(reservation)
     assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
     assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
     # Read lazily: only the sub-blocks a cube needs, through the invokes with the reservation's zone.
@@ -117,8 +128,7 @@ def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_m
 
 
 def test_one_unhealthy_among_more_sub_blocks_than_cubes_is_skipped() -> None:
-    run = run_with(fake(4, sb_1=DEGRADED))
-    assert run.error is None, run.error
+    run = ran(fake(4, sb_1=DEGRADED))
     assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
 
 
@@ -138,8 +148,7 @@ def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_blo
 
 
 def test_a_sub_block_in_use_by_something_else_is_skipped_or_refused_when_pinned() -> None:
-    run = run_with(fake(3, sb_1=IN_USE))
-    assert run.error is None, run.error
+    run = ran(fake(3, sb_1=IN_USE))
     assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
     pinned = run_with(fake(3, sb_1=IN_USE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
     rejected(
@@ -150,8 +159,7 @@ def test_a_sub_block_in_use_by_something_else_is_skipped_or_refused_when_pinned(
 
 
 def test_pending_maintenance_is_skipped_or_refused_when_pinned() -> None:
-    run = run_with(fake(3, sb_2=MAINTENANCE))
-    assert run.error is None, run.error
+    run = ran(fake(3, sb_2=MAINTENANCE))
     assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-3"}
     pinned = run_with(fake(3, sb_2=MAINTENANCE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
     rejected(pinned, "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until it is done")
@@ -210,31 +218,16 @@ def test_a_reservation_not_seen_in_an_ai_zone_names_the_one_time_ai_zones_comman
     unlisted.blocks = ()
     rejected(run_with(unlisted), "no such block", AI_ZONES_ONCE)
 
-    class Refused(FakeReservation):
-        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            from components.cli.mocks import InvokeError
-
-            if token.endswith("getReservation"):
-                raise InvokeError(token, "googleapi: Error 400: Invalid value for field 'zone'")
-            return super().call(token, args)
-
-    rejected(run_with(Refused(FakeReservation.healthy(2).sub_blocks)), "Invalid value for field", AI_ZONES_ONCE)
+    refused = failing("getReservation", "googleapi: Error 400: Invalid value for field 'zone'")
+    rejected(run_with(refused), "Invalid value for field", AI_ZONES_ONCE)
     standard = run_with(missing, {f"{P}:zone": "us-central1-a"})
     assert standard.error is not None and "no such reservation" in str(standard.error)
     assert "preview-features" not in str(standard.error)
 
 
 def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
-    class Forbidden(FakeReservation):
-        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            from components.cli.mocks import InvokeError
-
-            if token.endswith("getReservation"):
-                raise InvokeError(token, "googleapi: Error 403: Required 'compute.reservations.get' permission")
-            return super().call(token, args)
-
     rejected(
-        run_with(Forbidden(FakeReservation.healthy(2).sub_blocks)),
+        run_with(failing("getReservation", "googleapi: Error 403: Required 'compute.reservations.get' permission")),
         "could not read the reservation of reservation tpu7x-reservation",
         "Error 403",
         "compute.reservations.get, compute.reservationBlocks.get",
@@ -261,15 +254,7 @@ NOT_A_MISS = (
 
 @pytest.mark.parametrize(("message", "fresh"), [(FRESH, True), (GKE_OFF, True), *((m, False) for m in NOT_A_MISS)])
 def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fresh: bool) -> None:
-    class Cluster(FakeReservation):
-        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            from components.cli.mocks import InvokeError
-
-            if token == "gcp:container/getCluster:getCluster":
-                raise InvokeError(token, message)
-            return super().call(token, args)
-
-    run = run_with(Cluster(FakeReservation.healthy(2).sub_blocks))
+    run = run_with(failing("gcp:container/getCluster:getCluster", message))
     if fresh:  # the first preview of a new stack: nothing runs yet, the pools take the first sub-blocks
         assert run.error is None, run.error
         assert on(run) == {"tpu7-pool-1": "subblock-1", "tpu7-pool-2": "subblock-2"}
@@ -286,10 +271,8 @@ def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
     assert first.error is None, first.error
     assert on(first) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
     # GKE now runs the two pools (their sub-blocks full), and sb-1 has been freed meanwhile.
-    grown = fake(5, sb_2=IN_USE, sb_3=IN_USE)
-    grown.cluster_pools = cluster_pools_of(first)
-    second = run_with(grown, {f"{P}:tpu": {"cubes": 3}})
-    assert second.error is None, second.error
+    grown = fake(5, first, sb_2=IN_USE, sb_3=IN_USE)
+    second = ran(grown, {f"{P}:tpu": {"cubes": 3}})
     assert on(second) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3", "tpu7-pool-3": "sb-1"}
     for name in ("tpu7-pool-1", "tpu7-pool-2"):
         assert pools(second)[name] == pools(first)[name], f"{name} would change"
@@ -298,10 +281,8 @@ def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
 def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved() -> None:
     no_super = {f"{P}:demos": {"superslicing": {"enabled": False}}}
     first = run_with(fake(4), no_super)
-    state = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    state.cluster_pools = cluster_pools_of(first)
-    run = run_with(state, no_super)
-    assert run.error is None, run.error
+    state = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    run = ran(state, no_super)
     assert pools(run) == pools(first), "nothing moves by itself"
     warnings = [msg for level, msg in run.logs if level == "warn"]
     (warning,) = [w for w in warnings if "tpu7-pool-1" in w and "sb-1" in w]
@@ -310,16 +291,13 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     # Its capacity does not count: the plan has one cube.
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
     # Following the advice moves exactly that pool.
-    moved = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    moved.cluster_pools = cluster_pools_of(first)
-    after = run_with(moved, {**no_super, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
-    assert after.error is None, after.error
+    moved = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    after = ran(moved, {**no_super, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
     assert on(after) == {"tpu7-pool-1": "sb-3", "tpu7-pool-2": "sb-2"}
     assert pools(after)["tpu7-pool-2"] == pools(first)["tpu7-pool-2"]
     assert any("tpu7-pool-1 runs on sub-block sb-1 and is bound to sub-block sb-3" in m for _, m in after.logs)
     # A workload that needs that cube cannot come up: refused, with the way out in the message.
-    needs_both = fake(4, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    needs_both.cluster_pools = cluster_pools_of(first)
+    needs_both = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
     rejected(
         run_with(needs_both, CODELAB_MIX),
         "demos.superslicing.topology = '4x4x8' needs 2 cubes but tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)",
@@ -333,10 +311,8 @@ def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up(
     # (hosts that "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it
     # is done, nor ask to replace the pool: the cube still counts and the preview says what is coming.
     first = run_with(fake(4), CODELAB_MIX)
-    state = fake(4, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
-    state.cluster_pools = cluster_pools_of(first)
-    run = run_with(state, CODELAB_MIX)
-    assert run.error is None, run.error
+    state = fake(4, first, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
+    run = ran(state, CODELAB_MIX)
     assert pools(run) == pools(first)
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
     warnings = [msg for level, msg in run.logs if level == "warn"]
@@ -347,8 +323,9 @@ def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up(
     ), warnings
     assert not any("to move it" in w for w in warnings), warnings
     # Once the maintenance runs, the cube is really gone: that still does not count.
-    ongoing = fake(4, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE)
-    ongoing.cluster_pools = cluster_pools_of(first)
+    ongoing = fake(
+        4, first, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE
+    )
     rejected(
         run_with(ongoing, CODELAB_MIX), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)"
     )
@@ -364,8 +341,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
         ]
         return state
 
-    run = run_with(deployed(), {f"{P}:tpu": {"cubes": 3}})
-    assert run.error is None, run.error
+    run = ran(deployed(), {f"{P}:tpu": {"cubes": 3}})
     inputs = pools(run)
     for name in ("tpu7-pool-1", "tpu7-pool-2"):  # not replaced: the same block-level binding, no label
         assert inputs[name]["nodeConfig"]["reservationAffinity"]["values"] == [BLOCK_PATH]
@@ -379,7 +355,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
     refused = run_with(deployed(), {f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
     rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
     # ... onto a free one, announced as the replacement it is.
-    moved = run_with(
+    moved = ran(
         deployed(),
         {
             f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]},
@@ -387,7 +363,6 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
             f"{P}:serving": {"enabled": False},
         },
     )
-    assert moved.error is None, moved.error
     assert any(
         "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
         "replaces the pool" in m
@@ -396,8 +371,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
 
 
 def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reservation() -> None:
-    run = run_with(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
-    assert run.error is None, run.error
+    run = ran(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
     assert on(run) == {"tpu7-pool-1": "sb-5", "tpu7-pool-2": "sb-3"}
     rejected(
         run_with(fake(3), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-7"]}}),
@@ -409,12 +383,12 @@ def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reserva
 def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
     base = {"reservation": {"name": "r"}}
     with pytest.raises(ConfigError, match=r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"):
-        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
     with pytest.raises(ConfigError, match="distinct sub-block names"):
-        load({**OTHER_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
     with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
         load(
-            {**OTHER_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
+            {**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
             "my-tpu-project",
         )
 
@@ -440,10 +414,10 @@ def test_reservation_and_block_names_follow_compute_engines_grammar(key: str, va
     # RFC 1035 names are 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?.
     reservation = {"name": "r", key: value}
     if ok:
-        load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
     else:
         with pytest.raises(ConfigError, match=rf"tpu.reservation.{key} = .*RFC 1035"):
-            load({**OTHER_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+            load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,8 +492,7 @@ def differences(config: dict[str, Any], state: dict[str, Any], ignored: list[str
 
 
 def test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks() -> None:
-    run = run_with(fake(3))
-    assert run.error is None, run.error
+    run = ran(fake(3))
     for reg in (r for r in run.of_type(POOL) if r.name != "cluster-system"):
         inputs = reg.plain()
         state = gke_returns(inputs, "4x4x4")
@@ -599,8 +572,7 @@ def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
 ) -> None:
     # Two pools run; the sub-block under one turned bad: a super-slice of both cubes cannot be admitted.
     first = run_with(fake(3))
-    state = fake(3, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    state.cluster_pools = cluster_pools_of(first)
+    state = fake(3, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
     path = invoke_file(tmp_path, state)
     data = json.loads(path.read_text())
     data["getCluster"] = {"name": "qwen-serving-cluster", "nodePools": state.cluster_pools}
@@ -647,8 +619,6 @@ def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: 
 def test_the_quick_start_names_the_one_time_ai_zones_command_the_error_names() -> None:
     """Dev's zone is an AI zone: a new user meets the one-time command in the README's prerequisites, as the
     preview's error would print it (without the project, which gcloud takes from its configuration)."""
-    from pathlib import Path
-
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert AI_ZONES_ONCE.rsplit(" --project=", 1)[0] in readme
     assert readme.index("ai-zones-visibility") < readme.index("pulumi preview && pulumi up")

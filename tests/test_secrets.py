@@ -118,6 +118,7 @@ def test_a_plaintext_secret_is_refused_by_every_command_with_the_fix(
 
 def test_the_program_refuses_a_plaintext_secret_with_the_fix() -> None:
     run = run_program({f"{P}:hfToken": TOKEN})
+    assert f"{P}:hfToken = [secret]: a secret stored in plain text" in str(run.error)
     assert "pulumi config set --secret hfToken" in str(run.error) and TOKEN not in str(run.error)
     assert run.registrations == []
 

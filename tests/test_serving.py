@@ -20,7 +20,7 @@ from tests.harness import (
     is_secret,
     label_selector_matches,
     normalize,
-    run_program,
+    ok,
     stack_file_config,
 )
 
@@ -32,16 +32,7 @@ TOKEN = "hf_serving_test_token_1234"
 
 @pytest.fixture(scope="module")
 def with_token() -> Run:
-    run = run_program(secrets={f"{P}:hfToken": TOKEN})
-    assert run.error is None, run.error
-    return run
-
-
-@pytest.fixture(scope="module")
-def without_token() -> Run:
-    run = run_program()
-    assert run.error is None, run.error
-    return run
+    return ok(secrets={f"{P}:hfToken": TOKEN})
 
 
 def lws(run: Run, role: str) -> dict:
@@ -102,9 +93,9 @@ SIDECAR_FLAGS_V0_10_0 = {
 SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0 = 8200
 
 
-def test_group_size_tp_and_tpu_requests_derive_from_the_slice(without_token: Run) -> None:
+def test_group_size_tp_and_tpu_requests_derive_from_the_slice(dev: Run) -> None:
     for role in ("prefill", "decode"):
-        obj = lws(without_token, role)
+        obj = lws(dev, role)
         lwt = obj["spec"]["leaderWorkerTemplate"]
         assert obj["spec"]["replicas"] == 4
         assert lwt["size"] == 2  # 2x2x2 = 8 chips / 4 per VM
@@ -121,10 +112,7 @@ def test_group_size_tp_and_tpu_requests_derive_from_the_slice(without_token: Run
 
 
 def test_other_slice_shapes_re_derive() -> None:
-    run = run_program(
-        {f"{P}:serving": {"decode": {"topology": "2x2x4", "replicas": 2}, "prefill": {"topology": "2x2x1"}}}
-    )
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"decode": {"topology": "2x2x4", "replicas": 2}, "prefill": {"topology": "2x2x1"}}})
     decode, prefill = lws(run, "decode"), lws(run, "prefill")
     assert (decode["spec"]["replicas"], decode["spec"]["leaderWorkerTemplate"]["size"]) == (2, 4)
     assert flag(vllm_args(decode), "--tensor-parallel-size") == "32"
@@ -132,8 +120,8 @@ def test_other_slice_shapes_re_derive() -> None:
     assert flag(vllm_args(prefill), "--tensor-parallel-size") == "8"
 
 
-def test_prefill_and_decode_differ_only_by_role(without_token: Run) -> None:
-    prefill, decode = lws(without_token, "prefill"), lws(without_token, "decode")
+def test_prefill_and_decode_differ_only_by_role(dev: Run) -> None:
+    prefill, decode = lws(dev, "prefill"), lws(dev, "decode")
     p_args, d_args = vllm_args(prefill), vllm_args(decode)
     assert json.loads(flag(p_args, "--kv-transfer-config"))["kv_role"] == "kv_producer"
     assert json.loads(flag(d_args, "--kv-transfer-config"))["kv_role"] == "kv_consumer"
@@ -156,40 +144,45 @@ def sidecar_of(run: Run) -> dict:
     return sidecar
 
 
-def test_decode_sidecar_takes_only_flags_of_the_pinned_router_release(without_token: Run) -> None:
-    decode, sidecar = lws(without_token, "decode"), sidecar_of(without_token)
+def test_decode_sidecar_takes_only_flags_of_the_pinned_router_release(dev: Run) -> None:
+    decode, sidecar = lws(dev, "decode"), sidecar_of(dev)
     flags = [arg.removeprefix("--").split("=", 1)[0] for arg in sidecar["args"]]
     assert set(flags) <= SIDECAR_FLAGS_V0_10_0, set(flags) - SIDECAR_FLAGS_V0_10_0
     # No model-server port flag, so decode's vLLM must listen where the sidecar forwards by default.
     assert not {"model-server-port", "vllm-port"} & set(flags)
     assert int(flag(vllm_args(decode), "--port")) == SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0
     # The sidecar listens on the port the pool targets; port names stay unique within the pod.
-    (target,) = router_values(without_token)["router"]["modelServers"]["targetPorts"]
+    (target,) = router_values(dev)["router"]["modelServers"]["targetPorts"]
     assert int(flag(sidecar["args"], "--port")) == target["number"] == sidecar["ports"][0]["containerPort"]
     names = [p["name"] for c in (*leader(decode)["initContainers"], *leader(decode)["containers"]) for p in c["ports"]]
     assert len(names) == len(set(names)), names
 
 
 @pytest.mark.parametrize(
-    ("version", "tag"),
+    ("version", "tag", "api"),
     [
-        ("v0.10.0", "v0.10.0"),
-        ("v0.10.0-rc.1", "v0.10.0-rc.1"),
-        ("v0.11.0", "v0.11.0"),
-        ("0.11.0", "v0.11.0"),  # Helm matches the chart's tag v0.11.0 as semver; image tags are literal
-        ("v0", "main"),  # main's floating chart, whose images are tagged main
+        ("v0.10.0", "v0.10.0", "llm-d.ai/v1alpha1"),
+        ("v0.10.0-rc.1", "v0.10.0-rc.1", "llm-d.ai/v1alpha1"),
+        ("v0.11.0", "v0.11.0", "llm-d.ai/v1"),
+        ("0.11.0", "v0.11.0", "llm-d.ai/v1"),  # Helm matches the chart's tag v0.11.0 as semver; image tags are literal
+        ("v0", "main", "llm-d.ai/v1"),  # main's floating chart, whose images are tagged main
     ],
 )
-def test_sidecar_image_follows_the_router_release(version: str, tag: str) -> None:
-    run = run_program({f"{P}:serving": {"router": {"version": version}}})
-    assert run.error is None, run.error
+def test_sidecar_image_and_epp_config_api_follow_the_router_release(version: str, tag: str, api: str) -> None:
+    run = ok({f"{P}:serving": {"router": {"version": version, "peakPrefillThroughput": 20000}}})
     assert sidecar_of(run)["image"] == f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{tag}"
+    r = router(run)
+    assert r["version"] == version
+    config = yaml.safe_load(r["values"]["router"]["epp"]["pluginsCustomConfig"]["pd-config.yaml"])
+    assert config["apiVersion"] == api
+    assert {p["type"]: p.get("parameters") for p in config["plugins"]}["prefix-cache-affinity-filter"] == {
+        "peakPrefillThroughput": 20000
+    }
 
 
 def test_sidecar_image_can_come_from_a_mirror() -> None:
     mirror = f"us-docker.pkg.dev/p/mirror/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'0' * 64}"
-    run = run_program({f"{P}:serving": {"routingSidecar": {"image": mirror}}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"routingSidecar": {"image": mirror}}})
     assert sidecar_of(run) == {**UPSTREAM_SIDECAR, "image": mirror}
 
 
@@ -221,7 +214,7 @@ def test_sidecars_that_would_not_forward_to_decode_are_rejected(serving_override
 
 
 def test_vllm_flags_come_from_settings() -> None:
-    run = run_program(
+    run = ok(
         {
             f"{P}:serving": {
                 "maxModelLen": 4096,
@@ -234,7 +227,6 @@ def test_vllm_flags_come_from_settings() -> None:
             }
         }
     )
-    assert run.error is None, run.error
     args = vllm_args(lws(run, "prefill"))
     assert flag(args, "--max-model-len") == "4096"
     assert flag(args, "--max-num-batched-tokens") == "2048"
@@ -246,8 +238,8 @@ def test_vllm_flags_come_from_settings() -> None:
     assert run.outputs["servedModelName"] == "qwen"
 
 
-def test_queue_labels_and_exclusive_topology(without_token: Run) -> None:
-    obj = lws(without_token, "decode")
+def test_queue_labels_and_exclusive_topology(dev: Run) -> None:
+    obj = lws(dev, "decode")
     annotations = dict(obj["metadata"]["annotations"])
     # the LWS itself is never awaited: its leaders-ready patch is, once (tests/test_rollout.py)
     assert annotations.pop("pulumi.com/skipAwait") == "true"
@@ -285,26 +277,25 @@ def test_hf_token_is_a_secret_end_to_end(with_token: Run) -> None:
 
 @pytest.mark.parametrize("token", [None, ""], ids=["absent", "empty"])
 def test_no_token_means_no_secret_and_no_env(token: str | None) -> None:
-    run = run_program(secrets={f"{P}:hfToken": token} if token is not None else {})
-    assert run.error is None, run.error
+    run = ok(secrets={f"{P}:hfToken": token} if token is not None else {})
     assert serving_secrets(run) == []
     for role in ("prefill", "decode"):
         for pod in (leader(lws(run, role)), worker(lws(run, role))):
             assert "HF_TOKEN" not in [e["name"] for e in pod["containers"][0]["env"]]
 
 
-def test_gcs_fuse_identity_and_bucket_iam(without_token: Run) -> None:
-    ksa = without_token.get("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa")
+def test_gcs_fuse_identity_and_bucket_iam(dev: Run) -> None:
+    ksa = dev.get("kubernetes:core/v1:ServiceAccount", "serving-gcs-fuse-ksa")
     assert ksa.inputs["metadata"] == {"name": "gcs-fuse-ksa", "namespace": "llm-d-pd-disaggregation"}
     members = sorted(
         (r.inputs["role"], r.inputs["bucket"], r.inputs["member"])
-        for r in without_token.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        for r in dev.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     )
     principal = (
         f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
         "my-tpu-project.svc.id.goog/subject/ns/llm-d-pd-disaggregation/sa/gcs-fuse-ksa"
     )
-    cache = without_token.get("gcp:storage/bucket:Bucket", "serving-xla-cache").inputs["name"]
+    cache = dev.get("gcp:storage/bucket:Bucket", "serving-xla-cache").inputs["name"]
     # Read on the weights, write on the stack's own XLA cache only (tests/test_least_privilege.py).
     assert members == [
         ("roles/storage.bucketViewer", "gemma3-weights", principal),
@@ -312,12 +303,12 @@ def test_gcs_fuse_identity_and_bucket_iam(without_token: Run) -> None:
         ("roles/storage.objectUser", cache, principal),
         ("roles/storage.objectViewer", "gemma3-weights", principal),
     ]
-    lookups = [c for c in without_token.mocks.calls if c.token == "gcp:organizations/getProject:getProject"]
+    lookups = [c for c in dev.mocks.calls if c.token == "gcp:organizations/getProject:getProject"]
     assert [c.args.get("projectId") for c in lookups] == ["my-tpu-project"]
-    for member in without_token.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
+    for member in dev.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
         assert ksa.urn in member.property_dependencies["member"]
     for role in ("prefill", "decode"):
-        obj = lws(without_token, role)
+        obj = lws(dev, role)
         assert leader(obj)["serviceAccountName"] == worker(obj)["serviceAccountName"] == "gcs-fuse-ksa"
 
 
@@ -329,9 +320,9 @@ def templates(obj: dict) -> list[dict]:
     return [lwt["leaderTemplate"], lwt["workerTemplate"]]
 
 
-def test_streamed_weights_declare_no_fuse_mount(without_token: Run) -> None:
+def test_streamed_weights_declare_no_fuse_mount(dev: Run) -> None:
     for role in ("prefill", "decode"):
-        obj = lws(without_token, role)
+        obj = lws(dev, role)
         assert flag(vllm_args(obj), "--model").startswith("gs://gemma3-weights/")
         assert flag(vllm_args(obj), "--load-format") == "runai_streamer"
         for template in templates(obj):
@@ -341,8 +332,7 @@ def test_streamed_weights_declare_no_fuse_mount(without_token: Run) -> None:
 
 
 def test_mounted_weights_declare_the_fuse_mount_and_read_from_it() -> None:
-    run = run_program({f"{P}:serving": {"weightsVia": "mount", "weightsBucket": "my-weights"}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"weightsVia": "mount", "weightsBucket": "my-weights"}})
     for role in ("prefill", "decode"):
         obj = lws(run, role)
         args = vllm_args(obj)
@@ -405,26 +395,29 @@ def unknown_chart_keys(values: dict, keys: dict | None, path: str = "") -> list[
     return out
 
 
+def router(run: Run) -> dict:
+    return normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
+
+
 def router_values(run: Run) -> dict:
-    return normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain("values"))
+    return router(run)["values"]
 
 
-def test_the_gateway_takes_routes_from_its_own_namespace_only(without_token: Run) -> None:
+def test_the_gateway_takes_routes_from_its_own_namespace_only(dev: Run) -> None:
     """With `from: All` anyone allowed to create an HTTPRoute in any namespace could attach a path to the model's
     load balancer; `Same` admits "Only Routes in the same namespace" (Gateway API v1.4.1 gateways CRD,
     `allowedRoutes.namespaces.from`). The router chart's HTTPRoute is released in the chart's namespace and names
     the Gateway without a namespace (llm-d-router v0.10.0 llm-d-router-gateway/templates/httproute.yaml:
     `.Release.Namespace`, `inferenceGatewayNamespace` unset), so it must be the Gateway's namespace to attach."""
-    gw = without_token.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
+    gw = dev.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
     (listener,) = normalize(gw.inputs["spec"])["listeners"]
     assert listener["allowedRoutes"] == {"namespaces": {"from": "Same"}}
-    router = normalize(without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
-    assert router["namespace"] == gw.inputs["metadata"]["namespace"]
-    assert "inferenceGatewayNamespace" not in router["values"].get("httpRoute", {})
+    assert router(dev)["namespace"] == gw.inputs["metadata"]["namespace"]
+    assert "inferenceGatewayNamespace" not in router_values(dev).get("httpRoute", {})
 
 
-def test_gateway_and_router(without_token: Run) -> None:
-    gw = without_token.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
+def test_gateway_and_router(dev: Run) -> None:
+    gw = dev.get("kubernetes:gateway.networking.k8s.io/v1:Gateway", "serving-gateway")
     assert gw.inputs["metadata"] == {"name": "llm-d-inference-gateway", "namespace": "llm-d-pd-disaggregation"}
     assert normalize(gw.inputs["spec"]) == {
         "gatewayClassName": "gke-l7-rilb",
@@ -432,10 +425,10 @@ def test_gateway_and_router(without_token: Run) -> None:
             {"name": "default", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
         ],
     }
-    proxy_subnet = without_token.get("gcp:compute/subnetwork:Subnetwork", "network-proxy")
-    assert without_token.depends_on(gw, proxy_subnet)
+    proxy_subnet = dev.get("gcp:compute/subnetwork:Subnetwork", "network-proxy")
+    assert dev.depends_on(gw, proxy_subnet)
 
-    router = without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router")
+    router = dev.get("kubernetes:helm.sh/v4:Chart", "serving-router")
     r = normalize(router.plain())
     # llm-d's published gateway-mode chart (guides/env.sh ROUTER_GATEWAY_CHART), at a release tag, not `v0`.
     assert (r["name"], r["chart"], r["namespace"]) == (
@@ -449,13 +442,11 @@ def test_gateway_and_router(without_token: Run) -> None:
     assert values["httpRoute"] == {"create": True, "inferenceGatewayName": "llm-d-inference-gateway"}
     assert values["router"]["modelServers"]["targetPorts"] == [{"number": 8000}]
     assert gw.urn in router.property_dependencies["values"]
-    assert without_token.depends_on(
-        router, without_token.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
-    )
+    assert dev.depends_on(router, dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds"))
 
 
-def test_router_values_are_keys_of_the_pinned_chart(without_token: Run) -> None:
-    values = router_values(without_token)
+def test_router_values_are_keys_of_the_pinned_chart(dev: Run) -> None:
+    values = router_values(dev)
     assert unknown_chart_keys(values, ROUTER_CHART_KEYS) == []
     # and the check can fail
     assert unknown_chart_keys({"router": {"epp": {"replicaz": 1}}, "proxyy": {}}, ROUTER_CHART_KEYS) == [
@@ -464,16 +455,16 @@ def test_router_values_are_keys_of_the_pinned_chart(without_token: Run) -> None:
     ]
 
 
-def test_router_sets_nothing_that_gateway_mode_ignores(without_token: Run) -> None:
-    values = router_values(without_token)
+def test_router_sets_nothing_that_gateway_mode_ignores(dev: Run) -> None:
+    values = router_values(dev)
     # No proxy (rendered only with router.proxy.enabled; the GKE Gateway proxies), no port 80 -> 8081 on the
     # EPP Service (the proxy's listener), no HTTPRoute timeout (applied only when provider.name != gke).
     assert "proxy" not in values["router"] and "extraServicePorts" not in values["router"]
     assert "requestTimeout" not in values["httpRoute"]
 
 
-def test_epp_config_is_the_current_pd_schema(without_token: Run) -> None:
-    values = router_values(without_token)["router"]["epp"]
+def test_epp_config_is_the_current_pd_schema(dev: Run) -> None:
+    values = router_values(dev)["router"]["epp"]
     assert values["pluginsConfigFile"] in values["pluginsCustomConfig"]
     config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
     # v0.10.0 parses llm-d.ai/v1alpha1 only; the deprecated alias group is gone
@@ -489,27 +480,6 @@ def test_epp_config_is_the_current_pd_schema(without_token: Run) -> None:
     for profile in config["schedulingProfiles"]:
         refs = [p["pluginRef"] for p in profile["plugins"]]
         assert set(refs) <= set(plugins) and refs[0] == f"{profile['name']}-filter"
-
-
-@pytest.mark.parametrize(
-    ("version", "api"),
-    [
-        ("v0.10.0", "llm-d.ai/v1alpha1"),
-        ("v0.10.0-rc.1", "llm-d.ai/v1alpha1"),
-        ("v0", "llm-d.ai/v1"),
-        ("v0.11.0", "llm-d.ai/v1"),
-    ],
-)
-def test_epp_config_api_follows_the_chart_version(version: str, api: str) -> None:
-    run = run_program({f"{P}:serving": {"router": {"version": version, "peakPrefillThroughput": 20000}}})
-    assert run.error is None, run.error
-    r = normalize(run.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())
-    assert r["version"] == version
-    config = yaml.safe_load(r["values"]["router"]["epp"]["pluginsCustomConfig"]["pd-config.yaml"])
-    assert config["apiVersion"] == api
-    assert {p["type"]: p.get("parameters") for p in config["plugins"]}["prefix-cache-affinity-filter"] == {
-        "peakPrefillThroughput": 20000
-    }
 
 
 def group_pods(obj: dict) -> list[tuple[str, dict[str, str]]]:
@@ -531,8 +501,7 @@ def group_pods(obj: dict) -> list[tuple[str, dict[str, str]]]:
 
 @pytest.mark.parametrize("topology", ["2x2x2", "2x2x4"])
 def test_the_pool_selects_every_leader_and_no_worker(topology: str) -> None:
-    run = run_program({f"{P}:serving": {"prefill": {"topology": topology}, "decode": {"topology": topology}}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"prefill": {"topology": topology}, "decode": {"topology": topology}}})
     # The chart copies router.modelServers.matchLabels into the InferencePool's spec.selector.matchLabels
     # (routerlib templates/_inferencepool.yaml@v0.10.0).
     selector = {"matchLabels": router_values(run)["router"]["modelServers"]["matchLabels"]}
@@ -554,24 +523,24 @@ def test_selector_evaluation_can_fail() -> None:
     assert label_selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"})
 
 
-def test_leader_selector_and_metrics_port_are_public(without_token: Run) -> None:
+def test_leader_selector_and_metrics_port_are_public(dev: Run) -> None:
     settings = load(*settings_input(stack_file_config()))
-    assert serving.leader_selector(settings) == router_values(without_token)["router"]["modelServers"]["matchLabels"]
+    assert serving.leader_selector(settings) == router_values(dev)["router"]["modelServers"]["matchLabels"]
     for role in ("prefill", "decode"):
         (port,) = [
             p["containerPort"]
-            for p in leader(lws(without_token, role))["containers"][0]["ports"]
+            for p in leader(lws(dev, role))["containers"][0]["ports"]
             if p["containerPort"] == serving.metrics_port(role)
         ]
-        assert port == flag_port(lws(without_token, role))
+        assert port == flag_port(lws(dev, role))
 
 
 def flag_port(obj: dict) -> int:
     return int(flag(vllm_args(obj), "--port"))
 
 
-def test_serving_graph_order(without_token: Run) -> None:
-    run = without_token
+def test_serving_graph_order(dev: Run) -> None:
+    run = dev
     lws_chart = run.get("kubernetes:helm.sh/v4:Chart", "lws-chart")
     cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke")
     kueue_objects = [r for r in run.registrations if r.type.startswith("kubernetes:kueue.x-k8s.io")]
@@ -590,8 +559,8 @@ def test_serving_graph_order(without_token: Run) -> None:
         assert run.depends_on(run.get(type_, name), cluster)
 
 
-def test_stack_outputs(without_token: Run) -> None:
-    out = without_token.outputs
+def test_stack_outputs(dev: Run) -> None:
+    out = dev.outputs
     assert out["gatewayName"] == "llm-d-inference-gateway"
     assert out["gatewayNamespace"] == "llm-d-pd-disaggregation"
     assert out["servedModelName"] == "Qwen/Qwen3.5-397B-A17B-FP8"
@@ -616,22 +585,18 @@ def test_stack_outputs(without_token: Run) -> None:
         out["credentialsCommand"],
     ]
     # the context kubectl and verify use: this stack's cluster, region and project, through the endpoint it opens
-    project = without_token.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["project"]
+    project = dev.get("gcp:container/cluster:Cluster", "cluster-gke").inputs["project"]
     assert shlex.split(out["credentialsCommand"]) == [
         "gcloud", "container", "clusters", "get-credentials", "qwen-serving-cluster",
         "--location", "us-central1", "--project", project, "--dns-endpoint",
     ]  # fmt: skip
     # the pool is the router release's (named after the guide); one leader per replica of each role
-    assert (
-        out["inferencePool"]
-        == normalize(without_token.get("kubernetes:helm.sh/v4:Chart", "serving-router").plain())["name"]
-    )
-    assert out["servingLeaders"] == sum(lws(without_token, r)["spec"]["replicas"] for r in ("prefill", "decode"))
+    assert out["inferencePool"] == router(dev)["name"]
+    assert out["servingLeaders"] == sum(lws(dev, r)["spec"]["replicas"] for r in ("prefill", "decode"))
 
 
 def test_serving_can_be_switched_off() -> None:
-    run = run_program({f"{P}:serving": {"enabled": False}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"enabled": False}})
     assert run.of_type(LWS) == [] and run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") == []
     assert not [r for r in run.registrations if r.type == "kubernetes:helm.sh/v4:Chart" and r.name == "serving-router"]
     assert "gatewayName" not in run.outputs and "verifyCommand" not in run.outputs
@@ -643,8 +608,7 @@ def vllm_leader(obj: dict) -> dict:
 
 @pytest.mark.parametrize("budget", [14400, 3600, 7201])
 def test_leaders_are_probed_with_the_startup_budget(budget: int) -> None:
-    run = run_program({f"{P}:serving": {"startupTimeoutSeconds": budget}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"startupTimeoutSeconds": budget}})
     for role in ("prefill", "decode"):
         obj = lws(run, role)
         container, port = vllm_leader(obj), flag_port(obj)
@@ -679,10 +643,10 @@ def env_of(container: dict) -> dict[str, dict]:
     return {e["name"]: e for e in container["env"]}
 
 
-def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidecar(without_token: Run) -> None:
+def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidecar(dev: Run) -> None:
     keep_alives: set[str] = set()
     for role in ("prefill", "decode"):
-        obj = lws(without_token, role)
+        obj = lws(dev, role)
         for container in (vllm_leader(obj), worker(obj)["containers"][0]):
             assert env_of(container)["POD_IP"] == {
                 "name": "POD_IP",
@@ -710,14 +674,13 @@ def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidec
 )
 def test_serving_pods_avoid_unhealthy_partitions(prefill: str, decode: str, decode_state: str) -> None:
     """A sub-slice needs its own partition healthy; a super-slice, each cube-sized partition it stitches."""
-    run = run_program(
+    run = ok(
         {
             f"{P}:tpu": {"cubes": 4},
             f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
             f"{P}:serving": {"prefill": {"topology": prefill}, "decode": {"topology": decode, "replicas": 1}},
         }
     )
-    assert run.error is None, run.error
     for role, state in (("prefill", prefill), ("decode", decode_state)):
         for template in templates(lws(run, role)):
             assert template["spec"]["nodeSelector"] == {
@@ -729,13 +692,12 @@ def test_serving_pods_avoid_unhealthy_partitions(prefill: str, decode: str, deco
 
 
 def test_demo_jobsets_avoid_unhealthy_partitions() -> None:
-    run = run_program(
+    run = ok(
         {
             f"{P}:tpu": {"cubes": 4},
             f"{P}:demos": {"subslicing": {"topology": "2x2x4"}, "superslicing": {"enabled": True, "topology": "4x8x8"}},
         }
     )
-    assert run.error is None, run.error
     cube = "4x4x4"
     for name, state in (("subslicing", "2x2x4"), ("superslicing", cube)):
         jobset = normalize(run.get("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", f"{name}-jobset").plain())
@@ -750,8 +712,7 @@ def test_the_system_pool_fit_counts_the_picker_and_no_proxy() -> None:
     assert "serving.router.eppResources" in pods
     assert not [key for key in pods if "proxy" in key.lower()]
     # 6000m of controllers (0.5 + 0.5 + 1 + 4 CPU) fit one n2-standard-8 once the 4-CPU proxy is not counted
-    run = run_program({f"{P}:cluster": {"systemMachineType": "n2-standard-8"}})
-    assert run.error is None, run.error
+    ok({f"{P}:cluster": {"systemMachineType": "n2-standard-8"}})
 
 
 def test_router_proxy_keys_are_gone() -> None:
@@ -792,5 +753,4 @@ def test_bad_serving_config_fails_before_any_resource(case: str, overrides: dict
 
 
 def test_explicit_consistent_tensor_parallel_size_is_accepted() -> None:
-    run = run_program({f"{P}:serving": {"decode": {"tensorParallelSize": 16}}})
-    assert run.error is None, run.error
+    ok({f"{P}:serving": {"decode": {"tensorParallelSize": 16}}})

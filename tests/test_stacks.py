@@ -22,10 +22,12 @@ from tests.harness import (
     CLOCK,
     ROOT,
     STACKS,
+    Mocks,
     Registration,
     Run,
     contains_secret,
     is_secret,
+    ok,
     placeholders,
     run_program,
     stack_file_config,
@@ -109,7 +111,17 @@ def test_every_node_runs_as_the_dedicated_service_account(stack: tuple[str, Run]
     configs.append(run.get(CLUSTER, "cluster-gke").inputs["nodeConfig"])
     for node_config in configs:
         assert node_config["serviceAccount"] == email
+        assert node_config["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
         assert not node_config["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
+    assert account.inputs["accountId"] == run.get(CLUSTER, "cluster-gke").inputs["name"] + "-nodes"
+    # Least privilege: the one role GKE's nodes need, granted before any pool starts.
+    (binding,) = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert (binding.inputs["role"], binding.inputs["member"]) == (
+        "roles/container.defaultNodeServiceAccount",
+        f"serviceAccount:{email}",
+    )
+    for pool in run.of_type(POOL):
+        assert run.depends_on(pool, binding), pool.name
 
 
 def test_every_kubernetes_object_goes_through_the_explicit_provider(stack: tuple[str, Run]) -> None:
@@ -164,12 +176,28 @@ def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
 def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> None:
     """The program's clock a year ahead: no date in a stack file expires (the first would have on 2027-02-26)."""
     name, today = stack
-    later = run_program(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
-    assert later.error is None, later.error
+    later = ok(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
     # ...and registers exactly what it registers today (registration order is not deterministic).
     assert {(r.type, r.name): r.inputs for r in later.registrations} == {
         (r.type, r.name): r.inputs for r in today.registrations
     }
+
+
+def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> None:
+    """run_program answers a configuration it ran from the session's recording (tests/harness.py)."""
+    first, again, fresh = run_program(), run_program(), run_program(fresh=True)
+    assert first is not again and first.registrations[0] is not again.registrations[0]
+    first.registrations[0].inputs["changed"] = True
+    assert "changed" not in again.registrations[0].inputs and "changed" not in run_program().registrations[0].inputs
+    assert {(r.type, r.name): r.inputs for r in again.registrations} == {
+        (r.type, r.name): r.inputs for r in fresh.registrations
+    }
+    assert (again.outputs, again.secret_outputs, again.logs) == (fresh.outputs, fresh.secret_outputs, fresh.logs)
+    # Fakes of the same state share a recording too: the caller's fakes hear the calls the run made.
+    fakes = [Mocks(cluster_hash="0a0a0a0a0a0a"), Mocks(cluster_hash="0a0a0a0a0a0a")]
+    runs = [run_program(mocks=m) for m in fakes]
+    assert runs[1].mocks is fakes[1] and fakes[1].reservation.calls == fakes[0].reservation.calls != []
+    assert [c.token for c in fakes[1].calls] == [c.token for c in fakes[0].calls]
 
 
 # The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
@@ -227,8 +255,7 @@ def test_dev_is_the_codelab_sized_stack() -> None:
 
 @pytest.mark.parametrize("name", ["staging", "prod"])
 def test_staging_and_prod_serve_only_and_are_protected(name: str) -> None:
-    run = run_program(stack=name)
-    assert run.error is None, run.error
+    run = ok(stack=name)
     assert run.of_type(JOBSET) == [], "no demo JobSets competing for the cubes"
     assert len(run.of_type(LWS)) == 2
     cluster = run.get(CLUSTER, "cluster-gke")

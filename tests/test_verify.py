@@ -252,25 +252,50 @@ def test_5xx_then_success_retries_with_backoff(stub: Stub, sleeps: Sleeps) -> No
     assert stub.paths() == [COMPLETIONS, COMPLETIONS]
 
 
-def test_backoff_is_bounded_by_attempts_and_max_delay(stub: Stub, sleeps: Sleeps) -> None:
-    stub.script(CHAT, Step(502, b"upstream connect error"))
+# path -> its script, the probe's options, then (ok, status, attempts, error), the recorded sleeps.
+SCRIPTED = {
+    "bounded by attempts and max delay": (
+        CHAT,
+        [Step(502, b"upstream connect error")],
+        {"attempts": 6, "backoff": Backoff(1, 2, 5)},
+        (False, 502, 6, "HTTP 502 Bad Gateway: upstream connect error"),
+        [1, 2, 4, 5, 5],  # no sleep after the last attempt
+    ),
+    "retry-after lengthens the delay up to the cap": (
+        COMPLETIONS,
+        [Step(429, headers={"Retry-After": "3"}), Step(429, headers={"Retry-After": "99"}), Step()],
+        {"backoff": Backoff(1, 2, 8)},
+        (True, 200, 3, None),
+        [3, 8],
+    ),
+    "malformed json is a failure": (
+        COMPLETIONS,
+        [Step(body=b"<html>default backend - 200</html>")],
+        {"attempts": 2},
+        (False, 200, 2, "HTTP 200 but the body is not JSON: <html>default backend - 200</html>"),
+        [1.0],
+    ),
+    "malformed json then success is retried": (
+        CHAT,
+        [Step(body=b'{"choices": [tru'), Step()],
+        {"attempts": 3},
+        (True, 200, 2, None),
+        [1.0],
+    ),
+}
 
-    result = verify.probe(stub.url, MODEL, "chat", attempts=6, backoff=Backoff(1, 2, 5), sleep=sleeps, read_timeout=2)
 
-    assert not result.ok
-    assert (result.status, result.attempts, result.first_tokens) == (502, 6, "")
-    assert result.error == "HTTP 502 Bad Gateway: upstream connect error"
-    assert sleeps == [1, 2, 4, 5, 5]  # no sleep after the last attempt
-    assert len(stub.received) == 6
-
-
-def test_retry_after_lengthens_the_delay_up_to_the_cap(stub: Stub, sleeps: Sleeps) -> None:
-    stub.script(COMPLETIONS, Step(429, headers={"Retry-After": "3"}), Step(429, headers={"Retry-After": "99"}), Step())
-
-    result = verify.probe(stub.url, MODEL, "completions", backoff=Backoff(1, 2, 8), sleep=sleeps, read_timeout=2)
-
-    assert result.ok and result.attempts == 3
-    assert sleeps == [3, 8]
+@pytest.mark.parametrize(("path", "steps", "options", "expected", "slept"), SCRIPTED.values(), ids=SCRIPTED.keys())
+def test_retries_and_backoff(
+    stub: Stub, sleeps: Sleeps, path: str, steps: list, options: dict, expected: tuple, slept: list
+) -> None:
+    stub.script(path, *steps)
+    kind = "chat" if path == CHAT else "completions"
+    result = verify.probe(stub.url, MODEL, kind, sleep=sleeps, read_timeout=2, **options)
+    assert (result.ok, result.status, result.attempts, result.error) == expected
+    assert sleeps == slept
+    assert stub.paths() == [path] * result.attempts
+    assert ("OK" if result.ok else "FAIL") in result.line()
 
 
 @pytest.mark.parametrize(
@@ -311,24 +336,6 @@ def test_connection_refused_is_retried_then_fails(sleeps: Sleeps) -> None:
     assert not result.ok and (result.status, result.attempts) == (None, 3)
     assert result.error is not None and result.error.startswith("connection error")
     assert sleeps == [1.0, 2.0]
-
-
-def test_malformed_json_is_a_failure(stub: Stub, sleeps: Sleeps) -> None:
-    stub.script(COMPLETIONS, Step(body=b"<html>default backend - 200</html>"))
-
-    result = verify.probe(stub.url, MODEL, "completions", attempts=2, sleep=sleeps, read_timeout=2)
-
-    assert not result.ok and (result.status, result.attempts) == (200, 2)
-    assert result.error == "HTTP 200 but the body is not JSON: <html>default backend - 200</html>"
-    assert "FAIL" in result.line()
-
-
-def test_malformed_json_then_success_is_retried(stub: Stub, sleeps: Sleeps) -> None:
-    stub.script(CHAT, Step(body=b'{"choices": [tru'), Step())
-
-    result = verify.probe(stub.url, MODEL, "chat", attempts=3, sleep=sleeps, read_timeout=2)
-
-    assert result.ok and result.attempts == 2 and sleeps == [1.0]
 
 
 @pytest.mark.parametrize("body", [{"object": "list", "data": []}, {"choices": []}, {"choices": "x"}, [1, 2]])
@@ -609,6 +616,13 @@ def wait_argv(stub: Stub, *extra: str) -> list[str]:
     return ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--pool", "pd", "--direct", *extra]
 
 
+def waited(argv: list[str], pods: FakePods, objects: FakeObjects | None = None) -> tuple[int, Clock]:
+    """verify.main against the fake pool and pods, on a fake clock: its exit code and the clock."""
+    clock = Clock(MONOTONIC_START)
+    objects = objects or FakeObjects(pool_object())
+    return verify.main(argv, api=objects, pods=pods, sleep=clock.sleep, clock=clock), clock
+
+
 def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
     objects = FakeObjects(pool_object())
     pods = FakePods(
@@ -617,15 +631,7 @@ def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: 
         [pod("prefill", True), pod("decode", False)],
         [pod("prefill", True), pod("decode", True)],
     )
-    clock = Clock(MONOTONIC_START)
-
-    code = verify.main(
-        wait_argv(stub, "--leaders", "2", "--poll", "60", "--timeout", "3600"),
-        api=objects,
-        pods=pods,
-        sleep=clock.sleep,
-        clock=clock,
-    )
+    code, clock = waited(wait_argv(stub, "--leaders", "2", "--poll", "60", "--timeout", "3600"), pods, objects)
 
     assert code == 0
     assert objects.calls[0] == ("inference.networking.k8s.io", "v1", "ns", "inferencepools", "pd")
@@ -649,16 +655,8 @@ def test_main_waits_for_the_leaders_then_sends_the_requests(stub: Stub, capsys: 
 def test_main_gives_up_after_the_timeout_without_sending_requests(
     stub: Stub, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clock = Clock(MONOTONIC_START)
     pods = FakePods([pod("prefill", True), pod("decode", False)])
-
-    code = verify.main(
-        wait_argv(stub, "--timeout", "100", "--poll", "30"),
-        api=FakeObjects(pool_object()),
-        pods=pods,
-        sleep=clock.sleep,
-        clock=clock,
-    )
+    code, clock = waited(wait_argv(stub, "--timeout", "100", "--poll", "30"), pods)
 
     assert code == 1
     assert clock.sleeps == [30, 30, 30, 10]  # bounded by the timeout, not a whole poll past it
@@ -670,35 +668,18 @@ def test_main_gives_up_after_the_timeout_without_sending_requests(
 
 def test_expected_leaders_that_do_not_exist_yet_keep_it_waiting(stub: Stub) -> None:
     """Kueue admits groups one by one: 2 ready pods are not 8 leaders."""
-    clock = Clock(MONOTONIC_START)
     pods = FakePods([pod("prefill", True), pod("decode", True)])
-
-    code = verify.main(
-        wait_argv(stub, "--leaders", "8", "--timeout", "60", "--poll", "30"),
-        api=FakeObjects(pool_object()),
-        pods=pods,
-        sleep=clock.sleep,
-        clock=clock,
-    )
-
+    code, _ = waited(wait_argv(stub, "--leaders", "8", "--timeout", "60", "--poll", "30"), pods)
     assert code == 1 and stub.received == []
 
 
 def test_an_empty_pool_is_not_ready(stub: Stub) -> None:
-    clock = Clock(MONOTONIC_START)
-    code = verify.main(
-        wait_argv(stub, "--timeout", "30", "--poll", "30"),
-        api=FakeObjects(pool_object()),
-        pods=FakePods([]),
-        sleep=clock.sleep,
-        clock=clock,
-    )
+    code, _ = waited(wait_argv(stub, "--timeout", "30", "--poll", "30"), FakePods([]))
     assert code == 1 and stub.received == []
 
 
 def test_a_missing_pool_is_a_clear_error(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
-    clock = Clock(MONOTONIC_START)
-    code = verify.main(wait_argv(stub), api=FakeObjects(None), pods=FakePods([]), sleep=clock.sleep, clock=clock)
+    code, clock = waited(wait_argv(stub), FakePods([]), FakeObjects(None))
     assert code == 1
     assert "error: InferencePool ns/pd not found (inference.networking.k8s.io/v1)" in capsys.readouterr().err
     assert clock.sleeps == [] and stub.received == []
@@ -706,28 +687,10 @@ def test_a_missing_pool_is_a_clear_error(stub: Stub, capsys: pytest.CaptureFixtu
 
 def test_stack_outputs_name_the_pool_and_the_leader_count(stub: Stub, tmp_path: Any) -> None:
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(
-        json.dumps(
-            {
-                "gatewayName": "gw",
-                "gatewayNamespace": "ns",
-                "servedModelName": MODEL,
-                "inferencePool": "pd",
-                "servingLeaders": 2,
-            }
-        )
-    )
-    clock = Clock(MONOTONIC_START)
-    objects = FakeObjects(pool_object())
-    pods = FakePods([pod("prefill", True), pod("decode", True)])
-
-    code = verify.main(
-        ["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"],
-        api=objects,
-        pods=pods,
-        sleep=clock.sleep,
-        clock=clock,
-    )
+    names = {"gatewayName": "gw", "gatewayNamespace": "ns", "servedModelName": MODEL, "inferencePool": "pd"}
+    outputs.write_text(json.dumps({**names, "servingLeaders": 2}))
+    objects, pods = FakeObjects(pool_object()), FakePods([pod("prefill", True), pod("decode", True)])
+    code, _ = waited(["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"], pods, objects)
 
     assert code == 0
     assert objects.calls[0][3:] == ("inferencepools", "pd") and pods.selectors

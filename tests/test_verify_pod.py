@@ -28,7 +28,7 @@ from components.model.commands import credentials_command
 from tests import fakes
 from tests.conformance import validate_builtin
 from tests.fakes import Clock
-from tests.harness import ROOT, run_program
+from tests.harness import ROOT, Run, ok
 
 TOKEN = "fake-token"
 MODEL = "qwen3.5-397b"
@@ -100,20 +100,18 @@ def kubeconfig(tmp_path: Path, server: str) -> str:
     return str(fakes.write_kubeconfig(tmp_path / "kubeconfig", server, TOKEN, context="ctx"))
 
 
-def verify_main(argv: list[str], clock: Clock) -> int:
-    return verify.main(argv, sleep=clock.sleep, clock=clock)
+def verify_via(api: tuple[FakeApiServer, str], tmp_path: Path, *extra: str) -> tuple[int, Clock]:
+    """verify against the fake API server's Gateway ns/gw, on a fake clock: its exit code and the clock."""
+    clock = Clock()
+    argv = ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, *extra]
+    return verify.main([*argv, "--kubeconfig", kubeconfig(tmp_path, api[1])], sleep=clock.sleep, clock=clock), clock
 
 
 def test_requests_go_out_from_a_pod_whose_log_is_the_answer(
     api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake, server = api
-    clock = Clock()
-
-    code = verify_main(
-        ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, "--kubeconfig", kubeconfig(tmp_path, server)],
-        clock,
-    )
+    fake = api[0]
+    code, clock = verify_via(api, tmp_path)
 
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
@@ -170,25 +168,9 @@ def test_the_pod_passes_conformance_and_is_locked_down() -> None:
 def test_a_pod_that_never_ends_is_bounded_and_still_deleted(
     api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake, server = api
+    fake = api[0]
     fake.phases = ["Pending"]  # e.g. the image cannot be pulled
-    clock = Clock()
-
-    code = verify_main(
-        [
-            "--namespace",
-            "ns",
-            "--gateway-name",
-            "gw",
-            "--model",
-            MODEL,
-            "--attempts",
-            "1",
-            "--kubeconfig",
-            kubeconfig(tmp_path, server),
-        ],
-        clock,
-    )
+    code, clock = verify_via(api, tmp_path, "--attempts", "1")
 
     assert code == 1
     (pod,) = fake.created
@@ -201,14 +183,9 @@ def test_a_pod_that_never_ends_is_bounded_and_still_deleted(
 def test_a_failed_answer_fails_verify(
     api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake, server = api
+    fake = api[0]
     fake.log = answer("completions", 404, "no route", attempts=15) + answer("chat", 200, "<html>proxy</html>")
-    clock = Clock()
-
-    code = verify_main(
-        ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, "--kubeconfig", kubeconfig(tmp_path, server)],
-        clock,
-    )
+    code, _ = verify_via(api, tmp_path)
 
     out = capsys.readouterr().out
     assert code == 1
@@ -220,13 +197,9 @@ def test_a_failed_answer_fails_verify(
 def test_a_refused_create_is_named(
     api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake, server = api
+    fake = api[0]
     fake.refuse_create = 403
-
-    code = verify_main(
-        ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, "--kubeconfig", kubeconfig(tmp_path, server)],
-        Clock(),
-    )
+    code, _ = verify_via(api, tmp_path)
 
     assert code == 1
     err = capsys.readouterr().err
@@ -327,16 +300,15 @@ def serving_page() -> str:
 
 
 def test_the_pages_verify_command_is_the_dev_stacks_output() -> None:
-    run = run_program({"gcp:project": "my-project"})
-    assert run.error is None, run.error
+    run = ok({"gcp:project": "my-project"})
     block = re.search(r"```bash\n(python -m components verify .*?)\n```", serving_page(), re.S)
     assert block, "docs/serving.md: the verifyCommand block is missing"
     assert shlex.split(block.group(1).replace("\\\n", " ")) == shlex.split(run.outputs["verifyCommand"])
     assert f"get the cluster's credentials first: {run.outputs['credentialsCommand']}\n" in serving_page()
 
 
-def test_the_pages_first_request_is_the_verify_request_to_the_dev_gateway() -> None:
-    run = run_program()
+def test_the_pages_first_request_is_the_verify_request_to_the_dev_gateway(dev: Run) -> None:
+    run = dev
     block = re.search(r"```bash\n(kubectl run first-request .*?)\n```", serving_page(), re.S)
     assert block, "docs/serving.md: the first request by hand is missing"
     words = shlex.split(block.group(1).replace("\\\n", " "))

@@ -15,10 +15,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 from components.model import weights
 from components.model.serving_settings import ServingSettings
-from tests.harness import Mocks, Run, contains_secret, run_program, stack_file_config
+from tests.harness import ROOT, Mocks, Run, contains_secret, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"
 JOB = "kubernetes:batch/v1:Job"
@@ -47,9 +48,7 @@ def script(path: Any) -> ModuleType:
 
 
 def with_download(**kwargs: Any) -> Run:
-    run = run_program(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
-    assert run.error is None, run.error
-    return run
+    return ok(ON, secrets={f"{P}:hfToken": TOKEN}, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ the layout
@@ -110,16 +109,14 @@ def test_a_wrong_prefix_stops_the_preview() -> None:
 def test_a_filled_prefix_passes_and_the_listing_asks_for_that_prefix() -> None:
     bucket, path = dev_serving()
     mocks = Mocks(weights={bucket: [f"{path}/config.json", f"{path}/model-00001-of-00002.safetensors"]})
-    run = run_program(mocks=mocks)
-    assert run.error is None, run.error
+    ok(mocks=mocks)
     (call,) = [c for c in mocks.calls if c.token == "gcp:storage/getBucketObjects:getBucketObjects"]
     assert call.args == {"bucket": bucket, "prefix": f"{path}/"}
 
 
 def test_a_refused_read_warns_and_does_not_block() -> None:
     # The bucket is not readable (here: missing) for whoever runs the preview: the leaders check again.
-    run = run_program(mocks=Mocks(weights={}))
-    assert run.error is None, run.error
+    run = ok(mocks=Mocks(weights={}))
     bucket, path = dev_serving()
     (warning,) = [m for level, m in run.logs if level == "warn" and "could not list" in m]
     assert f"gs://{bucket}/{path}/" in warning and "Error 404" in warning
@@ -127,21 +124,17 @@ def test_a_refused_read_warns_and_does_not_block() -> None:
 
 def test_an_empty_prefix_is_fine_when_the_job_fills_it() -> None:
     bucket, _ = dev_serving()
-    run = run_program(ON, mocks=Mocks(weights={bucket: []}))
-    assert run.error is None, run.error
+    run = ok(ON, mocks=Mocks(weights={bucket: []}))
     assert run.of_type(JOB)
 
 
 # ------------------------------------------------------------------------------------------------ the Job
 
 
-def test_the_download_is_off_by_default() -> None:
-    run = run_program()
-    assert run.error is None, run.error
-    assert not run.of_type(JOB)
-    assert not [
-        r for r in run.of_type(MEMBER) if r.inputs["role"] == "roles/storage.objectUser" and "weights" in r.name
-    ]
+def test_the_download_is_off_by_default(dev: Run) -> None:
+    assert not dev.of_type(JOB)
+    writers = [r for r in dev.of_type(MEMBER) if r.inputs["role"] == "roles/storage.objectUser"]
+    assert not [r for r in writers if "weights" in r.name]
 
 
 def test_the_job_is_bounded_sized_for_the_model_and_on_the_system_pool() -> None:
@@ -207,8 +200,7 @@ def test_the_token_reaches_the_job_as_a_secret_only() -> None:
 
 
 def test_without_a_token_the_job_has_no_secret() -> None:
-    run = run_program(ON)
-    assert run.error is None, run.error
+    run = ok(ON)
     pod = run.get(JOB, "serving-weights-job").plain()["spec"]["template"]["spec"]
     assert "HF_TOKEN" not in {e["name"] for e in pod["containers"][0]["env"]}
     assert not [r for r in run.of_type("kubernetes:core/v1:Secret") if r.name == "serving-weights-hf-token"]
@@ -222,9 +214,8 @@ def leader(run: Run) -> dict[str, Any]:
     return lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
 
 
-def test_the_leader_checks_the_snapshot_before_vllm_starts() -> None:
-    run = run_program()
-    container = leader(run)
+def test_the_leader_checks_the_snapshot_before_vllm_starts(dev: Run) -> None:
+    container = leader(dev)
     command = container["command"][2]
     check = f"python3 -c {shlex.quote(weights.CHECK_SCRIPT.read_text())} || exit 1\n"
     assert command.startswith(check) and "exec vllm serve" in command[len(check) :]
@@ -419,17 +410,13 @@ def test_the_docs_give_the_derived_prefix_size_and_bounds() -> None:
     assert readme.index("Prepare the weights") < readme.index("pulumi preview && pulumi up")
 
 
-def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only() -> None:
+def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only(dev: Run) -> None:
     """The LWS is created once the Job is complete, its leaders-ready patch after the LWS: the patch's
     pulumi.com/timeoutSeconds (timed from the patch's own create) is the same with the download on or off, and
     docs/quotas.md says what the two waits add up to against the deploy workflow's limit."""
-    from pathlib import Path
-
-    import yaml
-
     patch_type = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch"
     timeout = "pulumi.com/timeoutSeconds"
-    on, off = with_download(), run_program()
+    on, off = with_download(), dev
     job = on.get(JOB, "serving-weights-job")
     patches = on.of_type(patch_type)
     assert patches and all(on.depends_on(p, job) for p in patches)
@@ -438,11 +425,10 @@ def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only() ->
     assert waits == {p.inputs["metadata"]["annotations"].get(timeout) for p in off.of_type(patch_type)}
     job_wait = int(job.inputs["metadata"]["annotations"][timeout])
     rollout = max(int(w) for w in waits if w)
-    root = Path(__file__).resolve().parent.parent
-    page = (root / "docs" / "quotas.md").read_text()
+    page = (ROOT / "docs" / "quotas.md").read_text()
     assert f"at most {job_wait:,} s" in page
     assert f"about {job_wait + rollout:,} s" in page
-    limit = yaml.safe_load((root / ".github" / "workflows" / "up.yml").read_text())
+    limit = yaml.safe_load((ROOT / ".github" / "workflows" / "up.yml").read_text())
     minutes = {job.get("timeout-minutes") for job in limit["jobs"].values()} - {None}
     assert minutes == {360} and "6 hours `up.yml` gives a stage" in page
     assert job_wait + rollout > 360 * 60  # why the page sends the first such `up` to tmux
