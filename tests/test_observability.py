@@ -443,7 +443,7 @@ def test_the_dashboard_follows_the_settings(codelab: Run) -> None:
 
 def test_the_same_settings_give_the_same_dashboard() -> None:
     """`pulumi up` twice is a no-op: the JSON string is stable."""
-    first, second = run_program(), run_program()
+    first, second = run_program(fresh=True), run_program(fresh=True)
     assert (
         first.get(DASHBOARD, "observability-dashboard").inputs
         == second.get(DASHBOARD, "observability-dashboard").inputs
