@@ -29,15 +29,19 @@ from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 
-def declare_stack(settings: Settings) -> dict[str, object]:
-    """Registers every resource of the stack; returns the stack's outputs, in export order."""
+def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object]:
+    """Registers every resource of the stack; returns the stack's outputs, in export order.
+
+    `offline`: the offline commands' run (components/stack.py offline_run): GKE's versions are not asked, the
+    reservation's answers are the mocks' markers.
+    """
     outputs: dict[str, object] = {}
-    sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
+    sub_blocks = read_sub_blocks(settings, offline)  # the reservation's sub-blocks, read before anything is registered
     check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
     # What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
     capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))
     # Asks GKE which versions the channel offers now: still before anything is registered.
-    cluster_version = resolve_cluster_version(settings)
+    cluster_version = resolve_cluster_version(settings, offline)
 
     services = ProjectServices("project", settings)
     after_apis = pulumi.ResourceOptions(depends_on=services.ready)
