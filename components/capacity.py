@@ -9,10 +9,10 @@ import pulumi_gcp as gcp
 
 from components.base import Component
 from components.cluster import CLOUD_PLATFORM_SCOPE, node_network_config
-from components.model.reservation import SUB_BLOCK_LABEL, Assignment
+from components.model.keys import RESERVATION_KEY, SUB_BLOCK_LABEL
+from components.model.reservation import Assignment
 from components.model.settings import Settings
 
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _CONSUME = {"SPECIFIC": "SPECIFIC_RESERVATION", "ANY": "ANY_RESERVATION", "NONE": "NO_RESERVATION"}
 
 

@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 from components.addons import HelmAddon
 from components.base import Component
 from components.model import dashboard, monitoring, slice_alerts
+from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, SERVICE_ACCOUNT_NAME_ANNOTATION
 from components.model.settings import Settings
 from components.modelserver import leader_metrics_target
 from components.objects import KubernetesObject
@@ -38,8 +39,8 @@ KUEUE_METRICS_PORT = "metrics"
 
 def kueue_selector(release: str) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": KUEUE_CHART_NAME,
-        "app.kubernetes.io/instance": release,
+        APP_NAME_LABEL: KUEUE_CHART_NAME,
+        APP_INSTANCE_LABEL: release,
         "control-plane": "controller-manager",
     }
 
@@ -262,7 +263,7 @@ class Observability(Component):
             metadata={
                 "name": token_name,
                 "namespace": namespace,
-                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
+                "annotations": {SERVICE_ACCOUNT_NAME_ANNOTATION: sa.metadata.name},
             },
             type="kubernetes.io/service-account-token",
             opts=opts,

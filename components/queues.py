@@ -14,6 +14,17 @@ import pulumi_kubernetes as k8s
 from components.base import Component
 from components.kueue_guard import ImmutableFields
 from components.model.geometry import Slice, SliceKind
+from components.model.keys import (
+    ACCELERATOR_LABEL,
+    BLOCK_LABEL,
+    FLAVOR_ANNOTATION,
+    HOSTNAME_LABEL,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    TPU_RESOURCE,
+    partition_label,
+    partition_state_label,
+)
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 
@@ -22,25 +33,8 @@ KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 # deprecated (its CRD: `deprecated: true`, "Use v1beta2 instead"); stacks created before the move
 # registered it under this type, so the priority classes alias it and update in place.
 KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
-BLOCK_LABEL = "cloud.google.com/gce-topology-block"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 SLICE_CONTROLLER = "accelerator.gke.io/slice"
-TPU_RESOURCE = "google.com/tpu"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 HEALTHY = "HEALTHY"
-# Names the ResourceFlavor by its Output, so a delete-first replacement of the flavor replaces the ClusterQueue
-# first (Pulumi asks the ClusterQueue's Diff with this input unknown; `replace_on_changes=["metadata"]`).
-FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
-
-
-def partition_label(shape: object) -> str:
-    return f"cloud.google.com/gke-tpu-partition-{shape}-id"
-
-
-def partition_state_label(shape: object) -> str:
-    return f"cloud.google.com/gke-tpu-partition-{shape}-state"
 
 
 def healthy_partition_selector(slice_: Slice) -> dict[str, str]:
@@ -146,6 +140,8 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "ClusterQueue",
+                # Names the flavor by Output: a delete-first replacement of the flavor replaces the ClusterQueue first
+                # (Pulumi asks its Diff with this input unknown; `replace_on_changes=["metadata"]`).
                 "metadata": {"name": q.cluster_queue, "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name}},
                 "spec": {
                     "namespaceSelector": {},

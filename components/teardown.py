@@ -54,6 +54,7 @@ from pulumi.runtime import rpc
 from components.base import Component
 from components.dynamic_record import RecordProvider
 from components.model import slices as model
+from components.model.keys import NODE_POOL_LABEL
 from components.model.settings import Settings
 
 TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
@@ -102,7 +103,7 @@ def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
     def list_nodes(pool: str) -> list[dict[str, str]]:
-        nodes = core.list_node(label_selector=f"{model.NODE_POOL_LABEL}={pool}").items
+        nodes = core.list_node(label_selector=f"{NODE_POOL_LABEL}={pool}").items
         return [dict(n.metadata.labels or {}) for n in nodes]
 
     def list_slices() -> list[dict[str, Any]] | None:

@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model import weights
-from components.model.rollout import TIMEOUT_ANNOTATION
+from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOTATION
 from components.model.settings import Settings
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
@@ -35,7 +35,6 @@ from components.modelserver import HF_SECRET, HF_SECRET_KEY, hf_token_secret
 NAMESPACE = "model-weights"
 WRITER_KSA = "weights-writer"
 JOB_NAME = "weights-download"
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # objectUser: list, read, create and overwrite objects (a retried file is overwritten), no bucket or IAM changes
 # (https://cloud.google.com/storage/docs/access-control/iam-roles). On this bucket only.
 WRITER_ROLE = "roles/storage.objectUser"
@@ -116,7 +115,7 @@ def job_spec(
         "backoffLimit": weights.BACKOFF_LIMIT,
         "activeDeadlineSeconds": weights.deadline_seconds(s.model),
         "template": {
-            "metadata": {"labels": {"app.kubernetes.io/name": JOB_NAME}},
+            "metadata": {"labels": {APP_NAME_LABEL: JOB_NAME}},
             "spec": {
                 "serviceAccountName": service_account,
                 "restartPolicy": "Never",

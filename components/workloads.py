@@ -17,22 +17,21 @@ import yaml
 from components.base import Component
 from components.model.geometry import Slice
 from components.model.k8s_settings import DEMO_REPLICATED_JOB, SubslicingDemo, SuperslicingDemo
+from components.model.keys import ACCELERATOR_LABEL, SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE
 from components.model.settings import Settings
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
+from components.queues import SliceQueues, healthy_partition_selector
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
-# Dynamic-slice pods carry no static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission
-# webhook otherwise requires; llm-d's TPU7x dynamic-slice recipe sets this on every pod template
-# (llm-d/llm-d@33a21d70 guides/pd-disaggregation/modelserver/tpu/v7-dynamic-slice/vllm/base/disaggregatedset.yaml).
-SKIP_TPU_WEBHOOK_CHECK = "cloud.google.com/skip-tpu-webhook-check"
 DEMO_POD = Path(__file__).resolve().parent.parent / "manifests" / "demo-pod.yaml"
 
 
 def demo_pod(slice_: Slice) -> dict[str, Any]:
     pod = copy.deepcopy(yaml.safe_load(DEMO_POD.read_text()))
     pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
+    # No static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission webhook otherwise
+    # requires; llm-d's TPU7x dynamic-slice recipe sets this on every pod template (llm-d/llm-d@33a21d70
+    # guides/pd-disaggregation/modelserver/tpu/v7-dynamic-slice/vllm/base/disaggregatedset.yaml).
     pod["metadata"]["annotations"][SKIP_TPU_WEBHOOK_CHECK] = "true"
     pod["spec"]["nodeSelector"][ACCELERATOR_LABEL] = slice_.cube.system.accelerator
     pod["spec"]["nodeSelector"].update(healthy_partition_selector(slice_))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.model.keys import TPU_RESOURCE
 from components.model.settings import PROJECT, Settings
 
 _KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
@@ -66,7 +67,6 @@ METRIC_SOURCES = {
     # GoogleCloudPlatform/prometheus-engine BENCHMARK.md@v0.17.2)
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
 }
-TPU_RESOURCE = "google.com/tpu"
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
 # Every Kueue gauge carries `replica_role` (pkg/metrics/metrics.go@v0.17.4:331, :628, :670, :694, the label lists

@@ -114,8 +114,6 @@ def revision(
 # The JSONPath library compares the int64 of unstructured objects as numbers (github.com/theory/jsonpath v0.9.0,
 # the provider's go.mod; spec/op.go `valCompType`). Sources: pulumi-kubernetes main after v4.32.0 (94977969d),
 # the newest at hand.
-WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
-TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 # So that the wait holds on a creation only, it is not on the LWS. pulumi-kubernetes evaluates the waitFor of the *live*
 # object after every create and every update (provider/pkg/await/await.go:321 Creation and :504 Update call
 # metadata.ReadyCondition with the applied object; provider/pkg/metadata/overrides.go:112 reads the annotation from
@@ -128,7 +126,6 @@ TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 # updates return at once. Deleting the patch relinquishes its annotations (await.go:958-961, ssa.Relinquish); Pulumi
 # deletes it before its LWS, a dependent first. The rollout's guarantee stays: the old LWS is deleted at the end of
 # the update, after the new patch's wait (pulumi/pulumi#9979).
-SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 
 
 def ready_groups_condition(groups: int) -> str:

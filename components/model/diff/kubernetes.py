@@ -16,6 +16,7 @@ changed too, or `replaceOnChanges`), the new object is a create and the fact doe
 
 from __future__ import annotations
 
+from components.model import keys
 from components.model.diff.chart_kinds import CHART_KINDS
 from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, REJECT, REMOVED, REPLACE, Fact
 
@@ -24,8 +25,8 @@ CRDS = "../shared/schemas/crds"
 KUEUE = "kubernetes-sigs/kueue@v0.17.4"
 LWS_WEBHOOK = "kubernetes-sigs/lws@v0.8.0 pkg/webhooks/leaderworkerset_webhook.go"
 JOBSET_WEBHOOK = "kubernetes-sigs/jobset@v0.11.1 pkg/webhooks/jobset_webhook.go"
-QUEUE_LABEL = 'metadata.labels["kueue.x-k8s.io/queue-name"]'  # pkg/controller/constants/constants.go:23
-PRIORITY_LABEL = 'metadata.labels["kueue.x-k8s.io/priority-class"]'  # pkg/controller/constants/constants.go:48
+QUEUE_LABEL = f'metadata.labels["{keys.QUEUE_LABEL}"]'  # pkg/controller/constants/constants.go:23
+PRIORITY_LABEL = f'metadata.labels["{keys.PRIORITY_LABEL}"]'  # pkg/controller/constants/constants.go:48
 
 
 def _replace(source: str, *paths: str, rule: str = "replaced by the provider") -> tuple[Fact, ...]:
@@ -237,7 +238,7 @@ def facts_for(type_: str) -> tuple[Fact, ...] | None:
 
 
 AWAIT = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
-WAIT_FOR, SKIP_AWAIT = "pulumi.com/waitFor", "pulumi.com/skipAwait"
+WAIT_FOR, SKIP_AWAIT = keys.WAIT_FOR_ANNOTATION, keys.SKIP_AWAIT_ANNOTATION
 
 
 def update_await(inputs: dict[str, object]) -> str:
