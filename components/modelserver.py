@@ -205,17 +205,22 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
     return weights_check() + script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
 
 
+def hf_token(settings: Settings) -> pulumi.Output[str] | None:
+    """`hfToken` as a Pulumi secret, None when unset."""
+    return None if settings.hf_token is None else pulumi.Output.secret(settings.hf_token.get_secret_value())
+
+
 def hf_token_secret(
-    name: str, settings: Settings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    name: str, token: pulumi.Input[str] | None, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
 ) -> k8s.core.v1.Secret | None:
-    """The Secret `env` reads the Hugging Face token from (a Pulumi secret end to end), or None without `hfToken`:
+    """The Secret `env` reads the Hugging Face `token` from (a Pulumi secret end to end), or None without one:
     the serving pods' and the download Job's, each in its own namespace."""
-    if settings.hf_token is None:
+    if token is None:
         return None
     return k8s.core.v1.Secret(
         f"{name}-hf-token",
         metadata={"name": HF_SECRET, "namespace": namespace},
-        string_data={HF_SECRET_KEY: pulumi.Output.secret(settings.hf_token.get_secret_value())},
+        string_data={HF_SECRET_KEY: token},
         opts=opts,
     )
 

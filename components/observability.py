@@ -25,7 +25,6 @@ from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, SERVICE_AC
 from components.model.settings import Settings
 from components.modelserver import leader_metrics_target
 from components.objects import KubernetesObject
-from components.project import MONITORING_API, ProjectServices
 
 GMP_API = "monitoring.googleapis.com/v1"
 # Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
@@ -106,14 +105,14 @@ class Observability(Component):
         kueue: HelmAddon,
         workload_namespace: pulumi.Input[str],
         router: pulumi.Resource | None = None,
-        services: ProjectServices,
+        monitoring_api: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gke-tpu-slicing:observability:Observability", name, opts)
         o = settings.observability
         # The dashboard and the policies are calls to the Monitoring API alone (their queries name metrics, not
         # resources): waiting for every API and the AI-zones feature only delayed them (docs/benchmarks.md).
-        monitoring_api = services.services.get(MONITORING_API)  # enabled whenever a dashboard or alert is declared
+        # `monitoring_api`: enabled whenever a dashboard or alert is declared (components/project.py apis).
         after_api = self.child(depends_on=[monitoring_api]) if monitoring_api is not None else None
         self.pod_monitorings: dict[str, KubernetesObject] = {}
         self.alert_policies: dict[str, gcp.monitoring.AlertPolicy] = {}

@@ -107,8 +107,8 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
     original_builder = addons.slice_controller_transforms
     original_register = MockMonitor.RegisterResource
 
-    def builder(settings: Any) -> list[pulumi.ResourceTransform]:
-        captured.transforms = original_builder(settings)
+    def builder(*args: Any) -> list[pulumi.ResourceTransform]:
+        captured.transforms = original_builder(*args)
         return captured.transforms
 
     def register(monitor: MockMonitor, request: Any) -> Any:

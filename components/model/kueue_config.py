@@ -49,10 +49,15 @@ def queued_namespaces(settings: Settings) -> list[str]:
     return [settings.kueue.namespace]
 
 
+def namespaces_requirement(namespaces: list[str]) -> dict[str, Any]:
+    """The label-selector requirement on a namespace that matches exactly these namespaces."""
+    return {"key": NAMESPACE_LABEL, "operator": "In", "values": list(namespaces)}
+
+
 def queued_namespaces_requirement(settings: Settings) -> dict[str, Any]:
-    """The label-selector requirement on a namespace that matches exactly the queued namespaces: Kueue's managed
-    namespaces, and the scope of the slice controller's webhooks (components/model/slice_controller.py)."""
-    return {"key": NAMESPACE_LABEL, "operator": "In", "values": queued_namespaces(settings)}
+    """The requirement that matches exactly the queued namespaces: Kueue's managed namespaces, and the scope of the
+    slice controller's webhooks (components/model/slice_controller.py)."""
+    return namespaces_requirement(queued_namespaces(settings))
 
 
 def manager_config(settings: Settings) -> dict[str, Any]:
