@@ -7,6 +7,7 @@ another is an attribute of it (`services.compute_api`, `network.network.id`) pas
 """
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from components.addons import (
     HelmAddon,
@@ -101,7 +102,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
     )
 
     # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
-    k8s = cluster.provider
+    provider = cluster.provider
     a = settings.addons
 
     def helm_addon(name: str, addon: HelmAddonSettings, opts: pulumi.ResourceOptions | None = None) -> HelmAddon:
@@ -112,7 +113,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
         return HelmAddon(
             name,
             HelmAddonArgs(
-                namespace=addon.namespace, chart=addon.chart, version=addon.version, values=values, provider=k8s
+                namespace=addon.namespace, chart=addon.chart, version=addon.version, values=values, provider=provider
             ),
             opts,
         )
@@ -125,12 +126,12 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
             manifest_url=a.slice_controller.manifest_url,
             queued_namespaces=queued_namespaces(settings),
             feature_gates=list(a.slice_controller.feature_gates),
-            provider=k8s,
+            provider=provider,
         ),
         pulumi.ResourceOptions(depends_on=[kueue, jobset]),
     )
     inference_extension = InferenceExtensionCrds(
-        "inference-extension", InferenceExtensionCrdsArgs(version=a.inference_extension.version, provider=k8s)
+        "inference-extension", InferenceExtensionCrdsArgs(version=a.inference_extension.version, provider=provider)
     )
     # The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
     capacity = TpuCapacity(
@@ -151,7 +152,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
         pulumi.ResourceOptions(depends_on=[slice_controller]),
     )
     tpu_ready = [*capacity.pools.values(), *gates.gates]
-    queues = SliceQueues("queues", queues_args(settings, k8s, kueue, slice_controller))
+    queues = SliceQueues("queues", queues_args(settings, provider, kueue.chart, slice_controller.manifest))
     # The demos after the JobSet controller, the Kueue objects (the labels name the LocalQueue and priority class;
     # the rest must exist too) and the TPU pools. And after the slice controller:
     # `pulumi destroy` deletes each JobSet (foreground: Pulumi waits for its Kueue Workload) while the controller
@@ -168,7 +169,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
                 replicas=demo.replicas,
                 namespace=queues.namespace.metadata.name,
                 queue_labels=queues.admission_labels(demo.priority),
-                provider=k8s,
+                provider=provider,
             ),
             after_demo_needs,
         )
@@ -179,7 +180,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
         Serving(
             "serving",
             settings,
-            provider=k8s,
+            provider=provider,
             queues=queues,
             lws=lws,
             inference_extension=inference_extension,
@@ -196,7 +197,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
         Observability(
             "observability",
             settings,
-            provider=k8s,
+            provider=provider,
             kueue=kueue,
             workload_namespace=queues.namespace.metadata.name,
             router=serving.router if serving is not None else None,
@@ -298,7 +299,7 @@ def capacity_args(
 
 
 def queues_args(
-    settings: Settings, provider: pulumi.ProviderResource, kueue: pulumi.Resource, slice_controller: pulumi.Resource
+    settings: Settings, provider: k8s.Provider, kueue: k8s.helm.v4.Chart, slice_controller: k8s.yaml.v2.ConfigFile
 ) -> SliceQueuesArgs:
     q = settings.kueue
     return SliceQueuesArgs(
@@ -315,7 +316,7 @@ def queues_args(
         memory_quota=q.memory_quota,
         priorities=dict(q.priorities),
         queued_workloads=queued_workloads(settings),
-        provider=provider,  # type: ignore[typeddict-item]
+        provider=provider,
         kueue=kueue,
         slice_controller=slice_controller,
     )

@@ -94,10 +94,10 @@ class SliceQueuesArgs(TypedDict):
     """The queued workloads the program runs: while any does, a change of an immutable field is refused."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
-    kueue: pulumi.Resource
+    kueue: k8s.helm.v4.Chart
     """What the Kueue objects wait for: Kueue's chart (its CRDs and a webhook with endpoints)."""
-    slice_controller: pulumi.Resource
-    """What the AdmissionCheck waits for: the slice controller, without which it is never Active."""
+    slice_controller: k8s.yaml.v2.ConfigFile
+    """What the AdmissionCheck waits for: the slice controller's manifest, without which it is never Active."""
 
 
 class SliceQueues(Component):

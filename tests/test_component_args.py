@@ -5,14 +5,24 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pytest
+from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.runtime.settings import set_root_resource
 
 from components import program
+from components.addons import HelmAddon, InferenceExtensionCrds, SliceController
+from components.capacity import TpuCapacity
 from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
+from components.cluster import Cluster
+from components.identity import NodeIdentity
 from components.model.diff import engine
 from components.model.settings import Settings, load
-from components.network import InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.network import Egress, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.project import ProjectServices
 from components.queues import SliceQueues
+from components.teardown import SliceGates
+from components.weights import WeightsDownload
+from components.workloads import SlicingJobSet
 from tests.harness import CLOCK, Mocks, run_program, stack_file_config
 
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -101,3 +111,35 @@ def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:
     assert whole.error is None, whole.error
     mine, theirs = shape(alone, types), shape(whole.registrations, types)
     assert len(mine) == 3 and mine == theirs
+
+
+COMPONENTS = [
+    ProjectServices,
+    Network,
+    Egress,
+    InternalFirewall,
+    NodeIdentity,
+    Cluster,
+    TpuCapacity,
+    SliceGates,
+    HelmAddon,
+    SliceController,
+    InferenceExtensionCrds,
+    SliceQueues,
+    SlicingJobSet,
+    WeightsDownload,
+]
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_pulumis_analyzer_infers_every_components_inputs_with_a_description(component: type) -> None:
+    # The schema a Pulumi component package would publish (pulumi.provider.experimental, SDK 3.272.0): it fails on
+    # a module with `from __future__ import annotations`, a union, or an untyped resource reference.
+    definition = Analyzer(PROJECT).analyze([component])["component_definitions"][component.__name__]
+    assert definition.inputs and all(p.description for p in definition.inputs.values()), component
+
+
+def test_graph_shaping_values_are_plain_and_other_resources_values_are_inputs() -> None:
+    inputs = Analyzer(PROJECT).analyze([TpuCapacity])["component_definitions"]["TpuCapacity"].inputs
+    assert inputs["nodesPerPool"].plain and inputs["pools"].plain and inputs["cubeTopology"].plain
+    assert not inputs["cluster"].plain and not inputs["nodeServiceAccount"].plain
