@@ -22,14 +22,25 @@ from components.capacity import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, reser
 from components.cluster import AuthorizedNetwork, Cluster, ClusterArgs, SystemPoolArgs, maintenance_exclusion
 from components.identity import NodeIdentity, NodeIdentityArgs
 from components.kueue_guard import queued_workloads
+from components.model import dashboard, monitoring, slice_alerts
 from components.model.commands import stack_credentials_command
 from components.model.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.model.k8s_settings import HelmAddonSettings
 from components.model.kueue_config import kueue_chart_values, queued_namespaces
 from components.model.reservation import Assignment
 from components.model.settings import Settings
+from components.modelserver import leader_metrics_target
 from components.network import EgressNames, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
-from components.observability import Observability
+from components.observability import (
+    KueueScrape,
+    LeaderScrape,
+    LogAlert,
+    MetricAlert,
+    Observability,
+    ObservabilityArgs,
+    RouterScrape,
+    Scrapes,
+)
 from components.project import ProjectServices, ProjectServicesArgs, apis
 from components.queues import SliceQueues, SliceQueuesArgs, topology_levels, tpu_quota
 from components.serving import Serving
@@ -105,18 +116,12 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
     provider = cluster.provider
     a = settings.addons
 
-    def helm_addon(name: str, addon: HelmAddonSettings, opts: pulumi.ResourceOptions | None = None) -> HelmAddon:
+    def helm_addon(name: str, addon: HelmAddonSettings) -> HelmAddon:
         # Kueue: two replicas under a PodDisruptionBudget, webhooks only in the workload namespace, the integrations
         # in use, and (with observability) the ClusterQueue resource metrics: components/model/kueue_config.py.
-        extra = kueue_chart_values(settings) if name == "kueue" else None
-        values = chart_values(addon, extra)
-        return HelmAddon(
-            name,
-            HelmAddonArgs(
-                namespace=addon.namespace, chart=addon.chart, version=addon.version, values=values, provider=provider
-            ),
-            opts,
-        )
+        values = chart_values(addon, kueue_chart_values(settings) if name == "kueue" else None)
+        chart = {"namespace": addon.namespace, "chart": addon.chart, "version": addon.version}
+        return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider))
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
     # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
@@ -196,12 +201,14 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
     observability = (
         Observability(
             "observability",
-            settings,
-            provider=provider,
-            kueue=kueue,
-            workload_namespace=queues.namespace.metadata.name,
-            router=serving.router if serving is not None else None,
-            monitoring_api=services.monitoring_api,
+            observability_args(
+                settings,
+                provider,
+                kueue,
+                queues.namespace.metadata.name,
+                serving.router if serving is not None else None,
+                services.monitoring_api,
+            ),
         )
         if settings.observability.enabled
         else None
@@ -320,3 +327,70 @@ def queues_args(
         kueue=kueue,
         slice_controller=slice_controller,
     )
+
+
+def observability_args(
+    settings: Settings,
+    provider: k8s.Provider,
+    kueue: HelmAddon,
+    workload_namespace: pulumi.Input[str],
+    router: k8s.helm.v4.Chart | None,
+    monitoring_api: pulumi.CustomResource | None,
+) -> ObservabilityArgs:
+    o = settings.observability
+    args = ObservabilityArgs(
+        project=settings.project,
+        cluster_name=settings.cluster.name,
+        notification_channels=list(o.notification_channels),
+        provider=provider,
+        metric_alerts=[],
+        log_alerts=[],
+    )
+    if o.scrapes:
+        scrapes = Scrapes(
+            interval=o.scrape_interval,
+            kueue=KueueScrape(release=kueue.release, namespace=kueue.namespace.metadata.name, chart=kueue.chart),
+            workload_namespace=workload_namespace,
+            vllm_leaders={},
+        )
+        if router is not None:
+            scrapes["router"] = RouterScrape(
+                chart=router,
+                job=monitoring.epp_job(settings),
+                selector=monitoring.epp_selector(settings),
+                service_account=monitoring.epp_service_account(settings),
+            )
+        if settings.serving.enabled:
+            for role in settings.serving.roles():
+                selector, port = leader_metrics_target(settings, role)
+                scrapes["vllm_leaders"][role] = LeaderScrape(
+                    job=monitoring.vllm_job(settings, role), selector=selector, port=port
+                )
+        args["scrapes"] = scrapes
+    if o.has_dashboard:
+        args["dashboard_json"] = dashboard.dashboard_json(settings)
+    if o.has_alerts:
+        args["metric_alerts"] = [
+            MetricAlert(
+                key=r.key,
+                display_name=r.display_name,
+                severity=r.severity,
+                query=r.query,
+                minutes=r.minutes,
+                documentation=r.documentation(),
+            )
+            for r in monitoring.alert_rules(settings)
+        ]
+        slice_rule = slice_alerts.failed_slice_alert(settings)
+        args["log_alerts"] = [
+            LogAlert(
+                key=slice_rule.key,
+                display_name=slice_rule.display_name,
+                severity=slice_rule.severity,
+                filter=slice_rule.filter,
+                documentation=slice_rule.documentation,
+            )
+        ]
+    if monitoring_api is not None:
+        args["monitoring_api"] = monitoring_api  # type: ignore[typeddict-item]
+    return args

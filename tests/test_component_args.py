@@ -15,6 +15,7 @@ from components.capacity import TpuCapacity
 from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
 from components.cluster import Cluster
 from components.identity import NodeIdentity
+from components.observability import Observability
 from components.model.diff import engine
 from components.model.settings import Settings, load
 from components.network import Egress, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
@@ -128,6 +129,7 @@ COMPONENTS = [
     SliceQueues,
     SlicingJobSet,
     WeightsDownload,
+    Observability,
 ]
 
 
