@@ -15,10 +15,10 @@ from components.capacity import TpuCapacity
 from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
 from components.cluster import Cluster
 from components.identity import NodeIdentity
-from components.observability import Observability
 from components.model.diff import engine
 from components.model.settings import Settings, load
 from components.network import Egress, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.observability import Observability
 from components.project import ProjectServices
 from components.queues import SliceQueues
 from components.teardown import SliceGates
