@@ -7,8 +7,8 @@ Bad configuration stops in `load_settings`, before the first resource is registe
 import pulumi
 
 from components.program import declare_stack
-from components.stack import load_settings, require_cli
+from components.stack import load_settings, offline_run, require_cli
 
 require_cli()
-for name, value in declare_stack(load_settings()).items():
+for name, value in declare_stack(load_settings(), offline=offline_run()).items():
     pulumi.export(name, value)

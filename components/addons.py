@@ -6,17 +6,14 @@ chart, and it waits for each Deployment to be available and each Service to have
 Kueue webhook "no endpoints available" failure). docs/architecture.md "Why helm.v4.Chart" has the upstream status.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model.k8s_settings import HelmAddonSettings
-from components.model.kueue_config import kueue_chart_values, queued_namespaces_requirement
-from components.model.settings import Settings
+from components.model.kueue_config import namespaces_requirement
 from components.model.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
@@ -53,37 +50,43 @@ def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) 
     return deep_merge(nested(addon.resources_path, addon.controller_resources.manifest()), extra or {})
 
 
+class HelmAddonArgs(TypedDict):
+    namespace: str
+    """The controller's namespace, created here."""
+    chart: str
+    """The chart (an OCI reference)."""
+    version: str
+    """The chart's version."""
+    values: dict[str, Any]
+    """The values this program sets on the chart (chart_values)."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+
+
 class HelmAddon(Component):
     """One controller: its namespace and its chart, ready (Deployments available) before dependents start."""
 
-    def __init__(
-        self,
-        name: str,
-        addon: HelmAddonSettings,
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
-        extra_values: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: HelmAddonArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:HelmAddon", name, opts)
+        provider = args["provider"]
         self.release = name
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": addon.namespace},
+            metadata={"name": args["namespace"]},
             opts=self.child(provider=provider),
         )
-        self.values = chart_values(addon, extra_values)
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
             name=name,
-            chart=addon.chart,
-            version=addon.version,
+            chart=args["chart"],
+            version=args["version"],
             namespace=self.namespace.metadata.name,
-            values=self.values,
+            values=args["values"],
             skip_await=False,
             opts=self.child(providers=[provider]),
         )
         self.register_outputs(
-            {"namespace": self.namespace.metadata.name, "chart": addon.chart, "version": addon.version}
+            {"namespace": self.namespace.metadata.name, "chart": args["chart"], "version": args["version"]}
         )
 
 
@@ -106,13 +109,23 @@ def _webhook_scope_transform(requirement: dict[str, Any]) -> pulumi.ResourceTran
     return transform
 
 
-def slice_controller_transforms(settings: Settings) -> list[pulumi.ResourceTransform]:
+def slice_controller_transforms(namespaces: list[str], gates: list[str]) -> list[pulumi.ResourceTransform]:
     """What the program changes in the slice controller's manifest as the provider registers its objects: its
-    webhooks scoped to the queued namespaces, and the opt-in feature gates on its Deployment
+    webhooks scoped to the queued `namespaces`, and the opt-in feature `gates` on its Deployment
     (components/model/slice_controller.py says why each)."""
-    transforms = [_webhook_scope_transform(queued_namespaces_requirement(settings))]
-    gates = list(settings.addons.slice_controller.feature_gates)
-    return [*transforms, _feature_gates_transform(gates)] if gates else transforms
+    transforms = [_webhook_scope_transform(namespaces_requirement(namespaces))]
+    return [*transforms, _feature_gates_transform(list(gates))] if gates else transforms
+
+
+class SliceControllerArgs(TypedDict):
+    manifest_url: str
+    """The pinned URL of the controller's manifest."""
+    queued_namespaces: list[str]
+    """The namespaces whose workloads Kueue queues: the only ones its webhooks see."""
+    feature_gates: list[str]
+    """The opt-in feature gates set on its Deployment."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
 
 
 class SliceController(Component):
@@ -126,18 +139,17 @@ class SliceController(Component):
     workloads are gone and every gate has seen its pool's Slices go (components/teardown.py).
     """
 
-    def __init__(
-        self, name: str, settings: Settings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
-    ):
+    def __init__(self, name: str, args: SliceControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:SliceController", name, opts)
-        url = settings.addons.slice_controller.manifest_url
+        url = args["manifest_url"]
+        transforms = slice_controller_transforms(args["queued_namespaces"], args["feature_gates"])
         # Transforms reach the objects the provider renders from the manifest as each is registered.
         # yaml.v2 waits for its Deployment (slice-controller-controller-manager) to become available.
         self.manifest = k8s.yaml.v2.ConfigFile(
             f"{name}-manifest",
             file=url,
             skip_await=False,
-            opts=self.child(providers=[provider], transforms=slice_controller_transforms(settings)),
+            opts=self.child(providers=[args["provider"]], transforms=transforms),
         )
         self.register_outputs({"manifestUrl": url})
 
@@ -147,30 +159,18 @@ def inference_extension_crd_urls(version: str) -> list[str]:
     return [GAIE_CRD.format(version=version, name=n) for n in GAIE_KUSTOMIZATION_CRDS if n not in GKE_MANAGED_CRDS]
 
 
+class InferenceExtensionCrdsArgs(TypedDict):
+    version: str
+    """The Gateway API Inference Extension release whose CRDs are applied."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+
+
 class InferenceExtensionCrds(Component):
     """The Gateway API Inference Extension CRDs GKE does not install (InferenceObjective and friends), pinned."""
 
-    def __init__(
-        self, name: str, settings: Settings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
-    ):
+    def __init__(self, name: str, args: InferenceExtensionCrdsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:InferenceExtensionCrds", name, opts)
-        files = inference_extension_crd_urls(settings.addons.inference_extension.version)
-        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=files, opts=self.child(providers=[provider]))
+        files = inference_extension_crd_urls(args["version"])
+        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=files, opts=self.child(providers=[args["provider"]]))
         self.register_outputs({"files": files, "managedByGke": list(GKE_MANAGED_CRDS)})
-
-
-class Addons:
-    """The add-on layer. Each add-on is its own component; this only wires their order."""
-
-    def __init__(self, settings: Settings, provider: k8s.Provider) -> None:
-        a = settings.addons
-        self.jobset = HelmAddon("jobset", a.jobset, provider)
-        # Two replicas under a PodDisruptionBudget, webhooks only in the workload namespace, the integrations
-        # in use, and (with observability) the ClusterQueue resource metrics: components/model/kueue_config.py.
-        self.kueue = HelmAddon("kueue", a.kueue, provider, extra_values=kueue_chart_values(settings))
-        self.lws = HelmAddon("lws", a.lws, provider)
-        # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
-        self.slice_controller = SliceController(
-            "slice-controller", settings, provider, pulumi.ResourceOptions(depends_on=[self.kueue, self.jobset])
-        )
-        self.inference_extension = InferenceExtensionCrds("inference-extension", settings, provider)

@@ -1,10 +1,7 @@
 """The GKE cluster, its system node pool, and the one Kubernetes provider every later layer uses."""
 
-from __future__ import annotations
-
 import json
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -13,12 +10,11 @@ import pulumi_kubernetes as k8s
 from components.base import Component
 from components.model.cluster_settings import MaintenanceExclusion
 from components.model.diff import readback
-from components.model.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
-def node_network_config(settings: Settings) -> dict[str, object]:
+def node_network_config(private_nodes: bool) -> dict[str, object]:
     """Every node pool's private-node setting, set on the pool itself.
 
     `network_config.enable_private_nodes` is Optional+Computed, not ForceNew, and updates the pool in place
@@ -29,7 +25,7 @@ def node_network_config(settings: Settings) -> dict[str, object]:
     are Computed or read back as GKE set them, so sending only this one changes nothing else. The cluster's
     default (below) only covers pools created later; naming it per pool makes every pool's setting explicit.
     """
-    return {"enable_private_nodes": settings.cluster.private_nodes}
+    return {"enable_private_nodes": private_nodes}
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str | None) -> str:
@@ -75,7 +71,7 @@ def _required_dns_endpoint(config: Any) -> str:
     return endpoint
 
 
-def control_plane_endpoints_config(settings: Settings) -> dict[str, object]:
+def control_plane_endpoints_config(dns_endpoint: bool) -> dict[str, object]:
     """The DNS-based endpoint's user access, always sent, true or false.
 
     terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
@@ -87,10 +83,19 @@ def control_plane_endpoints_config(settings: Settings) -> dict[str, object]:
     (flattenDnsEndpointConfig, lines 8047-8058), so false on a cluster created without it: no diff.
     `endpoint` (Optional+Computed) is never sent: it is the identity `cluster_identifier` reads.
     """
-    return {"dns_endpoint_config": {"allow_external_traffic": settings.cluster.control_plane.dns_endpoint}}
+    return {"dns_endpoint_config": {"allow_external_traffic": dns_endpoint}}
 
 
-def master_authorized_networks_config(settings: Settings) -> dict[str, object] | None:
+class AuthorizedNetwork(TypedDict):
+    cidr_block: str
+    """A range allowed to reach the control plane's IP endpoints."""
+    display_name: NotRequired[str]
+    """What the range is, as GKE shows it."""
+
+
+def master_authorized_networks_config(
+    authorized_networks: list[AuthorizedNetwork] | None, private_endpoint: bool
+) -> dict[str, object] | None:
     """Who may reach the IP endpoints: the authorized networks and nothing else (None: the explicit opt-in).
 
     Updates in place (the control-plane endpoints update, resource_container_cluster.go lines 4105-4118). The
@@ -105,16 +110,12 @@ def master_authorized_networks_config(settings: Settings) -> dict[str, object] |
       provider's TestAccContainerCluster_withGcpPublicCidrsAccessEnabledToggle and
       _withAuthorizedNetworkPrivateEnforcementToggle, resource_container_cluster_test.go lines 1802, 1896).
     """
-    cp = settings.cluster.control_plane
-    if cp.unrestricted_public_endpoint:
+    if authorized_networks is None:
         return None
     return {
-        "cidr_blocks": [
-            {"cidr_block": n.cidr_block, **({"display_name": n.display_name} if n.display_name else {})}
-            for n in cp.authorized_networks
-        ],
+        "cidr_blocks": [dict(n) for n in authorized_networks],
         "gcp_public_cidrs_access_enabled": False,
-        "private_endpoint_enforcement_enabled": cp.private_endpoint,
+        "private_endpoint_enforcement_enabled": private_endpoint,
     }
 
 
@@ -146,52 +147,109 @@ def default_pool_config(node_service_account: pulumi.Input[str]) -> dict[str, ob
     return {"service_account": node_service_account, "oauth_scopes": [CLOUD_PLATFORM_SCOPE]}
 
 
-def maintenance_exclusion(exclusion: MaintenanceExclusion) -> dict[str, object]:
+class ExclusionOptions(TypedDict):
+    scope: str
+    """What the exclusion holds: NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES."""
+    end_time_behavior: NotRequired[str]
+    """UNTIL_END_OF_SUPPORT: GKE ends the exclusion with the minor version's support (no end time then)."""
+
+
+class MaintenanceExclusionArgs(TypedDict):
+    exclusion_name: str
+    """The exclusion's name."""
+    start_time: str
+    """When it starts (RFC 3339)."""
+    end_time: NotRequired[str]
+    """When it ends (RFC 3339); none with an end-time behaviour."""
+    exclusion_options: ExclusionOptions
+    """Its scope and end-time behaviour."""
+
+
+def maintenance_exclusion(exclusion: MaintenanceExclusion) -> MaintenanceExclusionArgs:
     """One exclusion as the provider takes it: an end time, or GKE's end-of-support behaviour without one."""
-    out: dict[str, object] = {"exclusion_name": exclusion.name, "start_time": exclusion.rfc3339(exclusion.start)}
-    options: dict[str, object] = {"scope": exclusion.scope}
+    options = ExclusionOptions(scope=exclusion.scope)
+    end: dict[str, str] = {}
     if exclusion.end_time_behavior is not None:
         # The provider drops end_time when a behaviour is set and reads none back (lines 6387-6389, 8299-8306).
         options["end_time_behavior"] = exclusion.end_time_behavior
     else:
         assert exclusion.end is not None
-        out["end_time"] = exclusion.rfc3339(exclusion.end)
-    return {**out, "exclusion_options": options}
+        end["end_time"] = exclusion.rfc3339(exclusion.end)
+    start = exclusion.rfc3339(exclusion.start)
+    return MaintenanceExclusionArgs(exclusion_name=exclusion.name, start_time=start, **end, exclusion_options=options)  # type: ignore[typeddict-item]
+
+
+class SystemPoolArgs(TypedDict):
+    name: str
+    """The system node pool's name."""
+    node_count: int
+    """Its nodes per zone of the regional cluster."""
+    machine_type: str
+    """Its machine type (updates in place)."""
+
+
+class ClusterArgs(TypedDict):
+    name: str
+    """The cluster's name."""
+    project: str
+    """The cluster's project."""
+    region: str
+    """The regional cluster's region."""
+    network: pulumi.Input[str]
+    """The VPC's id."""
+    subnetwork: pulumi.Input[str]
+    """The nodes' subnet's id."""
+    node_service_account: pulumi.Input[str]
+    """The email of the service account every node runs as."""
+    version: str
+    """The GKE version `cluster.version` resolved to (components/stack.py): the control plane's minimum."""
+    release_channel: str
+    """The release channel."""
+    private_nodes: bool
+    """Nodes without external IPs."""
+    private_endpoint: bool
+    """The control plane's IP endpoint only inside the VPC."""
+    dns_endpoint: bool
+    """Users reach the control plane through GKE's DNS-based endpoint."""
+    authorized_networks: NotRequired[list[AuthorizedNetwork]]
+    """Who may reach the IP endpoints; left out: the explicit opt-in to an unrestricted public endpoint."""
+    maintenance_window_start: NotRequired[str]
+    """The daily maintenance window's start (HH:MM, UTC); none: GKE's default."""
+    maintenance_exclusion: NotRequired[MaintenanceExclusionArgs]
+    """A window without upgrades (with a maintenance window only)."""
+    deletion_protection: bool
+    """GKE's own deletion protection."""
+    protect: bool
+    """Pulumi refuses any update or destroy that would delete or replace the cluster or its system pool."""
+    workload_pool: str
+    """The Workload Identity pool (`<project>.svc.id.goog`)."""
+    system_pool: SystemPoolArgs
+    """The system node pool, where the add-ons run."""
+    nat: NotRequired[gcp.compute.RouterNat]
+    """The Cloud NAT private nodes pull images through: the cluster waits for it."""
 
 
 class Cluster(Component):
     """A regional Standard cluster with every flag of the reference `gcloud container clusters create`."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        network: gcp.compute.Network,
-        subnetwork: gcp.compute.Subnetwork,
-        node_service_account: pulumi.Input[str],
-        version: str,
-        opts: pulumi.ResourceOptions | None = None,
-        egress: Sequence[pulumi.Resource] = (),
-    ) -> None:
-        """`version`: the GKE version `cluster.version` resolved to (components/stack.py); `egress`: what
-        nodes need before they boot (the Cloud NAT of private nodes)."""
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:cluster:Cluster", name, opts)
-        c = settings.cluster
-        cp = c.control_plane
-        exclusion = c.maintenance_exclusion
+        project, region, protect = args["project"], args["region"], args["protect"]
+        node_service_account = args["node_service_account"]
         node_identity = {
             "service_account": node_service_account,
             "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
             "workload_metadata_config": {"mode": "GKE_METADATA"},
         }
+        window, exclusion = args.get("maintenance_window_start"), args.get("maintenance_exclusion")
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
-            name=c.name,
-            project=settings.project,
-            location=settings.region,
-            network=network.id,
-            subnetwork=subnetwork.id,
-            release_channel={"channel": c.release_channel},
+            name=args["name"],
+            project=project,
+            location=region,
+            network=args["network"],
+            subnetwork=args["subnetwork"],
+            release_channel={"channel": args["release_channel"]},
             # Never a reason to replace or downgrade: `min_master_version` is not ForceNew and not read back
             # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
             # the state's `master_version` is older (lines 4918-4935: `if cur.LessThan(des)`). That state is the
@@ -203,7 +261,7 @@ class Cluster(Component):
             # (which a NO_MINOR_* exclusion allows anyway); `default` can move to a new minor. No node pool sets
             # `version` (Optional+Computed): pools take the control plane's version at creation and follow
             # auto-upgrades, never this value.
-            min_master_version=version,
+            min_master_version=args["version"],
             # The default pool is replaced by the `system` pool below, so that changing the system
             # machine type updates a node pool instead of replacing the whole cluster. GKE still creates the
             # default pool (initial_node_count per zone) and the provider deletes it right after the cluster is
@@ -228,18 +286,20 @@ class Cluster(Component):
             # after apply (the provider's acceptance configs at resource_container_cluster_test.go lines 1132
             # and 12593 set exactly that).
             private_cluster_config={
-                "enable_private_nodes": c.private_nodes,
-                "enable_private_endpoint": cp.private_endpoint,
+                "enable_private_nodes": args["private_nodes"],
+                "enable_private_endpoint": args["private_endpoint"],
             },
-            control_plane_endpoints_config=control_plane_endpoints_config(settings),
-            master_authorized_networks_config=master_authorized_networks_config(settings),
+            control_plane_endpoints_config=control_plane_endpoints_config(args["dns_endpoint"]),
+            master_authorized_networks_config=master_authorized_networks_config(
+                args.get("authorized_networks"), args["private_endpoint"]
+            ),
             datapath_provider="ADVANCED_DATAPATH",
             gateway_api_config={"channel": "CHANNEL_STANDARD"},
             monitoring_config={
                 "managed_prometheus": {"enabled": True},
                 "advanced_datapath_observability_config": {"enable_metrics": True, "enable_relay": False},
             },
-            workload_identity_config={"workload_pool": settings.workload_pool},
+            workload_identity_config={"workload_pool": args["workload_pool"]},
             addons_config={
                 "http_load_balancing": {"disabled": False},
                 "gcp_filestore_csi_driver_config": {"enabled": True},
@@ -250,39 +310,39 @@ class Cluster(Component):
             },
             # In place (SetMaintenancePolicy, resource_container_cluster.go lines 4991-5016).
             maintenance_policy=None
-            if c.maintenance_window_start is None
+            if window is None
             else {
-                "daily_maintenance_window": {"start_time": c.maintenance_window_start},
-                **({"maintenance_exclusions": [maintenance_exclusion(exclusion)]} if exclusion is not None else {}),
+                "daily_maintenance_window": {"start_time": window},
+                **({"maintenance_exclusions": [exclusion]} if exclusion is not None else {}),
             },
-            deletion_protection=c.deletion_protection,
+            deletion_protection=args["deletion_protection"],
             opts=self.child(
-                depends_on=list(egress),
+                depends_on=[args["nat"]] if "nat" in args else [],
                 # A fixed name: a replacement must delete the old cluster first (create-first ends in 409).
                 delete_before_replace=True,
                 # ForceNew, and only shape the default pool deleted right after creation: a value GKE
                 # reports differently later (no node_config at all) must never replace the cluster.
                 ignore_changes=CLUSTER_IGNORE_CHANGES,
                 # cluster.protect: Pulumi refuses any update or destroy that would delete or replace it.
-                protect=c.protect,
+                protect=protect,
             ),
         )
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",
-            name=c.system_pool_name,
-            project=settings.project,
-            location=settings.region,
+            name=args["system_pool"]["name"],
+            project=project,
+            location=region,
             cluster=self.cluster.id,
             # Per zone of the regional cluster, as `gcloud --num-nodes` is.
-            node_count=c.system_node_count,
+            node_count=args["system_pool"]["node_count"],
             # machine_type updates the pool in place (provider: nodePoolNodeConfigUpdate); the identity
             # fields are ForceNew and replace it, delete-first because the name is fixed.
-            node_config={"machine_type": c.system_machine_type, **node_identity},
-            network_config=node_network_config(settings),
-            opts=self.child(delete_before_replace=True, protect=c.protect),
+            node_config={"machine_type": args["system_pool"]["machine_type"], **node_identity},
+            network_config=node_network_config(args["private_nodes"]),
+            opts=self.child(delete_before_replace=True, protect=protect),
         )
-        context = f"gke_{settings.project}_{settings.region}_"
-        if cp.dns_endpoint:
+        context = f"gke_{project}_{region}_"
+        if args["dns_endpoint"]:
             # Through GKE's DNS-based endpoint: reachable from wherever `pulumi up` runs (IAM decides), with a
             # private IP endpoint too. Only the kubeconfig changes; the identity below stays the same.
             dns = self.cluster.control_plane_endpoints_config.apply(_required_dns_endpoint)

@@ -45,16 +45,18 @@ def queued_workloads(settings: Settings) -> int:
     return demos + (2 if settings.serving.enabled else 0)
 
 
-def immutable_fields(settings: Settings, levels: list[str], accelerator: str) -> dict[str, dict[str, Any]]:
+def immutable_fields(
+    levels: list[str], accelerator: str, topology_name: str, cluster_queue: str, flavor_name: str
+) -> dict[str, dict[str, Any]]:
     """Each immutable field, by the config keys that change it: {field: {"keys": ..., "value": ...}}."""
     return {
         "Topology.spec.levels": {"keys": "tpu.machineType, tpu.cubeTopology", "value": list(levels)},
         "ResourceFlavor.spec.nodeLabels": {"keys": "tpu.machineType", "value": accelerator},
-        "ResourceFlavor.spec.topologyName": {"keys": "kueue.topologyName", "value": settings.kueue.topology_name},
-        "LocalQueue.spec.clusterQueue": {"keys": "kueue.clusterQueue", "value": settings.kueue.cluster_queue},
+        "ResourceFlavor.spec.topologyName": {"keys": "kueue.topologyName", "value": topology_name},
+        "LocalQueue.spec.clusterQueue": {"keys": "kueue.clusterQueue", "value": cluster_queue},
         # A name never changes either: a renamed ResourceFlavor is replaced delete-first, and the ClusterQueue that
         # names it by Output (FLAVOR_ANNOTATION, replace_on_changes=["metadata"]) is deleted before it.
-        "ResourceFlavor.metadata.name": {"keys": "kueue.flavorName", "value": settings.kueue.flavor_name},
+        "ResourceFlavor.metadata.name": {"keys": "kueue.flavorName", "value": flavor_name},
     }
 
 
@@ -93,7 +95,7 @@ class ImmutableFields(pulumi.dynamic.Resource, module="queues", name="ImmutableF
     """Type `pulumi-python:dynamic/queues:ImmutableFields`: no cloud or cluster call, state only."""
 
     def __init__(
-        self, name: str, settings: Settings, levels: list[str], accelerator: str, opts: pulumi.ResourceOptions
+        self, name: str, fields: dict[str, dict[str, Any]], queued_workloads: int, opts: pulumi.ResourceOptions
     ) -> None:
-        props = {"fields": immutable_fields(settings, levels, accelerator), WORKLOADS: queued_workloads(settings)}
+        props = {"fields": fields, WORKLOADS: queued_workloads}
         super().__init__(ImmutableFieldsProvider(), name, props, opts)

@@ -23,21 +23,29 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.model import weights
-from components.model.rollout import (
+from components.model.keys import (
+    ACCELERATOR_LABEL,
+    ENGINE_TYPE_LABEL,
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GUIDE_LABEL,
+    MODEL_LABEL,
+    ROLE_LABEL,
     SKIP_AWAIT_ANNOTATION,
+    SKIP_TPU_WEBHOOK_CHECK,
+    SLICE_TOPOLOGY_ANNOTATION,
     TIMEOUT_ANNOTATION,
+    TPU_RESOURCE,
+    TPU_SLICE_LABEL,
     WAIT_FOR_ANNOTATION,
-    ready_groups_condition,
-    revision,
+    WORKER_INDEX_LABEL,
 )
+from components.model.rollout import ready_groups_condition, revision
 from components.model.settings import Settings
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, healthy_partition_selector
-from components.workloads import SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION
+from components.queues import healthy_partition_selector
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
-# LWS labels every pod with its index in the group; the leader is 0 (sigs.k8s.io/lws api/leaderworkerset/v1
-# WorkerIndexLabelKey). The templates cannot carry it: LWS sets it per pod.
-WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+# The leader's WORKER_INDEX_LABEL (sigs.k8s.io/lws api/leaderworkerset/v1 WorkerIndexLabelKey). The templates
+# cannot carry the label: LWS sets it per pod.
 LEADER_INDEX = "0"
 # (LWS also labels every pod with its LWS's name, SetNameLabelKey; that name carries a revision,
 # components/model/rollout.py, so nothing that must find a role's pods across a rollout selects by it: the
@@ -45,7 +53,7 @@ LEADER_INDEX = "0"
 VLLM_POD = Path(__file__).resolve().parent.parent / "manifests" / "vllm-pod.yaml"
 HF_SECRET = "llm-d-hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
-EXCLUSIVE_TOPOLOGY = {"leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice"}
+EXCLUSIVE_TOPOLOGY = {EXCLUSIVE_TOPOLOGY_ANNOTATION: TPU_SLICE_LABEL}
 # The router selects model servers by port 8000: prefill serves there, decode's sidecar proxies it.
 ROUTER_PORT = 8000
 # Decode's routing sidecar, as llm-d's TPU7x dynamic-slice recipe runs it
@@ -104,10 +112,10 @@ ROLES = {
 
 def model_labels(settings: Settings, role: str) -> dict[str, str]:
     return {
-        "llm-d.ai/guide": settings.serving.guide,
-        "llm-d.ai/model": settings.model_label,
-        "llm-d.ai/role": role,
-        "inference.networking.k8s.io/engine-type": "vllm",
+        GUIDE_LABEL: settings.serving.guide,
+        MODEL_LABEL: settings.model_label,
+        ROLE_LABEL: role,
+        ENGINE_TYPE_LABEL: "vllm",
     }
 
 
@@ -117,7 +125,7 @@ def leader_selector(settings: Settings) -> dict[str, str]:
     The guide label alone also matches every worker (they share the model labels but run no API server);
     the LWS worker index narrows it to the leader of each group.
     """
-    return {"llm-d.ai/guide": settings.serving.guide, WORKER_INDEX_LABEL: LEADER_INDEX}
+    return {GUIDE_LABEL: settings.serving.guide, WORKER_INDEX_LABEL: LEADER_INDEX}
 
 
 def leader_metrics_target(settings: Settings, role: str) -> tuple[dict[str, str], str]:
@@ -197,17 +205,22 @@ def vllm_command(settings: Settings, role: Role, script: str) -> str:
     return weights_check() + script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
 
 
+def hf_token(settings: Settings) -> pulumi.Output[str] | None:
+    """`hfToken` as a Pulumi secret, None when unset."""
+    return None if settings.hf_token is None else pulumi.Output.secret(settings.hf_token.get_secret_value())
+
+
 def hf_token_secret(
-    name: str, settings: Settings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    name: str, token: pulumi.Input[str] | None, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
 ) -> k8s.core.v1.Secret | None:
-    """The Secret `env` reads the Hugging Face token from (a Pulumi secret end to end), or None without `hfToken`:
+    """The Secret `env` reads the Hugging Face `token` from (a Pulumi secret end to end), or None without one:
     the serving pods' and the download Job's, each in its own namespace."""
-    if settings.hf_token is None:
+    if token is None:
         return None
     return k8s.core.v1.Secret(
         f"{name}-hf-token",
         metadata={"name": HF_SECRET, "namespace": namespace},
-        string_data={HF_SECRET_KEY: pulumi.Output.secret(settings.hf_token.get_secret_value())},
+        string_data={HF_SECRET_KEY: token},
         opts=opts,
     )
 

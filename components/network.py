@@ -4,13 +4,12 @@ Provider facts cited below are from terraform-provider-google-beta release-8.0.0
 pulumi-gcp 10.2 bridges), google-beta/services/compute/.
 """
 
-from __future__ import annotations
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.base import Component
-from components.model.settings import Settings
 
 # Every resource here has a fixed name. A replacement under the same name (a shrunk subnet range, a
 # firewall's direction: ForceNew in the provider) must delete the old one first, or GCE answers 409.
@@ -29,6 +28,21 @@ REPLACE_DELETE_FIRST = {"delete_before_replace": True}
 INTERNAL_ALLOWS = [{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}]
 
 
+class EgressArgs(TypedDict):
+    project: str
+    """The project of the router and the NAT."""
+    region: str
+    """The region of the router, the NAT and the subnet."""
+    router_name: str
+    """The Cloud Router's name."""
+    nat_name: str
+    """The Cloud NAT's name."""
+    network: pulumi.Input[str]
+    """The VPC's id."""
+    subnetwork: pulumi.Input[str]
+    """The id of the subnet whose ranges are NATed (the TPU subnet: the nodes and the pods)."""
+
+
 class Egress(Component):
     """Cloud Router + Cloud NAT: private nodes (no external IP) still reach image registries and the Hub.
 
@@ -38,36 +52,28 @@ class Egress(Component):
     proxy-only subnet's Envoys need no egress.
     """
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        network: gcp.compute.Network,
-        subnet: gcp.compute.Subnetwork,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: EgressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:network:Egress", name, opts)
-        net = settings.network
         # name, network and region are ForceNew (resource_compute_router.go lines 163-166, 292-295, 319-323).
         self.router = gcp.compute.Router(
             f"{name}-router",
-            name=net.router_name,
-            project=settings.project,
-            region=settings.region,
-            network=network.id,
+            name=args["router_name"],
+            project=args["project"],
+            region=args["region"],
+            network=args["network"],
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         # name, router and region are ForceNew (resource_compute_router_nat.go lines 304-315, 471-475); the
         # subnetwork list updates in place (resourceComputeRouterNatUpdate).
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
-            name=net.nat_name,
-            project=settings.project,
-            region=settings.region,
+            name=args["nat_name"],
+            project=args["project"],
+            region=args["region"],
             router=self.router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetworks=[{"name": subnet.id, "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
+            subnetworks=[{"name": args["subnetwork"], "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
             # Errors only: a node whose pull or download fails for want of NAT ports (OUT_OF_RESOURCES) or an
             # endpoint NAT drops shows in Cloud Logging. Always sent: `log_config` is Optional and not Computed
             # (resource_compute_router_nat.go lines 407-427) and read back as the API returns it (lines 1644-1658);
@@ -80,50 +86,88 @@ class Egress(Component):
         self.register_outputs({"router": self.router.self_link, "nat": self.nat.name})
 
 
+class EgressNames(TypedDict):
+    router_name: str
+    """The Cloud Router's name."""
+    nat_name: str
+    """The Cloud NAT's name."""
+
+
+class NetworkArgs(TypedDict):
+    project: str
+    """The project of the VPC."""
+    region: str
+    """The region of the subnets (and of the NAT)."""
+    network_name: str
+    """The VPC's name."""
+    mtu: int
+    """The VPC's MTU (TPU7x data-center networking wants jumbo frames: 8896)."""
+    tpu_subnet_name: str
+    """The nodes' subnet's name."""
+    tpu_subnet_cidr: str
+    """The nodes' subnet's primary range."""
+    proxy_subnet_name: str
+    """The proxy-only subnet's name (the regional internal Gateway's Envoys)."""
+    proxy_subnet_cidr: str
+    """The proxy-only subnet's range."""
+    egress: NotRequired[EgressNames]
+    """The Cloud Router and NAT of private nodes (no external IP); none without."""
+
+
 class Network(Component):
-    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:network:Network", name, opts)
-        self._settings, self._prefix = settings, name
-        net = settings.network
+        project, region = args["project"], args["region"]
         self.network = gcp.compute.Network(
             f"{name}-main",
-            name=net.network_name,
-            project=settings.project,
+            name=args["network_name"],
+            project=project,
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
             # TPU7x data-center networking wants jumbo frames.
-            mtu=net.mtu,
+            mtu=args["mtu"],
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.tpu_subnet = gcp.compute.Subnetwork(
             f"{name}-tpu",
-            name=net.tpu_subnet_name,
-            project=settings.project,
-            region=settings.region,
+            name=args["tpu_subnet_name"],
+            project=project,
+            region=region,
             network=self.network.id,
-            ip_cidr_range=net.tpu_subnet_cidr,
+            ip_cidr_range=args["tpu_subnet_cidr"],
             private_ip_google_access=True,
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         # The regional internal L7 Gateway (gke-l7-rilb) runs its Envoy proxies in this range.
         self.proxy_subnet = gcp.compute.Subnetwork(
             f"{name}-proxy",
-            name=net.proxy_subnet_name,
-            project=settings.project,
-            region=settings.region,
+            name=args["proxy_subnet_name"],
+            project=project,
+            region=region,
             network=self.network.id,
-            ip_cidr_range=net.proxy_subnet_cidr,
+            ip_cidr_range=args["proxy_subnet_cidr"],
             purpose="REGIONAL_MANAGED_PROXY",
             role="ACTIVE",
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         # Private nodes have no external IP: without NAT they could pull nothing but Google-hosted images.
+        names = args.get("egress")
         self.egress = (
-            Egress(f"{name}-egress", settings, self.network, self.tpu_subnet, self.child())
-            if settings.cluster.private_nodes
+            Egress(
+                f"{name}-egress",
+                EgressArgs(
+                    project=project,
+                    region=region,
+                    router_name=names["router_name"],
+                    nat_name=names["nat_name"],
+                    network=self.network.id,
+                    subnetwork=self.tpu_subnet.id,
+                ),
+                self.child(),
+            )
+            if names is not None
             else None
         )
-        self.firewall: gcp.compute.Firewall | None = None
         self.register_outputs(
             {
                 "network": self.network.self_link,
@@ -132,29 +176,47 @@ class Network(Component):
             }
         )
 
-    @property
-    def egress_ready(self) -> list[pulumi.Resource]:
-        """What nodes wait for: the NAT, so the first image pull of a private node does not time out."""
-        return [self.egress.nat] if self.egress is not None else []
 
-    def allow_internal(self, pod_range: pulumi.Input[str]) -> gcp.compute.Firewall:
-        """The internal firewall, once the pods' range is known (GKE allocates it with the cluster).
+class InternalFirewallArgs(TypedDict):
+    project: str
+    """The project of the VPC."""
+    firewall_name: str
+    """The firewall's name."""
+    network: pulumi.Input[str]
+    """The VPC's id."""
+    tpu_subnet_cidr: str
+    """The nodes' subnet's range (the nodes, and the control plane's endpoint GKE places in it)."""
+    pod_range: pulumi.Input[str]
+    """The pods' range, which GKE allocates with the cluster (its `cluster_ipv4_cidr`)."""
+    proxy_subnet_cidr: str
+    """The proxy-only subnet's range (the Gateway's Envoys)."""
 
-        Its sources are the VPC's own ranges, never more: the TPU subnet (the nodes, and the control plane's
-        endpoint GKE places in the node subnet), the pods' range, the proxy-only subnet. The service range is
-        not a source: Service IPs are translated on the sending node (GKE Dataplane V2), no packet on the VPC
-        carries one. `source_ranges` and `allow` update in place (PATCH); only name, direction, params and
-        project are ForceNew (resource_compute_firewall.go lines 249, 306, 341, 476; update at line 819).
-        """
-        net = self._settings.network
+
+class InternalFirewall(Component):
+    """The internal firewall: tcp, udp and icmp from the VPC's own ranges, never more.
+
+    Its own component because the pods' range exists only with the cluster, which needs the network first.
+    Its sources: the TPU subnet (the nodes, and the control plane's endpoint GKE places in the node subnet), the
+    pods' range, the proxy-only subnet. The service range is not a source: Service IPs are translated on the
+    sending node (GKE Dataplane V2), no packet on the VPC carries one. `source_ranges` and `allow` update in place
+    (PATCH); only name, direction, params and project are ForceNew (resource_compute_firewall.go lines 249, 306,
+    341, 476; update at line 819).
+    """
+
+    def __init__(self, name: str, args: InternalFirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gke-tpu-slicing:network:InternalFirewall", name, opts)
         self.firewall = gcp.compute.Firewall(
-            f"{self._prefix}-allow-internal",
-            name=net.firewall_name,
-            project=self._settings.project,
-            network=self.network.id,
+            f"{name}-allow-internal",
+            name=args["firewall_name"],
+            project=args["project"],
+            network=args["network"],
             direction="INGRESS",
             allows=INTERNAL_ALLOWS,
-            source_ranges=[net.tpu_subnet_cidr, pod_range, net.proxy_subnet_cidr],
-            opts=self.child(**REPLACE_DELETE_FIRST),
+            source_ranges=[args["tpu_subnet_cidr"], args["pod_range"], args["proxy_subnet_cidr"]],
+            # The Network component declared it until it had a component of its own: under that component (this
+            # one's parent, components/program.py), it keeps the URN it had as its child.
+            opts=self.child(
+                aliases=[pulumi.Alias(parent=opts.parent)] if opts and opts.parent else None, **REPLACE_DELETE_FIRST
+            ),
         )
-        return self.firewall
+        self.register_outputs({"firewall": self.firewall.self_link})

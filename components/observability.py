@@ -10,45 +10,18 @@ Resource types (for importers): `kubernetes:monitoring.googleapis.com/v1:PodMoni
 `gcp:monitoring/alertPolicy:AlertPolicy`.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.addons import HelmAddon
 from components.base import Component
-from components.model import dashboard, monitoring, slice_alerts
-from components.model.settings import Settings
-from components.modelserver import leader_metrics_target
+from components.model import monitoring, slice_alerts
+from components.model.keys import SERVICE_ACCOUNT_NAME_ANNOTATION
 from components.objects import KubernetesObject
-from components.project import MONITORING_API, ProjectServices
 
 GMP_API = "monitoring.googleapis.com/v1"
-# Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
-# (charts/kueue/templates/_helpers.tpl `kueue.fullname`, `kueue.selectorLabels` at v0.17.4); the manager container
-# serves /metrics over HTTPS on its port named `metrics` (8443, manager/manager.yaml) behind controller-runtime's
-# authn/authz filter (cmd/kueue/main.go: SecureServing, WithAuthenticationAndAuthorization), and the chart always
-# ships the ClusterRole `<fullname>-metrics-reader` (GET /metrics, rbac/metrics_reader_role.yaml).
-KUEUE_CHART_NAME = "kueue"
-KUEUE_METRICS_PORT = "metrics"
-
-
-def kueue_selector(release: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": KUEUE_CHART_NAME,
-        "app.kubernetes.io/instance": release,
-        "control-plane": "controller-manager",
-    }
-
-
-def kueue_metrics_reader(release: str) -> str:
-    fullname = release if KUEUE_CHART_NAME in release else f"{release}-{KUEUE_CHART_NAME}"
-    return f"{fullname[:63].rstrip('-')}-metrics-reader"
-
-
 TOKEN_KEY = "token"
 
 
@@ -70,18 +43,11 @@ def pod_monitoring(
     }
 
 
-def vllm_pod_monitoring(settings: Settings, role: str, namespace: pulumi.Input[str]) -> dict[str, Any]:
-    """Scrapes the leaders of one role, on the port the LWS builder gives vLLM."""
-    selector, port = leader_metrics_target(settings, role)
-    endpoint = {"port": port, "path": "/metrics", "interval": settings.observability.scrape_interval}
-    return pod_monitoring(monitoring.vllm_job(settings, role), namespace, selector, endpoint)
-
-
 def kueue_pod_monitoring(
     release: str, namespace: pulumi.Input[str], secret: pulumi.Input[str], interval: str
 ) -> dict[str, Any]:
     endpoint = {
-        "port": KUEUE_METRICS_PORT,
+        "port": monitoring.KUEUE_METRICS_PORT,
         "scheme": "https",
         "path": "/metrics",
         "interval": interval,
@@ -90,83 +56,162 @@ def kueue_pod_monitoring(
         "tls": {"insecureSkipVerify": True},
         "authorization": {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": TOKEN_KEY}}},
     }
-    return pod_monitoring(monitoring.KUEUE_JOB, namespace, kueue_selector(release), endpoint)
+    return pod_monitoring(monitoring.KUEUE_JOB, namespace, monitoring.kueue_selector(release), endpoint)
+
+
+class KueueScrape(TypedDict):
+    release: str
+    """Kueue's Helm release (its fullname names the chart's metrics-reader ClusterRole)."""
+    namespace: pulumi.Input[str]
+    """Kueue's namespace, where its scraper's account and token go."""
+    chart: k8s.helm.v4.Chart
+    """Kueue's chart: the binding to its ClusterRole and the scrape object wait for it."""
+
+
+class RouterScrape(TypedDict):
+    chart: k8s.helm.v4.Chart
+    """The router's chart: its scrape object selects the chart's pods."""
+    job: str
+    """The endpoint picker's Managed Prometheus job."""
+    selector: dict[str, str]
+    """The labels of the endpoint picker's pods."""
+    service_account: str
+    """The endpoint picker's service account, granted the token reviews its /metrics checks."""
+
+
+class LeaderScrape(TypedDict):
+    job: str
+    """The role's Managed Prometheus job."""
+    selector: dict[str, str]
+    """The labels selecting exactly the role's leaders."""
+    port: str
+    """The named port vLLM serves /metrics on."""
+
+
+class Scrapes(TypedDict):
+    interval: str
+    """How often Managed Prometheus scrapes."""
+    kueue: KueueScrape
+    """Kueue's controller."""
+    workload_namespace: pulumi.Input[str]
+    """The namespace of the router and the model servers."""
+    router: NotRequired[RouterScrape]
+    """The router's endpoint picker, with serving."""
+    vllm_leaders: dict[str, LeaderScrape]
+    """The vLLM leaders of each serving role."""
+
+
+class MetricAlert(TypedDict):
+    key: str
+    """A short stable name (the policy's resource name derives from it)."""
+    display_name: str
+    """The policy's and its condition's display name."""
+    severity: str
+    """The policy's severity."""
+    query: str
+    """The PromQL condition."""
+    minutes: int
+    """How long the condition holds before the policy fires."""
+    documentation: str
+    """The policy's documentation (Markdown)."""
+
+
+class LogAlert(TypedDict):
+    key: str
+    """A short stable name (the policy's resource name derives from it)."""
+    display_name: str
+    """The policy's and its condition's display name."""
+    severity: str
+    """The policy's severity."""
+    filter: str
+    """The log filter that fires it, notified at most once per slice_alerts.RATE_LIMIT."""
+    documentation: str
+    """The policy's documentation (Markdown)."""
+
+
+class ObservabilityArgs(TypedDict):
+    project: str
+    """The project of the dashboard and the alert policies."""
+    cluster_name: str
+    """The cluster the policies watch (their `cluster` label)."""
+    notification_channels: list[str]
+    """The channels every alert policy notifies."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    scrapes: NotRequired[Scrapes]
+    """The Managed Prometheus scrape objects; none: nothing is scraped."""
+    dashboard_json: NotRequired[str]
+    """The Cloud Monitoring dashboard; none: no dashboard."""
+    metric_alerts: list[MetricAlert]
+    """The PromQL alert policies."""
+    log_alerts: list[LogAlert]
+    """The log-based alert policies."""
+    monitoring_api: NotRequired[gcp.projects.Service]
+    """The Monitoring API the dashboard and the policies wait for."""
 
 
 class Observability(Component):
     """Scrape objects for Kueue, the router's endpoint picker and the vLLM leaders, the dashboard, the alerts."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        *,
-        provider: k8s.Provider,
-        kueue: HelmAddon,
-        workload_namespace: pulumi.Input[str],
-        router: pulumi.Resource | None = None,
-        services: ProjectServices,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:observability:Observability", name, opts)
-        o = settings.observability
+        self._args = args
+        provider = args["provider"]
         # The dashboard and the policies are calls to the Monitoring API alone (their queries name metrics, not
         # resources): waiting for every API and the AI-zones feature only delayed them (docs/benchmarks.md).
-        monitoring_api = services.services.get(MONITORING_API)  # enabled whenever a dashboard or alert is declared
+        monitoring_api = args.get("monitoring_api")
         after_api = self.child(depends_on=[monitoring_api]) if monitoring_api is not None else None
         self.pod_monitorings: dict[str, KubernetesObject] = {}
         self.alert_policies: dict[str, gcp.monitoring.AlertPolicy] = {}
         self.dashboard: gcp.monitoring.Dashboard | None = None
         self.dashboard_url: pulumi.Output[str] | None = None
-        if o.scrapes:
-            self._scrape_kueue(name, settings, provider, kueue)
+        scrapes = args.get("scrapes")
+        if scrapes is not None:
+            namespace, interval = scrapes["workload_namespace"], scrapes["interval"]
+            self._scrape_kueue(name, scrapes["kueue"], interval, provider)
+            router = scrapes.get("router")
             if router is not None:
-                self._scrape_router(name, settings, provider, router, workload_namespace)
-            if settings.serving.enabled:
-                for role in settings.serving.roles():
-                    self.pod_monitorings[role] = KubernetesObject(
-                        f"{name}-{role}-leaders",
-                        vllm_pod_monitoring(settings, role, workload_namespace),
-                        self.child(provider=provider),
-                    )
-        if o.has_dashboard:
-            self.dashboard = gcp.monitoring.Dashboard(
-                f"{name}-dashboard",
-                project=settings.project,
-                dashboard_json=dashboard.dashboard_json(settings),
-                opts=after_api,
-            )
-            self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(settings.project, i))
-        if o.has_alerts:
-            for rule in monitoring.alert_rules(settings):
-                self._alert_policy(
-                    name,
-                    settings,
-                    rule.key,
-                    rule.display_name,
-                    rule.severity,
-                    {
-                        "condition_prometheus_query_language": {
-                            "query": rule.query,
-                            "duration": f"{rule.minutes * 60}s",
-                            "evaluation_interval": "60s",
-                            # The policy is created before the first scrape: its metrics do not exist yet.
-                            "disable_metric_validation": True,
-                        },
-                    },
-                    rule.documentation(),
-                    after_api,
+                self._scrape_router(name, router, interval, provider, namespace)
+            for role, leaders in scrapes["vllm_leaders"].items():
+                endpoint = {"port": leaders["port"], "path": "/metrics", "interval": interval}
+                self.pod_monitorings[role] = KubernetesObject(
+                    f"{name}-{role}-leaders",
+                    pod_monitoring(leaders["job"], namespace, leaders["selector"], endpoint),
+                    self.child(provider=provider),
                 )
-        if o.has_alerts:
-            slice_rule = slice_alerts.failed_slice_alert(settings)
+        project = args["project"]
+        dashboard_json = args.get("dashboard_json")
+        if dashboard_json is not None:
+            self.dashboard = gcp.monitoring.Dashboard(
+                f"{name}-dashboard", project=project, dashboard_json=dashboard_json, opts=after_api
+            )
+            self.dashboard_url = self.dashboard.id.apply(lambda i: dashboard_url(project, i))
+        for rule in args["metric_alerts"]:
             self._alert_policy(
                 name,
-                settings,
-                slice_rule.key,
-                slice_rule.display_name,
-                slice_rule.severity,
-                {"condition_matched_log": {"filter": slice_rule.filter}},
-                slice_rule.documentation,
+                rule["key"],
+                rule["display_name"],
+                rule["severity"],
+                {
+                    "condition_prometheus_query_language": {
+                        "query": rule["query"],
+                        "duration": f"{rule['minutes'] * 60}s",
+                        "evaluation_interval": "60s",
+                        # The policy is created before the first scrape: its metrics do not exist yet.
+                        "disable_metric_validation": True,
+                    },
+                },
+                rule["documentation"],
+                after_api,
+            )
+        for log_rule in args["log_alerts"]:
+            self._alert_policy(
+                name,
+                log_rule["key"],
+                log_rule["display_name"],
+                log_rule["severity"],
+                {"condition_matched_log": {"filter": log_rule["filter"]}},
+                log_rule["documentation"],
                 after_api,
                 alert_strategy={
                     "notification_rate_limit": {"period": slice_alerts.RATE_LIMIT},
@@ -184,7 +229,6 @@ class Observability(Component):
     def _alert_policy(
         self,
         name: str,
-        settings: Settings,
         key: str,
         display_name: str,
         severity: str,
@@ -196,25 +240,25 @@ class Observability(Component):
         """One alert policy of one condition, to the stack's notification channels."""
         self.alert_policies[key] = gcp.monitoring.AlertPolicy(
             f"{name}-{key}",
-            project=settings.project,
+            project=self._args["project"],
             display_name=display_name,
             combiner="OR",
             severity=severity,
             conditions=[{"display_name": display_name, **condition}],
             documentation={"content": documentation, "mime_type": "text/markdown"},
-            notification_channels=list(settings.observability.notification_channels),
+            notification_channels=list(self._args["notification_channels"]),
             # Which deployment the policy watches, when several share a project (a GKE cluster name is
             # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
-            user_labels={"cluster": settings.cluster.name},
+            user_labels={"cluster": self._args["cluster_name"]},
             opts=opts,
             **extra,
         )
 
-    def _scrape_kueue(self, name: str, settings: Settings, provider: k8s.Provider, kueue: HelmAddon) -> None:
+    def _scrape_kueue(self, name: str, kueue: KueueScrape, interval: str, provider: k8s.Provider) -> None:
         """Kueue's /metrics wants a bearer token allowed GET /metrics: a service account with the chart's
         metrics-reader ClusterRole, its token Secret, and read access to that Secret for GMP's collector (the
         pattern of GAIE's epplib `_gke.yaml` at v1.5.0 and llm-d's routerlib `_gke.yaml`)."""
-        namespace = kueue.namespace.metadata.name
+        namespace = kueue["namespace"]
         # Only what needs the chart waits for it: the binding to its ClusterRole (the API server checks a binding
         # against the role it names, https://kubernetes.io/docs/reference/access-authn-authz/rbac/
         # "Restrictions on role binding creation or update") and the scrape object (its pods). The account, its
@@ -230,20 +274,18 @@ class Observability(Component):
                 role_ref={
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "ClusterRole",
-                    "name": kueue_metrics_reader(kueue.release),
+                    "name": monitoring.kueue_metrics_reader(kueue["release"]),
                 },
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
-                opts=self.child(provider=provider, depends_on=[kueue.chart]),
+                opts=self.child(provider=provider, depends_on=[kueue["chart"]]),
             ),
             token_read,
             collector,
         ]
         self.pod_monitorings["kueue"] = KubernetesObject(
             f"{name}-kueue",
-            kueue_pod_monitoring(
-                kueue.release, namespace, self.kueue_token.metadata.name, settings.observability.scrape_interval
-            ),
-            self.child(provider=provider, depends_on=[kueue.chart, *self.kueue_rbac]),
+            kueue_pod_monitoring(kueue["release"], namespace, self.kueue_token.metadata.name, interval),
+            self.child(provider=provider, depends_on=[kueue["chart"], *self.kueue_rbac]),
         )
 
     def _scrape_token(
@@ -262,7 +304,7 @@ class Observability(Component):
             metadata={
                 "name": token_name,
                 "namespace": namespace,
-                "annotations": {"kubernetes.io/service-account.name": sa.metadata.name},
+                "annotations": {SERVICE_ACCOUNT_NAME_ANNOTATION: sa.metadata.name},
             },
             type="kubernetes.io/service-account-token",
             opts=opts,
@@ -293,12 +335,7 @@ class Observability(Component):
         return sa, token, token_read, collector
 
     def _scrape_router(
-        self,
-        name: str,
-        settings: Settings,
-        provider: k8s.Provider,
-        router: pulumi.Resource,
-        namespace: pulumi.Input[str],
+        self, name: str, router: RouterScrape, interval: str, provider: k8s.Provider, namespace: pulumi.Input[str]
     ) -> None:
         """The endpoint picker's /metrics wants a bearer token allowed GET /metrics: what the router chart's
         `_gke.yaml` would declare, declared here so that the token Secret waits for its account (the chart creates
@@ -319,7 +356,7 @@ class Observability(Component):
         # account lacks that right, so it is granted here (a new name: the chart's role is deleted only at the end).
         auth = k8s.rbac.v1.ClusterRole(
             f"{name}-epp-auth",
-            metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+            metadata={"name": f"{router['service_account']}-metrics-auth"},
             rules=[dict(rule) for rule in monitoring.EPP_AUTH_RULES],
             opts=in_namespace,
         )
@@ -327,11 +364,9 @@ class Observability(Component):
             auth,
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-epp-auth",
-                metadata={"name": f"{monitoring.epp_service_account(settings)}-metrics-auth"},
+                metadata={"name": f"{router['service_account']}-metrics-auth"},
                 role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth.metadata.name},
-                subjects=[
-                    {"kind": "ServiceAccount", "name": monitoring.epp_service_account(settings), "namespace": namespace}
-                ],
+                subjects=[{"kind": "ServiceAccount", "name": router["service_account"], "namespace": namespace}],
                 opts=in_namespace,
             ),
             reader,
@@ -349,7 +384,7 @@ class Observability(Component):
             "port": monitoring.EPP_METRICS_PORT,
             "scheme": "http",
             "path": "/metrics",
-            "interval": settings.observability.scrape_interval,
+            "interval": interval,
             "authorization": {
                 "type": "Bearer",
                 "credentials": {"secret": {"name": self.epp_token.metadata.name, "key": TOKEN_KEY}},
@@ -357,6 +392,6 @@ class Observability(Component):
         }
         self.pod_monitorings["epp"] = KubernetesObject(
             f"{name}-epp",
-            pod_monitoring(monitoring.epp_job(settings), namespace, monitoring.epp_selector(settings), endpoint),
-            self.child(provider=provider, depends_on=[router, *self.epp_rbac]),
+            pod_monitoring(router["job"], namespace, router["selector"], endpoint),
+            self.child(provider=provider, depends_on=[router["chart"], *self.epp_rbac]),
         )

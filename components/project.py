@@ -1,6 +1,6 @@
 """Project services: the Google APIs and the compute preview feature the deployment needs."""
 
-from __future__ import annotations
+from typing import TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -31,36 +31,49 @@ def apis(settings: Settings) -> tuple[str, ...]:
 AI_ZONES_FEATURE = "ai-zones-visibility"
 
 
+class ProjectServicesArgs(TypedDict):
+    project: str
+    """The project the APIs and the preview feature are enabled in."""
+    apis: list[str]
+    """The APIs to enable, each by its short name (`container` for container.googleapis.com); `apis()` lists them."""
+
+
 class ProjectServices(Component):
     """Enables the APIs and the `ai-zones-visibility` preview feature (AI zones such as us-central1-ai1a)."""
 
-    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: ProjectServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:project:ProjectServices", name, opts)
-        self.services = {
+        services = {
             api: gcp.projects.Service(
                 f"{name}-{api}",
-                project=settings.project,
+                project=args["project"],
                 service=f"{api}.googleapis.com",
                 # Other workloads in the project may use these APIs: destroying this stack must not turn them off.
                 disable_on_destroy=False,
                 disable_dependent_services=False,
                 opts=self.child(),
             )
-            for api in apis(settings)
+            for api in args["apis"]
         }
+        # The APIs single resources wait for (the network: Compute alone; serving: Resource Manager and Storage;
+        # observability: Monitoring), None when not enabled.
+        self.compute_api = services["compute"]
+        self.project_api = services.get("cloudresourcemanager")
+        self.storage_api = services.get(STORAGE_API)
+        self.monitoring_api = services.get(MONITORING_API)
         self.ai_zones = gcp.compute.PreviewFeature(
             f"{name}-{AI_ZONES_FEATURE}",
             name=AI_ZONES_FEATURE,
-            project=settings.project,
+            project=args["project"],
             activation_status="ENABLED",
             rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
-            opts=self.child(depends_on=[self.services["compute"]]),
+            opts=self.child(depends_on=[self.compute_api]),
         )
         # What the rest of the graph waits for before it calls these APIs.
-        self.ready: list[pulumi.Resource] = [*self.services.values(), self.ai_zones]
+        self.ready: list[pulumi.Resource] = [*services.values(), self.ai_zones]
         self.register_outputs(
             {
-                "services": [s.service for s in self.services.values()],
+                "services": [s.service for s in services.values()],
                 "aiZonesVisibility": self.ai_zones.activation_status,
             }
         )

@@ -1,21 +1,28 @@
-"""Kueue objects for dynamic slicing, built from settings.
+"""Kueue objects for dynamic slicing, declared from their args (components/program.py queues_args builds them).
 
 The Topology's levels are derived from the cube and the machine's host shape, so the sub-cube
 partition levels that sub-slices need are always there, and always match the pools' node labels.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from components.kueue_guard import ImmutableFields
-from components.model.diff.kubernetes import PRIORITY_CLASS as PRIORITY_LABEL  # Kueue's labels: facts with their source
-from components.model.diff.kubernetes import QUEUE_NAME as QUEUE_LABEL
+from components.kueue_guard import ImmutableFields, immutable_fields
 from components.model.geometry import Slice, SliceKind
+from components.model.keys import (
+    ACCELERATOR_LABEL,
+    BLOCK_LABEL,
+    FLAVOR_ANNOTATION,
+    HOSTNAME_LABEL,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    TPU_RESOURCE,
+    partition_label,
+    partition_state_label,
+)
 from components.model.settings import Settings
 from components.objects import KubernetesObject
 
@@ -24,23 +31,8 @@ KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
 # deprecated (its CRD: `deprecated: true`, "Use v1beta2 instead"); stacks created before the move
 # registered it under this type, so the priority classes alias it and update in place.
 KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
-BLOCK_LABEL = "cloud.google.com/gce-topology-block"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 SLICE_CONTROLLER = "accelerator.gke.io/slice"
-TPU_RESOURCE = "google.com/tpu"
 HEALTHY = "HEALTHY"
-# Names the ResourceFlavor by its Output, so a delete-first replacement of the flavor replaces the ClusterQueue
-# first (Pulumi asks the ClusterQueue's Diff with this input unknown; `replace_on_changes=["metadata"]`).
-FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
-
-
-def partition_label(shape: object) -> str:
-    return f"cloud.google.com/gke-tpu-partition-{shape}-id"
-
-
-def partition_state_label(shape: object) -> str:
-    return f"cloud.google.com/gke-tpu-partition-{shape}-state"
 
 
 def healthy_partition_selector(slice_: Slice) -> dict[str, str]:
@@ -73,28 +65,56 @@ def priority_description(name: str) -> str:
     return f"{name.split('-', 1)[0].capitalize()} priority workloads"
 
 
+class SliceQueuesArgs(TypedDict):
+    namespace: str
+    """The workload namespace (created here), where the LocalQueue is."""
+    topology_name: str
+    """The Kueue Topology's name."""
+    levels: list[str]
+    """The Topology's node labels, top down (topology_levels)."""
+    flavor_name: str
+    """The ResourceFlavor's name."""
+    accelerator: str
+    """The TPU accelerator label value the flavor selects nodes by."""
+    admission_check_name: str
+    """The AdmissionCheck's name (the slice controller's)."""
+    cluster_queue: str
+    """The ClusterQueue's name."""
+    local_queue: str
+    """The LocalQueue's name."""
+    tpu_quota: int
+    """The chips the ClusterQueue admits (tpu_quota)."""
+    cpu_quota: str
+    """The ClusterQueue's CPU quota."""
+    memory_quota: str
+    """The ClusterQueue's memory quota."""
+    priorities: dict[str, int]
+    """The WorkloadPriorityClasses, name -> value."""
+    queued_workloads: int
+    """The queued workloads the program runs: while any does, a change of an immutable field is refused."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    kueue: k8s.helm.v4.Chart
+    """What the Kueue objects wait for: Kueue's chart (its CRDs and a webhook with endpoints)."""
+    slice_controller: k8s.yaml.v2.ConfigFile
+    """What the AdmissionCheck waits for: the slice controller's manifest, without which it is never Active."""
+
+
 class SliceQueues(Component):
     """The workload namespace and the Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue and
     WorkloadPriorityClasses the slice controller and the workloads name."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        provider: k8s.Provider,
-        kueue: pulumi.Resource,
-        slice_controller: pulumi.Resource,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: SliceQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
-        q = settings.kueue
+        provider, kueue = args["provider"], args["kueue"]
         self.kueue = kueue  # what waits for Kueue's webhooks to serve (the chart awaits its Deployment and Service)
-        self.levels = topology_levels(settings)
+        self.levels = list(args["levels"])
         # Immutable fields change only through a replacement Kueue's finalizers let finish; the guard refuses
         # one at preview while queued workloads run (components/kueue_guard.py).
-        self.guard = ImmutableFields(
-            f"{name}-immutable-fields", settings, self.levels, settings.tpu.system.accelerator, self.child()
+        fields = immutable_fields(
+            self.levels, args["accelerator"], args["topology_name"], args["cluster_queue"], args["flavor_name"]
         )
+        self.guard = ImmutableFields(f"{name}-immutable-fields", fields, args["queued_workloads"], self.child())
         # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.
         after_kueue = self.child(provider=provider, depends_on=[kueue, self.guard])
         # Objects with immutable fields (and fixed names): replaced delete-first, and since each names the next
@@ -105,14 +125,14 @@ class SliceQueues(Component):
         )
 
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace", metadata={"name": q.namespace}, opts=self.child(provider=provider)
+            f"{name}-namespace", metadata={"name": args["namespace"]}, opts=self.child(provider=provider)
         )
         self.topology = KubernetesObject(
             f"{name}-topology",
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "Topology",
-                "metadata": {"name": q.topology_name},
+                "metadata": {"name": args["topology_name"]},
                 "spec": {"levels": [{"nodeLabel": label} for label in self.levels]},
             },
             replaced,
@@ -122,9 +142,9 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "ResourceFlavor",
-                "metadata": {"name": q.flavor_name},
+                "metadata": {"name": args["flavor_name"]},
                 "spec": {
-                    "nodeLabels": {ACCELERATOR_LABEL: settings.tpu.system.accelerator},
+                    "nodeLabels": {ACCELERATOR_LABEL: args["accelerator"]},
                     "topologyName": self.topology.object_name,
                 },
             },
@@ -136,17 +156,22 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "AdmissionCheck",
-                "metadata": {"name": q.admission_check_name},
+                "metadata": {"name": args["admission_check_name"]},
                 "spec": {"controllerName": SLICE_CONTROLLER},
             },
-            self.child(provider=provider, depends_on=[kueue, slice_controller]),
+            self.child(provider=provider, depends_on=[kueue, args["slice_controller"]]),
         )
         self.cluster_queue = KubernetesObject(
             f"{name}-cluster-queue",
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "ClusterQueue",
-                "metadata": {"name": q.cluster_queue, "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name}},
+                # Names the flavor by Output: a delete-first replacement of the flavor replaces the ClusterQueue first
+                # (Pulumi asks its Diff with this input unknown; `replace_on_changes=["metadata"]`).
+                "metadata": {
+                    "name": args["cluster_queue"],
+                    "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name},
+                },
                 "spec": {
                     "namespaceSelector": {},
                     "admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check.object_name}]},
@@ -158,9 +183,9 @@ class SliceQueues(Component):
                                 {
                                     "name": self.flavor.object_name,
                                     "resources": [
-                                        {"name": TPU_RESOURCE, "nominalQuota": str(tpu_quota(settings))},
-                                        {"name": "cpu", "nominalQuota": q.cpu_quota},
-                                        {"name": "memory", "nominalQuota": q.memory_quota},
+                                        {"name": TPU_RESOURCE, "nominalQuota": str(args["tpu_quota"])},
+                                        {"name": "cpu", "nominalQuota": args["cpu_quota"]},
+                                        {"name": "memory", "nominalQuota": args["memory_quota"]},
                                     ],
                                 }
                             ],
@@ -177,7 +202,7 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "LocalQueue",
-                "metadata": {"name": q.local_queue, "namespace": self.namespace.metadata.name},
+                "metadata": {"name": args["local_queue"], "namespace": self.namespace.metadata.name},
                 "spec": {"clusterQueue": self.cluster_queue.object_name},
             },
             replaced,
@@ -199,7 +224,7 @@ class SliceQueues(Component):
                     ),
                 ),
             )
-            for priority, value in q.priorities.items()
+            for priority, value in args["priorities"].items()
         }
         self.register_outputs(
             {
@@ -207,7 +232,7 @@ class SliceQueues(Component):
                 "topologyLevels": self.levels,
                 "clusterQueue": self.cluster_queue.object_name,
                 "localQueue": self.local_queue.object_name,
-                "tpuQuota": tpu_quota(settings),
+                "tpuQuota": args["tpu_quota"],
             }
         )
 

@@ -267,8 +267,12 @@ def not_read(settings: Settings, offline: bool = False) -> Assignment | None:
     return None
 
 
-def assignment(settings: Settings, source_for: Callable[[Settings], Source] = LiveSource) -> Assignment:
-    """The cube-to-sub-block mapping of a stack, read from `source_for(settings)`; raises ReservationError."""
+def assignment(
+    settings: Settings, source_for: Callable[[Settings], Source] = LiveSource, offline: bool = False
+) -> Assignment:
+    """The cube-to-sub-block mapping of a stack, read from `source_for(settings)`; raises ReservationError.
+
+    `offline`: the offline commands' run (components/stack.py offline_run), whose mocks answer markers."""
     tpu = settings.tpu
     r = tpu.reservation
     pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
@@ -331,7 +335,6 @@ def assignment(settings: Settings, source_for: Callable[[Settings], Source] = Li
         names=tuple(sorted(blk.sub_block_names or [])),
         read=read,
         existing=_existing(cluster, project, r.name, r.block),
-        # The offline render's mocks answer with markers (`<...>`, components/cli/mocks.py): say so.
-        source=OFFLINE_MARKERS if str(res.self_link).startswith("<") else source.description,
+        source=OFFLINE_MARKERS if offline else source.description,
     )
     return assign(view, pools, tpu.cube.vms, tpu.sub_blocks)

@@ -24,6 +24,7 @@ from components.modelserver import (
     ROLES,
     SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_POD,
+    hf_token,
     hf_token_secret,
     leader_selector,
     leader_worker_set,
@@ -35,7 +36,7 @@ from components.objects import KubernetesObject
 from components.queues import SliceQueues
 from components.router import router_values
 from components.weights import NAMESPACE as WEIGHTS_NAMESPACE
-from components.weights import WRITER_KSA, WeightsDownload
+from components.weights import WRITER_KSA, WeightsDownload, WeightsDownloadArgs
 
 __all__ = [
     "HF_SECRET",
@@ -131,7 +132,7 @@ class Serving(Component):
         namespace = queues.namespace.metadata.name
         in_cluster = self.child(provider=provider)
 
-        self.hf_secret = hf_token_secret(name, settings, namespace, in_cluster)
+        self.hf_secret = hf_token_secret(name, hf_token(settings), namespace, in_cluster)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-gcs-fuse-ksa", metadata={"name": FUSE_KSA, "namespace": namespace}, opts=in_cluster
         )
@@ -211,13 +212,19 @@ class Serving(Component):
         # Opt-in: a Job fills the weights bucket, with write access of its own; the serving pods wait for it.
         self.weights_download = None
         if s.weights_download.enabled:
-            self.weights_download = WeightsDownload(
-                f"{name}-weights",
-                settings,
-                provider=provider,
+            download = WeightsDownloadArgs(
+                bucket=s.weights_bucket or "",
+                model=s.model,
+                model_path=s.model_path,
+                image=s.weights_download.image,
+                system_pool=settings.cluster.system_pool_name,
                 principal=workload_identity_principal(settings, number, WEIGHTS_NAMESPACE, WRITER_KSA),
-                opts=self.child(),
+                provider=provider,
             )
+            token = hf_token(settings)
+            if token is not None:
+                download["hf_token"] = token
+            self.weights_download = WeightsDownload(f"{name}-weights", download, self.child())
         filled = [self.weights_download.job] if self.weights_download else []
         before_pods = [lws, *queues.objects, *pools, *self.bucket_iam, *filled]
         # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),

@@ -44,6 +44,17 @@ def clock() -> datetime:
     return datetime.now(UTC)
 
 
+# The offline commands' mode (components/cli/mockrun.py sets it with the symbolic mocks): a config key of its own
+# namespace, not a stack setting, so only those runs set it and `pulumi up` never reads markers as answers.
+OFFLINE_CONFIG = ("gke-tpu-slicing-offline", "mocks")
+
+
+def offline_run() -> bool:
+    """True in the offline commands' runs: the cloud's reads answer markers, so nothing is asked or checked."""
+    namespace, key = OFFLINE_CONFIG
+    return bool(pulumi.Config(namespace).get_bool(key))
+
+
 def load_settings() -> Settings:
     raw = _project_config()
     project = pulumi.Config("gcp").get("project")
@@ -75,17 +86,25 @@ def _engine_versions(settings: Settings, prefix: str | None) -> dict[str, Any]:
     }
 
 
-def resolve_cluster_version(settings: Settings) -> str:
+def resolve_cluster_version(settings: Settings, offline: bool = False) -> str:
     """`cluster.version` as the version GKE offers now, checked against GKE's documented floors.
 
     Runs before any resource is registered (a synchronous invoke), so a version the channel does not
     offer stops the preview with one error naming the key, instead of failing the cluster's creation
     minutes in. A later change of the answer (a new patch on Rapid) only changes the cluster's
     `min_master_version`, which never replaces anything (components/cluster.py). Under a running cluster the
-    version sent is never older than the one its control plane runs (gke_versions.to_send).
+    version sent is never older than the one its control plane runs (gke_versions.to_send). `offline` (offline_run):
+    GKE is not asked; the cluster shows an exact version as given, anything else as a marker.
     """
     c = settings.cluster
     spec = c.version_spec
+    if offline:
+        resolution = gke_versions.offline(spec, c.release_channel)
+        pulumi.log.warn(
+            f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "
+            f"{resolution.note}; the cluster shows {resolution.version}"
+        )
+        return resolution.version
     answer = _engine_versions(settings, spec.invoke_prefix)
     floor, why = settings.version_floor()
 
@@ -123,12 +142,6 @@ def resolve_cluster_version(settings: Settings) -> str:
             )
             return running
         raise pulumi.RunError(f"invalid stack configuration (1 problem):\n  {problem}") from None
-    if resolution.offline:
-        pulumi.log.warn(
-            f"{PROJECT}:cluster.version = {c.version!r}: GKE's version list was not read (offline run): "
-            f"{resolution.note}; the cluster shows {resolution.version}"
-        )
-        return resolution.version
     pulumi.log.info(
         f"{PROJECT}:cluster.version = {c.version!r} resolves to {resolution.version} "
         f"({c.release_channel} channel, {settings.region})"
@@ -227,14 +240,14 @@ def check_weights(settings: Settings) -> None:
     )
 
 
-def read_sub_blocks(settings: Settings) -> Assignment:
+def read_sub_blocks(settings: Settings, offline: bool = False) -> Assignment:
     """Reads the reservation block's sub-blocks and puts each cube on one (components/reservation.py).
 
     A missing reservation or block, an unreadable one, or cubes without a usable sub-block stop the
     preview here, before any resource is registered.
     """
     try:
-        result = reservation.assignment(settings)
+        result = reservation.assignment(settings, offline=offline)
     except reservation.ReservationError as err:
         raise pulumi.RunError(str(err)) from None
     if result.errors:

@@ -38,11 +38,9 @@ The kubeconfig authenticates through gke-gcloud-auth-plugin, as the Kubernetes p
 client runs the credential plugin the kubeconfig names, nothing here runs a command.
 """
 
-from __future__ import annotations
-
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -55,6 +53,7 @@ from components.base import Component
 from components.dynamic_record import RecordProvider
 from components.model import slices as model
 from components.model.diff.families import SLICE_GATE, replace_keys
+from components.model.keys import NODE_POOL_LABEL
 from components.model.settings import Settings
 
 TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
@@ -103,7 +102,7 @@ def cluster_listers(kubeconfig: str) -> tuple[ListNodes, ListSlices]:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
     def list_nodes(pool: str) -> list[dict[str, str]]:
-        nodes = core.list_node(label_selector=f"{model.NODE_POOL_LABEL}={pool}").items
+        nodes = core.list_node(label_selector=f"{NODE_POOL_LABEL}={pool}").items
         return [dict(n.metadata.labels or {}) for n in nodes]
 
     def list_slices() -> list[dict[str, Any]] | None:
@@ -234,40 +233,45 @@ class PoolReplacements(pulumi.dynamic.Resource, module="teardown", name="PoolRep
     def __init__(
         self,
         name: str,
-        settings: Settings,
-        pools: Sequence[gcp.container.NodePool],
+        pools: dict[str, gcp.container.NodePool],
         cluster_id: pulumi.Input[str],
+        workloads: list[str],
         opts: pulumi.ResourceOptions,
     ) -> None:
-        props = {
-            "pools": {settings.tpu.pool_name(i): pool.id for i, pool in enumerate(pools)},
-            "cluster": cluster_id,
-            "workloads": workload_keys(settings),
-        }
+        props = {"pools": {pool: p.id for pool, p in pools.items()}, "cluster": cluster_id, "workloads": workloads}
         super().__init__(PoolReplacementsProvider(), name, props, opts)
+
+
+class SliceGatesArgs(TypedDict):
+    kubeconfig: pulumi.Input[str]
+    """The cluster's kubeconfig (a secret), which a gate's delete lists the Slices with."""
+    pools: dict[str, gcp.container.NodePool]
+    """The TPU node pools by name, one gate each."""
+    cluster: pulumi.Input[str]
+    """The cluster's id: a replaced cluster exempts its pools from the replacement check."""
+    timeout_seconds: int
+    """How long a gate's delete waits for the pool's Slices to go."""
+    workloads: list[str]
+    """The keys of the queued workloads the program runs on the pools (workload_keys)."""
 
 
 class SliceGates(Component):
     """One gate per TPU pool. `opts.depends_on` (the slice controller) is what is deleted only after them."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        kubeconfig: pulumi.Input[str],
-        pools: Sequence[gcp.container.NodePool],
-        cluster_id: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: SliceGatesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:teardown:SliceGates", name, opts)
-        timeout = settings.addons.slice_controller.drain_timeout_seconds
+        timeout = args["timeout_seconds"]
         self.gates = [
-            SliceGate(f"{name}-{settings.tpu.pool_name(i)}", pool, kubeconfig, timeout, self.child())
-            for i, pool in enumerate(pools)
+            SliceGate(f"{name}-{pool}", p, args["kubeconfig"], timeout, self.child())
+            for pool, p in args["pools"].items()
         ]
         # Refuses at preview a pool's replacement that its gate could not finish (the module's docstring).
         # It waits for nothing but the pools' ids (not the slice controller the gates wait for).
         self.replacements = PoolReplacements(
-            f"{name}-pool-replacements", settings, pools, cluster_id, pulumi.ResourceOptions(parent=self)
+            f"{name}-pool-replacements",
+            args["pools"],
+            args["cluster"],
+            args["workloads"],
+            pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"timeoutSeconds": timeout, "gates": len(self.gates)})

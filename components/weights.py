@@ -18,7 +18,7 @@ What the provider and the API do with the Job (pulumi/pulumi-kubernetes@94977969
   bucket stay (the bucket is not the stack's).
 """
 
-from __future__ import annotations
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -26,8 +26,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component
 from components.model import weights
-from components.model.rollout import TIMEOUT_ANNOTATION
-from components.model.settings import Settings
+from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOTATION
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
 from components.modelserver import HF_SECRET, HF_SECRET_KEY, hf_token_secret
@@ -35,27 +34,37 @@ from components.modelserver import HF_SECRET, HF_SECRET_KEY, hf_token_secret
 NAMESPACE = "model-weights"
 WRITER_KSA = "weights-writer"
 JOB_NAME = "weights-download"
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # objectUser: list, read, create and overwrite objects (a retried file is overwritten), no bucket or IAM changes
 # (https://cloud.google.com/storage/docs/access-control/iam-roles). On this bucket only.
 WRITER_ROLE = "roles/storage.objectUser"
 
 
+class WeightsDownloadArgs(TypedDict):
+    bucket: str
+    """The weights bucket the Job fills."""
+    model: str
+    """The Hugging Face model (repo[@revision]) it downloads."""
+    model_path: str
+    """The prefix in the bucket the serving pods load the snapshot from."""
+    image: str
+    """The Job's image (a Python one)."""
+    system_pool: str
+    """The system node pool the Job runs on (up while the TPU pools are still being created)."""
+    hf_token: NotRequired[pulumi.Input[str]]
+    """The Hugging Face token (a secret), for gated models."""
+    principal: pulumi.Input[str]
+    """The Workload Identity principal of the Job's service account: the one identity that may write the bucket."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+
+
 class WeightsDownload(Component):
     """The download Job, its namespace, service account, token Secret and write access to the weights bucket."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        *,
-        provider: k8s.Provider,
-        principal: pulumi.Output[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: WeightsDownloadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:weights:WeightsDownload", name, opts)
-        s = settings.serving
-        snapshot = weights.snapshot(s.weights_bucket or "", s.model, s.model_path)
+        provider = args["provider"]
+        snapshot = weights.snapshot(args["bucket"], args["model"], args["model_path"])
         assert snapshot is not None  # ServingSettings refuses another layout while the download is enabled
         in_cluster = self.child(provider=provider)
         self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": NAMESPACE}, opts=in_cluster)
@@ -63,33 +72,32 @@ class WeightsDownload(Component):
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa", metadata={"name": WRITER_KSA, "namespace": namespace}, opts=in_cluster
         )
-        self.hf_secret = hf_token_secret(name, settings, namespace, in_cluster)
+        self.hf_secret = hf_token_secret(name, args.get("hf_token"), namespace, in_cluster)
         # `principal` names this namespace's account: the one identity that may write to the weights bucket.
         self.writer = gcp.storage.BucketIAMMember(
-            f"{name}-objectuser", bucket=snapshot.bucket, role=WRITER_ROLE, member=principal, opts=self.child()
+            f"{name}-objectuser", bucket=snapshot.bucket, role=WRITER_ROLE, member=args["principal"], opts=self.child()
         )
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata={
                 "name": JOB_NAME,
                 "namespace": namespace,
-                "annotations": {TIMEOUT_ANNOTATION: str(job_timeout_seconds(settings))},
+                "annotations": {TIMEOUT_ANNOTATION: str(job_timeout_seconds(args["model"]))},
             },
-            spec=job_spec(settings, snapshot, self.service_account.metadata.name, self.hf_secret is not None),
+            spec=job_spec(args, snapshot, self.service_account.metadata.name, self.hf_secret is not None),
             opts=self.child(provider=provider, depends_on=[self.writer]),
         )
         self.register_outputs({"job": self.job.metadata.name, "snapshot": snapshot.uri})
 
 
-def job_timeout_seconds(settings: Settings) -> int:
+def job_timeout_seconds(model: str) -> int:
     """How long `up` waits for the Job: its own deadline plus scheduling and the image pull."""
-    return weights.deadline_seconds(settings.serving.model) + weights.JOB_START_BUDGET_S
+    return weights.deadline_seconds(model) + weights.JOB_START_BUDGET_S
 
 
 def job_spec(
-    settings: Settings, snapshot: weights.Snapshot, service_account: pulumi.Input[str], with_token: bool
+    args: WeightsDownloadArgs, snapshot: weights.Snapshot, service_account: pulumi.Input[str], with_token: bool
 ) -> dict[str, object]:
-    s = settings.serving
     env: list[dict[str, object]] = [
         {"name": "WEIGHTS_BUCKET", "value": snapshot.bucket},
         {"name": "WEIGHTS_CACHE", "value": snapshot.cache},
@@ -101,7 +109,7 @@ def job_spec(
         env.append({"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": HF_SECRET_KEY}}})
     container = {
         "name": "download",
-        "image": s.weights_download.image,
+        "image": args["image"],
         "command": ["python3", "-c", weights.DOWNLOAD_SCRIPT.read_text()],
         "env": env,
         # It streams: memory for one 64 MiB chunk in flight, no disk; one core drives one stream.
@@ -114,14 +122,14 @@ def job_spec(
     return {
         # Each retry resumes where the last stopped; the deadline bounds them all together.
         "backoffLimit": weights.BACKOFF_LIMIT,
-        "activeDeadlineSeconds": weights.deadline_seconds(s.model),
+        "activeDeadlineSeconds": weights.deadline_seconds(args["model"]),
         "template": {
-            "metadata": {"labels": {"app.kubernetes.io/name": JOB_NAME}},
+            "metadata": {"labels": {APP_NAME_LABEL: JOB_NAME}},
             "spec": {
                 "serviceAccountName": service_account,
                 "restartPolicy": "Never",
                 # The system pool: up as soon as the cluster is, while the TPU pools are still being created.
-                "nodeSelector": {NODE_POOL_LABEL: settings.cluster.system_pool_name},
+                "nodeSelector": {NODE_POOL_LABEL: args["system_pool"]},
                 "containers": [container],
             },
         },

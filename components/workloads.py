@@ -4,35 +4,32 @@ One pod per TPU VM: parallelism = completions = VMs in the slice, each pod reque
 chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.
 """
 
-from __future__ import annotations
-
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
 from components.base import Component
-from components.model.geometry import Slice
-from components.model.k8s_settings import DEMO_REPLICATED_JOB, SubslicingDemo, SuperslicingDemo
-from components.model.settings import Settings
+from components.model import geometry
+from components.model.geometry import Slice, Topology
+from components.model.k8s_settings import DEMO_REPLICATED_JOB
+from components.model.keys import ACCELERATOR_LABEL, SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE
 from components.objects import KubernetesObject
-from components.queues import ACCELERATOR_LABEL, TPU_RESOURCE, SliceQueues, healthy_partition_selector
+from components.queues import healthy_partition_selector
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
-# Dynamic-slice pods carry no static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission
-# webhook otherwise requires; llm-d's TPU7x dynamic-slice recipe sets this on every pod template
-# (llm-d/llm-d@33a21d70 guides/pd-disaggregation/modelserver/tpu/v7-dynamic-slice/vllm/base/disaggregatedset.yaml).
-SKIP_TPU_WEBHOOK_CHECK = "cloud.google.com/skip-tpu-webhook-check"
 DEMO_POD = Path(__file__).resolve().parent.parent / "manifests" / "demo-pod.yaml"
 
 
 def demo_pod(slice_: Slice) -> dict[str, Any]:
     pod = copy.deepcopy(yaml.safe_load(DEMO_POD.read_text()))
     pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
+    # No static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission webhook otherwise
+    # requires; llm-d's TPU7x dynamic-slice recipe sets this on every pod template (llm-d/llm-d@33a21d70
+    # guides/pd-disaggregation/modelserver/tpu/v7-dynamic-slice/vllm/base/disaggregatedset.yaml).
     pod["metadata"]["annotations"][SKIP_TPU_WEBHOOK_CHECK] = "true"
     pod["spec"]["nodeSelector"][ACCELERATOR_LABEL] = slice_.cube.system.accelerator
     pod["spec"]["nodeSelector"].update(healthy_partition_selector(slice_))
@@ -61,37 +58,51 @@ def jobset_spec(slice_: Slice, replicas: int) -> dict[str, Any]:
     }
 
 
-class SlicingJobSet(Component):
-    """One demo JobSet: `replicas` slices of one topology, queued through Kueue."""
+class SlicingJobSetArgs(TypedDict):
+    jobset_name: str
+    """The JobSet's name."""
+    machine_type: str
+    """The TPU machine type of the pools."""
+    cube_topology: str
+    """The topology of one pool's cube."""
+    topology: str
+    """The topology of each slice."""
+    replicas: int
+    """The slices (replicated jobs) of the JobSet."""
+    namespace: pulumi.Input[str]
+    """The workload namespace."""
+    queue_labels: dict[str, pulumi.Input[str]]
+    """The labels that queue it: the LocalQueue and the priority class, by Output (SliceQueues.admission_labels)."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        demo: SubslicingDemo | SuperslicingDemo,
-        queues: SliceQueues,
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+
+class SlicingJobSet(Component):
+    """One demo JobSet: `replicas` slices of one topology, queued through Kueue.
+
+    `opts.depends_on`: the JobSet controller, the Kueue objects, the TPU pools and the slice controller.
+    """
+
+    def __init__(self, name: str, args: SlicingJobSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:workloads:SlicingJobSet", name, opts)
-        slice_ = settings.slice_of(demo.topology)
-        self.pods = slice_.vms * demo.replicas
+        cube = geometry.Cube(geometry.system(args["machine_type"]), Topology.parse(args["cube_topology"]))
+        slice_ = cube.classify(Topology.parse(args["topology"]))
+        replicas = args["replicas"]
+        self.pods = slice_.vms * replicas
         self.jobset = KubernetesObject(
             f"{name}-jobset",
             {
                 "apiVersion": JOBSET_API,
                 "kind": "JobSet",
                 "metadata": {
-                    "name": demo.name,
-                    "namespace": queues.namespace.metadata.name,
-                    "labels": queues.admission_labels(demo.priority),
+                    "name": args["jobset_name"],
+                    "namespace": args["namespace"],
+                    "labels": args["queue_labels"],
                 },
-                "spec": jobset_spec(slice_, demo.replicas),
+                "spec": jobset_spec(slice_, replicas),
             },
-            # The labels name the LocalQueue and priority class; the rest of the Kueue objects must exist too.
             self.child(
-                provider=provider,
-                depends_on=queues.objects,
+                provider=args["provider"],
                 # Every change replaces the JobSet, delete-first (the name is fixed): none updates in place once
                 # it runs. JobSet's webhook refuses any change of spec.replicatedJobs while the JobSet is not
                 # suspended (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go:336-350); on admission
@@ -107,25 +118,10 @@ class SlicingJobSet(Component):
             ),
         )
         self.register_outputs(
-            {"name": demo.name, "topology": demo.topology, "pods": self.pods, "chips": slice_.chips * demo.replicas}
+            {
+                "name": args["jobset_name"],
+                "topology": args["topology"],
+                "pods": self.pods,
+                "chips": slice_.chips * replicas,
+            }
         )
-
-
-def demo_workloads(
-    settings: Settings,
-    queues: SliceQueues,
-    provider: k8s.Provider,
-    jobset: pulumi.Resource,
-    pools: list[pulumi.Resource],
-    slice_controller: pulumi.Resource,
-) -> dict[str, SlicingJobSet]:
-    """The demos enabled under `demos`, after the JobSet controller, the Kueue objects and the TPU pools.
-
-    And after the slice controller: `pulumi destroy` deletes each JobSet (foreground: Pulumi waits for its
-    Kueue Workload) while the controller that holds the Workload's slice finalizer is still running.
-    """
-    opts = pulumi.ResourceOptions(depends_on=[jobset, *pools, slice_controller])
-    demos = {"subslicing": settings.demos.subslicing, "superslicing": settings.demos.superslicing}
-    return {
-        key: SlicingJobSet(key, settings, demo, queues, provider, opts) for key, demo in demos.items() if demo.enabled
-    }

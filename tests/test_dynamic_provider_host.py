@@ -46,6 +46,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from components.cluster import kubeconfig
 from components.kueue_guard import ImmutableFieldsProvider
+from components.model import keys
 from components.model import slices as model
 from components.teardown import SliceGateProvider
 from tests import fakes
@@ -54,11 +55,11 @@ from tests.harness import Run, unwrap
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "ya29.fake-token"
 POOL = "tpu7-pool-0"
-NODE = {model.NODE_POOL_LABEL: POOL, model.partition_id_label("4x4x4"): "cube-a"}
+NODE = {keys.NODE_POOL_LABEL: POOL, keys.partition_label("4x4x4"): "cube-a"}
 SLICE = {
     "apiVersion": "accelerator.gke.io/v1beta1",
     "kind": "Slice",
-    "metadata": {"name": "wl-sub-abc", "annotations": {model.OWNER_NAMESPACE: "ns", model.OWNER_NAME: "wl"}},
+    "metadata": {"name": "wl-sub-abc", "annotations": {keys.OWNER_NAMESPACE: "ns", keys.OWNER_NAME: "wl"}},
     "spec": {"type": "tpu7x", "topology": "4x4x8", "partitionIds": ["cube-a"]},
     "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ACTIVE"}]},
 }

@@ -27,7 +27,7 @@ from components.cli import health as cli
 from components.cli import health_reads
 from components.cli.mocks import healthy_sub_block
 from components.model import health as model
-from components.model import slices
+from components.model import keys, slices
 from tests import fakes
 from tests.harness import set_arguments
 
@@ -81,9 +81,9 @@ def node(pool: str, i: int, state: str = "HEALTHY") -> dict[str, Any]:
         "metadata": {
             "name": f"gke-{pool}-{i}",
             "labels": {
-                slices.NODE_POOL_LABEL: pool,
-                slices.partition_id_label("4x4x4"): f"cube-{cube}",
-                slices.partition_id_label("2x2x2"): f"c{cube}-{i // 2}",
+                keys.NODE_POOL_LABEL: pool,
+                keys.partition_label("4x4x4"): f"cube-{cube}",
+                keys.partition_label("2x2x2"): f"c{cube}-{i // 2}",
                 "cloud.google.com/gke-tpu-partition-4x4x4-state": state if i == 0 else "HEALTHY",
                 "cloud.google.com/gke-tpu-partition-2x2x2-state": state if i == 0 else "HEALTHY",
             },
@@ -96,7 +96,7 @@ def slice_(name: str, ids: list[str], reason: str = "ACTIVE", owner: str = "wl-s
     return {
         "apiVersion": "accelerator.gke.io/v1beta1",
         "kind": "Slice",
-        "metadata": {"name": name, "annotations": {slices.OWNER_NAMESPACE: "default", slices.OWNER_NAME: owner}},
+        "metadata": {"name": name, "annotations": {keys.OWNER_NAMESPACE: "default", keys.OWNER_NAME: owner}},
         "spec": {"type": "tpu7x", "topology": topology, "partitionIds": ids},
         "status": {"conditions": [{"type": "Ready", "status": status, "reason": reason, "message": "m"}]},
     }

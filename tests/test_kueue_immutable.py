@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from components.kueue_guard import ImmutableFieldsProvider, refusals
-from components.queues import FLAVOR_ANNOTATION
+from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, run_program, unwrap
 
 P = "gke-tpu-slicing"

@@ -19,7 +19,7 @@ import pytest
 from pulumi.runtime.mocks import MockMonitor
 
 from components import addons
-from components.model.kueue_config import NAMESPACE_LABEL
+from components.model.keys import NAMESPACE_LABEL
 from components.model.slice_controller import WEBHOOK_CONFIGURATIONS, with_namespace_scope
 from tests.harness import CODELAB_MIX, PROJECT, Run, run_program
 from tests.harness import label_selector_matches as selects
@@ -107,8 +107,8 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
     original_builder = addons.slice_controller_transforms
     original_register = MockMonitor.RegisterResource
 
-    def builder(settings: Any) -> list[pulumi.ResourceTransform]:
-        captured.transforms = original_builder(settings)
+    def builder(*args: Any) -> list[pulumi.ResourceTransform]:
+        captured.transforms = original_builder(*args)
         return captured.transforms
 
     def register(monitor: MockMonitor, request: Any) -> Any:

@@ -13,6 +13,7 @@ import dill
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
+from components.model import keys
 from components.model import slices as model
 from components.teardown import TIMEOUT_KEY, SliceGateProvider, wait_until_unused
 from tests.harness import UNKNOWN, Run, assert_rejected, is_secret, run_program
@@ -23,9 +24,9 @@ GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
 def node(pool: str, cube: str, sub: str) -> dict[str, str]:
     return {
-        model.NODE_POOL_LABEL: pool,
-        model.partition_id_label("4x4x4"): cube,
-        model.partition_id_label("2x2x2"): sub,
+        keys.NODE_POOL_LABEL: pool,
+        keys.partition_label("4x4x4"): cube,
+        keys.partition_label("2x2x2"): sub,
     }
 
 
@@ -37,7 +38,7 @@ NODES = {"tpu7-pool-0": POOL_A, "tpu7-pool-1": POOL_B}
 def slice_(name: str, topology: str, ids: list[str], reason: str = "ACTIVE", deleting: bool = False) -> dict:
     meta: dict = {
         "name": name,
-        "annotations": {model.OWNER_NAMESPACE: "llm-d-pd-disaggregation", model.OWNER_NAME: f"wl-{name}"},
+        "annotations": {keys.OWNER_NAMESPACE: "llm-d-pd-disaggregation", keys.OWNER_NAME: f"wl-{name}"},
     }
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T08:00:00Z"
@@ -65,7 +66,7 @@ def test_a_slice_uses_a_pool_through_the_partition_label_of_its_shape() -> None:
 def test_which_label_a_slice_names_follows_the_controllers_rule_not_the_nodes_labels() -> None:
     """xpk slice/internal/topology/topology.go@250d4b3c: 2x2x1, 2x2x2, 2x2x4, 2x4x4 are sub-slices (their own
     label, L81 SupportedSubsliceTopologies); every other shape, a whole cube included, names 4x4x4 IDs."""
-    cubes_only = [{model.NODE_POOL_LABEL: "p", model.partition_id_label("4x4x4"): "x"}]
+    cubes_only = [{keys.NODE_POOL_LABEL: "p", keys.partition_label("4x4x4"): "x"}]
     # A 2x4x4 sub-slice never names a cube ID, even on nodes that carry no 2x4x4 label.
     assert model.slices_using_pool([slice_("sub", "2x4x4", ["x"])], cubes_only) == []
     assert [u.name for u in model.slices_using_pool([slice_("cube", "4x4x4", ["x"])], cubes_only)] == ["cube"]

@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from components.model.keys import ROLE_LABEL
+
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_VERSION = "v1"
 POOL_PLURAL = "inferencepools"
-ROLE_LABEL = "llm-d.ai/role"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 GATEWAY_VERSION = "v1"
 GATEWAY_PLURAL = "gateways"

@@ -26,7 +26,7 @@ from pulumi.runtime.settings import set_root_resource
 
 from components import stack as stack_module
 from components.cli.mocks import SymbolicMocks
-from components.stack import as_runtime_config
+from components.stack import OFFLINE_CONFIG, as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
@@ -199,8 +199,10 @@ def execute(
     given, is the program's clock (components.stack.clock), so date checks do not depend on the day; `organization` is
     what pulumi.get_organization() answers (a diy backend's by default).
     """
-    pulumi.runtime.set_all_config(as_runtime_config(config), list(secret_keys))
     mocks = mocks or SymbolicMocks()
+    if isinstance(mocks, SymbolicMocks):  # the offline commands' mode, passed to the program as config
+        config = {**config, ":".join(OFFLINE_CONFIG): True}
+    pulumi.runtime.set_all_config(as_runtime_config(config), list(secret_keys))
     monitor = RecordingMonitor(mocks)
     logs: list[tuple[str, str]] = []
     # A fresh root stack per run, or exports of an earlier run would leak into this one.

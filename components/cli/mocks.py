@@ -13,7 +13,6 @@ import grpc
 import pulumi
 
 from components.model.deployed import READ_STACK_OUTPUTS
-from components.model.gke_versions import OFFLINE_ID
 from components.stack import WEIGHTS_LIST
 
 
@@ -207,25 +206,6 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId", "<project>")
             return {"number": f"<number of project {project}>", "projectId": project}, []
-        if args.token == "gcp:container/getEngineVersions:getEngineVersions":
-            # Offline, GKE's list cannot be read: the answer says so (its id), in the SDK result type's shape
-            # (pulumi_gcp.container.GetEngineVersionsResult), with no versions. The program then uses an exact
-            # `cluster.version` as given and shows a prefix or 'default' as a marker, with a warning
-            # (components/model/gke_versions.py resolve); `pulumi preview` resolves and checks it for real.
-            return {
-                "defaultClusterVersion": "",
-                "id": OFFLINE_ID,
-                "latestMasterVersion": "",
-                "latestNodeVersion": "",
-                "location": args.args.get("location"),
-                "project": args.args.get("project"),
-                "releaseChannelDefaultVersion": {},
-                "releaseChannelLatestVersion": {},
-                "releaseChannelUpgradeTargetVersion": {},
-                "validMasterVersions": [],
-                "validNodeVersions": [],
-                "versionPrefix": args.args.get("versionPrefix"),
-            }, []
         if args.token in RESERVATION_TOKENS:
             return self.reservation.call(args.token, args.args), []
         if args.token == WEIGHTS_LIST:

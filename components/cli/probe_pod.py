@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.cli.cluster import VerifyError, one_line
+from components.model.keys import APP_NAME_LABEL
 
 # Pinned by exact tag (the curl project's official image, Alpine with /bin/sh; runs as uid 100, curl_user).
 CURL_IMAGE = "docker.io/curlimages/curl:8.11.1"
 PROBE_NAMESPACE = "default"
-PROBE_LABEL = {"app.kubernetes.io/name": "gke-tpu-slicing-verify"}
+PROBE_LABEL = {APP_NAME_LABEL: "gke-tpu-slicing-verify"}
 MARK = "@@verify"
 # Statuses the pod retries, as `http_probe.probe` does (curl's 000: no response at all).
 RETRY_STATUSES = "000|404|408|425|429|5??"

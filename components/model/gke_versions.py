@@ -26,8 +26,6 @@ from typing import Any, Literal
 from components.model.checks import gke_version_tuple
 
 DYNAMIC_SLICING_DOC = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing#requirements"
-# The answer the offline commands' mock gives (components/cli/mocks.py): the list was not read.
-OFFLINE_ID = "offline: GKE's version list was not read"
 
 _EXACT_RE = re.compile(r"^\d+\.\d+\.\d+-gke\.\d+$")
 _MINOR_RE = re.compile(r"^(\d+)\.(\d+)$")
@@ -89,12 +87,19 @@ class VersionError(ValueError):
 @dataclass(frozen=True)
 class Resolution:
     version: str
-    offline: bool = False
     note: str = ""
 
 
 def _channel_map(answer: Mapping[str, Any], key: str) -> Mapping[str, str]:
     return answer.get(key) or {}
+
+
+def offline(spec: VersionSpec, channel: str) -> Resolution:
+    """What an offline run shows without GKE's list: an exact version as given, anything else as a marker."""
+    if spec.kind == "exact":
+        return Resolution(spec.value, note=f"used as given, not checked against the {channel} list")
+    what = f"the {channel} channel's default" if spec.kind == "default" else f"the newest {spec.value} on {channel}"
+    return Resolution(f"<{what}, read at preview>", note="resolved by `pulumi preview`")
 
 
 def resolve(
@@ -113,11 +118,6 @@ def resolve(
     the workloads need (why: `floor_reason`). `suggestion` (the answer for the spec's minor version, no
     prefix for 'default') only words the error. Raises VersionError naming what is offered.
     """
-    if answer.get("id") == OFFLINE_ID:
-        if spec.kind == "exact":
-            return Resolution(spec.value, offline=True, note=f"used as given, not checked against the {channel} list")
-        what = f"the {channel} channel's default" if spec.kind == "default" else f"the newest {spec.value} on {channel}"
-        return Resolution(f"<{what}, read at preview>", offline=True, note="resolved by `pulumi preview`")
     latest = _channel_map(answer, "release_channel_latest_version").get(channel)
     default = _channel_map(answer, "release_channel_default_version").get(channel)
     hint = _offered(spec, suggestion or answer, channel)

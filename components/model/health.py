@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.model.checks import PROJECT
+from components.model.keys import partition_state_label
 from components.model.monitoring import EVICTED_BY_CHECK  # the eviction reason the alert counts too
 from components.model.reservation import SubBlock
 
-PARTITION_STATE_RE = re.compile(r"^cloud\.google\.com/gke-tpu-partition-(\d+x\d+x\d+)-state$")
+PARTITION_STATE_RE = re.compile("^" + re.escape(partition_state_label("S")).replace("S", r"(\d+x\d+x\d+)", 1) + "$")
 PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
 SLICE_OK = frozenset({"ACTIVE"})
 # core/slice.go isError: FAILED always, SliceCreationFailed unless the retry gate retries it.

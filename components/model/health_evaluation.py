@@ -21,8 +21,9 @@ from components.model.health import (
     unplaced_action,
     workload_states,
 )
+from components.model.keys import NODE_POOL_LABEL
 from components.model.reservation import Assignment, SubBlock
-from components.model.slices import NODE_POOL_LABEL, slices_using_pool
+from components.model.slices import slices_using_pool
 
 
 def spares(

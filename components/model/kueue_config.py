@@ -30,16 +30,16 @@ from typing import Any
 
 import yaml
 
+from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, HOSTNAME_LABEL, NAMESPACE_LABEL
 from components.model.settings import Settings
 
 KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
 KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG starts from
 INTEGRATIONS = ("jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod")
-NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 # charts/kueue/templates/_helpers.tpl kueue.selectorLabels (release and chart name: "kueue").
 SELECTOR_LABELS = {
-    "app.kubernetes.io/name": "kueue",
-    "app.kubernetes.io/instance": "kueue",
+    APP_NAME_LABEL: "kueue",
+    APP_INSTANCE_LABEL: "kueue",
     "control-plane": "controller-manager",
 }
 
@@ -49,10 +49,15 @@ def queued_namespaces(settings: Settings) -> list[str]:
     return [settings.kueue.namespace]
 
 
+def namespaces_requirement(namespaces: list[str]) -> dict[str, Any]:
+    """The label-selector requirement on a namespace that matches exactly these namespaces."""
+    return {"key": NAMESPACE_LABEL, "operator": "In", "values": list(namespaces)}
+
+
 def queued_namespaces_requirement(settings: Settings) -> dict[str, Any]:
-    """The label-selector requirement on a namespace that matches exactly the queued namespaces: Kueue's managed
-    namespaces, and the scope of the slice controller's webhooks (components/model/slice_controller.py)."""
-    return {"key": NAMESPACE_LABEL, "operator": "In", "values": queued_namespaces(settings)}
+    """The requirement that matches exactly the queued namespaces: Kueue's managed namespaces, and the scope of the
+    slice controller's webhooks (components/model/slice_controller.py)."""
+    return namespaces_requirement(queued_namespaces(settings))
 
 
 def manager_config(settings: Settings) -> dict[str, Any]:
@@ -75,7 +80,7 @@ def kueue_chart_values(settings: Settings) -> dict[str, Any]:
         manager["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
+                "topologyKey": HOSTNAME_LABEL,
                 "whenUnsatisfiable": "ScheduleAnyway",
                 "labelSelector": {"matchLabels": dict(SELECTOR_LABELS)},
             }

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, TPU_RESOURCE
 from components.model.settings import PROJECT, Settings
 
 _KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
@@ -66,7 +67,6 @@ METRIC_SOURCES = {
     # GoogleCloudPlatform/prometheus-engine BENCHMARK.md@v0.17.2)
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
 }
-TPU_RESOURCE = "google.com/tpu"
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
 # Every Kueue gauge carries `replica_role` (pkg/metrics/metrics.go@v0.17.4:331, :628, :670, :694, the label lists
@@ -308,3 +308,25 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
                 )
             )
     return rules
+
+
+# Kueue's chart: a release named like the chart (ours: "kueue") has that name as its fullname
+# (charts/kueue/templates/_helpers.tpl `kueue.fullname`, `kueue.selectorLabels` at v0.17.4); the manager container
+# serves /metrics over HTTPS on its port named `metrics` (8443, manager/manager.yaml) behind controller-runtime's
+# authn/authz filter (cmd/kueue/main.go: SecureServing, WithAuthenticationAndAuthorization), and the chart always
+# ships the ClusterRole `<fullname>-metrics-reader` (GET /metrics, rbac/metrics_reader_role.yaml).
+KUEUE_CHART_NAME = "kueue"
+KUEUE_METRICS_PORT = "metrics"
+
+
+def kueue_selector(release: str) -> dict[str, str]:
+    return {
+        APP_NAME_LABEL: KUEUE_CHART_NAME,
+        APP_INSTANCE_LABEL: release,
+        "control-plane": "controller-manager",
+    }
+
+
+def kueue_metrics_reader(release: str) -> str:
+    fullname = release if KUEUE_CHART_NAME in release else f"{release}-{KUEUE_CHART_NAME}"
+    return f"{fullname[:63].rstrip('-')}-metrics-reader"

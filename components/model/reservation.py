@@ -30,9 +30,6 @@ from components.model.checks import PROJECT
 
 READY = "READY"
 HEALTHY = "HEALTHY"
-# The node label every TPU node carries: the sub-block its pool is bound to (a node label, not a
-# Kueue level: the slice controller and Kueue place inside a pool, and a pool is one sub-block).
-SUB_BLOCK_LABEL = "gke-tpu-slicing/reservation-sub-block"
 WHOLE_BLOCK = ""  # BlockView.existing: a pool bound to the whole block, not to one of its sub-blocks
 
 

@@ -55,7 +55,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.model.checks import LWS_REVISION_LEN
-from components.model.diff import kubernetes as K8S
 
 
 def _containers_shape(containers: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -127,7 +126,6 @@ def revision(
 # updates return at once. Deleting the patch relinquishes its annotations (await.go:958-961, ssa.Relinquish); Pulumi
 # deletes it before its LWS, a dependent first. The rollout's guarantee stays: the old LWS is deleted at the end of
 # the update, after the new patch's wait (pulumi/pulumi#9979).
-SKIP_AWAIT_ANNOTATION, WAIT_FOR_ANNOTATION, TIMEOUT_ANNOTATION = K8S.SKIP_AWAIT, K8S.WAIT_FOR, K8S.TIMEOUT
 
 
 def ready_groups_condition(groups: int) -> str:

@@ -28,20 +28,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.model.keys import OWNER_NAME, OWNER_NAMESPACE, partition_label
+
 SLICE_GROUP = "accelerator.gke.io"
 SLICE_PLURAL = "slices"
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 CUBE_PARTITION = "4x4x4"  # xpk slice/internal/core/constants.go TPUSubBlockLabel
 # xpk slice/internal/topology/topology.go@250d4b3c L81 SupportedSubsliceTopologies: ParseTopologyV7 makes these
 # subsliceTopology (RequiredSliceLevel: the shape's own partition label), every other shape supersliceTopology.
 SUBSLICE_SHAPES = frozenset({"2x2x1", "2x2x2", "2x2x4", "2x4x4"})
-# xpk slice/internal/core/constants.go: the annotations naming the Workload that owns a Slice.
-OWNER_NAMESPACE = "accelerator.gke.io/owner-workload-namespace"
-OWNER_NAME = "accelerator.gke.io/owner-workload-name"
-
-
-def partition_id_label(shape: str) -> str:
-    return f"cloud.google.com/gke-tpu-partition-{shape}-id"
 
 
 @dataclass(frozen=True)
@@ -75,7 +69,7 @@ def slices_using_pool(slices: Iterable[Mapping[str, Any]], node_labels: Iterable
         shape = str(spec.get("topology") or "")
         # The controller's own rule: a sub-slice shape's IDs are values of that shape's label, any other shape's
         # (a super-slice) of the cube's; never guessed from which labels the nodes carry.
-        key = partition_id_label(shape if shape in SUBSLICE_SHAPES else CUBE_PARTITION)
+        key = partition_label(shape if shape in SUBSLICE_SHAPES else CUBE_PARTITION)
         if ids & {labels[key] for labels in nodes if key in labels}:
             meta = s.get("metadata") or {}
             annotations = meta.get("annotations") or {}

@@ -96,7 +96,8 @@ class Result:
 
 
 def _alias_urns(record: Record) -> list[str]:
-    """The URNs an alias spec names: the same URN with another type and/or name (parent kept)."""
+    """The URNs an alias spec names: the same URN with another type, name and/or parent (the recorded runs' URNs
+    qualify a type by its parent's own type alone, as Pulumi's MockMonitor.make_urn does)."""
     urn = record["urn"]
     head, _, name = urn.rpartition("::")
     prefix, _, chain = head.rpartition("::")
@@ -107,6 +108,8 @@ def _alias_urns(record: Record) -> list[str]:
             continue
         spec = alias.get("spec") or {}
         parents, _, own = chain.rpartition("$")
+        if spec.get("parentUrn"):
+            parents = spec["parentUrn"].split("::")[2].split("$")[-1]
         new_type = spec.get("type") or own
         new_chain = f"{parents}${new_type}" if parents else new_type
         out.append(f"{prefix}::{new_chain}::{spec.get('name') or name}")

@@ -16,6 +16,7 @@ changed too, or `replaceOnChanges`), the new object is a create and the fact doe
 
 from __future__ import annotations
 
+from components.model import keys
 from components.model.diff.chart_kinds import CHART_KINDS
 from components.model.diff.facts import (
     ADDED,
@@ -34,9 +35,8 @@ CRDS = "../shared/schemas/crds"
 KUEUE = "kubernetes-sigs/kueue@v0.17.4"
 LWS_WEBHOOK = "kubernetes-sigs/lws@v0.8.0 pkg/webhooks/leaderworkerset_webhook.go"
 JOBSET_WEBHOOK = "kubernetes-sigs/jobset@v0.11.1 pkg/webhooks/jobset_webhook.go"
-# Kueue's labels of a queued workload (pkg/controller/constants/constants.go:23, :48); components/queues.py reads them.
-QUEUE_NAME, PRIORITY_CLASS = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"
-QUEUE_LABEL, PRIORITY_LABEL = f'metadata.labels["{QUEUE_NAME}"]', f'metadata.labels["{PRIORITY_CLASS}"]'
+QUEUE_LABEL = f'metadata.labels["{keys.QUEUE_LABEL}"]'  # pkg/controller/constants/constants.go:23
+PRIORITY_LABEL = f'metadata.labels["{keys.PRIORITY_LABEL}"]'  # pkg/controller/constants/constants.go:48
 
 
 def _replace(source: str, *paths: str, rule: str = "replaced by the provider") -> tuple[Fact, ...]:
@@ -248,8 +248,7 @@ def facts_for(type_: str) -> tuple[Fact, ...] | None:
 
 
 AWAIT = PULUMI_KUBERNETES
-# The provider's await annotations (metadata/overrides.go); components/model/rollout.py reads them.
-WAIT_FOR, SKIP_AWAIT, TIMEOUT = "pulumi.com/waitFor", "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds"
+WAIT_FOR, SKIP_AWAIT, TIMEOUT = keys.WAIT_FOR_ANNOTATION, keys.SKIP_AWAIT_ANNOTATION, keys.TIMEOUT_ANNOTATION
 
 
 def update_await(inputs: dict[str, object]) -> str:

@@ -1,0 +1,46 @@
+"""The offline mode is passed in (the offline commands' config), never read off the mocks' `<...>` markers."""
+
+from typing import Any
+
+import pulumi
+
+from components.cli import mockrun
+from components.cli.mocks import FakeReservation, SymbolicMocks
+from tests.harness import CLOCK, Mocks, run_program, stack_file_config
+
+VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
+MARKERS = "offline render: the sub-blocks are markers"
+
+
+class CountingMocks(SymbolicMocks):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: list[str] = []
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        self.tokens.append(args.token)
+        return super().call(args)
+
+
+def sub_block_table(logs: list[tuple[str, str]]) -> str:
+    (table,) = [msg for level, msg in logs if level == "info" and "SUB-BLOCKS" in msg]
+    return table
+
+
+def test_the_offline_run_asks_gke_nothing_and_says_its_sub_blocks_are_markers() -> None:
+    mocks = CountingMocks()
+    run = mockrun.execute(stack_file_config("dev"), stack="dev", mocks=mocks, now=CLOCK)
+    assert run.error is None, run.error
+    assert VERSIONS not in mocks.tokens and mocks.tokens  # the reservation and the bucket are still read
+    assert MARKERS in sub_block_table(run.logs)
+
+
+def test_a_run_under_other_mocks_is_online_whatever_its_answers_look_like() -> None:
+    # Self links that look like the offline markers: the program still reports the Compute API as the source.
+    reservation = FakeReservation.healthy()
+    reservation.self_link_prefix = "<selfLink of "
+    run = run_program(mocks=Mocks(reservation=reservation))
+    assert run.error is None, run.error
+    table = sub_block_table(run.logs)
+    assert MARKERS not in table and "the Compute API (at preview)" in table
+    assert VERSIONS in [c.token for c in run.mocks.calls]
