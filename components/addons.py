@@ -162,15 +162,18 @@ class InferenceExtensionCrds(Component):
 class Addons:
     """The add-on layer. Each add-on is its own component; this only wires their order."""
 
-    def __init__(self, settings: Settings, provider: k8s.Provider) -> None:
+    def __init__(self, settings: Settings, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None) -> None:
         a = settings.addons
-        self.jobset = HelmAddon("jobset", a.jobset, provider)
+        self.jobset = HelmAddon("jobset", a.jobset, provider, opts)
         # Two replicas under a PodDisruptionBudget, webhooks only in the workload namespace, the integrations
         # in use, and (with observability) the ClusterQueue resource metrics: components/model/kueue_config.py.
-        self.kueue = HelmAddon("kueue", a.kueue, provider, extra_values=kueue_chart_values(settings))
-        self.lws = HelmAddon("lws", a.lws, provider)
+        self.kueue = HelmAddon("kueue", a.kueue, provider, opts, extra_values=kueue_chart_values(settings))
+        self.lws = HelmAddon("lws", a.lws, provider, opts)
         # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
         self.slice_controller = SliceController(
-            "slice-controller", settings, provider, pulumi.ResourceOptions(depends_on=[self.kueue, self.jobset])
+            "slice-controller",
+            settings,
+            provider,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[self.kueue, self.jobset])),
         )
-        self.inference_extension = InferenceExtensionCrds("inference-extension", settings, provider)
+        self.inference_extension = InferenceExtensionCrds("inference-extension", settings, provider, opts)

@@ -29,8 +29,19 @@ from components.teardown import SliceGates
 from components.workloads import demo_workloads
 
 
-def declare_stack(settings: Settings) -> dict[str, object]:
-    """Registers every resource of the stack; returns the stack's outputs, in export order."""
+def _under(
+    opts: pulumi.ResourceOptions | None, own: pulumi.ResourceOptions | None = None
+) -> pulumi.ResourceOptions | None:
+    """A top-level component's options under the caller's (the package's component as parent); `own` unchanged
+    without them, so the program's URNs stay as they are."""
+    return own if opts is None else pulumi.ResourceOptions.merge(opts, own)
+
+
+def declare_stack(settings: Settings, opts: pulumi.ResourceOptions | None = None) -> dict[str, object]:
+    """Registers every resource of the stack; returns the stack's outputs, in export order.
+
+    `opts` reach every top-level component (components/package/ passes its component as their parent).
+    """
     outputs: dict[str, object] = {}
     sub_blocks = read_sub_blocks(settings)  # the reservation's sub-blocks, read before anything is registered
     check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
@@ -39,13 +50,15 @@ def declare_stack(settings: Settings) -> dict[str, object]:
     # Asks GKE which versions the channel offers now: still before anything is registered.
     cluster_version = resolve_cluster_version(settings)
 
-    services = ProjectServices("project", settings)
+    services = ProjectServices("project", settings, _under(opts))
     after_apis = pulumi.ResourceOptions(depends_on=services.ready)
 
     # The VPC, its subnets and firewall call only the Compute API; the AI-zones feature matters from the
     # cluster on (benchmarks: waiting for it put the feature on the modeled critical path).
-    network = Network("network", settings, pulumi.ResourceOptions(depends_on=[services.services["compute"]]))
-    identity = NodeIdentity("identity", settings, after_apis)
+    network = Network(
+        "network", settings, _under(opts, pulumi.ResourceOptions(depends_on=[services.services["compute"]]))
+    )
+    identity = NodeIdentity("identity", settings, _under(opts, after_apis))
     # Nodes start only once their service account holds its role, or GKE runs them degraded.
     after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
     cluster = Cluster(
@@ -55,7 +68,7 @@ def declare_stack(settings: Settings) -> dict[str, object]:
         network.tpu_subnet,
         identity.email,
         cluster_version,
-        after_identity,
+        _under(opts, after_identity),
         egress=network.egress_ready,
     )
     # The internal firewall's sources include the pods' range, which GKE allocates with the cluster.
@@ -63,9 +76,11 @@ def declare_stack(settings: Settings) -> dict[str, object]:
 
     # Kubernetes layers: all through the cluster's provider. Add-ons run on the system pool.
     k8s = cluster.provider
-    addons = Addons(settings, k8s)
+    addons = Addons(settings, k8s, opts)
     # The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
-    capacity = TpuCapacity("capacity", settings, cluster.cluster, identity.email, after_identity, sub_blocks=sub_blocks)
+    capacity = TpuCapacity(
+        "capacity", settings, cluster.cluster, identity.email, _under(opts, after_identity), sub_blocks=sub_blocks
+    )
     # One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
     # and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
     # workloads, gate, pool, and the slice controller only after every gate (docs/teardown.md).
@@ -75,12 +90,20 @@ def declare_stack(settings: Settings) -> dict[str, object]:
         cluster.kubeconfig,
         capacity.pools,
         cluster.cluster.id,
-        pulumi.ResourceOptions(depends_on=[addons.slice_controller]),
+        _under(opts, pulumi.ResourceOptions(depends_on=[addons.slice_controller])),
     )
     tpu_ready = [*capacity.pools, *gates.gates]
-    queues = SliceQueues("queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller)
+    queues = SliceQueues(
+        "queues", settings, k8s, kueue=addons.kueue, slice_controller=addons.slice_controller, opts=_under(opts)
+    )
     demos = demo_workloads(
-        settings, queues, k8s, jobset=addons.jobset, pools=tpu_ready, slice_controller=addons.slice_controller
+        settings,
+        queues,
+        k8s,
+        jobset=addons.jobset,
+        pools=tpu_ready,
+        slice_controller=addons.slice_controller,
+        opts=opts,
     )
     serving = (
         Serving(
@@ -95,6 +118,7 @@ def declare_stack(settings: Settings) -> dict[str, object]:
             capacity_plan=capacity_plan,
             project_api=services.services["cloudresourcemanager"],
             storage_api=[services.services["storage"]],
+            opts=_under(opts),
         )
         if settings.serving.enabled
         else None
@@ -108,6 +132,7 @@ def declare_stack(settings: Settings) -> dict[str, object]:
             workload_namespace=queues.namespace.metadata.name,
             router=serving.router if serving is not None else None,
             services=services,
+            opts=_under(opts),
         )
         if settings.observability.enabled
         else None

@@ -118,13 +118,14 @@ def demo_workloads(
     jobset: pulumi.Resource,
     pools: list[pulumi.Resource],
     slice_controller: pulumi.Resource,
+    opts: pulumi.ResourceOptions | None = None,
 ) -> dict[str, SlicingJobSet]:
     """The demos enabled under `demos`, after the JobSet controller, the Kueue objects and the TPU pools.
 
     And after the slice controller: `pulumi destroy` deletes each JobSet (foreground: Pulumi waits for its
     Kueue Workload) while the controller that holds the Workload's slice finalizer is still running.
     """
-    opts = pulumi.ResourceOptions(depends_on=[jobset, *pools, slice_controller])
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[jobset, *pools, slice_controller]))
     demos = {"subslicing": settings.demos.subslicing, "superslicing": settings.demos.superslicing}
     return {
         key: SlicingJobSet(key, settings, demo, queues, provider, opts) for key, demo in demos.items() if demo.enabled
