@@ -9,8 +9,9 @@ and maps `construct`'s inputs onto the args. Two of its traps sit in that mappin
   an SDK stack trace; an Output where an object is expected is silently replaced by `{}`.
 
 So before the SDK's mapping, `map_inputs` refuses an Output in any plain input (each one named, as the engine
-shows input errors) and gives whole numbers of integer inputs their type back, and `construct` validates the
-settings before the component is constructed, so bad input is reported per input, without a stack trace.
+shows input errors) and gives whole numbers of integer inputs their type back, and `construct` runs the
+component's own input check (`input_problems`) before constructing it, so bad input is reported per input,
+without a stack trace.
 The third trap, `from __future__ import annotations` breaking the inference, is kept out by tests/test_package.py.
 """
 
@@ -23,11 +24,9 @@ from pulumi.provider.experimental.analyzer import ComponentDefinition, PropertyD
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.provider import ConstructResult
 
-from components.model.checks import ConfigError
 from components.package import NAME, VERSION
-from components.package.inputs import plain_value_problem, problem_paths, settings_from
+from components.package.inputs import plain_value_problem
 from components.package.stack import TpuSlicingStack
-from components.stack import clock
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack]
 
@@ -78,11 +77,14 @@ class PackageProvider(ComponentProvider):
     def construct(
         self, name: str, resource_type: str, inputs: Any, options: pulumi.ResourceOptions | None = None
     ) -> ConstructResult:
-        args = self.map_inputs(inputs, self._component_defs[resource_type.rsplit(":", 1)[-1]])
-        try:
-            settings_from(args, now=clock())
-        except ConfigError as err:
-            raise _input_errors(problem_paths(err)) from None
+        component = resource_type.rsplit(":", 1)[-1]
+        args = self.map_inputs(inputs, self._component_defs[component])
+        # A component's own check of its inputs, reported per input; its constructor's errors would reach the
+        # caller wrapped with a stack trace (the SDK's ComponentInitError).
+        check = getattr(self._components[component], "input_problems", None)
+        problems = check(args) if check is not None else []
+        if problems:
+            raise _input_errors(problems)
         return super().construct(name, resource_type, inputs, options)
 
 

@@ -11,7 +11,7 @@ import pulumi
 
 from components.model.checks import ConfigError
 from components.package import NAME
-from components.package.inputs import settings_from
+from components.package.inputs import problem_paths, settings_from
 from components.package.stack_args import TpuSlicingStackArgs
 from components.program import declare_stack
 from components.stack import clock
@@ -63,6 +63,15 @@ class TpuSlicingStack(pulumi.ComponentResource):
     it to roll a smaller role beside its running, bigger set."""
     dashboard_url: pulumi.Output[str]
     """The Cloud Monitoring dashboard (with observability enabled)."""
+
+    @staticmethod
+    def input_problems(args: TpuSlicingStackArgs) -> list[tuple[str, str]]:
+        """(input path, message) of every problem of `args`: what the provider reports before constructing."""
+        try:
+            settings_from(args, now=clock())
+        except ConfigError as err:
+            return problem_paths(err)
+        return []
 
     def __init__(self, name: str, args: TpuSlicingStackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         # Validated before anything is registered, this component included: one error naming every bad input.
