@@ -300,6 +300,22 @@ def dev_runs():
     return run_program(), construct(config)
 
 
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_construct_registers_what_the_program_registers_for_every_stack(stack: str) -> None:
+    program, component = run_program(stack=stack), construct(stack_file_config(stack), stack=stack)
+    assert program.error is None and component.error is None, component.error
+    assert _graph(component.registrations) == _graph(program.registrations)
+
+
+def test_the_outputs_schema_types_are_the_programs_values(dev_runs) -> None:
+    program, _ = dev_runs
+    properties = schema()["resources"][TYPE]["properties"]
+    kinds = {"string": str, "integer": int, "array": list, "object": dict}
+    for key, value in program.outputs.items():
+        expected = properties[key].get("type", "object")
+        assert isinstance(value, kinds[expected]) or "<" in json.dumps(value), (key, value)
+
+
 def test_construct_registers_what_the_program_registers(dev_runs) -> None:
     program, component = dev_runs
     assert program.error is None and component.error is None, component.error
