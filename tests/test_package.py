@@ -12,6 +12,7 @@ import importlib.util
 import json
 import re
 import runpy
+import subprocess
 import sys
 import types
 import typing
@@ -408,6 +409,30 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
     ((provider, args),) = served
     assert isinstance(provider, PackageProvider) and args == ["127.0.0.1:1234"]
     assert json.loads(provider.schema)["version"] == VERSION
+
+
+def test_the_plugin_started_as_the_language_host_starts_it_serves_the_committed_schema(tmp_path: Path) -> None:
+    """`python <plugin dir> <engine address>` from another directory (the consumer's project), as the Python
+    language host runs a plugin without a pyproject: it prints its port and answers GetSchema."""
+    import grpc
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+    plugin = subprocess.Popen(
+        [sys.executable, str(ROOT / "plugin"), "127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        assert plugin.stdout is not None
+        port = plugin.stdout.readline().decode().strip()
+        assert port.isdigit(), plugin.stderr.read().decode() if plugin.stderr else port
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            answer = provider_pb2_grpc.ResourceProviderStub(channel).GetSchema(provider_pb2.GetSchemaRequest(version=0))
+        assert json.loads(answer.schema) == json.loads((PACKAGE_DIR / "schema.json").read_text())
+    finally:
+        plugin.terminate()
+        plugin.wait(timeout=30)
 
 
 def _check(value: Any, prop: dict[str, Any], types: dict[str, Any], path: str, problems: list[str]) -> None:
