@@ -175,6 +175,17 @@ def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
     assert spec["resources"][TYPE]["inputProperties"]["hfToken"] == {"type": "string"}
 
 
+@pytest.mark.xfail(
+    strict=True, reason="53 of 146 keys have neither a description on their pydantic Field nor a default"
+)
+def test_every_input_has_a_description() -> None:
+    """Passes once every settings field has its description (then drop the marker: strict, so the suite says so)."""
+    spec = schema()
+    props = [*spec["resources"][TYPE]["inputProperties"].values()]
+    props += [p for t in spec["types"].values() for p in t.get("properties", {}).values()]
+    assert all(p.get("description") for p in props)
+
+
 def test_every_output_is_the_programs_and_has_a_description() -> None:
     resource = schema()["resources"][TYPE]
     assert set(resource["properties"]) == set(OUTPUTS)
