@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import runpy
 import subprocess
@@ -359,6 +360,53 @@ def _no_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _no_nulls(v) for k, v in value.items() if v is not None}
     return [_no_nulls(v) for v in value] if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("checkout_on_path", [False, True], ids=["consumer-directory", "PYTHONPATH-checkout"])
+def test_the_dynamic_providers_run_from_a_consumers_project_only_with_the_checkout_on_the_path(
+    dev_runs, tmp_path: Path, checkout_on_path: bool
+) -> None:
+    """The stack's dynamic resources (the teardown gates, the Kueue guard) run in Pulumi's Python dynamic provider
+    host, which the engine starts in the consumer's project directory (`python3 -u -m pulumi.dynamic`, or the
+    virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi sdk/python/dist/pulumi-resource-pulumi-python@332a620f).
+    Their providers are references into this checkout, so the host imports them only with it on PYTHONPATH
+    (docs/package.md, "Before `pulumi up`")."""
+    import grpc
+    from google.protobuf import struct_pb2
+    from pulumi.dynamic.dynamic import serialize_provider
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+    from components.kueue_guard import ImmutableFieldsProvider
+
+    _, component = dev_runs
+    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
+    news = struct_pb2.Struct()
+    news.update({**unwrap(guard.inputs), "__provider": serialize_provider(ImmutableFieldsProvider())})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if checkout_on_path:
+        env["PYTHONPATH"] = str(ROOT)
+    host = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert host.stdout is not None
+        port = int(host.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=news, news=news)
+            if checkout_on_path:
+                assert list(stub.Check(request).failures) == []
+            else:
+                with pytest.raises(grpc.RpcError) as err:
+                    stub.Check(request)
+                assert "No module named 'components'" in (err.value.details() or "")
+    finally:
+        host.kill()
+        host.wait()
 
 
 def _problems(err: BaseException | None) -> list[str]:
