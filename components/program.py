@@ -55,9 +55,19 @@ from components.teardown import SliceGates, SliceGatesArgs, workload_keys
 from components.workloads import SlicingJobSet, SlicingJobSetArgs
 
 
-def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object]:
+def _under(
+    opts: pulumi.ResourceOptions | None, own: pulumi.ResourceOptions | None = None
+) -> pulumi.ResourceOptions | None:
+    """A top-level component's options under the caller's; `own` unchanged without them (the program's URNs)."""
+    return own if opts is None else pulumi.ResourceOptions.merge(opts, own)
+
+
+def declare_stack(
+    settings: Settings, opts: pulumi.ResourceOptions | None = None, *, offline: bool = False
+) -> dict[str, object]:
     """Registers every resource of the stack; returns the stack's outputs, in export order.
 
+    `opts` reach every top-level component (components/package/ passes its component as their parent).
     `offline`: the offline commands' run (components/stack.py offline_run): GKE's versions are not asked, the
     reservation's answers are the mocks' markers.
     """
@@ -70,7 +80,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
     cluster_version = resolve_cluster_version(settings, offline)
     project, region, net, c = settings.project, settings.region, settings.network, settings.cluster
 
-    services = ProjectServices("project", ProjectServicesArgs(project=project, apis=list(apis(settings))))
+    services = ProjectServices("project", ProjectServicesArgs(project=project, apis=list(apis(settings))), _under(opts))
     after_apis = pulumi.ResourceOptions(depends_on=services.ready)
 
     # The VPC, its subnets and firewall call only the Compute API; the AI-zones feature matters from the
@@ -88,15 +98,17 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
     )
     if c.private_nodes:  # no external IP: without NAT they could pull nothing but Google-hosted images
         network_args["egress"] = EgressNames(router_name=net.router_name, nat_name=net.nat_name)
-    network = Network("network", network_args, after_compute)
+    network = Network("network", network_args, _under(opts, after_compute))
     identity = NodeIdentity(
         "identity",
         NodeIdentityArgs(project=project, account_id=settings.node_service_account_id, cluster_name=c.name),
-        after_apis,
+        _under(opts, after_apis),
     )
     # Nodes start only once their service account holds its role, or GKE runs them degraded.
     after_identity = pulumi.ResourceOptions(depends_on=[*services.ready, *identity.bindings])
-    cluster = Cluster("cluster", cluster_args(settings, network, identity.email, cluster_version), after_identity)
+    cluster = Cluster(
+        "cluster", cluster_args(settings, network, identity.email, cluster_version), _under(opts, after_identity)
+    )
     # The internal firewall's sources include the pods' range, which GKE allocates with the cluster. Under the
     # network component, which declared it before it had a component of its own (its URN is kept).
     InternalFirewall(
@@ -121,7 +133,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
         # in use, and (with observability) the ClusterQueue resource metrics: components/model/kueue_config.py.
         values = chart_values(addon, kueue_chart_values(settings) if name == "kueue" else None)
         chart = {"namespace": addon.namespace, "chart": addon.chart, "version": addon.version}
-        return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider))
+        return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider), _under(opts))
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
     # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
@@ -133,14 +145,18 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
             feature_gates=list(a.slice_controller.feature_gates),
             provider=provider,
         ),
-        pulumi.ResourceOptions(depends_on=[kueue, jobset]),
+        _under(opts, pulumi.ResourceOptions(depends_on=[kueue, jobset])),
     )
     inference_extension = InferenceExtensionCrds(
-        "inference-extension", InferenceExtensionCrdsArgs(version=a.inference_extension.version, provider=provider)
+        "inference-extension",
+        InferenceExtensionCrdsArgs(version=a.inference_extension.version, provider=provider),
+        _under(opts),
     )
     # The TPU pools wait for nothing in the cluster: they come up while the add-ons install.
     capacity = TpuCapacity(
-        "capacity", capacity_args(settings, sub_blocks, cluster.cluster.id, identity.email), after_identity
+        "capacity",
+        capacity_args(settings, sub_blocks, cluster.cluster.id, identity.email),
+        _under(opts, after_identity),
     )
     # One gate per pool, after it: its delete waits until no Slice uses the pool. Workloads wait for the gates
     # and the gates for the slice controller, so `pulumi destroy` (and a pool's delete-first replacement) runs
@@ -154,10 +170,12 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
             timeout_seconds=a.slice_controller.drain_timeout_seconds,
             workloads=workload_keys(settings),
         ),
-        pulumi.ResourceOptions(depends_on=[slice_controller]),
+        _under(opts, pulumi.ResourceOptions(depends_on=[slice_controller])),
     )
     tpu_ready = [*capacity.pools.values(), *gates.gates]
-    queues = SliceQueues("queues", queues_args(settings, provider, kueue.chart, slice_controller.manifest))
+    queues = SliceQueues(
+        "queues", queues_args(settings, provider, kueue.chart, slice_controller.manifest), _under(opts)
+    )
     # The demos after the JobSet controller, the Kueue objects (the labels name the LocalQueue and priority class;
     # the rest must exist too) and the TPU pools. And after the slice controller:
     # `pulumi destroy` deletes each JobSet (foreground: Pulumi waits for its Kueue Workload) while the controller
@@ -176,7 +194,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
                 queue_labels=queues.admission_labels(demo.priority),
                 provider=provider,
             ),
-            after_demo_needs,
+            _under(opts, after_demo_needs),
         )
         for key, demo in (("subslicing", settings.demos.subslicing), ("superslicing", settings.demos.superslicing))
         if demo.enabled
@@ -194,6 +212,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
             capacity_plan=capacity_plan,
             project_api=services.project_api,
             storage_api=[services.storage_api] if services.storage_api is not None else [],
+            opts=_under(opts),
         )
         if settings.serving.enabled
         else None
@@ -209,6 +228,7 @@ def declare_stack(settings: Settings, offline: bool = False) -> dict[str, object
                 serving.router if serving is not None else None,
                 services.monitoring_api,
             ),
+            _under(opts),
         )
         if settings.observability.enabled
         else None

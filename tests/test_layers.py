@@ -29,8 +29,8 @@ def layer(path: str) -> str:
         return "model"
     if parts[:2] == ("components", "cli") or parts == ("components", "__main__.py"):
         return "cli"
-    if parts[0] == "components" and len(parts) == 2:
-        return "resources"
+    if parts[0] == "components" and (len(parts) == 2 or parts[1] == "package"):
+        return "resources"  # components/package/: the package's components, over the resources
     raise ValueError(f"{path}: not a module of the program")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import runpy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -192,8 +192,11 @@ def execute(
     mocks: pulumi.runtime.Mocks | None = None,
     now: datetime | None = None,
     organization: str = "organization",
+    program: Callable[[], object] | None = None,
 ) -> MockRun:
     """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
+
+    `program`, when given, runs instead of __main__.py (the package's tests construct its component).
 
     The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
     given, is the program's clock (components.stack.clock), so date checks do not depend on the day; `organization` is
@@ -222,7 +225,8 @@ def execute(
     try:
         os.chdir(ROOT)
         with _captured_logs(logs):
-            pulumi.runtime.test(lambda: runpy.run_path(str(MAIN), run_name="__main__") and None)()
+            run = program or (lambda: runpy.run_path(str(MAIN), run_name="__main__"))
+            pulumi.runtime.test(lambda: run() and None)()
     except BaseException as err:
         error = err
     finally:
