@@ -1,13 +1,13 @@
 """gke-tpu-slicing: TPU7x dynamic slicing on GKE, declared as one dependency graph.
 
 Bad configuration stops in `load_settings`, before the first resource is registered; the graph itself is
-`components/program.py`.
+`components/graph.py`.
 """
 
 import pulumi
 
-from components.program import declare_stack
-from components.stack import load_settings, offline_run, require_cli
+from components.graph import declare_stack
+from components.preflight import load_settings, offline_run, require_cli
 
 require_cli()
 for name, value in declare_stack(load_settings(), offline=offline_run()).items():

@@ -19,8 +19,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.model import geometry
-from components.model.planner import Workload, plan_workloads
+from components.model.tpu import geometry
+from components.model.tpu.planner import Workload, plan_workloads
 
 PRIORITIES = {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from benchmarks import graph
 from benchmarks.graph import Node
-from components.model import weights
+from components.model.serving import weights
 
 ESTIMATE = "estimate"
 NODE_POOLS = "https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools"
@@ -80,7 +80,7 @@ FIGURES: dict[str, Figure] = {
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": Figure(
         2, ESTIMATE, "the object; `up` then waits for its leaders to load the model, as long as in both: left out"
     ),
-    # the per-revision patch that carries the ready-leaders wait (components/modelserver.py leaders_ready)
+    # the per-revision patch that carries the ready-leaders wait (components/vllm_leaderworkersets.py leaders_ready)
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch": Figure(
         1, ESTIMATE, "the wait for the new set's leaders, as long as in both: left out"
     ),

@@ -11,10 +11,10 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component
-from components.model.k8s_settings import HelmAddonSettings
-from components.model.kueue_config import namespaces_requirement
-from components.model.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
+from components.component import Component
+from components.model.addons.kueue_config import namespaces_requirement
+from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
+from components.model.config.k8s_settings import HelmAddonSettings
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
 # GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
@@ -112,7 +112,7 @@ def _webhook_scope_transform(requirement: dict[str, Any]) -> pulumi.ResourceTran
 def slice_controller_transforms(namespaces: list[str], gates: list[str]) -> list[pulumi.ResourceTransform]:
     """What the program changes in the slice controller's manifest as the provider registers its objects: its
     webhooks scoped to the queued `namespaces`, and the opt-in feature `gates` on its Deployment
-    (components/model/slice_controller.py says why each)."""
+    (components/model/addons/slice_controller.py says why each)."""
     transforms = [_webhook_scope_transform(namespaces_requirement(namespaces))]
     return [*transforms, _feature_gates_transform(list(gates))] if gates else transforms
 

@@ -7,8 +7,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.base import Component
-from components.model.cluster_settings import MaintenanceExclusion
+from components.component import Component
+from components.model.config.cluster_settings import MaintenanceExclusion
 from components.model.diff import readback
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -202,7 +202,7 @@ class ClusterArgs(TypedDict):
     node_service_account: pulumi.Input[str]
     """The email of the service account every node runs as."""
     version: str
-    """The GKE version `cluster.version` resolved to (components/stack.py): the control plane's minimum."""
+    """The GKE version `cluster.version` resolved to (components/preflight.py): the control plane's minimum."""
     release_channel: str
     """The release channel."""
     private_nodes: bool
@@ -254,7 +254,7 @@ class Cluster(Component):
             # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
             # the state's `master_version` is older (lines 4918-4935: `if cur.LessThan(des)`). That state is the
             # last `up`'s (no refresh), so `version` is the higher of the resolved version and the one the control
-            # plane runs now (components/stack.py, gke_versions.to_send): never below what runs. A NEWER one is
+            # plane runs now (components/preflight.py, gke_versions.to_send): never below what runs. A NEWER one is
             # a requested control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the
             # maintenance window: exclusions and windows hold automatic upgrades only, and Rapid offers patches
             # before they become its auto-upgrade target. With a prefix that is the newest patch of the same minor

@@ -17,7 +17,7 @@ a Topology stays while a ResourceFlavor names it (pkg/controller/tas/topology_co
 ResourceFlavor while a ClusterQueue names it (pkg/controller/core/resourceflavor_controller.go L107-116), a
 ClusterQueue while it has reserving workloads (clusterqueue_controller.go L201-209); a LocalQueue has none.
 So a replacement can finish only when it deletes LocalQueue, ClusterQueue, ResourceFlavor, Topology in that
-order and no workload holds quota in the ClusterQueue. components/queues.py declares them to replace
+order and no workload holds quota in the ClusterQueue. components/kueue_objects.py declares them to replace
 delete-first in that order (each takes the next one's name as an Output); this guard refuses, at preview,
 any change of those fields while the program runs queued workloads, or did until now: their ClusterQueue
 would never empty. Disable the demos and serving first (`pulumi up`), change the key, enable them again.
@@ -34,7 +34,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from components.dynamic_record import RecordProvider
-from components.model.settings import Settings
+from components.model.config.settings import Settings
 
 WORKLOADS = "queuedWorkloads"
 

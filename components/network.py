@@ -9,7 +9,7 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
-from components.base import Component
+from components.component import Component
 
 # Every resource here has a fixed name. A replacement under the same name (a shrunk subnet range, a
 # firewall's direction: ForceNew in the provider) must delete the old one first, or GCE answers 409.
@@ -214,7 +214,7 @@ class InternalFirewall(Component):
             allows=INTERNAL_ALLOWS,
             source_ranges=[args["tpu_subnet_cidr"], args["pod_range"], args["proxy_subnet_cidr"]],
             # The Network component declared it until it had a component of its own: under that component (this
-            # one's parent, components/program.py), it keeps the URN it had as its child.
+            # one's parent, components/graph.py), it keeps the URN it had as its child.
             opts=self.child(
                 aliases=[pulumi.Alias(parent=opts.parent)] if opts and opts.parent else None, **REPLACE_DELETE_FIRST
             ),

@@ -1,8 +1,9 @@
 """Observability: Managed Prometheus scrape objects, a Cloud Monitoring dashboard and alert policies.
 
 The cluster runs Google Cloud Managed Service for Prometheus (`monitoring_config.managed_prometheus`); this
-feeds it and shows it. What the alerts watch is pure data in `components/model/monitoring.py`, the dashboard's
-layout in `components/model/dashboard.py`; this module declares them, in the same graph as what they watch.
+feeds it and shows it. What the alerts watch is pure data in `components/model/observability/monitoring.py`, the
+dashboard's layout in `components/model/observability/dashboard.py`; this module declares them, in the same graph as
+what they watch.
 
 Resource types (for importers): `kubernetes:monitoring.googleapis.com/v1:PodMonitoring`,
 `kubernetes:core/v1:ServiceAccount`, `kubernetes:core/v1:Secret`, `kubernetes:rbac.authorization.k8s.io/v1:
@@ -16,10 +17,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.base import Component
-from components.model import monitoring, slice_alerts
+from components.component import Component
+from components.kubernetes_object import KubernetesObject
 from components.model.keys import SERVICE_ACCOUNT_NAME_ANNOTATION
-from components.objects import KubernetesObject
+from components.model.observability import monitoring, slice_alerts
 
 GMP_API = "monitoring.googleapis.com/v1"
 TOKEN_KEY = "token"

@@ -1,6 +1,6 @@
 """The prefill/decode disaggregated serving stack: llm-d router, GKE Gateway and vLLM on TPU slices.
 
-The model servers are built in `components.modelserver`, the router's values in `components.router`;
+The model servers are built in `components.vllm_leaderworkersets`, the router's values in `components.llmd_router`;
 this component declares them with the Gateway, the buckets' IAM (read on the weights, write on the stack's own XLA
 cache bucket) and the HF token Secret.
 `leader_selector`, `metrics_port` and METRICS_PATH (re-exported here) say which pods serve and where
@@ -13,11 +13,14 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.base import Component
-from components.model import planner
+from components.component import Component
+from components.kubernetes_object import KubernetesObject
+from components.kueue_objects import SliceQueues
+from components.llmd_router import router_values
 from components.model.commands import stack_credentials_command, verify_command
-from components.model.settings import Settings
-from components.modelserver import (
+from components.model.config.settings import Settings
+from components.model.tpu import planner
+from components.vllm_leaderworkersets import (
     HF_SECRET,
     LWS_API,
     METRICS_PATH,
@@ -32,11 +35,8 @@ from components.modelserver import (
     lws_revision,
     metrics_port,
 )
-from components.objects import KubernetesObject
-from components.queues import SliceQueues
-from components.router import router_values
-from components.weights import NAMESPACE as WEIGHTS_NAMESPACE
-from components.weights import WRITER_KSA, WeightsDownload, WeightsDownloadArgs
+from components.weights_download_job import NAMESPACE as WEIGHTS_NAMESPACE
+from components.weights_download_job import WRITER_KSA, WeightsDownload, WeightsDownloadArgs
 
 __all__ = [
     "HF_SECRET",
@@ -197,8 +197,9 @@ class Serving(Component):
         )
         self.router_values = router_values(settings, self.gateway.object_name)
         # Release name = guide name; the chart's InferencePool needs the inference extension's CRDs. The picker runs
-        # in the Kueue-managed namespace, where Kueue's pod webhook fails closed (components/model/kueue_config.py):
-        # until Kueue serves it, the API server refuses the picker's pods, so the chart waits for Kueue's chart.
+        # in the Kueue-managed namespace, where Kueue's pod webhook fails closed
+        # (components/model/addons/kueue_config.py): until Kueue serves it, the API server refuses the picker's pods, so
+        # the chart waits for Kueue's chart.
         self.router = k8s.helm.v4.Chart(
             f"{name}-router",
             name=s.guide,
@@ -227,10 +228,10 @@ class Serving(Component):
             self.weights_download = WeightsDownload(f"{name}-weights", download, self.child())
         filled = [self.weights_download.job] if self.weights_download else []
         before_pods = [lws, *queues.objects, *pools, *self.bucket_iam, *filled]
-        # A change of a role's pod shape, replicas, priority or queue renames its LWS (components/model/rollout.py),
-        # and a renamed object is a replacement. With room for new groups beside the old ones, Pulumi creates the
-        # new LWS, waits (its leaders-ready patch, below) until `wait_for` of its groups are ready, and deletes the
-        # old one only at the end of the
+        # A change of a role's pod shape, replicas, priority or queue renames its LWS
+        # (components/model/serving/rollout.py), and a renamed object is a replacement. With room for new groups beside
+        # the old ones, Pulumi creates the new LWS, waits (its leaders-ready patch, below) until `wait_for` of its
+        # groups are ready, and deletes the old one only at the end of the
         # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
         # to zero ready leaders. Without room the old one must go first (the plan warns about it).
         # The stack's one plan (`capacity_plan`, on the cubes of usable sub-blocks only): a plan of its own here
@@ -257,8 +258,8 @@ class Serving(Component):
             for role in ROLES.values()
         }
         # The wait for a new LWS's ready groups, once: a patch per revision, created after its LWS and never updated
-        # (components/model/rollout.py SKIP_AWAIT_ANNOTATION). Its annotations are ignored after the create, so a
-        # later change of the room the plan counts (another workload's change) does not update it into a new wait.
+        # (components/model/serving/rollout.py SKIP_AWAIT_ANNOTATION). Its annotations are ignored after the create, so
+        # a later change of the room the plan counts (another workload's change) does not update it into a new wait.
         self.leaders_ready = {
             role: k8s.apiextensions.CustomResourcePatch(
                 f"{name}-{role}-ready-{lws_revision(settings, role)}",

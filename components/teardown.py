@@ -49,12 +49,12 @@ from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, ResourceProvi
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from components.base import Component
+from components.component import Component
 from components.dynamic_record import RecordProvider
-from components.model import slices as model
+from components.model.config.settings import Settings
 from components.model.diff.families import SLICE_GATE, replace_keys
 from components.model.keys import NODE_POOL_LABEL
-from components.model.settings import Settings
+from components.model.tpu import slices as model
 
 TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
 POLL_SECONDS = 10.0

@@ -2,7 +2,7 @@
 that reaches it with one, and a clock whose sleeps advance it.
 
 The official `kubernetes` client talks to the server as to a cluster (tests/test_health.py,
-tests/test_dynamic_provider_host.py, tests/test_verify_pod.py); each test file answers the paths it needs.
+tests/test_dynamic_provider_host.py, tests/test_probe_pod.py); each test file answers the paths it needs.
 """
 
 from __future__ import annotations

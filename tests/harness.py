@@ -35,9 +35,9 @@ from components.cli.mockrun import (
 )
 from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucket, read_stack_outputs
 from components.cli.plan import stack_config
-from components.model.checks import PLACEHOLDER_RE
-from components.model.deployed import READ_STACK_OUTPUTS
-from components.stack import WEIGHTS_LIST, as_runtime_config
+from components.model.config.checks import PLACEHOLDER_RE
+from components.model.serving.deployed import READ_STACK_OUTPUTS
+from components.preflight import WEIGHTS_LIST, as_runtime_config
 
 __all__ = [
     "UNKNOWN",
@@ -212,11 +212,11 @@ class Mocks(pulumi.runtime.Mocks):
         weights: dict[str, list[str]] | None = None,
     ) -> None:
         self.known_cluster = known_cluster
-        # Object names per bucket, listed at preview (components/stack.py check_weights); None: every prefix holds
+        # Object names per bucket, listed at preview (components/preflight.py check_weights); None: every prefix holds
         # a model.
         self.weights = weights
         # The stack's outputs as its last update left them, which reading the stack itself answers
-        # (components/stack.py read_deployed_serving); none by default: a stack's first update.
+        # (components/preflight.py read_deployed_serving); none by default: a stack's first update.
         self.previous_outputs = previous_outputs or {}
         self.stack_references: list[str] = []  # the stack names whose outputs the program read
         # What GKE offers in the region (getServerConfig); tests change it to model a later day.
@@ -347,7 +347,7 @@ def run_program(
 ) -> Run:
     """Runs __main__.py with the stack file's config deep-merged with `overrides` (keys like 'gke-tpu-slicing:tpu').
 
-    `now` is the program's clock (components.stack.clock); `organization` what pulumi.get_organization() answers
+    `now` is the program's clock (components.preflight.clock); `organization` what pulumi.get_organization() answers
     (a diy backend's by default, as the project's state bucket is). A configuration already run with the same default
     fakes is answered from the session's recording as a private copy, unless `fresh` or CACHING is off.
     """

@@ -20,7 +20,7 @@ from components.cli import charts
 from components.cli.chart_diff import CHART, child_name, type_token
 from components.cli.mockrun import Registration
 from components.cli.render import redact
-from components.model.chart_release import EDITS, published
+from components.model.addons.chart_release import EDITS, published
 from policy import rules
 from tests import cel_rules, conformance, upstream
 from tests.harness import Run, run_program

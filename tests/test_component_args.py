@@ -9,21 +9,21 @@ import pytest
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.runtime.settings import set_root_resource
 
-from components import program
+from components import graph as program
 from components.addons import HelmAddon, InferenceExtensionCrds, SliceController
-from components.capacity import TpuCapacity
 from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
 from components.cluster import Cluster
-from components.identity import NodeIdentity
+from components.demo_jobsets import SlicingJobSet
+from components.kueue_objects import SliceQueues
+from components.model.config.settings import Settings, load
 from components.model.diff import engine
-from components.model.settings import Settings, load
 from components.network import Egress, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.node_service_account import NodeIdentity
 from components.observability import Observability
-from components.project import ProjectServices
-from components.queues import SliceQueues
+from components.project_services import ProjectServices
 from components.teardown import SliceGates
-from components.weights import WeightsDownload
-from components.workloads import SlicingJobSet
+from components.tpu_node_pools import TpuCapacity
+from components.weights_download_job import WeightsDownload
 from tests.harness import CLOCK, Mocks, run_program, stack_file_config
 
 FIREWALL = "gcp:compute/firewall:Firewall"

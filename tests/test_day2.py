@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from components.cli.snapshot import records
-from components.model.checks import gke_version_tuple
+from components.model.config.checks import gke_version_tuple
+from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
-from components.model.settings import ConfigError, load
 from tests.harness import (
     CODELAB_MIX,
     ROOT,

@@ -121,7 +121,7 @@ def test_a_serving_shape_change_is_what_the_program_registers_allows() -> None:
 
 def test_a_smaller_role_is_replaced_delete_first_when_the_running_set_fills_the_room() -> None:
     # One cube, serving only: 4 + 4 groups fill it. The changed run reads the first run's servingShape, as the
-    # next `pulumi up` reads the stack's previous outputs (components/stack.py read_deployed_serving): beside the
+    # next `pulumi up` reads the stack's previous outputs (components/preflight.py read_deployed_serving): beside the
     # 4 running decode groups, none of the 2 new ones fits, so the old set goes first.
     only_serving = ("tpu.cubes=1", "demos.subslicing.enabled=false", "demos.superslicing.enabled=false")
     sets = [a for kv in only_serving for a in ("--set", kv)]

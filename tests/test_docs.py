@@ -110,7 +110,7 @@ def test_no_page_refers_to_what_a_user_does_not_have(path: Path) -> None:
 
 def test_the_codelab_page_maps_the_placement_policy_as_the_pools_send_it() -> None:
     """docs/codelab.md's row for `--placement-policy`: every `field="value"` it names is what each TPU pool's
-    placementPolicy carries (a `type` of "", never COMPACT: components/capacity.py placement_policy), and
+    placementPolicy carries (a `type` of "", never COMPACT: components/tpu_node_pools.py placement_policy), and
     it names every field the pools send."""
     from tests.harness import run_program
 

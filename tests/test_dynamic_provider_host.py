@@ -47,7 +47,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from components.cluster import kubeconfig
 from components.kueue_guard import ImmutableFieldsProvider
 from components.model import keys
-from components.model import slices as model
+from components.model.tpu import slices as model
 from components.teardown import SliceGateProvider
 from tests import fakes
 from tests.harness import Run, unwrap

@@ -391,5 +391,5 @@ def warnings_of(run: Run) -> list[str]:
 
 
 def test_preview_warnings(dev: Run) -> None:
-    # The version is resolved, not warned about (tests/test_versions.py refuses versions below the floors).
+    # The version is resolved, not warned about (tests/test_gke_versions.py refuses versions below the floors).
     assert not any("cluster.version" in w for w in warnings_of(dev))

@@ -26,8 +26,9 @@ import yaml
 from components.cli import health as cli
 from components.cli import health_reads
 from components.cli.mocks import healthy_sub_block
-from components.model import health as model
-from components.model import keys, slices
+from components.model import keys
+from components.model.observability import health as model
+from components.model.tpu import slices
 from tests import fakes
 from tests.harness import set_arguments
 
@@ -557,7 +558,7 @@ def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# The slice controller's gates (components/model/slice_controller.py)
+# The slice controller's gates (components/model/addons/slice_controller.py)
 
 
 def controller_deployment(args: list[str]) -> dict[str, Any]:
@@ -571,7 +572,7 @@ def controller_deployment(args: list[str]) -> dict[str, Any]:
 
 
 def test_the_gates_go_onto_the_controllers_manager_container_only() -> None:
-    from components.model import slice_controller as sc
+    from components.model.addons import slice_controller as sc
 
     base = ["--leader-elect", "--feature-gates=Old=true", "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED"]
     out = sc.with_feature_gates(controller_deployment(base), list(sc.FEATURE_GATES))

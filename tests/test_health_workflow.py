@@ -96,8 +96,8 @@ def _run_pull_request_step(tmp: Path, report: str) -> str:
 
 def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_path: Path) -> None:
     """The previews refuse the move while the stack runs queued workloads: the body says so first, matching the
-    line the command prints (components/model/health.py MOVE_AFTER_DRAINING)."""
-    from components.model import health
+    line the command prints (components/model/observability/health.py MOVE_AFTER_DRAINING)."""
+    from components.model.observability import health
 
     drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
     body = _run_pull_request_step(tmp_path / "a", drain)

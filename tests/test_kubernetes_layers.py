@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.model import geometry
-from components.model.geometry import Topology, TpuSystem
-from components.model.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
+from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
+from components.model.tpu import geometry
+from components.model.tpu.geometry import Topology, TpuSystem
 from tests import upstream
 from tests.harness import Registration, Run, assert_rejected, normalize, ok
 

@@ -89,7 +89,7 @@ def program_files() -> list[str]:
 def test_every_module_of_the_program_has_a_layer() -> None:
     layers = {f: layer(f) for f in program_files()}
     assert layers["components/serving.py"] == "resources"
-    assert layers["components/model/settings.py"] == "model"
+    assert layers["components/model/config/settings.py"] == "model"
     assert layers["components/cli/verify.py"] == "cli"
     assert set(layers.values()) == {"program", "model", "cli", "resources"}
 
@@ -107,7 +107,7 @@ def test_imports_run_only_downward(path: str) -> None:
         ("__main__.py", "from components.cli.plan import main", "the program layer imports the command"),
         ("components/model/x.py", "import pulumi", "the pure model imports the Pulumi SDK"),
         ("components/model/x.py", "from pulumi_gcp import compute", "the pure model imports the Pulumi SDK"),
-        ("components/model/x.py", "def f():\n    from components.base import Component", "imports the resources"),
+        ("components/model/x.py", "def f():\n    from components.component import Component", "imports the resources"),
         ("components/model/x.py", "from components import serving", "imports the resources layer"),
         ("components/model/x.py", "from .. import cli", "imports the cli layer"),
         ("components/model/x.py", "from ..cli.plan import main", "imports the cli layer"),
@@ -122,7 +122,7 @@ def test_an_upward_import_is_caught(path: str, source: str, expected: str) -> No
     ("path", "source"),
     [
         ("components/serving.py", "from components.model.commands import verify_command"),
-        ("components/model/x.py", "from . import geometry\nfrom components.model.settings import Settings"),
+        ("components/model/x.py", "from . import geometry\nfrom components.model.config.settings import Settings"),
         ("components/cli/render.py", "import pulumi\nfrom components.serving import Serving"),
     ],
 )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from components.cli.plan import settings_input
-from components.model.checks import ConfigError
-from components.model.settings import load
+from components.model.config.checks import ConfigError
+from components.model.config.settings import load
 from tests.harness import Run, assert_rejected, normalize, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from components.cli import plan
-from components.model.checks import machine_shape
-from components.model.machines import MACHINE_SERIES
-from components.model.reference import keys as reference_keys
-from components.model.settings import ConfigError, load
+from components.model.config.checks import machine_shape
+from components.model.config.machines import MACHINE_SERIES
+from components.model.config.reference import keys as reference_keys
+from components.model.config.settings import ConfigError, load
 from tests.harness import set_arguments
-from tests.test_all_problems import BASE, NOW, REQUIRED, P, merge, problems
+from tests.test_settings import BASE, NOW, REQUIRED, P, merge, problems
 
 
 def plan_error(*assignments: str, tmp_path: Path | None = None) -> str:
@@ -78,7 +78,8 @@ def test_a_channel_of_the_wrong_shape_gets_the_form() -> None:
 )
 def test_a_machine_type_that_does_not_exist_is_refused_with_the_sizes_there_are(machine: str) -> None:
     """GCE's predefined machine types come in fixed sizes per series (the Compute documentation's tables, kept in
-    components/model/machines.py): n2-standard-7 matched the old pattern and failed only at the node pool's create."""
+    components/model/config/machines.py): n2-standard-7 matched the old pattern and failed only at the node pool's
+    create."""
     (line,) = problems({**BASE, "cluster": {"systemMachineType": machine}})
     assert line.startswith(f"{P}:cluster.systemMachineType = '{machine}': "), line
     series = machine.rpartition("-")[0]
@@ -145,7 +146,7 @@ def test_an_empty_model_name_is_refused(key: str) -> None:
 
 @pytest.mark.parametrize(
     ("machine", "vcpus", "memory"),
-    [  # transcribed from the Compute Engine documentation's tables, not from components/model/machines.py
+    [  # transcribed from the Compute Engine documentation's tables, not from components/model/config/machines.py
         ("c4-standard-4", 4, 15.0),  # general-purpose-machines, "C4 standard"
         ("c4-standard-192", 192, 720.0),
         ("c4-standard-288", 288, 1080.0),

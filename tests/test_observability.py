@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.model import monitoring
+from components.model.observability import monitoring
 from components.observability import dashboard_url
 from tests import conformance
 from tests.harness import Registration, Run, assert_rejected, normalize, run_program
@@ -209,7 +209,7 @@ DASHBOARD_SCHEMA: dict[str, Any] = {
         "tile": {
             "type": "object",
             "additionalProperties": False,
-            # A tile at column or line 0 leaves xPos / yPos out: the API drops zeros (test_dashboard_roundtrip.py).
+            # A tile at column or line 0 leaves xPos / yPos out: the API drops zeros (test_dashboard.py).
             "required": ["width", "height", "widget"],
             "properties": {
                 "xPos": {"type": "integer", "minimum": 0},

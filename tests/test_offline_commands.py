@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.cli import import_file, plan, render
-from components.model.settings import PROJECT
+from components.model.config.settings import PROJECT
 from tests.harness import PLACEHOLDER_VALUES, ROOT, STACKS
 
 Main = Callable[..., int]

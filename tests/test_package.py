@@ -31,8 +31,8 @@ from pydantic import BaseModel, SecretStr
 
 from components.cli import package_args
 from components.cli.mockrun import contains_secret, execute, normalize, unwrap
-from components.model.checks import PROJECT, REDACTED
-from components.model.root_settings import Settings
+from components.model.config.checks import PROJECT, REDACTED
+from components.model.config.root_settings import Settings
 from components.package import NAME, VERSION
 from components.package.provider import PackageProvider
 from components.package.schema import schema, schema_text

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.modelserver import weights_check
+from components.vllm_leaderworkersets import weights_check
 from tests import upstream
 from tests.harness import CODELAB_MIX, Run, normalize, run_program
 
@@ -36,7 +36,7 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
         {"gke-tpu-slicing/resource-flavor": "slice-rf"},
         "<absent>",
         "names the ResourceFlavor by Output, so a delete-first replacement of the flavor replaces the ClusterQueue "
-        "first, the order Kueue's in-use finalizer allows (components/queues.py)",
+        "first, the order Kueue's in-use finalizer allows (components/kueue_objects.py)",
     ),
     **{
         f"WorkloadPriorityClass/{name}:apiVersion": (
@@ -66,7 +66,7 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
     },
 }
 
-# A serving LWS is named <configured name>-<revision of its pod shape> (components/model/rollout.py).
+# A serving LWS is named <configured name>-<revision of its pod shape> (components/model/serving/rollout.py).
 REVISION = re.compile(r"-[0-9a-f]{5}$")
 
 

@@ -20,11 +20,11 @@ import yaml
 
 from components.__main__ import main as components_main
 from components.cli.plan import main as plan_main
-from components.model import planner
-from components.model.geometry import SliceKind, Topology
-from components.model.partitions import PartitionTree
-from components.model.planner import Plan, Status, Workload, plan_workloads
-from components.model.settings import ConfigError, Settings, load
+from components.model.config.settings import ConfigError, Settings, load
+from components.model.tpu import planner
+from components.model.tpu.geometry import SliceKind, Topology
+from components.model.tpu.partitions import PartitionTree
+from components.model.tpu.planner import Plan, Status, Workload, plan_workloads
 from tests.harness import REQUIRED_KEYS, merge, set_arguments
 
 ROOT = Path(__file__).resolve().parent.parent

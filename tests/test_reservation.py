@@ -17,7 +17,7 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
-from components.model.settings import ConfigError, load
+from components.model.config.settings import ConfigError, load
 from tests.harness import CODELAB_MIX, REQUIRED_KEYS, Mocks, Run, run_program, set_arguments
 
 P = "gke-tpu-slicing"
@@ -611,7 +611,7 @@ def test_the_offline_render_says_the_sub_blocks_are_markers() -> None:
     ],
 )
 def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: str | None) -> None:
-    from components.model.reservation import sub_block_of
+    from components.model.tpu.reservation import sub_block_of
 
     assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
 

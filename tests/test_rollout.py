@@ -1,6 +1,6 @@
 """Serving changes roll instead of being refused, a scale-down leaves no Slice behind, and the pods stop cleanly.
 
-Upstream facts the tests stand on (cited in components/model/rollout.py, components/serving.py):
+Upstream facts the tests stand on (cited in components/model/serving/rollout.py, components/serving.py):
 
 * Kueue v0.17.4 refuses an update of a queued, running LWS whose leader or worker `SpecShape` differs
   (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go `ValidateUpdate`; pkg/util/pod/pod.go) and any
@@ -34,7 +34,7 @@ from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.cli.snapshot import records
 from components.model.diff import engine as diff_engine
-from components.model.rollout import pod_spec_shape, revision
+from components.model.serving.rollout import pod_spec_shape, revision
 from tests.harness import Mocks, Run, normalize, run_program, set_arguments
 
 P = "gke-tpu-slicing"
@@ -342,7 +342,7 @@ def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
 
 def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_sub_block() -> None:
     # Two pools run, then the sub-block under the first turns DEGRADED: that cube no longer counts
-    # (components/reservation.py), so 4 + 4 serving groups fill the one usable cube and a new set has no room.
+    # (components/reservation_reads.py), so 4 + 4 serving groups fill the one usable cube and a new set has no room.
     # The LWS must follow that plan (delete first), not one that still counts both cubes (create first into
     # room that is not there: the wait runs out with the old set up, and the preview said otherwise).
     def reservation(sb_1: dict[str, Any] | None = None) -> FakeReservation:
@@ -379,8 +379,8 @@ def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_su
 NAMES_SCRIPT = """
 import json
 from components.cli.plan import settings_input
-from components.model.settings import load
-from components.modelserver import lws_object_name
+from components.model.config.settings import load
+from components.vllm_leaderworkersets import lws_object_name
 from tests.harness import stack_file_config
 
 settings = load(*settings_input(stack_file_config()))
@@ -487,7 +487,7 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
 
 
 # ------------------------------------------------------------------------------------------------ deployed shape
-# The program reads what serving runs now from the stack's previous outputs (components/stack.py
+# The program reads what serving runs now from the stack's previous outputs (components/preflight.py
 # read_deployed_serving: the stack reads its own outputs, whose Pulumi sources are cited there).
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -604,7 +604,7 @@ def test_an_in_place_roll_of_a_single_group_role_is_shown_to_leave_no_ready_lead
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # LWS v0.8.0 rolls in place with maxUnavailable 1 and no surge (its webhook's defaults); a surge is not used
-    # (components/model/rollout.py says why), so one group restarts at a time.
+    # (components/model/serving/rollout.py says why), so one group restarts at a time.
     sets = [*set_arguments("dev"), "--set", "serving.prefill.replicas=1"]
     assert plan_main(["plan", "--stack", "dev", *sets]) == 0
     lines = {x.split(":", 1)[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  ")}

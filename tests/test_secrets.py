@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from components.cli import import_file, plan, render
-from components.model.settings import SECRET_PATHS, secret_paths
+from components.model.config.settings import SECRET_PATHS, secret_paths
 from tests.harness import ROOT, fill_placeholders, run_program
 
 P = "gke-tpu-slicing"
@@ -142,7 +142,7 @@ def test_an_encrypted_secret_and_a_set_secret_are_accepted(
 def test_secret_keys_come_from_the_model_types() -> None:
     from pydantic import SecretStr
 
-    from components.model.checks import Model
+    from components.model.config.checks import Model
 
     class Inner(Model):
         api_key: SecretStr | None = None

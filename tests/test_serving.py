@@ -11,7 +11,7 @@ import yaml
 
 from components import serving
 from components.cli.plan import settings_input
-from components.model.settings import load
+from components.model.config.settings import load
 from tests.harness import (
     PROJECT_NUMBER,
     Run,
@@ -627,7 +627,7 @@ def test_leaders_are_probed_with_the_startup_budget(budget: int) -> None:
 
 def test_startup_budget_covers_the_pods_own_waits() -> None:
     """The setting's floor is the sum of the waits manifests/vllm-pod.yaml allows itself."""
-    from components.model.serving_settings import POD_STARTUP_WAITS_SECONDS
+    from components.model.config.serving_settings import POD_STARTUP_WAITS_SECONDS
 
     shared = yaml.safe_load(serving.VLLM_POD.read_text())
     ray = int(re.search(r"--ray_init_timeout=(\d+)", shared["leaderScript"])[1])

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from components.cli.plan import stack_config
-from components.model.checks import MTU_MAX, PLACEHOLDER_RE
-from components.model.geometry import Topology, system
-from components.model.settings import ConfigError, load
+from components.model.config.checks import MTU_MAX, PLACEHOLDER_RE
+from components.model.config.settings import ConfigError, load
+from components.model.tpu.geometry import Topology, system
 from tests.harness import (
     CLOCK,
     ROOT,
@@ -201,8 +201,8 @@ def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> Non
 
 
 # The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
-# components/stack.py read_deployed_serving), and returns the name without looking at it.
-OWN_REFERENCE = ("components/stack.py", "own_stack_reference")
+# components/preflight.py read_deployed_serving), and returns the name without looking at it.
+OWN_REFERENCE = ("components/preflight.py", "own_stack_reference")
 
 
 def _functions(path: Path) -> dict[int, str]:

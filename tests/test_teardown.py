@@ -14,7 +14,7 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.model import keys
-from components.model import slices as model
+from components.model.tpu import slices as model
 from components.teardown import TIMEOUT_KEY, SliceGateProvider, wait_until_unused
 from tests.harness import UNKNOWN, Run, assert_rejected, is_secret, run_program
 

@@ -19,8 +19,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from components.cli import verify
-from components.cli.cluster import NoKubeconfig
 from components.cli.verify import Backoff, GatewayNotReady, VerifyError
+from components.cli.verify_reads import NoKubeconfig
 from tests.fakes import Clock
 
 MODEL = "qwen3.5-397b"

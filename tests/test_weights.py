@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.model import weights
-from components.model.serving_settings import ServingSettings
+from components.model.config.serving_settings import ServingSettings
+from components.model.serving import weights
 from tests.harness import ROOT, Mocks, Run, contains_secret, ok, run_program, stack_file_config
 
 P = "gke-tpu-slicing"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from components.modelserver import LWS_API
+from components.vllm_leaderworkersets import LWS_API
 
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 

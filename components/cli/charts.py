@@ -2,7 +2,7 @@
 
 `helm.v4.Chart` pulls each chart from its OCI registry and renders it when `pulumi preview`/`up` runs; offline,
 the same objects come from the chart's sources at its release tag (the upstream cache of tests/upstream.py,
-hash-checked) with the release script's edits (components/model/chart_release.py), rendered by
+hash-checked) with the release script's edits (components/model/addons/chart_release.py), rendered by
 `helm-python-sdk` (Helm's Go SDK in a wheel, called through ctypes; no helm binary, no network).
 
 Engine versions: the wheel carries Helm v4.2.3; pulumi-kubernetes 4.34.2 renders `helm.v4.Chart` with Helm's
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from components.model.chart_release import published
+from components.model.addons.chart_release import published
 
 INSTALL_HINT = "pip install -r requirements-dev.txt (helm-python-sdk renders the charts offline)"
 FETCH_HINT = "python -m tests.upstream fetch"

@@ -110,12 +110,12 @@ def _in_process(
     previous: dict[str, Any] | None = None,
     reservation: Any | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The run's records, and the outputs the next run reads back from the stack (components/stack.py
+    """The run's records, and the outputs the next run reads back from the stack (components/preflight.py
     read_deployed_serving): `previous` are those of the run before it, None for a stack's first update;
     `reservation` (a cli/mocks.py FakeReservation) answers the reservation invokes instead of the markers."""
     from components.cli.mockrun import execute, exported
     from components.cli.mocks import SymbolicMocks
-    from components.model.deployed import SERVING_SHAPE_OUTPUT
+    from components.model.serving.deployed import SERVING_SHAPE_OUTPUT
 
     secret = sorted(secrets | {k for k in config if k.endswith(":hfToken")})
     mocks = SymbolicMocks(previous)

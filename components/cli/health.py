@@ -1,8 +1,8 @@
 """`python -m components health --stack S`: each cube's health and the change that would help, never the move.
 
-Per cube: its sub-block's status, health and maintenance (the reads of the preview, components/reservation.py),
+Per cube: its sub-block's status, health and maintenance (the reads of the preview, components/reservation_reads.py),
 its nodes' partition states, the Slices on it and the Kueue Workloads a slice failure evicted or holds
-(components/model/health.py), then one table and, when a cube should move, the exact `tpu.subBlocks` value
+(components/model/observability/health.py), then one table and, when a cube should move, the exact `tpu.subBlocks` value
 with what the change preview says that change does (components/cli/diff.py change_preview). `--write` puts
 that value into the stack file (for the health workflow's pull request); nothing else is changed, and
 nothing in the cloud or the cluster.
@@ -25,12 +25,12 @@ from typing import Any, TextIO
 
 import yaml
 
-from components import reservation
+from components import reservation_reads as reservation
 from components.cli import health_reads
-from components.cli.cluster import add_kubeconfig_arguments
 from components.cli.plan import OneLineParser, StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
-from components.model import health, health_evaluation
-from components.model.settings import PROJECT, ConfigError, Settings
+from components.cli.verify_reads import add_kubeconfig_arguments
+from components.model.config.settings import PROJECT, ConfigError, Settings
+from components.model.observability import health, health_evaluation
 
 
 class HealthError(Exception):
@@ -125,7 +125,7 @@ def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str
         return read_state_file(args.cluster_state)
     if not args.live:
         raise HealthError("give --cluster-state FILE, or --live to read the cluster from the Kubernetes API")
-    from components.cli.cluster import VerifyError, api_client
+    from components.cli.verify_reads import VerifyError, api_client
 
     if args.gke:
         config = health_reads.gke_kubeconfig(
@@ -190,7 +190,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         from components.teardown import workload_keys
 
         result.drain_first = workload_keys(settings)  # what teardown.py replacement_refusals names
-        result.unprotect_first = ["cluster.protect"] if settings.cluster.protect else []  # capacity.py protect=
+        result.unprotect_first = ["cluster.protect"] if settings.cluster.protect else []  # tpu_node_pools.py protect=
         result.stack_file = f"Pulumi.{args.stack}.yaml"
     return result, settings, config
 

@@ -1,7 +1,7 @@
 """What `health` reads live: the reservation through the Compute API, the cluster through the Kubernetes API.
 
 Both answer in the shapes the offline files hold, so the command has one path: the Compute answers become the
-`--reservation` file's invoke results (components/reservation.py FileSource, the provider's wire shape), the
+`--reservation` file's invoke results (components/reservation_reads.py FileSource, the provider's wire shape), the
 Kubernetes answers the cluster-state file's lists (`{"nodes": [...], "slices": [...], "workloads": [...]}`,
 each item as the API returns it).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from components.model.slices import SLICE_GROUP, SLICE_PLURAL
+from components.model.tpu.slices import SLICE_GROUP, SLICE_PLURAL
 
 COMPUTE = "https://compute.googleapis.com/compute/beta"
 CONTAINER = "https://container.googleapis.com/v1"
@@ -165,7 +165,7 @@ def api_client_from(config: dict[str, Any]) -> Any:
 def cluster_state(api: Any, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The stack's TPU nodes, every Slice and every Kueue Workload, as plain API objects.
 
-    `api` is a `kubernetes.client.ApiClient` (components/cli/cluster.py api_client: the kubeconfig or in-cluster
+    `api` is a `kubernetes.client.ApiClient` (components/cli/verify_reads.py api_client: the kubeconfig or in-cluster
     configuration). Each group's preferred version comes from discovery, as the teardown gate does; a group the
     cluster does not serve gives an empty list.
     """

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import requests
 
-from components.cli.cluster import one_line as _one_line
+from components.cli.verify_reads import one_line as _one_line
 
 PROMPT = "How are you today?"
 CHAT_MAX_TOKENS = 200

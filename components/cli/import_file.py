@@ -34,8 +34,8 @@ from components.cli.plan import (
     secret_keys,
     set_secret_keys,
 )
-from components.model import planner
-from components.model.settings import PROJECT, ConfigError
+from components.model.config.settings import PROJECT, ConfigError
+from components.model.tpu import planner
 
 Part = Literal["cloud", "kubernetes", "all"]
 

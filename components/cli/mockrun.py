@@ -24,9 +24,9 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 
-from components import stack as stack_module
+from components import preflight as stack_module
 from components.cli.mocks import SymbolicMocks
-from components.stack import OFFLINE_CONFIG, as_runtime_config
+from components.preflight import OFFLINE_CONFIG, as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
@@ -199,8 +199,8 @@ def execute(
     `program`, when given, runs instead of __main__.py (the package's tests construct its component).
 
     The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
-    given, is the program's clock (components.stack.clock), so date checks do not depend on the day; `organization` is
-    what pulumi.get_organization() answers (a diy backend's by default).
+    given, is the program's clock (components.preflight.clock), so date checks do not depend on the day; `organization`
+    is what pulumi.get_organization() answers (a diy backend's by default).
     """
     mocks = mocks or SymbolicMocks()
     if isinstance(mocks, SymbolicMocks):  # the offline commands' mode, passed to the program as config

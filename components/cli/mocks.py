@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pulumi
 
-from components.model.deployed import READ_STACK_OUTPUTS
-from components.stack import WEIGHTS_LIST
+from components.model.serving.deployed import READ_STACK_OUTPUTS
+from components.preflight import WEIGHTS_LIST
 
 
 def read_stack_outputs(args: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:

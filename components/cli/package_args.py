@@ -19,7 +19,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from components.model.root_settings import Settings
+from components.model.config.root_settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS_MODULE = ROOT / "components" / "package" / "stack_args.py"

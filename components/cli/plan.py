@@ -23,10 +23,10 @@ from typing import Any, NoReturn, TextIO
 
 import yaml
 
-from components import reservation
-from components.model import planner
-from components.model.checks import PLACEHOLDER_RE, looks_secret
-from components.model.settings import PROJECT, ConfigError, Settings, is_secret_path, load
+from components import reservation_reads as reservation
+from components.model.config.checks import PLACEHOLDER_RE, looks_secret
+from components.model.config.settings import PROJECT, ConfigError, Settings, is_secret_path, load
+from components.model.tpu import planner
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"

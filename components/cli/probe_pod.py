@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.cli.cluster import VerifyError, one_line
+from components.cli.verify_reads import VerifyError, one_line
 from components.model.keys import APP_NAME_LABEL
 
 # Pinned by exact tag (the curl project's official image, Alpine with /bin/sh; runs as uid 100, curl_user).

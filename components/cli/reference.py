@@ -1,7 +1,7 @@
 """`python -m components reference [--write | --check]`: the configuration reference, from the settings model.
 
 Prints docs/configuration.md with its generated block (the reference table, between the BEGIN and END
-markers) as the settings model's fields make it (components/model/reference.py); the prose around the
+markers) as the settings model's fields make it (components/model/config/reference.py); the prose around the
 block is written by hand. `--write` updates the file and Pulumi.yaml's key list, `--check` exits 1 when
 either is out of date (what the test checks). Exit 2 for usage errors (no markers in a file).
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from components.model.reference import page, project_file
+from components.model.config.reference import page, project_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"

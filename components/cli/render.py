@@ -59,7 +59,7 @@ from components.cli.render_format import (
     redact,
     short,
 )
-from components.model.checks import redact_text
+from components.model.config.checks import redact_text
 
 # What the tests and other commands use from here: the render's own names, and how it writes an object.
 __all__ = ["INDEX", "REDACTED", "RESERVED", "RenderError", "main", "portable", "redact", "render"]

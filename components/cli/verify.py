@@ -1,7 +1,7 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
 
 With `--pool` (the stack's verifyCommand passes it), first waits until the InferencePool's leaders
-are Ready (bounded by `--timeout`, one progress line on stderr per change; see cluster.py): a 397B
+are Ready (bounded by `--timeout`, one progress line on stderr per change; see verify_reads.py): a 397B
 model takes far longer to load than any request retry would wait, and a leader is Ready only once
 vLLM serves /v1/models. Then finds the Gateway's address (the official
 `kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
@@ -23,7 +23,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from components.cli.cluster import (
+from components.cli.http_probe import (
+    KINDS,
+    PATHS,
+    Backoff,
+    ProbeResult,
+    base_url,
+    first_tokens,
+    judge,
+    probe,
+    request_body,
+)
+from components.cli.probe_pod import PROBE_NAMESPACE, parse_log, pod_manifest, pod_name, request_json, run_probe_pod
+from components.cli.verify_reads import (
     POLL_S,
     CustomObjects,
     GatewayNotReady,
@@ -37,18 +49,6 @@ from components.cli.cluster import (
     gateway_address,
     wait_for_leaders,
 )
-from components.cli.http_probe import (
-    KINDS,
-    PATHS,
-    Backoff,
-    ProbeResult,
-    base_url,
-    first_tokens,
-    judge,
-    probe,
-    request_body,
-)
-from components.cli.probe_pod import PROBE_NAMESPACE, parse_log, pod_manifest, pod_name, request_json, run_probe_pod
 from components.model.commands import verify_command as command
 
 __all__ = [

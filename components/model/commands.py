@@ -10,7 +10,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from components.model.settings import Settings
+    from components.model.config.settings import Settings
 
 
 def credentials_command(

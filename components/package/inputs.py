@@ -1,7 +1,7 @@
 """The whole-stack component's inputs as the program's settings: the same model, the same one-line errors.
 
 The inputs mirror the stack configuration key for key (components/package/stack_args.py), so they are turned
-back into the configuration's camelCase tree and validated by `components.model.settings.load`, which reports
+back into the configuration's camelCase tree and validated by `components.model.config.settings.load`, which reports
 every problem at once, naming the key, before any resource is registered. Every input is a plain value (they
 decide names, counts and the capacity plan before anything exists) except `hfToken`, a Pulumi secret that stays
 one: its value is never read here, only handed to the Secret that holds it.
@@ -17,9 +17,9 @@ from typing import Any
 import pulumi
 from pydantic import BaseModel, SecretStr
 
-from components.model.checks import PROJECT, ConfigError
-from components.model.root_settings import Settings
-from components.model.settings import load
+from components.model.config.checks import PROJECT, ConfigError
+from components.model.config.root_settings import Settings
+from components.model.config.settings import load
 
 SECRET_INPUT = "hfToken"
 # What validation sees in place of the caller's secret: its value stays inside the Output (see `settings_from`).
@@ -79,7 +79,7 @@ def settings_from(args: Mapping[str, Any], now: datetime | None = None) -> Setti
     """Validates the inputs into Settings, or raises ConfigError with every problem (the program's messages).
 
     `hfToken` given as an Output is validated as a set secret and handed on inside its Output: Settings'
-    SecretStr then holds that Output, which components/modelserver.py wraps as a secret again for the Secret's
+    SecretStr then holds that Output, which components/vllm_leaderworkersets.py wraps as a secret again for the Secret's
     data. A plain string is refused as the program refuses a token in plain text.
     """
     raw = to_config(dict(args))

@@ -1,7 +1,7 @@
 """The whole stack as one component: everything the program declares, from one typed args (docs/package.md).
 
 The inputs are validated by the program's own settings model before anything is registered (the component
-itself included); the graph is `components/program.py: declare_stack` with this component as every top-level
+itself included); the graph is `components/graph.py: declare_stack` with this component as every top-level
 component's parent. Its outputs are the program's stack outputs.
 """
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import pulumi
 
-from components.model.checks import ConfigError
+from components.graph import declare_stack
+from components.model.config.checks import ConfigError
 from components.package import NAME
 from components.package.inputs import problem_paths, settings_from
 from components.package.stack_args import TpuSlicingStackArgs
-from components.program import declare_stack
-from components.stack import clock
+from components.preflight import clock
 
 TYPE = f"{NAME}:index:TpuSlicingStack"
 

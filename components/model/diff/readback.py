@@ -35,7 +35,7 @@ class Rule:
     source: str
     apply: Callable[[Record, list[Record]], None] | None = None  # mutates one record's inputs in place
     # The program cannot declare what the API stores and a difference replaces: it ignores the property
-    # (`ignore_changes`, read by components/capacity.py and cluster.py from `ignored`).
+    # (`ignore_changes`, read by components/tpu_node_pools.py and cluster.py from `ignored`).
     ignored: bool = False
 
 

@@ -1,0 +1,253 @@
+"""Kueue objects for dynamic slicing, declared from their args (components/graph.py queues_args builds them).
+
+The Topology's levels are derived from the cube and the machine's host shape, so the sub-cube
+partition levels that sub-slices need are always there, and always match the pools' node labels.
+"""
+
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.component import Component
+from components.kubernetes_object import KubernetesObject
+from components.kueue_guard import ImmutableFields, immutable_fields
+from components.model.config.settings import Settings
+from components.model.keys import (
+    ACCELERATOR_LABEL,
+    BLOCK_LABEL,
+    FLAVOR_ANNOTATION,
+    HOSTNAME_LABEL,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    TPU_RESOURCE,
+    partition_label,
+    partition_state_label,
+)
+from components.model.tpu.geometry import Slice, SliceKind
+
+KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+# The reference declares WorkloadPriorityClass at v1beta1, which Kueue v0.17 still serves but marks
+# deprecated (its CRD: `deprecated: true`, "Use v1beta2 instead"); stacks created before the move
+# registered it under this type, so the priority classes alias it and update in place.
+KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
+SLICE_CONTROLLER = "accelerator.gke.io/slice"
+HEALTHY = "HEALTHY"
+
+
+def healthy_partition_selector(slice_: Slice) -> dict[str, str]:
+    """The node selector that keeps a slice's pods off unhealthy partitions.
+
+    GKE labels every node with `...-partition-<shape>-state` for each partition shape of its cube
+    (https://docs.cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing#define_the_partition_health_selection);
+    llm-d lists `<shape>-state: HEALTHY` as required on dynamic-slice pods
+    (llm-d/llm-d docs/infrastructure/providers/gke/dynamic-slicing/README.md@6b047cfb). A sub-slice is one
+    partition of its own shape; a super-slice stitches whole cubes, so each of its nodes must sit in a
+    healthy cube-sized partition (there is no label for shapes larger than a cube).
+    """
+    shape = slice_.topology if slice_.kind is SliceKind.SUB else slice_.cube.topology
+    return {partition_state_label(shape): HEALTHY}
+
+
+def topology_levels(settings: Settings) -> list[str]:
+    """block > every partition of the cube, largest first, down to one host > hostname."""
+    return [BLOCK_LABEL, *(partition_label(p) for p in settings.tpu.cube.partitions()), HOSTNAME_LABEL]
+
+
+def tpu_quota(settings: Settings) -> int:
+    """The chips the node pools provide, unless overridden."""
+    if settings.kueue.tpu_quota is not None:
+        return settings.kueue.tpu_quota
+    return settings.tpu.cubes * settings.tpu.cube.chips
+
+
+def priority_description(name: str) -> str:
+    return f"{name.split('-', 1)[0].capitalize()} priority workloads"
+
+
+class SliceQueuesArgs(TypedDict):
+    namespace: str
+    """The workload namespace (created here), where the LocalQueue is."""
+    topology_name: str
+    """The Kueue Topology's name."""
+    levels: list[str]
+    """The Topology's node labels, top down (topology_levels)."""
+    flavor_name: str
+    """The ResourceFlavor's name."""
+    accelerator: str
+    """The TPU accelerator label value the flavor selects nodes by."""
+    admission_check_name: str
+    """The AdmissionCheck's name (the slice controller's)."""
+    cluster_queue: str
+    """The ClusterQueue's name."""
+    local_queue: str
+    """The LocalQueue's name."""
+    tpu_quota: int
+    """The chips the ClusterQueue admits (tpu_quota)."""
+    cpu_quota: str
+    """The ClusterQueue's CPU quota."""
+    memory_quota: str
+    """The ClusterQueue's memory quota."""
+    priorities: dict[str, int]
+    """The WorkloadPriorityClasses, name -> value."""
+    queued_workloads: int
+    """The queued workloads the program runs: while any does, a change of an immutable field is refused."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    kueue: k8s.helm.v4.Chart
+    """What the Kueue objects wait for: Kueue's chart (its CRDs and a webhook with endpoints)."""
+    slice_controller: k8s.yaml.v2.ConfigFile
+    """What the AdmissionCheck waits for: the slice controller's manifest, without which it is never Active."""
+
+
+class SliceQueues(Component):
+    """The workload namespace and the Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue and
+    WorkloadPriorityClasses the slice controller and the workloads name."""
+
+    def __init__(self, name: str, args: SliceQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
+        provider, kueue = args["provider"], args["kueue"]
+        self.kueue = kueue  # what waits for Kueue's webhooks to serve (the chart awaits its Deployment and Service)
+        self.levels = list(args["levels"])
+        # Immutable fields change only through a replacement Kueue's finalizers let finish; the guard refuses
+        # one at preview while queued workloads run (components/kueue_guard.py).
+        fields = immutable_fields(
+            self.levels, args["accelerator"], args["topology_name"], args["cluster_queue"], args["flavor_name"]
+        )
+        self.guard = ImmutableFields(f"{name}-immutable-fields", fields, args["queued_workloads"], self.child())
+        # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.
+        after_kueue = self.child(provider=provider, depends_on=[kueue, self.guard])
+        # Objects with immutable fields (and fixed names): replaced delete-first, and since each names the next
+        # by Output (LocalQueue -> ClusterQueue -> ResourceFlavor -> Topology), Pulumi deletes them in the order
+        # Kueue's in-use finalizers release them: LocalQueue, ClusterQueue, ResourceFlavor, Topology.
+        replaced = pulumi.ResourceOptions.merge(
+            after_kueue, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+        )
+
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": args["namespace"]}, opts=self.child(provider=provider)
+        )
+        self.topology = KubernetesObject(
+            f"{name}-topology",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "Topology",
+                "metadata": {"name": args["topology_name"]},
+                "spec": {"levels": [{"nodeLabel": label} for label in self.levels]},
+            },
+            replaced,
+        )
+        self.flavor = KubernetesObject(
+            f"{name}-flavor",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": args["flavor_name"]},
+                "spec": {
+                    "nodeLabels": {ACCELERATOR_LABEL: args["accelerator"]},
+                    "topologyName": self.topology.object_name,
+                },
+            },
+            replaced,
+        )
+        # The check is only Active once the slice controller runs, so it waits for it too.
+        self.admission_check = KubernetesObject(
+            f"{name}-admission-check",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": args["admission_check_name"]},
+                "spec": {"controllerName": SLICE_CONTROLLER},
+            },
+            self.child(provider=provider, depends_on=[kueue, args["slice_controller"]]),
+        )
+        self.cluster_queue = KubernetesObject(
+            f"{name}-cluster-queue",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "ClusterQueue",
+                # Names the flavor by Output: a delete-first replacement of the flavor replaces the ClusterQueue first
+                # (Pulumi asks its Diff with this input unknown; `replace_on_changes=["metadata"]`).
+                "metadata": {
+                    "name": args["cluster_queue"],
+                    "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name},
+                },
+                "spec": {
+                    "namespaceSelector": {},
+                    "admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check.object_name}]},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [TPU_RESOURCE, "cpu", "memory"],
+                            "flavors": [
+                                {
+                                    "name": self.flavor.object_name,
+                                    "resources": [
+                                        {"name": TPU_RESOURCE, "nominalQuota": str(args["tpu_quota"])},
+                                        {"name": "cpu", "nominalQuota": args["cpu_quota"]},
+                                        {"name": "memory", "nominalQuota": args["memory_quota"]},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            pulumi.ResourceOptions.merge(
+                after_kueue, pulumi.ResourceOptions(replace_on_changes=["metadata"], delete_before_replace=True)
+            ),
+        )
+        self.local_queue = KubernetesObject(
+            f"{name}-local-queue",
+            {
+                "apiVersion": KUEUE_V1BETA2,
+                "kind": "LocalQueue",
+                "metadata": {"name": args["local_queue"], "namespace": self.namespace.metadata.name},
+                "spec": {"clusterQueue": self.cluster_queue.object_name},
+            },
+            replaced,
+        )
+        self.priorities = {
+            priority: KubernetesObject(
+                f"{name}-priority-{priority}",
+                {
+                    "apiVersion": KUEUE_V1BETA2,
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": priority},
+                    "value": value,
+                    "description": priority_description(priority),
+                },
+                pulumi.ResourceOptions.merge(
+                    after_kueue,
+                    pulumi.ResourceOptions(
+                        aliases=[pulumi.Alias(type_=f"kubernetes:{KUEUE_V1BETA1}:WorkloadPriorityClass")]
+                    ),
+                ),
+            )
+            for priority, value in args["priorities"].items()
+        }
+        self.register_outputs(
+            {
+                "namespace": self.namespace.metadata.name,
+                "topologyLevels": self.levels,
+                "clusterQueue": self.cluster_queue.object_name,
+                "localQueue": self.local_queue.object_name,
+                "tpuQuota": args["tpu_quota"],
+            }
+        )
+
+    def admission_labels(self, priority: str) -> dict[str, Any]:
+        """The labels that queue a workload, naming the LocalQueue and priority class by Output."""
+        return {QUEUE_LABEL: self.local_queue.object_name, PRIORITY_LABEL: self.priorities[priority].object_name}
+
+    @property
+    def objects(self) -> list[pulumi.Resource]:
+        """Everything a workload's admission needs to exist first."""
+        return [
+            self.topology,
+            self.flavor,
+            self.admission_check,
+            self.cluster_queue,
+            self.local_queue,
+            *self.priorities.values(),
+        ]

@@ -1,0 +1,116 @@
+"""Values of llm-d's gateway-mode router chart for the P/D stack: the endpoint picker and its InferencePool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import yaml
+
+from components.model.config.serving_settings import router_release
+from components.model.config.settings import Settings
+from components.vllm_leaderworkersets import ROUTER_PORT, leader_selector
+
+EPP_CONFIG_FILE = "pd-config.yaml"
+EPP_CONFIG_V1 = "llm-d.ai/v1"
+EPP_CONFIG_V1ALPHA1 = "llm-d.ai/v1alpha1"
+
+
+def epp_config_api(chart_version: str) -> str:
+    """The EndpointPickerConfig apiVersion the pinned router parses.
+
+    llm-d-router v0.10.0 knows only `llm-d.ai/v1alpha1` (apix/config/v1alpha1@71f4f099); `llm-d.ai/v1`
+    arrived on main after it (pkg/epp/config/loader/conversion_test.go@10bbcb7e), where v1alpha1 still
+    loads, converted, with a deprecation notice. `v0` is main's floating tag, so it gets v1 like later releases.
+    """
+    release = router_release(chart_version)
+    if release is None:
+        return EPP_CONFIG_V1
+    return EPP_CONFIG_V1ALPHA1 if release < (0, 11) else EPP_CONFIG_V1
+
+
+def epp_config(settings: Settings) -> dict[str, Any]:
+    """llm-d's pd-disaggregation scheduling (guides/pd-disaggregation/router/pd-disaggregation.values.yaml@83bb7c18).
+
+    Decode first, then the always-disagg decider sends every request through a prefill pod; the profile
+    handler also sets the prefill header for the decode sidecar (what the deprecated
+    disagg-headers-handler did). Prefill keeps prefixes on cache-warm pods and picks by queued tokens;
+    decode picks the least busy pod.
+    """
+    return {
+        "apiVersion": epp_config_api(settings.serving.router.version),
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "always-disagg-pd-decider"},
+            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "always-disagg-pd-decider"}}},
+            {"type": "prefill-filter"},
+            {"type": "decode-filter"},
+            {"type": "approx-prefix-cache-producer", "parameters": {"maxPrefixTokensToMatch": 131072}},
+            {"type": "inflight-load-producer"},
+            {
+                "type": "prefix-cache-affinity-filter",
+                "parameters": {"peakPrefillThroughput": settings.serving.router.peak_prefill_throughput},
+            },
+            {"type": "token-load-scorer"},
+            {"type": "active-request-scorer"},
+            {"type": "max-score-picker"},
+        ],
+        "schedulingProfiles": [
+            {
+                "name": "prefill",
+                "plugins": [
+                    {"pluginRef": "prefill-filter"},
+                    {"pluginRef": "prefix-cache-affinity-filter"},
+                    {"pluginRef": "token-load-scorer"},
+                    {"pluginRef": "max-score-picker"},
+                ],
+            },
+            {
+                "name": "decode",
+                "plugins": [
+                    {"pluginRef": "decode-filter"},
+                    {"pluginRef": "active-request-scorer"},
+                    {"pluginRef": "max-score-picker"},
+                ],
+            },
+        ],
+    }
+
+
+def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Values of the llm-d-router-gateway chart: llm-d's base router values and the pd-disaggregation guide's.
+
+    Left out on purpose: the proxy settings and the 80->8081 service port (gateway mode runs no proxy: the
+    chart renders one only with router.proxy.enabled, off by default; the GKE Gateway is the proxy), the
+    HTTPRoute request timeout (the chart applies it only when provider.name is not gke), and tracing
+    (equal to the chart's defaults, and off). Sources: llm-d/llm-d-router@71f4f099 (v0.10.0)
+    config/charts/routerlib/{values.yaml,templates/_deployment.yaml,templates/_service.yaml},
+    config/charts/llm-d-router-gateway/templates/httproute.yaml.
+    """
+    s = settings.serving
+    return {
+        "provider": {"name": "gke"},
+        "httpRoute": {"create": True, "inferenceGatewayName": gateway_name},
+        "router": {
+            "epp": {
+                # One picker: the in-flight load accounting the scorers read is local to each EPP process.
+                "replicas": 1,
+                "flags": {"v": 2},
+                "pluginsConfigFile": EPP_CONFIG_FILE,
+                "pluginsCustomConfig": {EPP_CONFIG_FILE: yaml.safe_dump(epp_config(settings), sort_keys=False)},
+                "resources": s.router.epp_resources.manifest(),
+            },
+            # FailOpen sends requests to any pool endpoint while the picker is down: safe only because the
+            # pool holds nothing but ready leaders.
+            "inferencePool": {"failureMode": "FailOpen"},
+            "modelServers": {
+                "protocol": "http",
+                "targetPorts": [{"number": ROUTER_PORT}],
+                "matchLabels": leader_selector(settings),
+            },
+            # No `monitoring`: the chart would create the metrics reader's token Secret beside its ServiceAccount, in
+            # parallel, and the token controller deletes a token whose account does not exist yet
+            # (kubernetes pkg/controller/serviceaccount/tokens_controller.go syncSecret). The program declares the
+            # EPP's scrape objects itself, in order (components/observability.py).
+        },
+    }

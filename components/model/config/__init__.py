@@ -1,0 +1,1 @@
+"""The configuration: every key's model, its checks and its reference (pure)."""

@@ -1,0 +1,242 @@
+"""The cross-key checks of the stack settings: problems between keys, each read by the root model's
+CROSS_CHECKS table (components/model/config/root_settings.py) with the top-level keys it reads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from components.model.config.checks import (
+    DNS_LABEL_MAX,
+    GIB,
+    LABEL_VALUE_MAX,
+    LABEL_VALUE_RE,
+    LWS_NAME_MAX,
+    LWS_REVISION_LEN,
+    SLICE_NAME_MAX,
+    SYSTEM_PODS_CPU_MILLIS,
+    SYSTEM_PODS_MEMORY,
+    SettingError,
+    bucket_name,
+    cpu_millis,
+    gke_version_tuple,
+    memory_bytes,
+    node_allocatable,
+    node_allocatable_of,
+)
+from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_job_name
+from components.model.config.resources_settings import ResourceAmounts
+from components.model.tpu import geometry
+from components.model.tpu.geometry import Topology
+
+if TYPE_CHECKING:
+    from components.model.config.root_settings import Settings
+
+
+class CrossChecks:
+    """The `_check_*` methods of `Settings` (a mixin: they read the settings' sections)."""
+
+    def _check_system_pool_fit(self: Settings) -> list[SettingError]:
+        """Controllers sized beyond the system pool stay Pending: refuse that at preview time."""
+        cpu, mem = node_allocatable(self.cluster.system_machine_type)
+        cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
+        total_cpu = total_mem = 0
+        errors = []
+        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
+        for key, res in self.system_pool_pods().items():
+            pod_cpu = cpu_millis(res.requests.cpu or "0")
+            pod_mem = memory_bytes(res.requests.memory or "0")
+            if pod_cpu > cpu or pod_mem > mem:
+                errors.append(
+                    SettingError(
+                        f"{key}.requests",
+                        res.requests.model_dump(exclude_none=True),
+                        f"at most {cpu}m CPU and {mem / GIB:.1f}Gi memory, what one "
+                        f"{self.cluster.system_machine_type} system node has left for pods",
+                    )
+                )
+            n = counts.get(key, 1)
+            total_cpu, total_mem = total_cpu + n * pod_cpu, total_mem + n * pod_mem
+        nodes = self.cluster.system_node_count
+        if not errors and (total_cpu > cpu * nodes or total_mem > mem * nodes):
+            errors.append(
+                SettingError(
+                    "cluster.systemMachineType",
+                    self.cluster.system_machine_type,
+                    f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
+                    f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
+                    f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+                )
+            )
+        return errors
+
+    def _check_reservation_project(self: Settings) -> list[SettingError]:
+        r = self.tpu.reservation
+        # GKE cannot bind a node pool to a block of a reservation shared from another project (issue #8
+        # reports cluster-toolkit refusing it as a precondition; not found in the snapshot we could read).
+        if self.tpu.cubes > 0 and r.consume_type == "SPECIFIC" and r.block and r.project not in (None, self.project):
+            return [
+                SettingError(
+                    "tpu.reservation.project",
+                    r.project,
+                    f"the stack's project gcp:project={self.project} (or unset): GKE does not support a reservation "
+                    f"block ({r.block}) shared from another project; use a reservation of this project, or the whole "
+                    'shared reservation (tpu.reservation.block: "")',
+                )
+            ]
+        return []
+
+    def _check_buckets(self: Settings) -> list[SettingError]:
+        # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
+        # derived from the project and the cluster.
+        if not self.serving.enabled or self.serving.xla_cache_bucket is not None:
+            return []
+        try:
+            bucket_name(self.xla_cache_bucket)
+        except ValueError as err:  # never for a hash, but the rule is the API's, not ours
+            return [SettingError("serving.xlaCacheBucket", self.xla_cache_bucket, str(err))]
+        return []
+
+    def _check_workloads(self: Settings) -> list[SettingError]:
+        errors = []
+        priorities = self.kueue.priorities
+        for key, (topology, priority) in self.workload_topologies().items():
+            if priority not in priorities:
+                errors.append(
+                    SettingError(f"{key}.priority", priority, f"one of kueue.priorities: {', '.join(priorities)}")
+                )
+            try:
+                self.tpu.cube.classify(Topology.parse(topology))
+            except geometry.GeometryError as err:
+                errors.append(SettingError(f"{key}.topology", topology, str(err)))
+        return errors
+
+    def _check_serving(self: Settings) -> list[SettingError]:
+        if not self.serving.enabled:
+            return []
+        errors = []
+        system = self.tpu.system
+        for role, spec in self.serving.roles().items():
+            try:
+                slice_ = self.serving_slice(role)
+            except geometry.GeometryError:
+                continue  # reported by _check_workloads
+            if spec.tensor_parallel_size is not None and spec.tensor_parallel_size != slice_.tensorcores:
+                errors.append(
+                    SettingError(
+                        f"serving.{role}.tensorParallelSize",
+                        spec.tensor_parallel_size,
+                        f"{slice_.tensorcores}: a {spec.topology} slice of {self.tpu.machine_type} has "
+                        f"{slice_.chips} chips x {system.tensorcores_per_chip} TensorCores per chip",
+                    )
+                )
+            name = self.lws_name(role)
+            room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
+            if len(name) > room:
+                errors.append(
+                    SettingError(
+                        f"serving.{role}.name",
+                        name,
+                        f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
+                        f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
+                        f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
+                        f"{SLICE_NAME_MAX})",
+                    )
+                )
+            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources)
+        # The model's last path segment becomes the llm-d.ai/model label of every pod.
+        if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
+            errors.append(
+                SettingError(
+                    "serving.model",
+                    self.serving.model,
+                    f"a model whose last path segment is a Kubernetes label value (at most {LABEL_VALUE_MAX} "
+                    "letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
+                )
+            )
+        return errors
+
+    def _check_tpu_vm_fit(self: Settings, key: str, amounts: ResourceAmounts) -> list[SettingError]:
+        """A vLLM pod (requests = limits) asks for at most what one TPU VM offers to pods."""
+        system = self.tpu.system
+        if system.vcpus is None or system.memory_gib is None:
+            return []
+        cpu, mem = node_allocatable_of(system.vcpus, system.memory_gib)
+        errors = []
+        if amounts.cpu is not None and cpu_millis(amounts.cpu) > cpu:
+            errors.append(
+                SettingError(
+                    f"{key}.cpu",
+                    amounts.cpu,
+                    f"at most {cpu / 1000:g} CPUs, what one {self.tpu.machine_type} VM ({system.vcpus} vCPUs) "
+                    "offers to pods after GKE's reservation; a larger request never schedules",
+                )
+            )
+        if amounts.memory is not None and memory_bytes(amounts.memory) > mem:
+            errors.append(
+                SettingError(
+                    f"{key}.memory",
+                    amounts.memory,
+                    f"at most {mem // 2**20}Mi ({mem / GIB:.1f}Gi), what one {self.tpu.machine_type} VM "
+                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold",
+                )
+            )
+        return errors
+
+    def _check_demos(self: Settings) -> list[SettingError]:
+        """JobSet's webhook refuses a JobSet whose longest Job name, <jobset>-<replicatedJob>-<last index>,
+        is not a DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go, validateCreate:
+        placement.GenJobName(js.Name, rJob.Name, rJob.Replicas-1) through validation.IsDNS1035Label)."""
+        errors = []
+        for key, demo in (("demos.subslicing", self.demos.subslicing), ("demos.superslicing", self.demos.superslicing)):
+            if not demo.enabled:
+                continue
+            job = longest_job_name(demo.name, demo.replicas)
+            if len(job) > DNS_LABEL_MAX:
+                errors.append(
+                    SettingError(
+                        f"{key}.name",
+                        demo.name,
+                        f"at most {DNS_LABEL_MAX - (len(job) - len(demo.name))} characters here: JobSet names its "
+                        f"Jobs <name>-{DEMO_REPLICATED_JOB}-<index> ({job!r} would be {len(job)}), and a Job name "
+                        f"is a DNS-1035 label of at most {DNS_LABEL_MAX}",
+                    )
+                )
+        return errors
+
+    def _check_workload_namespace(self: Settings) -> list[SettingError]:
+        """Kueue's webhooks fail closed in exactly this namespace (components/model/addons/kueue_config.py sets it as
+        managedJobsNamespaceSelector, and the chart gives the pod webhook that selector with `failurePolicy: Fail`:
+        kubernetes-sigs/kueue v0.17.4 charts/kueue/templates/webhook/manifests.yaml mpod.kb.io). Kueue's own default
+        leaves kube-system and its own namespace out for that reason (apis/config/v1beta2/defaults.go): in an
+        add-on's namespace no controller pod could start while Kueue is down (Kueue's own, never), and `kube-` is
+        Kubernetes' own prefix (kubernetes.io/docs/concepts/overview/working-with-objects/namespaces, "Avoid
+        creating namespaces with the prefix kube-"). The program also creates this namespace itself."""
+        namespace = self.kueue.namespace
+        addons = {
+            f"addons.{key}.namespace": addon.namespace
+            for key, addon in (("jobset", self.addons.jobset), ("kueue", self.addons.kueue), ("lws", self.addons.lws))
+        }
+        taken = [key for key, value in addons.items() if value == namespace]
+        if taken or namespace.startswith("kube-"):
+            why = f"it is {', '.join(taken)}" if taken else "kube- is Kubernetes' own prefix"
+            return [
+                SettingError(
+                    "kueue.namespace",
+                    namespace,
+                    "a namespace of its own, not an add-on's and not kube-*: Kueue's pod webhook fails closed "
+                    f"there, so no other controller may live in it ({why})",
+                )
+            ]
+        return []
+
+    def _check_version_floor(self: Settings) -> list[SettingError]:
+        """A pin or prefix that can never reach the floor is refused here; what a prefix resolves to, at preview."""
+        try:
+            floor, why = self.version_floor()
+        except geometry.GeometryError:
+            return []  # the floor depends on which workloads are sub-slices: _check_workloads reports the shape
+        newest = self.cluster.version_spec.newest_possible()
+        if newest is not None and newest < gke_version_tuple(floor):
+            return [SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")]
+        return []

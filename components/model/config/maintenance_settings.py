@@ -1,0 +1,140 @@
+"""Settings of the cluster's maintenance exclusion: a window without upgrades."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from components.model.config.checks import (
+    Model,
+    SettingError,
+)
+from components.model.config.rules import (
+    MAINTENANCE,
+    TF_CLUSTER,
+    Rule,
+)
+
+
+class MaintenanceExclusion(Model):
+    """A window without upgrades. No default dates: any fixed default is in the past some day.
+
+    Either `end` or `endTimeBehavior: UNTIL_END_OF_SUPPORT` (GKE ends the exclusion when the cluster's
+    minor version reaches its end of support, so the stack file never expires). The provider sends no
+    end time with that behaviour and reads none back (terraform-provider-google-beta release-8.0.0
+    @93c65b2d60, resource_container_cluster.go lines 6387-6389 and 8299-8306): an `end` next to it would
+    diff on every run, so exactly one of the two is allowed.
+    """
+
+    name: Annotated[
+        str,
+        Rule(
+            "a non-empty string (the provider requires it; its schema has no other rule)",
+            f"{TF_CLUSTER}:1434-1436 at 93c65b2d60 (maintenance_exclusion.exclusion_name: Required; it keys the "
+            "API's exclusions, :6376)",
+            refused="",
+            accepted="x",
+        ),
+    ] = Field("no-upgrade-next-month", description="the exclusion's name")
+    start: Annotated[
+        datetime,
+        Rule(
+            "an RFC 3339 time with a zone, before end",
+            MAINTENANCE,
+            refused="2026-12-01T00:00:00",
+            accepted="2026-12-19T23:59:59Z",
+        ),
+    ] = Field(description="when the exclusion starts")
+    end: Annotated[
+        datetime | None,
+        Rule(
+            "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
+            "ended)",
+            MAINTENANCE,
+            refused="2026-11-30T12:00:00Z",
+            accepted="2026-12-01T00:00:01Z",
+        ),
+    ] = Field(None, description="when the exclusion ends")
+    end_time_behavior: Annotated[
+        Literal["UNTIL_END_OF_SUPPORT"] | None,
+        Rule(
+            "UNTIL_END_OF_SUPPORT (GKE ends the exclusion when the minor version's support ends) or unset; only with "
+            "scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES, and without end",
+            f"{MAINTENANCE}; {TF_CLUSTER} (maintenance_exclusion.end_time_behavior)",
+            refused="FOREVER",
+            accepted="UNTIL_END_OF_SUPPORT",
+            context={
+                "cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "scope": "NO_MINOR_UPGRADES"}}
+            },
+        ),
+    ] = Field(None, description="an exclusion that lasts until the minor version's end of support")
+    scope: Annotated[
+        Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"],
+        Rule(
+            "NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES",
+            f"{TF_CLUSTER} (exclusion_options.scope)",
+            refused="NO_PATCHES",
+            accepted="NO_MINOR_OR_NODE_UPGRADES",
+        ),
+    ] = Field("NO_UPGRADES", description="which upgrades the exclusion holds back")
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, v: str) -> str:
+        # "" is no value to Terraform's SDK: the preview would fail on the cluster instead of here.
+        if not v:
+            raise ValueError("a non-empty name: the exclusion's name is required by the provider")
+        return v
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError("an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self, info: ValidationInfo) -> MaintenanceExclusion:
+        if self.end_time_behavior is not None:
+            # GKE offers end-of-support exclusions for the minor-upgrade scopes only.
+            if self.scope == "NO_UPGRADES":
+                raise SettingError(
+                    "endTimeBehavior",
+                    self.end_time_behavior,
+                    "only with scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES (a NO_UPGRADES exclusion "
+                    "needs an end)",
+                )
+            if self.end is not None:
+                raise SettingError(
+                    "end",
+                    self.rfc3339(self.end),
+                    "unset when endTimeBehavior is UNTIL_END_OF_SUPPORT (GKE takes no end time with it)",
+                )
+            return self
+        if self.end is None:
+            raise SettingError(
+                "end", None, "an RFC 3339 time, or endTimeBehavior: UNTIL_END_OF_SUPPORT (NO_MINOR scopes)"
+            )
+        if self.end <= self.start:
+            raise SettingError("end", self.end.isoformat(), f"must be after start {self.start.isoformat()}")
+        # An exclusion that is over protects nothing, and GKE rejects adding one that has ended.
+        now = (info.context or {}).get("now")
+        if now is not None and self.end <= now:
+            raise SettingError(
+                "end",
+                self.rfc3339(self.end),
+                f"a time in the future (it is {self.rfc3339(now.replace(microsecond=0))}): move the window "
+                "forward, use endTimeBehavior: UNTIL_END_OF_SUPPORT (NO_MINOR scopes), or set "
+                "cluster.maintenanceExclusion to null for none",
+            )
+        return self
+
+    def rfc3339(self, when: datetime) -> str:
+        return when.isoformat().replace("+00:00", "Z")

@@ -1,0 +1,108 @@
+"""Settings of the network: the VPC, its subnets and the names derived from the prefix."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from components.model.config.checks import (
+    MTU_MAX,
+    MTU_MIN,
+    Model,
+    SettingError,
+    cidr,
+    gce_name,
+)
+from components.model.config.rules import GCE_NAMES, PROXY_SUBNETS, SUBNET_RANGES, VPC_MTU, Rule
+
+
+class NetworkSettings(Model):
+    # The longest derived name is <prefix>-allow-internal; GCE names stop at 63 characters.
+    prefix: Annotated[
+        str,
+        AfterValidator(lambda v: gce_name(v, 63 - len("-allow-internal"), "a GCE name prefix")),
+        Rule(
+            "a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so "
+            "that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63",
+            GCE_NAMES,
+            "cluster-replace",
+            "a" * 49,
+            "a" * 48,
+        ),
+    ] = Field(
+        "qwen-serving",
+        description="names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`",
+    )
+    mtu: Annotated[int, Rule("an integer from 1300 to 8896", VPC_MTU, "network", 8897, 1300)] = Field(
+        8896, description="the VPC's MTU (the largest GCE allows, as the codelab sets it)"
+    )
+    tpu_subnet_cidr: Annotated[
+        str,
+        AfterValidator(lambda v: cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")),
+        Rule(
+            "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
+            SUBNET_RANGES,
+            "subnets",
+            "10.10.0.0/30",
+            "10.10.0.0/29",
+        ),
+    ] = Field("10.10.0.0/18", description="primary range of the TPU and node subnet")
+    proxy_subnet_cidr: Annotated[
+        str,
+        AfterValidator(lambda v: cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")),
+        Rule(
+            "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
+            PROXY_SUBNETS,
+            "subnets",
+            "172.16.0.0/27",
+            "192.168.0.0/26",
+        ),
+    ] = Field("172.16.0.0/26", description="the proxy-only subnet the regional internal Gateway needs")
+
+    @field_validator("mtu")
+    @classmethod
+    def _mtu(cls, v: int) -> int:
+        if not MTU_MIN <= v <= MTU_MAX:
+            raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
+        return v
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> NetworkSettings:
+        tpu, proxy = ipaddress.ip_network(self.tpu_subnet_cidr), ipaddress.ip_network(self.proxy_subnet_cidr)
+        if tpu.overlaps(proxy):
+            raise SettingError(
+                "proxySubnetCidr",
+                self.proxy_subnet_cidr,
+                f"must not overlap network.tpuSubnetCidr {self.tpu_subnet_cidr}",
+            )
+        return self
+
+    @property
+    def network_name(self) -> str:
+        return f"{self.prefix}-main"
+
+    @property
+    def tpu_subnet_name(self) -> str:
+        return f"{self.prefix}-tpu"
+
+    @property
+    def proxy_subnet_name(self) -> str:
+        return f"{self.prefix}-proxy"
+
+    @property
+    def firewall_name(self) -> str:
+        return f"{self.prefix}-allow-internal"
+
+    @property
+    def proxy_firewall_name(self) -> str:
+        return f"{self.prefix}-allow-proxy"
+
+    @property
+    def router_name(self) -> str:
+        return f"{self.prefix}-router"
+
+    @property
+    def nat_name(self) -> str:
+        return f"{self.prefix}-nat"

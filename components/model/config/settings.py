@@ -1,0 +1,393 @@
+"""Stack settings: one pydantic model tree, the single source of truth for every name and number.
+
+Validated straight from stack config before any resource is registered. Every problem is reported
+as `<config key> = <bad value>: <what is allowed>`, all problems in one error. This module loads stack config
+into the model and formats its errors; the root model is components/model/config/root_settings.py, the checks between
+keys components/model/config/cross_checks.py, the sections network_settings.py, cluster_settings.py
+(+ maintenance_settings.py), tpu_settings.py, k8s_settings.py (+ resources_settings.py), serving_settings.py
+(+ serving_parts_settings.py), observability_settings.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import typing
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+)
+
+from components.model.config.checks import (
+    PLACEHOLDER_RE,
+    PROJECT,
+    REDACTED,
+    ConfigError,
+    SettingError,
+    SettingErrors,
+    looks_secret,
+    redact_text,
+)
+from components.model.config.root_settings import Settings
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    args = typing.get_args(annotation) or (annotation,)
+    return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+def _is_secret(annotation: Any) -> bool:
+    args = typing.get_args(annotation) or (annotation,)
+    return any(isinstance(a, type) and issubclass(a, SecretStr) for a in args)
+
+
+def secret_paths(model: type[BaseModel] = Settings, prefix: str = "") -> frozenset[str]:
+    """Config paths of every secret field (typed SecretStr), wherever it sits in the model tree.
+
+    A new secret key is secret everywhere (redacted, refused in plain text) by its type alone.
+    """
+    out: set[str] = set()
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        if _is_secret(field.annotation):
+            out.add(path)
+        for sub in _models_in(field.annotation):
+            out |= secret_paths(sub, f"{path}.")
+    return frozenset(out)
+
+
+SECRET_PATHS = secret_paths()
+# Top-level keys holding a secret: Pulumi encrypts (and reports as secret) whole top-level keys.
+SECRET_TOP_KEYS = frozenset(p.split(".", 1)[0] for p in SECRET_PATHS)
+_STRUCTURED = {
+    f.alias or name
+    for name, f in Settings.model_fields.items()
+    if _models_in(f.annotation) or typing.get_origin(f.annotation) in (list, dict)
+}
+
+
+def _alias_path(loc: tuple[Any, ...]) -> str:
+    """The config path of an error location: pydantic names a field by its Python name when its default is
+    what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
+    parts: list[str] = []
+    model: Any = Settings
+    for part in loc:
+        field = None
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            parts.append(str(part))
+            model = None
+            continue
+        parts.append(field.alias or str(part))
+        model = _model_at(tuple(loc[: len(parts)]))
+    return ".".join(parts)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: Any = Settings
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = next((f for n, f in model.model_fields.items() if n == part or f.alias == part), None)
+        if field is None:
+            return None
+        subs = _models_in(field.annotation)
+        model = subs[0] if subs else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def all_paths(model: type[BaseModel] = Settings, prefix: str = "") -> list[str]:
+    """Every config path of the model tree, sections included (`tpu`, `tpu.reservation`, `tpu.reservation.name`)."""
+    out = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        out.append(path)
+        for sub in _models_in(field.annotation):
+            out += all_paths(sub, f"{path}.")
+    return out
+
+
+def _config_key(path: str) -> str:
+    top = path.split(".", 1)[0]
+    return f"gcp:{path}" if top == "project" else f"{PROJECT}:{path}"
+
+
+def is_secret_path(path: str, secret_keys: frozenset[str] = frozenset()) -> bool:
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    return top in SECRET_TOP_KEYS | secret_keys or any(
+        path == p or path.startswith((f"{p}.", f"{p}[")) for p in SECRET_PATHS
+    )
+
+
+def _show(path: str, value: Any, secret_keys: frozenset[str] = frozenset()) -> str:
+    if is_secret_path(path, secret_keys) or looks_secret(value):
+        return REDACTED
+    return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+
+
+def _unknown_key(path: str, parent: type[BaseModel] | None) -> str:
+    """`<key>: unknown key ...`, never with its value (it may be a secret put in the wrong place)."""
+    known = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
+    if parent is Settings:
+        known.remove("project")  # that one is gcp:project
+    name = path.rsplit(".", 1)[-1]
+    prefix = path[: -len(name)]
+    close = [f"{prefix}{k}" for k in difflib.get_close_matches(name, known, n=1)]
+    elsewhere = close or [p for p in all_paths() if p.rsplit(".", 1)[-1] == name and p != path]
+    hint = f"; did you mean {', '.join(_config_key(p) for p in elsewhere)}?" if elsewhere else ""
+    return f"{_config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
+
+
+def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) -> list[str]:
+    """One line per problem: `<key> = <value>: <allowed>`."""
+    lines = []
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        cause = (e.get("ctx") or {}).get("error")
+        causes = (
+            cause.errors if isinstance(cause, SettingErrors) else [cause] if isinstance(cause, SettingError) else []
+        )
+        if causes:
+            for c in causes:
+                path = _alias_path(loc + tuple(c.field.split(".")))
+                if c.value is None:
+                    lines.append(f"{_config_key(path)} is not set: {c.allowed}")
+                else:
+                    lines.append(f"{_config_key(path)} = {_show(path, c.value, secret_keys)}: {c.allowed}")
+            continue
+        path = _alias_path(loc)
+        if e["type"] == "extra_forbidden":
+            lines.append(_unknown_key(path, _model_at(loc[:-1])))
+            continue
+        msg = redact_text(e["msg"].removeprefix("Value error, "))
+        if e["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            msg = _map_shape(path, _model_at(loc))
+        if is_secret_path(path, secret_keys):
+            msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
+        if e["type"] == "missing":
+            lines.append(f"{_config_key(path)} is not set: it is required")
+        elif e["input"] is None:  # a key that may be unset, but not here
+            lines.append(f"{_config_key(path)} is not set: {msg}")
+        else:
+            lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
+    return lines
+
+
+def _map_shape(path: str, model: type[BaseModel] | None) -> str:
+    """What a section takes when it was given a plain value: its keys (the required ones first) and the command
+    that sets one, instead of pydantic's message naming the internal class."""
+    if model is None:
+        return "a map (YAML mapping), not a plain value"
+    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
+    keys = [f.alias or n for n, f in fields]
+    return (
+        f"a map with the keys {', '.join(keys)}, not a plain value; set one with `{set_command(f'{path}.{keys[0]}')}`"
+    )
+
+
+def _type_word(error_type: str) -> str:
+    return error_type.removesuffix("_type").replace("_", " ")
+
+
+def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(config path, value) of every string holding a `<REPLACE-ME...>` marker, in document order."""
+    if isinstance(value, str):
+        return [(path, value)] if PLACEHOLDER_RE.search(value) else []
+    if isinstance(value, Mapping):
+        return [hit for k, v in value.items() for hit in _placeholders(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _placeholders(v, f"{path}[{i}]")]
+    return []
+
+
+def _without(value: Any, path: list[str | int]) -> Any:
+    """A copy of `value` without the item at `path` (so its default, or 'not set', applies instead)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(value, Mapping) and isinstance(head, str):
+        if not rest:
+            return {k: v for k, v in value.items() if k != head}
+        return {**value, head: _without(value[head], rest)}
+    if isinstance(value, list) and isinstance(head, int):
+        if not rest:
+            return value[:head] + value[head + 1 :]
+        return [*value[:head], _without(value[head], rest), *value[head + 1 :]]
+    return value
+
+
+def _split_path(path: str) -> list[str | int]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p]
+
+
+def _get(value: Any, path: list[str | int]) -> Any:
+    for part in path:
+        if isinstance(value, Mapping) and isinstance(part, str):
+            value = value.get(part)
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        else:
+            return None
+    return value
+
+
+def set_command(path: str, secret: bool = False) -> str:
+    """The `pulumi config set` command that stores a value at `path` (nested paths need --path)."""
+    if path == "project":
+        return "pulumi config set gcp:project <value>"
+    flag = " --secret" if secret else ""
+    where = f" --path '{path}'" if re.search(r"[.\[]", path) else f" {path}"
+    return f"pulumi config set{flag}{where} <value>"
+
+
+def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
+    key = _config_key(path)
+    how = f"`{set_command(path, is_secret_path(path))}`"
+    return (
+        f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
+        f"environment's value there or with {how}"
+    )
+
+
+def _plaintext_secrets(data: Mapping[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """A secret field set in plain text (not a Pulumi secret) is refused: the stack file would hold it."""
+    problems = []
+    for path in sorted(SECRET_PATHS):
+        value = _get(data, _split_path(path))
+        if value in (None, "") or path.split(".", 1)[0] in secret_keys:
+            continue
+        problems.append(
+            f"{_config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
+            f"{' --path' if '.' in path else ''} {path}`) and set it encrypted with `{set_command(path, True)}`"
+        )
+    return problems
+
+
+def _flat_nested_key(key: str) -> str | None:
+    """A top-level key such as `tpu.cubes`: what `pulumi config set tpu.cubes 4` stores without --path."""
+    top = re.split(r"[.\[]", key, maxsplit=1)[0]
+    camel = {(f.alias or n) for n, f in Settings.model_fields.items()} - {"project"}
+    if key == top or top not in camel:
+        return None
+    return (
+        f"{PROJECT}:{key}: a nested key set without --path (Pulumi stored one flat key named {key!r}, which the "
+        f"program does not read); run `pulumi config rm {key}`, then `pulumi config set --path '{key}' <value>`"
+    )
+
+
+def _partial(data: Mapping[str, Any], valid: set[str], context: dict[str, Any]) -> tuple[Settings, frozenset[str]]:
+    """Settings built from the top-level keys that validate on their own, and the names of those left out."""
+    values: dict[str, Any] = {}
+    for name, field in Settings.model_fields.items():
+        if name not in valid:
+            continue
+        alias = field.alias or name
+        try:
+            if alias in data:
+                values[name] = TypeAdapter(field.annotation).validate_python(data[alias], context=context)
+            else:
+                values[name] = field.get_default(call_default_factory=True, validated_data={})
+                if isinstance(values[name], dict) and _models_in(field.annotation):
+                    values[name] = _models_in(field.annotation)[0].model_validate({}, context=context)
+        except (ValidationError, ValueError, TypeError):
+            continue
+    return Settings.model_construct(**values), frozenset(set(Settings.model_fields) - set(values))
+
+
+def _independent_problems(
+    err: ValidationError, data: Mapping[str, Any], context: dict[str, Any], secret_keys: frozenset[str]
+) -> list[str]:
+    """Cross-key problems among the keys that are valid, found although other keys are not."""
+    alias_to_name = {(f.alias or n): n for n, f in Settings.model_fields.items()}
+    failed = {alias_to_name.get(str(e["loc"][0]), str(e["loc"][0])) for e in err.errors() if e["loc"]}
+    if any(not e["loc"] for e in err.errors()):
+        return []  # the cross-checks themselves ran and failed: already reported
+    partial, left_out = _partial(data, set(Settings.model_fields) - failed, context)
+    lines = []
+    try:
+        errors = partial.cross_check_errors(skip=left_out)
+    except Exception:
+        return []
+    for c in errors:
+        if c.value is None:
+            lines.append(f"{_config_key(c.field)} is not set: {c.allowed}")
+        else:
+            lines.append(f"{_config_key(c.field)} = {_show(c.field, c.value, secret_keys)}: {c.allowed}")
+    return lines
+
+
+def load(
+    raw: Mapping[str, Any],
+    project: str | None,
+    secret_keys: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+) -> Settings:
+    """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
+
+    Values of `secret_keys` (Pulumi secrets, by top-level key) and of secret fields are never echoed, and a
+    secret field outside `secret_keys` (plain text in the stack) is an error. `now` is the clock for date
+    checks (a maintenance exclusion must not be over); default: the current time. A value holding a
+    `<REPLACE-ME...>` marker is one problem naming its key; it is then validated as if unset, and other
+    problems of the same key are not reported on top. (The offline commands add the `--set` flags that fill
+    the placeholders: components/cli/plan.py config_error.)
+    """
+    data: dict[str, Any] = {}
+    problems: list[str] = []
+    secret_keys = frozenset(secret_keys)
+    for key, value in raw.items():
+        flat = _flat_nested_key(key)
+        if flat:
+            problems.append(flat)
+            continue
+        if key in _STRUCTURED and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                problems.append(
+                    f"{PROJECT}:{key} = {_show(key, value, secret_keys)}: a structured object (YAML map); set "
+                    f"its items with `pulumi config set --path '{key}.<item>' <value>`"
+                )
+                continue
+        data[key] = value
+    if project is not None:
+        data["project"] = project
+    # gcp:project first, then the project's keys in stack-file order.
+    placeholders = sorted(_placeholders(data, ""), key=lambda hit: hit[0] != ".project")
+    placeholder_keys = []
+    for path, value in placeholders:
+        path = path.lstrip(".")
+        problems.append(_placeholder_problem(path, value, secret_keys))
+        placeholder_keys.append(_config_key(path))
+        # Validation errors spell list items `a.0.b`, placeholders `a[0].b`: drop both forms.
+        placeholder_keys.append(_config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
+        # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
+        placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
+        data = _without(data, _split_path(path))
+    problems += _plaintext_secrets(data, secret_keys)  # after the placeholders: a marker is no secret
+    context = {"now": now or datetime.now(UTC)}
+    try:
+        settings = Settings.model_validate(data, context=context)
+    except ValidationError as err:
+        lines = describe(err, secret_keys) + _independent_problems(err, data, context, secret_keys)
+        problems.extend(
+            line
+            for line in lines
+            if not any(line.startswith((f"{key} ", f"{key}.", f"{key}[", f"{key}:")) for key in placeholder_keys)
+        )
+        settings = None
+    if problems:
+        raise ConfigError(
+            f"invalid stack configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  "
+            # Credential-shaped text is redacted wherever it sits, key names included.
+            + "\n  ".join(redact_text(line) for line in problems)
+        )
+    assert settings is not None
+    return settings

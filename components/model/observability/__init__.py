@@ -1,0 +1,1 @@
+"""Monitoring and health: metrics, PromQL, alerts, the dashboard, the cubes' health (pure)."""

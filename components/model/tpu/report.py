@@ -1,0 +1,393 @@
+"""The planner's results and their two renderings: the table (`python -m components plan`, the preview
+warning) and the JSON form (`as_dict()`, the `capacityPlan` stack output)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from components.model.tpu.demand import Workload
+from components.model.tpu.geometry import Topology
+from components.model.tpu.reservation import Assignment
+
+TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
+
+
+class Status(StrEnum):
+    ADMITTED = "admitted"
+    PENDING = "pending"  # never admitted
+    PREEMPTED = "preempted"  # admitted, then evicted by a higher priority, not readmitted
+    PARTIAL = "partial"  # only for a whole LeaderWorkerSet: some replica groups admitted, some not
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one slice (or, for a super-slice, its part in one cube) sits."""
+
+    key: str  # the workload's config key
+    unit: str  # the Kueue workload: the key for a JobSet, key[group] for an LWS replica group
+    slice_index: int  # index among the workload's slices (the replica group of an LWS)
+    topology: Topology  # the whole slice's shape
+    cube: int
+    offset: tuple[int, ...]  # chip coordinates of the part's corner inside the cube
+    extent: Topology  # the part inside this cube: the slice itself, or the whole cube for a super-slice
+    part: int = 0  # which cube of a super-slice (0 for a sub-slice)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.key,
+            "unit": self.unit,
+            "slice": self.slice_index,
+            "topology": str(self.topology),
+            "offset": list(self.offset),
+            "extent": str(self.extent),
+            "part": self.part,
+        }
+
+
+@dataclass(frozen=True)
+class CubePlan:
+    index: int
+    pool: str
+    chips: int
+    used_chips: int
+    placements: tuple[Placement, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "pool": self.pool,
+            "chips": self.chips,
+            "usedChips": self.used_chips,
+            "placements": [p.as_dict() for p in self.placements],
+        }
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """One eviction during the simulation: `by` (strictly higher priority) preempted `victim`."""
+
+    victim: str  # Kueue workload label
+    victim_key: str
+    victim_priority: int
+    by: str
+    by_key: str
+    by_priority: int
+    by_priority_class: str
+    step: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "victim": self.victim,
+            "victimPriority": self.victim_priority,
+            "by": self.by,
+            "byPriority": self.by_priority,
+            "step": self.step,
+        }
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """The outcome for one Kueue workload."""
+
+    label: str
+    key: str
+    group: int | None  # the LWS replica group; None for a JobSet
+    slices: int
+    chips: int
+    status: Status
+    reason: str
+    preempted_by: str | None
+    cubes: tuple[int, ...]
+    waiting_for: str = ""  # why it is not admitted (empty when admitted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.label,
+            "status": self.status.value,
+            "reason": self.reason,
+            "preemptedBy": self.preempted_by,
+            "cubes": list(self.cubes),
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """The outcome for one config key (a JobSet, or every replica group of an LWS)."""
+
+    workload: Workload
+    status: Status
+    reason: str
+    admitted_slices: int
+    admitted_chips: int
+    units: tuple[UnitPlan, ...]
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "key": w.key,
+            "name": w.name,
+            "topology": str(w.topology),
+            "kind": w.kind.value,
+            "slices": w.slices,
+            "chips": w.chips,
+            "priority": w.priority,
+            "priorityValue": w.priority_value,
+            "gang": w.gang,
+            "status": self.status.value,
+            "reason": self.reason,
+            "admittedSlices": self.admitted_slices,
+            "admittedChips": self.admitted_chips,
+            "units": [u.as_dict() for u in self.units],
+        }
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """How a serving role moves to a new LeaderWorkerSet when its pod shape, replicas, priority or queue change.
+
+    The new set is created beside the old one (components/model/serving/rollout.py); `surge` is how many of its groups
+    Kueue admits while every old group still runs (same or higher priorities are not preempted, lower ones may
+    be). With a surge, the old set is deleted once `wait_for` new groups are ready; without one, the old set
+    has to go first and the role serves nothing until the new groups load.
+    """
+
+    key: str  # serving.prefill
+    name: str  # the configured LWS name (the object adds its revision)
+    topology: Topology
+    replicas: int  # groups of the new set
+    surge: int  # new groups admitted while the old set runs
+    running: int  # groups of the role the plan admits: what the new set gets once the old one is gone
+    preempts: tuple[str, ...]  # workloads the new groups preempt while both sets run
+    waiting: str  # why no more new groups fit, when surge < replicas
+    # The deployed shape the new set rolls from ("4 x 2x2x2, high-priority"), read from the stack's previous
+    # outputs when it differs from the configured one; "" when it is the same or was not read.
+    deployed: str = ""
+
+    @property
+    def create_first(self) -> bool:
+        return self.surge > 0
+
+    @property
+    def wait_for(self) -> int:
+        """Ready groups of the new set before the old one is deleted (create-first) or the update ends."""
+        return self.surge if self.create_first else self.running
+
+    def in_place(self) -> str:
+        """What a change LWS rolls in place (image, flags, env, probes) does to the role's ready leaders.
+
+        LWS v0.8.0 rolls with maxUnavailable 1 and no surge (pkg/webhooks/leaderworkerset_webhook.go `Default`):
+        one group at a time, the others serving. A surge is not used: see components/model/serving/rollout.py.
+        """
+        if self.replicas == 1:
+            return "in place (image, flags): its only group restarts, no ready leader until it reloads"
+        return f"in place (image, flags): one group at a time, {self.replicas - 1} of {self.replicas} ready"
+
+    def describe(self) -> str:
+        if self.create_first:
+            text = (
+                f"new LeaderWorkerSet first; the old one is deleted once {self.wait_for} of its "
+                f"{self.replicas} groups are ready"
+            )
+            if self.preempts:
+                text += f" (meanwhile preempting {', '.join(self.preempts)})"
+            return text
+        return (
+            f"no room for a new {self.topology} group beside the running ones: the old "
+            f"LeaderWorkerSet is deleted first and {self.key} has no ready leader until the new groups load"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "topology": str(self.topology),
+            "replicas": self.replicas,
+            "surge": self.surge,
+            "running": self.running,
+            "createFirst": self.create_first,
+            "waitFor": self.wait_for,
+            "preempts": list(self.preempts),
+            "waiting": self.waiting,
+            "deployed": self.deployed,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    machine_type: str
+    cube_topology: Topology
+    cube_chips: int
+    quota: int | None
+    cubes: tuple[CubePlan, ...]
+    workloads: tuple[WorkloadPlan, ...]
+    preemptions: tuple[Preemption, ...]
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    rollouts: tuple[RolloutPlan, ...] = ()  # serving roles only (planner.plan)
+    sub_blocks: Assignment | None = None  # which cube is on which sub-block; None: not read
+
+    @property
+    def chips_provisioned(self) -> int:
+        return len(self.cubes) * self.cube_chips
+
+    @property
+    def chips_requested(self) -> int:
+        return sum(w.workload.chips for w in self.workloads)
+
+    @property
+    def chips_admitted(self) -> int:
+        return sum(w.admitted_chips for w in self.workloads)
+
+    @property
+    def chips_free(self) -> int:
+        """Chips no slice uses once every workload the plan admits runs."""
+        return sum(c.chips - c.used_chips for c in self.cubes)
+
+    @property
+    def idle_cubes(self) -> int:
+        """Cubes no admitted slice uses: headroom (more replicas, other workloads) the reservation bills anyway."""
+        return sum(1 for c in self.cubes if c.used_chips == 0)
+
+    def headroom(self) -> str:
+        n = len(self.cubes)
+        return (
+            f"HEADROOM  {self.idle_cubes} of {n} cube{'s' if n != 1 else ''} idle (no slice placed once every "
+            f"admitted workload runs; reserved, so billed all the same); {self.chips_free} of "
+            f"{self.chips_provisioned} chips free"
+        )
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def workload(self, key: str) -> WorkloadPlan:
+        for w in self.workloads:
+            if w.key == key:
+                return w
+        raise KeyError(key)
+
+    def unit(self, label: str) -> UnitPlan:
+        for w in self.workloads:
+            for u in w.units:
+                if u.label == label:
+                    return u
+        raise KeyError(label)
+
+    def placements(self) -> list[Placement]:
+        return [p for c in self.cubes for p in c.placements]
+
+    def error_message(self) -> str:
+        n = len(self.errors)
+        text = f"impossible TPU request ({n} problem{'s' if n != 1 else ''}):\n  " + "\n  ".join(self.errors)
+        if self.sub_blocks and self.sub_blocks.unusable:
+            # The cubes left out explain the error, and say how to bring them back.
+            text += "\n  Cubes not counted:\n    " + "\n    ".join(self.sub_blocks.warnings)
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "machineType": self.machine_type,
+            "cubeTopology": str(self.cube_topology),
+            "totals": {
+                "cubes": len(self.cubes),
+                "chipsProvisioned": self.chips_provisioned,
+                "chipsRequested": self.chips_requested,
+                "chipsAdmitted": self.chips_admitted,
+                "chipsFree": self.chips_free,
+                "idleCubes": self.idle_cubes,
+                "tpuQuota": self.quota,
+            },
+            "cubes": [c.as_dict() for c in self.cubes],
+            "workloads": [w.as_dict() for w in self.workloads],
+            "preemptions": [p.as_dict() for p in self.preemptions],
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+            "rollouts": [r.as_dict() for r in self.rollouts],
+            "subBlocks": self.sub_blocks.as_dict() if self.sub_blocks else None,
+        }
+
+    def rollout(self, key: str) -> RolloutPlan:
+        for r in self.rollouts:
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
+    def table(self) -> str:
+        """A compact fixed-width summary: totals, one row per workload, one row per (cube, workload)."""
+        n = len(self.cubes)
+        head = (
+            f"TPU plan: {n} x {self.cube_topology} cube{'s' if n != 1 else ''} ({self.machine_type}) = "
+            f"{self.chips_provisioned} chips provisioned; {self.chips_requested} requested, "
+            f"{self.chips_admitted} admitted"
+        )
+        if self.quota is not None:
+            head += f"; kueue.tpuQuota {self.quota}"
+        rows = [["WORKLOAD", "TOPOLOGY", "SLICES", "CHIPS", "PRIORITY", "STATUS", "REASON"]]
+        for w in self.workloads:
+            wl = w.workload
+            rows.append(
+                [
+                    wl.key,
+                    str(wl.topology),
+                    f"{w.admitted_slices}/{wl.slices}",
+                    str(wl.chips),
+                    wl.priority,
+                    w.status.value,
+                    w.reason,
+                ]
+            )
+        cube_rows = [["CUBE", "POOL", "USED", "WORKLOAD", "SLICES", "SHAPE", "WHERE"]]
+        for c in self.cubes:
+            first = [str(c.index), c.pool, f"{c.used_chips}/{c.chips}"]
+            groups: dict[str, list[Placement]] = {}
+            for p in c.placements:
+                groups.setdefault(p.key, []).append(p)
+            if not groups:
+                cube_rows.append([*first, "-", "", "", "free"])
+            for key, ps in groups.items():
+                if ps[0].extent == ps[0].topology:
+                    where = " ".join(",".join(str(x) for x in p.offset) for p in ps)
+                else:
+                    where = " ".join(f"cube {p.part + 1}/{p.topology.chips // c.chips}" for p in ps)
+                cube_rows.append([*first, key, ranges(p.slice_index for p in ps), str(ps[0].topology), where])
+                first = ["", "", ""]
+        lines = [head, self.headroom(), "", *_align(rows)]
+        if self.preemptions:
+            shown = [f"{p.by} preempts {p.victim}" for p in self.preemptions[:TABLE_PREEMPTIONS]]
+            if len(self.preemptions) > TABLE_PREEMPTIONS:
+                shown.append(f"... {len(self.preemptions) - TABLE_PREEMPTIONS} more in the stack output")
+            lines += ["", "PREEMPTIONS  " + "; ".join(shown)]
+        if self.rollouts:
+            # What a change of a role's pod shape, replicas, priority or queue will do (see RolloutPlan).
+            lines.append("")
+            lines += [
+                f"ROLLOUT  {r.key}: "
+                + (f"from the deployed {r.deployed}: " if r.deployed else "")
+                + f"{r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}; {r.in_place()}"
+                for r in self.rollouts
+            ]
+        tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
+        return "\n".join([*lines, "", *_align(cube_rows), *tail])
+
+
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def ranges(values: Iterable[int]) -> str:
+    """0,1,2,3,5 -> '0-3,5'."""
+    out: list[str] = []
+    for v in sorted(set(values)):
+        if out and out[-1].split("-")[-1] == str(v - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{v}"
+        else:
+            out.append(str(v))
+    return ",".join(out)

@@ -1,0 +1,299 @@
+"""The dashboard survives the Monitoring API's round trip: the second `pulumi up` shows no change.
+
+What the API stores is its proto (googleapis/googleapis google/monitoring/dashboard/v1/*.proto at f8291d2b, the
+subset below, transcribed with its field types), and what it answers is that message in proto3 JSON: lowerCamelCase
+names, and no field at its default value (https://protobuf.dev/programming-guides/json/, "JSON Options": "If a
+field has the default value in the protocol buffer, it will be omitted in the JSON-encoded data by default";
+defaults per type: https://protobuf.dev/programming-guides/proto3/#default). The provider then compares that answer
+with the configured JSON after removing only the keys the configuration lacks
+(terraform-provider-google-beta google-beta/services/monitoring/resource_monitoring_dashboard.go,
+`removeComputedKeys` and `monitoringDashboardDiffSuppress`, at v7.45.0 and main 93c65b2d). A configured field the
+API drops is therefore a change on every `up` (hashicorp/terraform-provider-google#16173).
+
+The defaults below come from those rules and the proto's types, never from what the program emits.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from components.model.observability.dashboard import without_defaults
+from tests.harness import Run, run_program
+
+P = "gke-tpu-slicing"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+
+# Enums: their first value (number 0) is the default (proto3 requires it).
+ENUMS: dict[str, tuple[str, ...]] = {
+    "XyChart.DataSet.PlotType": ("PLOT_TYPE_UNSPECIFIED", "LINE", "STACKED_AREA", "STACKED_BAR", "HEATMAP"),
+    "XyChart.DataSet.TargetAxis": ("TARGET_AXIS_UNSPECIFIED", "Y1", "Y2"),
+    "XyChart.Axis.Scale": ("SCALE_UNSPECIFIED", "LINEAR", "LOG10"),
+    "ChartOptions.Mode": ("MODE_UNSPECIFIED", "COLOR", "X_RAY", "STATS"),
+    "Threshold.Color": ("COLOR_UNSPECIFIED", "YELLOW", "RED"),
+    "Threshold.Direction": ("DIRECTION_UNSPECIFIED", "ABOVE", "BELOW"),
+    "Threshold.TargetAxis": ("TARGET_AXIS_UNSPECIFIED", "Y1", "Y2"),
+}
+
+# message -> JSON field name -> (kind, type, oneof). kind: "scalar", "enum", "message", "repeated" (of a message or
+# scalar type), "map". Only the fields of the messages this program can write; an unknown one fails the walk.
+Field = tuple[str, str, str | None]
+MESSAGES: dict[str, dict[str, Field]] = {
+    # dashboard.proto
+    "Dashboard": {
+        "name": ("scalar", "string", None),
+        "displayName": ("scalar", "string", None),
+        "etag": ("scalar", "string", None),
+        "mosaicLayout": ("message", "MosaicLayout", "layout"),
+        "labels": ("map", "string", None),
+    },
+    # layouts.proto
+    "MosaicLayout": {
+        "columns": ("scalar", "int32", None),
+        "tiles": ("repeated", "MosaicLayout.Tile", None),
+    },
+    "MosaicLayout.Tile": {
+        "xPos": ("scalar", "int32", None),
+        "yPos": ("scalar", "int32", None),
+        "width": ("scalar", "int32", None),
+        "height": ("scalar", "int32", None),
+        "widget": ("message", "Widget", None),
+    },
+    # widget.proto
+    "Widget": {
+        "title": ("scalar", "string", None),
+        "xyChart": ("message", "XyChart", "content"),
+        "sectionHeader": ("message", "SectionHeader", "content"),
+        "id": ("scalar", "string", None),
+    },
+    # section_header.proto
+    "SectionHeader": {
+        "subtitle": ("scalar", "string", None),
+        "dividerBelow": ("scalar", "bool", None),
+    },
+    # xychart.proto
+    "XyChart": {
+        "dataSets": ("repeated", "XyChart.DataSet", None),
+        "thresholds": ("repeated", "Threshold", None),
+        "xAxis": ("message", "XyChart.Axis", None),
+        "yAxis": ("message", "XyChart.Axis", None),
+        "y2Axis": ("message", "XyChart.Axis", None),
+        "chartOptions": ("message", "ChartOptions", None),
+    },
+    "XyChart.DataSet": {
+        "timeSeriesQuery": ("message", "TimeSeriesQuery", None),
+        "plotType": ("enum", "XyChart.DataSet.PlotType", None),
+        "legendTemplate": ("scalar", "string", None),
+        "targetAxis": ("enum", "XyChart.DataSet.TargetAxis", None),
+    },
+    "XyChart.Axis": {
+        "label": ("scalar", "string", None),
+        "scale": ("enum", "XyChart.Axis.Scale", None),
+    },
+    "ChartOptions": {"mode": ("enum", "ChartOptions.Mode", None)},
+    # metrics.proto
+    "TimeSeriesQuery": {
+        "prometheusQuery": ("scalar", "string", "source"),
+        "timeSeriesQueryLanguage": ("scalar", "string", "source"),
+        "unitOverride": ("scalar", "string", None),
+        "outputFullDuration": ("scalar", "bool", None),
+    },
+    "Threshold": {
+        "label": ("scalar", "string", None),
+        "value": ("scalar", "double", None),
+        "color": ("enum", "Threshold.Color", None),
+        "direction": ("enum", "Threshold.Direction", None),
+        "targetAxis": ("enum", "Threshold.TargetAxis", None),
+    },
+}
+# proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default) and their JSON form
+# (int64 as a decimal string, https://protobuf.dev/programming-guides/json/).
+SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "int64": 0, "double": 0.0}
+
+
+def _is_default(kind: str, type_: str, value: Any) -> bool:
+    if kind == "scalar":
+        default = SCALAR_DEFAULTS[type_]
+        if type_ == "int64" and isinstance(value, str):
+            value = int(value)
+        return type(value) is type(default) and value == default if type_ == "bool" else value == default
+    if kind == "enum":
+        return value in (ENUMS[type_][0], 0)
+    if kind in ("repeated", "map"):
+        return len(value) == 0
+    return False  # a message field that is set is present, even when empty
+
+
+def defaults_in(value: dict[str, Any], message: str = "Dashboard", path: str = "") -> list[str]:
+    """Paths of every field at its proto3 default (oneof members excepted: they have presence)."""
+    found = []
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else key
+        if key not in MESSAGES[message]:
+            raise AssertionError(f"{where}: no field {key!r} in {message} (transcribe it from the proto first)")
+        kind, type_, oneof = MESSAGES[message][key]
+        if oneof is None and _is_default(kind, type_, item):
+            found.append(f"{where} = {json.dumps(item)}")
+        if kind == "message":
+            found += defaults_in(item, type_, where)
+        elif kind == "repeated" and type_ in MESSAGES:
+            for i, element in enumerate(item):
+                found += defaults_in(element, type_, f"{where}[{i}]")
+    return found
+
+
+def api_answer(value: dict[str, Any], message: str = "Dashboard") -> dict[str, Any]:
+    """What the API returns for a message it stored: proto3 JSON, defaults dropped, int64 as strings, enums by name."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        kind, type_, oneof = MESSAGES[message][key]
+        if oneof is None and _is_default(kind, type_, item):
+            continue
+        if kind == "message":
+            out[key] = api_answer(item, type_)
+        elif kind == "repeated" and type_ in MESSAGES:
+            out[key] = [api_answer(e, type_) for e in item]
+        elif kind == "enum":
+            out[key] = ENUMS[type_][item] if isinstance(item, int) else item
+        elif kind == "scalar" and type_ == "int64":
+            out[key] = str(item)
+        elif kind == "scalar" and type_ == "double":
+            out[key] = float(item)
+        else:
+            out[key] = copy.deepcopy(item)
+    return out
+
+
+def stored(config: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard as the provider's Read puts it in the state: the API's answer, with its own name and etag."""
+    return {"name": "projects/123456789012/dashboards/0b1c2d3e", "etag": "5d1b7b2f", **api_answer(config)}
+
+
+def remove_computed_keys(old: Any, new: Any) -> Any:
+    """resource_monitoring_dashboard.go `removeComputedKeys`: drops from `old` (the state) every key `new` (the
+    configuration) lacks or holds null, recursing into objects and, element by element, into lists of objects."""
+    for key in list(old):
+        value = old[key]
+        if new.get(key) is None:
+            del old[key]
+            continue
+        if isinstance(value, dict):
+            old[key] = remove_computed_keys(value, new[key])
+        elif isinstance(value, list):
+            for i, element in enumerate(value):
+                if isinstance(element, dict) and len(new[key]) > i:
+                    value[i] = remove_computed_keys(element, new[key][i])
+    return old
+
+
+def diff_suppressed(state: dict[str, Any], config: dict[str, Any]) -> bool:
+    """`monitoringDashboardDiffSuppress`: no change when the trimmed state deep-equals the configuration."""
+    return _deep_equal(remove_computed_keys(copy.deepcopy(state), config), config)
+
+
+def _deep_equal(a: Any, b: Any) -> bool:
+    # Go's reflect.DeepEqual on encoding/json values: numbers are float64, "1" is not 1, true is not 1.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def emitted(run: Run) -> dict[str, Any]:
+    assert run.error is None, run.error
+    return json.loads(run.get(DASHBOARD, "observability-dashboard").inputs["dashboardJson"])
+
+
+CASES = {
+    "dev": {},
+    "no-serving": {f"{P}:serving": {"enabled": False}},
+    "no-demos": {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}},
+    "four-cubes": {f"{P}:tpu": {"cubes": 4}},
+    # no chips: the provisioned-chips threshold is at 0, the default of its `value`
+    "no-cubes": {
+        f"{P}:tpu": {"cubes": 0},
+        f"{P}:serving": {"enabled": False},
+        f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+    },
+}
+
+
+@pytest.fixture(scope="module", params=[*CASES, "staging", "prod"])
+def dashboard(request: pytest.FixtureRequest) -> dict[str, Any]:
+    if request.param in CASES:
+        return emitted(run_program(CASES[request.param]))
+    return emitted(run_program(stack=request.param))
+
+
+def test_no_field_of_the_dashboard_is_at_its_default(dashboard: dict[str, Any]) -> None:
+    assert defaults_in(dashboard) == []
+    # Not vacuous: the walk reaches every tile and data set (a dashboard has dozens of fields).
+    tiles = dashboard["mosaicLayout"]["tiles"]
+    assert len(tiles) >= 6 and any("xyChart" in t["widget"] for t in tiles)
+
+
+def test_what_the_api_returns_shows_no_change_on_the_second_up(dashboard: dict[str, Any]) -> None:
+    assert diff_suppressed(stored(dashboard), dashboard)
+
+
+def test_the_model_sees_the_permanent_diff_of_a_zero_position(dev: Run) -> None:
+    """The first tile of a row sits at column 0, the first row at line 0: written out, each is a change forever."""
+    config = emitted(dev)
+    first = config["mosaicLayout"]["tiles"][0]
+    assert "xPos" not in first and "yPos" not in first  # at the origin, so left out
+    for field in ("xPos", "yPos"):
+        broken = copy.deepcopy(config)
+        broken["mosaicLayout"]["tiles"][0][field] = 0
+        assert defaults_in(broken) == [f"mosaicLayout.tiles[0].{field} = 0"]
+        assert not diff_suppressed(stored(broken), broken)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("mosaicLayout", "tiles", 0, "widget", "sectionHeader", "dividerBelow"), False),
+        (("mosaicLayout", "tiles", 1, "widget", "xyChart", "dataSets", 0, "legendTemplate"), ""),
+        (("mosaicLayout", "tiles", 1, "widget", "xyChart", "thresholds"), []),
+        (("mosaicLayout", "tiles", 1, "widget", "xyChart", "yAxis", "scale"), "SCALE_UNSPECIFIED"),
+        (("mosaicLayout", "tiles", 1, "widget", "xyChart", "dataSets", 0, "timeSeriesQuery", "unitOverride"), ""),
+    ],
+    ids=["false", "empty-string", "empty-list", "default-enum", "empty-unit"],
+)
+def test_every_kind_of_default_is_found_and_would_diff(dev: Run, path: tuple[Any, ...], value: Any) -> None:
+    broken = emitted(dev)
+    node: Any = broken
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    assert len(defaults_in(broken)) == 1
+    assert not diff_suppressed(stored(broken), broken)
+    # ... and the program's own clean-up takes each out again.
+    assert defaults_in(without_defaults(broken)) == []
+
+
+def test_keys_the_api_adds_are_no_change() -> None:
+    """The reverse direction is the provider's business and works: state keys the config lacks are ignored."""
+    config = {"displayName": "d", "mosaicLayout": {"columns": 48, "tiles": [{"width": 48, "height": 4}]}}
+    state = stored(config)
+    state["mosaicLayout"]["tiles"][0]["widget"] = {"id": "abc"}
+    assert diff_suppressed(state, config)
+    # A changed value is still a change (the model is not blind).
+    changed = copy.deepcopy(config)
+    changed["mosaicLayout"]["tiles"][0]["width"] = 24
+    assert not diff_suppressed(state, changed)
+
+
+def test_an_empty_label_value_is_kept() -> None:
+    """A map's entries are data: proto3 JSON writes every entry, an empty value too, so the tag label stays."""
+    config = {"displayName": "d", "labels": {P: ""}}
+    assert defaults_in(config) == []
+    assert stored(config)["labels"] == {P: ""}
+    assert without_defaults(config) == config

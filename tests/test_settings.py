@@ -1,0 +1,190 @@
+"""Every independent problem of a configuration in one error, and rules between keys that the per-key table
+(tests/test_reference.py) cannot show with one value."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from components.model.config.settings import ConfigError, load
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
+# Keys without a default the tests do not vary: merged under every configuration below.
+REQUIRED: dict[str, Any] = {
+    "serving": {"weightsBucket": "my-weights"},
+    "observability": {"notifyNobody": True},
+    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
+}
+P = "gke-tpu-slicing"
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if both else value
+    return out
+
+
+def ok(raw: dict[str, Any], project: str = "my-tpu-project") -> None:
+    load(merge(REQUIRED, raw), project, now=NOW)
+
+
+def problems(raw: dict[str, Any], project: str = "my-tpu-project") -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        load(merge(REQUIRED, raw), project, now=NOW)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"invalid stack configuration ({len(lines) - 1} problem{'s' if len(lines) > 2 else ''}):"
+    return [line.strip() for line in lines[1:]]
+
+
+def test_cross_checks_still_run_beside_an_invalid_key_they_do_not_read() -> None:
+    # network.mtu is invalid; the priority check reads kueue, tpu, demos and serving only.
+    found = problems({**BASE, "network": {"mtu": 1}, "serving": {"prefill": {"priority": "urgent"}}})
+    assert len(found) == 2, found
+    assert found[0].startswith(f"{P}:network.mtu = 1:")
+    assert found[1].startswith(f"{P}:serving.prefill.priority = 'urgent': one of kueue.priorities")
+
+
+def test_a_cross_check_that_reads_an_invalid_key_is_not_guessed() -> None:
+    # kueue.priorities is invalid, so whether 'urgent' is a priority cannot be said: one problem only.
+    found = problems({**BASE, "kueue": {"priorities": {"Bad": 1}}, "serving": {"prefill": {"priority": "urgent"}}})
+    assert len(found) == 1 and found[0].startswith(f"{P}:kueue.priorities = "), found
+
+
+def test_every_problem_of_one_section_and_between_sections() -> None:
+    raw: dict[str, Any] = {
+        "tpu": {"cubeTopology": "4x4x2", "poolPrefix": "p" * 38, "cubes": 10, "reservation": {"consumeType": "ANY"}},
+        "serving": {"prefill": {"tensorParallelSize": 8, "name": "p" * 40}, "decode": {"priority": "urgent"}},
+        "demos": {"subslicing": {"name": "s" * 53, "replicas": 11}},
+    }
+    found = problems(raw)
+    keys = [line.split(" ", 1)[0].rstrip(":") for line in found]
+    # tpu's three problems, and the demo check, which reads demos alone; the serving checks read tpu: not run.
+    assert keys == [
+        f"{P}:tpu.cubeTopology",
+        f"{P}:tpu.reservation.consumeType",
+        f"{P}:tpu.poolPrefix",
+        f"{P}:demos.subslicing.name",
+    ], found
+    # Once tpu is valid, the serving and demo problems all show at once.
+    raw["tpu"] = BASE["tpu"]
+    found = problems(raw)
+    keys = sorted(line.split(" ", 1)[0] for line in found)
+    assert keys == sorted(
+        [
+            f"{P}:serving.decode.priority",
+            f"{P}:serving.prefill.tensorParallelSize",
+            f"{P}:serving.prefill.name",
+            f"{P}:demos.subslicing.name",
+        ]
+    ), found
+
+
+def test_the_longest_jobset_job_name_bounds_the_demo_name_with_its_replicas() -> None:
+    name = "s" * 53
+    ok({**BASE, "demos": {"subslicing": {"name": name, "replicas": 10}}})
+    found = problems({**BASE, "demos": {"subslicing": {"name": name, "replicas": 11}}})
+    assert f"{P}:demos.subslicing.name = '{name}': at most 52 characters here" in found[0], found
+    assert f"'{name}-job-jax-10' would be 64" in found[0]
+
+
+def test_the_last_pool_name_bounds_the_pool_prefix_with_the_cube_count() -> None:
+    prefix = "p" * 38
+    ok({"tpu": {**BASE["tpu"], "poolPrefix": prefix, "cubes": 9}})
+    found = problems({"tpu": {**BASE["tpu"], "poolPrefix": prefix, "cubes": 10}})
+    assert found[0].startswith(f"{P}:tpu.poolPrefix = '{prefix}': at most 37 characters with tpu.cubes = 10")
+    assert f"'{prefix}-10'" in found[0]
+
+
+def test_requests_above_limits_are_refused_for_each_resource() -> None:
+    res = {"requests": {"cpu": "3", "memory": "5Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    found = problems({**BASE, "addons": {"jobset": {"controllerResources": res}}})
+    assert found == [
+        f"{P}:addons.jobset.controllerResources.requests.cpu = '3': at most limits.cpu (2)",
+        f"{P}:addons.jobset.controllerResources.requests.memory = '5Gi': at most limits.memory (4Gi)",
+    ]
+
+
+def test_quantities_are_compared_by_value_across_units() -> None:
+    res = {"requests": {"cpu": "1500m", "memory": "1G"}, "limits": {"cpu": "1.5", "memory": "1e9"}}
+    ok({**BASE, "addons": {"jobset": {"controllerResources": res}}})
+
+
+def test_vllm_pods_must_fit_one_tpu_vm() -> None:
+    found = problems({**BASE, "serving": {"decode": {"resources": {"cpu": "230", "memory": "1000Gi"}}}})
+    assert [line.split(" = ")[0] for line in found] == [
+        f"{P}:serving.decode.resources.cpu",
+        f"{P}:serving.decode.resources.memory",
+    ], found
+    assert "224 vCPUs" in found[0] and "960 GiB" in found[1]
+
+
+def test_vllm_batched_tokens_at_least_sequences() -> None:
+    found = problems({**BASE, "serving": {"maxNumSeqs": 1024, "maxNumBatchedTokens": 1000}})
+    assert found == [
+        f"{P}:serving.maxNumBatchedTokens = 1000: at least serving.maxNumSeqs (1024): vLLM refuses fewer batched "
+        "tokens than sequences in a batch"
+    ]
+
+
+@pytest.mark.parametrize("interval", ["1m30s", "1500ms", "2h", "1w", "1d12h", "90s"])
+def test_every_prometheus_duration_is_accepted(interval: str) -> None:
+    ok({**BASE, "observability": {"scrapeInterval": interval}})
+
+
+@pytest.mark.parametrize("interval", ["1m 30s", "30", "1.5m", "30s1m", "0s", "1y", ""])
+def test_what_the_consumer_refuses_is_refused(interval: str) -> None:
+    found = problems({**BASE, "observability": {"scrapeInterval": interval}})
+    assert found[0].startswith(f"{P}:observability.scrapeInterval = "), found
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vllm-tpu:nightly",  # Docker Hub short form
+        "ubuntu",  # no tag: the runtime pulls :latest
+        "localhost:5000/a/b",
+        "[::1]:5000/a/b:t",
+        "Registry.Example.COM/a__b/c-d.e:TAG_1.0",
+        "gcr.io/p/i@sha256:" + "a" * 64,
+    ],
+)
+def test_every_oci_reference_is_accepted(image: str) -> None:
+    ok({**BASE, "serving": {"image": image}})
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vLLM",
+        "vllm/vllm:",
+        "vllm/vllm:-tag",
+        "a/b@sha256:abc",
+        "a/b@md5:" + "a" * 32,
+        "a//b",
+        "-a/b",
+        "a/b:" + "t" * 129,
+    ],
+)
+def test_what_the_oci_grammar_refuses_is_refused(image: str) -> None:
+    found = problems({**BASE, "serving": {"image": image}})
+    assert found[0].startswith(f"{P}:serving.image = "), found
+
+
+def test_unknown_keys_hint_the_close_or_misplaced_key_without_the_value() -> None:
+    found = problems({**BASE, "serving": {"imgae": "x", "hfToken": "y"}, "tpuu": {}})
+    assert f"{P}:serving.imgae: unknown key; did you mean {P}:serving.image?" in found[0]
+    assert f"{P}:serving.hfToken: unknown key; did you mean {P}:hfToken?" in found[1]
+    assert found[2].startswith(f"{P}:tpuu: unknown key; did you mean {P}:tpu?")
+
+
+def test_a_flat_nested_key_names_path_and_is_not_read() -> None:
+    found = problems({**BASE, "tpu.cubes": "4"})
+    assert found == [
+        f"{P}:tpu.cubes: a nested key set without --path (Pulumi stored one flat key named 'tpu.cubes', which the "
+        "program does not read); run `pulumi config rm tpu.cubes`, then `pulumi config set --path 'tpu.cubes' <value>`"
+    ]

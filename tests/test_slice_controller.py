@@ -1,0 +1,231 @@
+"""The slice controller's webhooks, scoped by the program to the namespaces its queued workloads run in.
+
+The manifest is a URL the provider fetches at `up`, so nothing offline renders it: the tests run the program's
+transforms (components/addons.py) on objects shaped exactly as the controller's source builds them, AI-Hypercomputer/xpk
+`slice/` at 250d4b3c: config/webhook/manifests.yaml:1-82 (the four webhooks), named and namespaced by
+config/default/kustomization.yaml:2-15 (namespace `slice-controller-system`, prefix `slice-controller-`, the
+`control-plane` label) and webhook/kustomizeconfig.yaml:3-22 (the service's name and namespace), the form the
+release manifest of that tree has (slice/manifests.yaml:646-673 for its JobSet webhook).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from components import addons
+from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_namespace_scope
+from components.model.keys import NAMESPACE_LABEL
+from tests.harness import CODELAB_MIX, PROJECT, Run, run_program
+from tests.harness import label_selector_matches as selects
+
+MUTATING = "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration"
+VALIDATING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+CONFIG_FILE = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+# config/webhook/manifests.yaml at 250d4b3c (lines 7-25, 26-44, 45-63, 64-82): name, path, group, version, resource.
+SOURCE_WEBHOOKS = (
+    ("mjob.kb.io", "/mutate-batch-v1-job", "batch", "v1", "jobs"),
+    ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    (
+        "mleaderworkerset.kb.io",
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+    ),
+    ("mstatefulset.slice-controller.kb.io", "/mutate-apps-v1-statefulset", "apps", "v1", "statefulsets"),
+)
+
+
+def source_configuration(kind: str = "MutatingWebhookConfiguration") -> dict[str, Any]:
+    """The controller's webhook configuration as its kustomization renders it (module docstring)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {
+            "labels": {"control-plane": "controller-manager"},
+            "name": "slice-controller-"
+            + {
+                "MutatingWebhookConfiguration": "mutating-webhook-configuration",
+                "ValidatingWebhookConfiguration": "validating-webhook-configuration",
+            }[kind],
+        },
+        "webhooks": [
+            {
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "service": {
+                        "name": "slice-controller-webhook-service",
+                        "namespace": "slice-controller-system",
+                        "path": path,
+                    }
+                },
+                "failurePolicy": "Fail",
+                "name": name,
+                "rules": [
+                    {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
+                ],
+                "sideEffects": "None",
+            }
+            for name, path, group, version, resource in SOURCE_WEBHOOKS
+        ],
+    }
+
+
+def apply(transforms: list[pulumi.ResourceTransform], type_: str, props: dict[str, Any]) -> dict[str, Any]:
+    """The props the engine registers after each transform in turn (None from one = unchanged)."""
+    opts = pulumi.ResourceOptions()
+    for transform in transforms:
+        result = transform(pulumi.ResourceTransformArgs(True, type_, "child", props, opts))
+        if result is not None:
+            assert result.opts is opts
+            props = result.props
+    return props
+
+
+def namespace_labels(namespace: str) -> dict[str, str]:
+    return {NAMESPACE_LABEL: namespace}  # the API server sets it on every namespace
+
+
+class Captured:
+    """The transforms the program hands the slice controller's ConfigFile, and what its registration carries."""
+
+    def __init__(self) -> None:
+        self.transforms: list[pulumi.ResourceTransform] = []
+        self.registered: int | None = None
+
+
+@pytest.fixture
+def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
+    captured = Captured()
+    original_builder = addons.slice_controller_transforms
+    original_register = MockMonitor.RegisterResource
+
+    def builder(*args: Any) -> list[pulumi.ResourceTransform]:
+        captured.transforms = original_builder(*args)
+        return captured.transforms
+
+    def register(monitor: MockMonitor, request: Any) -> Any:
+        if (request.type, request.name) == CONFIG_FILE:
+            captured.registered = len(request.transforms)
+        return original_register(monitor, request)
+
+    monkeypatch.setattr(addons, "slice_controller_transforms", builder)
+    monkeypatch.setattr(MockMonitor, "RegisterResource", register)
+    yield captured
+
+
+def program(capture: Captured, overrides: dict[str, Any] | None = None) -> Run:
+    run = run_program(overrides)
+    assert run.error is None, run.error
+    assert capture.registered == len(capture.transforms) >= 1  # the engine gets them as callbacks
+    return run
+
+
+def test_every_webhook_of_the_manifest_is_scoped_to_the_queued_namespace(capture: Captured) -> None:
+    run = program(capture)
+    namespace = run.get("kubernetes:core/v1:Namespace", "queues-namespace").plain()["metadata"]["name"]
+    source = source_configuration()
+    out = apply(capture.transforms, MUTATING, copy.deepcopy(source))
+    assert [w["namespaceSelector"] for w in out["webhooks"]] == [
+        {"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "In", "values": [namespace]}]}
+    ] * len(SOURCE_WEBHOOKS)
+    # Nothing else changes: names, rules, failure policy, the service its rotator writes the caBundle for.
+    for webhook in out["webhooks"]:
+        webhook.pop("namespaceSelector")
+    assert out == source
+    # A ValidatingWebhookConfiguration (none at 250d4b3c) would be scoped alike.
+    validating = apply(capture.transforms, VALIDATING, source_configuration("ValidatingWebhookConfiguration"))
+    assert all(selects(w["namespaceSelector"], namespace_labels(namespace)) for w in validating["webhooks"])
+    assert {MUTATING, VALIDATING} == WEBHOOK_CONFIGURATIONS
+
+
+def test_the_scope_follows_the_kueue_namespace(capture: Captured) -> None:
+    program(capture, {f"{PROJECT}:kueue": {"namespace": "tpu-jobs"}})
+    out = apply(capture.transforms, MUTATING, source_configuration())
+    assert {tuple(w["namespaceSelector"]["matchExpressions"][0]["values"]) for w in out["webhooks"]} == {("tpu-jobs",)}
+
+
+def test_an_existing_selector_is_kept_and_narrowed_not_replaced() -> None:
+    requirement = {"key": NAMESPACE_LABEL, "operator": "In", "values": ["jobs"]}
+    source = source_configuration()
+    existing = {
+        "matchLabels": {"team": "tpu"},
+        "matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": ["kube-system"]}],
+    }
+    source["webhooks"][0]["namespaceSelector"] = copy.deepcopy(existing)
+    source["webhooks"][1]["namespaceSelector"] = {}
+    before = copy.deepcopy(source)
+    out = with_namespace_scope(source, requirement)
+    assert source == before  # pure
+    assert out["webhooks"][0]["namespaceSelector"] == {
+        "matchLabels": {"team": "tpu"},
+        "matchExpressions": [*existing["matchExpressions"], requirement],
+    }
+    assert out["webhooks"][1]["namespaceSelector"] == {"matchExpressions": [requirement]}
+    # Narrowed: the webhook keeps its own conditions and gains the namespace.
+    selector = out["webhooks"][0]["namespaceSelector"]
+    assert selects(selector, {**namespace_labels("jobs"), "team": "tpu"})
+    assert not selects(selector, namespace_labels("jobs"))  # its own matchLabels still apply
+    assert not selects(selector, {**namespace_labels("other"), "team": "tpu"})
+    # A second registration (every `up` re-renders the manifest) adds nothing.
+    assert with_namespace_scope(out, requirement) == out
+
+
+def test_other_objects_of_the_manifest_pass_unchanged(capture: Captured) -> None:
+    program(capture)
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slice-controller-webhook-service"}}
+    assert apply(capture.transforms, "kubernetes:core/v1:Service", copy.deepcopy(service)) == service
+    deployment = {"metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"}}
+    assert apply(capture.transforms, DEPLOYMENT, copy.deepcopy(deployment)) == deployment  # dev turns no gate on
+
+
+def test_the_feature_gates_transform_stays_beside_the_scope(capture: Captured) -> None:
+    gates = {f"{PROJECT}:addons": {"sliceController": {"featureGates": ["UseRetryMechanismForSliceCreation"]}}}
+    program(capture, gates)
+    assert len(capture.transforms) == 2
+    deployment = {
+        "metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "manager", "args": ["--leader-elect"]}]}}},
+    }
+    out = apply(capture.transforms, DEPLOYMENT, deployment)
+    assert out["spec"]["template"]["spec"]["containers"][0]["args"][-1].startswith("--feature-gates=")
+    assert "namespaceSelector" in apply(capture.transforms, MUTATING, source_configuration())["webhooks"][0]
+
+
+def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outside(capture: Captured) -> None:
+    """The webhooks must still see every object they act on (the program's queued JobSets and LeaderWorkerSets,
+    and the StatefulSets LWS creates in each set's namespace), and nothing else needs them."""
+    run = program(capture, {**CODELAB_MIX, f"{PROJECT}:serving": {"weightsDownload": {"enabled": True}}})
+    (selector,) = {
+        str(w["namespaceSelector"]): w["namespaceSelector"]
+        for w in apply(capture.transforms, MUTATING, source_configuration())["webhooks"]
+    }.values()
+    workloads = [
+        r
+        for r in run.registrations
+        if r.type
+        in ("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    ]
+    kinds = sorted(r.type.rsplit(":", 1)[-1] for r in workloads)
+    assert kinds == ["JobSet", "JobSet", "LeaderWorkerSet", "LeaderWorkerSet"]  # both demos, prefill and decode
+    for r in workloads:
+        meta = r.plain()["metadata"]
+        assert meta["labels"].get("kueue.x-k8s.io/queue-name"), r.name  # what the webhooks act on
+        assert selects(selector, namespace_labels(meta["namespace"])), r.name
+    # Outside: every other namespace the program makes, the weights download Job's among them.
+    others = [
+        r.plain()["metadata"]["name"]
+        for r in run.of_type("kubernetes:core/v1:Namespace")
+        if r.name != "queues-namespace"
+    ]
+    assert "model-weights" in others and len(others) >= 4
+    assert not any(selects(selector, namespace_labels(ns)) for ns in [*others, "default", "kube-system"])
+    job = run.get("kubernetes:batch/v1:Job", "serving-weights-job").plain()
+    assert not selects(selector, namespace_labels(job["metadata"]["namespace"]))
