@@ -81,6 +81,10 @@ def rows(settings: Settings) -> list[Row]:
             ),
         ),
     ]
+
+    def latency(title: str, metric: str, role: str) -> Chart:
+        return Chart(title, tuple((f"p{round(p * 100)}", q.quantile(p, metric, role)) for p in PERCENTILES), unit="s")
+
     if settings.serving.enabled:
         for role in settings.serving.roles():
             out.append(
@@ -89,22 +93,8 @@ def rows(settings: Settings) -> list[Row]:
                     f"vLLM leaders of {settings.lws_name(role)} (Managed Prometheus job {vllm_job(settings, role)})",
                     (
                         Chart("Requests per second", (("completed", q.request_rate(role)),), unit="1/s"),
-                        Chart(
-                            "Time to first token",
-                            tuple(
-                                (f"p{round(p * 100)}", q.quantile(p, "vllm:time_to_first_token_seconds", role))
-                                for p in PERCENTILES
-                            ),
-                            unit="s",
-                        ),
-                        Chart(
-                            "Inter-token latency",
-                            tuple(
-                                (f"p{round(p * 100)}", q.quantile(p, "vllm:inter_token_latency_seconds", role))
-                                for p in PERCENTILES
-                            ),
-                            unit="s",
-                        ),
+                        latency("Time to first token", "vllm:time_to_first_token_seconds", role),
+                        latency("Inter-token latency", "vllm:inter_token_latency_seconds", role),
                         Chart(
                             "Queue length",
                             (
