@@ -43,6 +43,7 @@ from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
     config_error,
+    parse_args,
     read_stack,
     secret_keys,
     set_secret_keys,
@@ -303,10 +304,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["render"]:
-        args_list = args_list[1:]
-    args = _parser().parse_args(args_list)
+    args = parse_args(_parser(), argv, "render")
     try:
         config = read_stack(args.dir, args.stack, args.set)
         secrets = set(secret_keys(args.dir, args.stack))
