@@ -124,22 +124,15 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_WAIT_S,
         help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
     )
-    parser.add_argument(
-        "--poll", type=_positive(float), default=POLL_S, help=f"seconds between readiness checks (default: {POLL_S:g})"
-    )
-    parser.add_argument("--attempts", type=_positive(int), default=15, help="attempts per request (default: 15)")
-    parser.add_argument(
-        "--read-timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
-    )
-    parser.add_argument(
-        "--connect-timeout", type=_positive(float), default=5.0, help="connect timeout per attempt (default: 5)"
-    )
-    parser.add_argument(
-        "--backoff", type=_positive(float), default=1.0, help="first retry delay, seconds; doubles (default: 1)"
-    )
-    parser.add_argument(
-        "--max-delay", type=_positive(float), default=10.0, help="longest delay between attempts (default: 10)"
-    )
+    for flag, kind, default, text in (
+        ("--poll", float, POLL_S, f"seconds between readiness checks (default: {POLL_S:g})"),
+        ("--attempts", int, 15, "attempts per request (default: 15)"),
+        ("--read-timeout", float, 10.0, "read timeout per attempt, seconds (default: 10)"),
+        ("--connect-timeout", float, 5.0, "connect timeout per attempt (default: 5)"),
+        ("--backoff", float, 1.0, "first retry delay, seconds; doubles (default: 1)"),
+        ("--max-delay", float, 10.0, "longest delay between attempts (default: 10)"),
+    ):
+        parser.add_argument(flag, type=_positive(kind), default=default, help=text)
     return parser
 
 

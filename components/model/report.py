@@ -3,15 +3,16 @@ warning) and the JSON form (`as_dict()`, the `capacityPlan` stack output)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from components.model.demand import Workload
 from components.model.geometry import Topology
 from components.model.reservation import Assignment
 
+T = TypeVar("T")
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
 
 
@@ -268,17 +269,10 @@ class Plan:
         return not self.errors
 
     def workload(self, key: str) -> WorkloadPlan:
-        for w in self.workloads:
-            if w.key == key:
-                return w
-        raise KeyError(key)
+        return _find(self.workloads, key, lambda w: w.key)
 
     def unit(self, label: str) -> UnitPlan:
-        for w in self.workloads:
-            for u in w.units:
-                if u.label == label:
-                    return u
-        raise KeyError(label)
+        return _find((u for w in self.workloads for u in w.units), label, lambda u: u.label)
 
     def placements(self) -> list[Placement]:
         return [p for c in self.cubes for p in c.placements]
@@ -314,10 +308,7 @@ class Plan:
         }
 
     def rollout(self, key: str) -> RolloutPlan:
-        for r in self.rollouts:
-            if r.key == key:
-                return r
-        raise KeyError(key)
+        return _find(self.rollouts, key, lambda r: r.key)
 
     def table(self) -> str:
         """A compact fixed-width summary: totals, one row per workload, one row per (cube, workload)."""
@@ -332,17 +323,8 @@ class Plan:
         rows = [["WORKLOAD", "TOPOLOGY", "SLICES", "CHIPS", "PRIORITY", "STATUS", "REASON"]]
         for w in self.workloads:
             wl = w.workload
-            rows.append(
-                [
-                    wl.key,
-                    str(wl.topology),
-                    f"{w.admitted_slices}/{wl.slices}",
-                    str(wl.chips),
-                    wl.priority,
-                    w.status.value,
-                    w.reason,
-                ]
-            )
+            slices = f"{w.admitted_slices}/{wl.slices}"
+            rows.append([wl.key, str(wl.topology), slices, str(wl.chips), wl.priority, w.status.value, w.reason])
         cube_rows = [["CUBE", "POOL", "USED", "WORKLOAD", "SLICES", "SHAPE", "WHERE"]]
         for c in self.cubes:
             first = [str(c.index), c.pool, f"{c.used_chips}/{c.chips}"]
@@ -375,6 +357,14 @@ class Plan:
             ]
         tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
         return "\n".join([*lines, "", *_align(cube_rows), *tail])
+
+
+def _find(items: Iterable[T], name: str, key: Callable[[T], str]) -> T:
+    """The item named `name`; KeyError when none is."""
+    for item in items:
+        if key(item) == name:
+            return item
+    raise KeyError(name)
 
 
 def _align(rows: list[list[str]]) -> list[str]:
