@@ -122,4 +122,3 @@ def test_the_real_process_prints_one_line_and_exits_2() -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set hfToken:"), proc.stderr
     assert token not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
-

@@ -636,8 +636,7 @@ def test_turning_the_section_off_removes_all_of_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("part", "gone"),
-    [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {DASHBOARD}), ("alerts", {ALERT})],
+    ("part", "gone"), [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {DASHBOARD}), ("alerts", {ALERT})]
 )
 def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
     run = run_program({f"{P}:observability": {part: False}})

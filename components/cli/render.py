@@ -1,27 +1,12 @@
 """`python -m components render --stack NAME --out DIR`: what a stack would apply, as files, offline.
 
-Runs the real `__main__.py` under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no
-Pulumi CLI, no cluster. Writes into DIR:
-
-* `kubernetes/<namespace>/<kind>-<name>.yaml`: every Kubernetes object the program applies itself,
-  one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
-  Pulumi secret redacted; names made portable by `portable` (`:` in an RBAC name becomes `%3A`);
-* `charts/<chart resource>/<namespace>/<kind>-<name>.yaml`: every object inside every Helm chart the program
-  installs, rendered with Helm's engine from the chart's pinned sources and the program's values (release name,
-  namespace) as `helm.v4.Chart` would (components/cli/charts.py); without helm-python-sdk or the sources, a
-  warning says what to run and the charts are only listed;
-* `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
-  Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
-  which cannot be rendered offline;
-* `google-cloud.md`: one table row per Google Cloud resource with its key properties, and
-  `google-cloud.yaml`: every input of every Google Cloud resource;
-* `RENDER.md`: the index, and the capacity plan `pulumi preview` would print.
-
-Values only the cloud knows (resource IDs, the cluster endpoint, the project number) appear as
-markers such as `<network-main.id>`. Output is byte-identical from run to run, so a pull request can
-carry it and a reviewer can diff it. Invalid configuration fails exactly as `pulumi preview` does,
-with nothing written. Exit status: 0 rendered, 1 the program refused the configuration, 2 usage
-errors (arguments, a missing stack file, an output directory that is not a previous render).
+Runs the real program under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no Pulumi CLI, no
+cluster. The files (the Kubernetes objects, the objects inside the Helm charts rendered with Helm's engine by
+charts.py, what only the provider fetches at run time, the Google Cloud resources) are listed in DIR/RENDER.md,
+which `render` below writes with them. Values only the cloud knows appear as markers (`<network-main.id>`);
+output is byte-identical from run to run, so a pull request can carry it. Invalid configuration fails exactly as
+`pulumi preview` does, with nothing written. Exit status: 0 rendered, 1 the program refused the configuration,
+2 usage errors (arguments, a missing stack file, an output directory that is not a previous render).
 """
 
 from __future__ import annotations

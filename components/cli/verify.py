@@ -1,17 +1,10 @@
-"""Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
+"""Post-deploy check of the serving stack: the codelab's verify script as a typed entry point (options: `--help`).
 
-With `--pool` (the stack's verifyCommand passes it), first waits until the InferencePool's leaders
-are Ready (bounded by `--timeout`, one progress line on stderr per change; see cluster.py): a 397B
-model takes far longer to load than any request retry would wait, and a leader is Ready only once
-vLLM serves /v1/models. Then finds the Gateway's address (the official
-`kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
-and POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
-retrying with bounded exponential backoff, and prints one line per request: status, attempts,
-latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails,
-the leaders are not Ready in time or the Gateway has no address, 2 for usage errors (argparse).
-
-No Pulumi imports: this runs from a shell (or a pod inside the VPC, since the `gke-l7-rilb`
-address is internal) with `python -m components verify ...` or with `--stack-outputs`.
+With `--pool`, first waits until the InferencePool's leaders are Ready (cluster.py): a leader is Ready only once
+vLLM serves /v1/models, far later than any request retry would wait for a large model. Then POSTs one
+`/v1/completions` and one `/v1/chat/completions` request through the Gateway, with bounded backoff, and prints
+one line per request. Exit status: 0 both succeed; 1 either fails, the leaders are not Ready in time or the
+Gateway has no address; 2 usage errors. No Pulumi imports: it runs from a shell or with `--stack-outputs`.
 """
 
 from __future__ import annotations
@@ -51,14 +44,7 @@ from components.cli.http_probe import (
 from components.cli.probe_pod import PROBE_NAMESPACE, parse_log, pod_manifest, pod_name, request_json, run_probe_pod
 from components.model.commands import verify_command as command
 
-__all__ = [
-    "GatewayNotReady",
-    "LeadersNotReady",
-    "VerifyError",
-    "command",
-    "gateway_address",
-    "wait_for_leaders",
-]
+__all__ = ["GatewayNotReady", "LeadersNotReady", "VerifyError", "command", "gateway_address", "wait_for_leaders"]
 
 DEFAULT_GATEWAY_NAME = "llm-d-inference-gateway"
 

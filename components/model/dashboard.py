@@ -12,13 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from components.model.monitoring import (
-    RATE_WINDOW,
-    Queries,
-    provisioned_chips,
-    vllm_job,
-    workload_names,
-)
+from components.model.monitoring import RATE_WINDOW, Queries, provisioned_chips, vllm_job, workload_names
 from components.model.settings import PROJECT, Settings
 
 COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (MosaicLayout.columns)
@@ -71,11 +65,7 @@ def rows(settings: Settings) -> list[Row]:
             (
                 Chart("TensorCore utilization by node", (("", q.node_tensorcore()),), unit="%"),
                 *(
-                    Chart(
-                        f"{key} ({name}): TPU duty cycle by pod",
-                        (("", q.workload_duty_cycle(name)),),
-                        unit="%",
-                    )
+                    Chart(f"{key} ({name}): TPU duty cycle by pod", (("", q.workload_duty_cycle(name)),), unit="%")
                     for key, name in workload_names(settings).items()
                 ),
             ),

@@ -74,12 +74,7 @@ def _describe(w: Workload) -> str:
 
 
 def _errors(
-    cube: Cube,
-    cubes: int,
-    quota: int | None,
-    workloads: Sequence[Workload],
-    tree: PartitionTree,
-    unusable: int = 0,
+    cube: Cube, cubes: int, quota: int | None, workloads: Sequence[Workload], tree: PartitionTree, unusable: int = 0
 ) -> list[str]:
     if not workloads:
         return []
