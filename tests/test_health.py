@@ -132,9 +132,10 @@ def stack(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(tmp: Path, res: dict, cluster: dict, *extra: str, preview: Any = None) -> tuple[int, str, str]:
-    (tmp / "res.json").write_text(json.dumps(res))
-    (tmp / "state.json").write_text(json.dumps(cluster))
+def run(tmp: Path, res: dict | str, cluster: dict | str, *extra: str, preview: Any = None) -> tuple[int, str, str]:
+    """The command on these files (a str is written as it is, unreadable JSON included)."""
+    (tmp / "res.json").write_text(res if isinstance(res, str) else json.dumps(res))
+    (tmp / "state.json").write_text(cluster if isinstance(cluster, str) else json.dumps(cluster))
     out, err = io.StringIO(), io.StringIO()
     argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev")]
     argv += ["--reservation", str(tmp / "res.json"), "--cluster-state", str(tmp / "state.json"), *extra]
@@ -336,15 +337,10 @@ def test_a_rejected_admission_check_is_an_action(stack: Path) -> None:
     ],
 )  # fmt: skip
 def test_unreadable_input_is_one_line_and_exit_2(stack: Path, res: str | None, cluster: str | None, message: str):
-    (stack / "res.json").write_text(res or json.dumps(reservation_file(sub_blocks())))
-    (stack / "state.json").write_text(cluster or json.dumps(state()))
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["--stack", "dev", "--dir", str(stack), *set_arguments("dev")]
-    code = cli.main([*argv, "--reservation", str(stack / "res.json"), "--cluster-state", str(stack / "state.json")],
-                    out, err)  # fmt: skip
-    assert code == 2 and out.getvalue() == ""
-    assert err.getvalue().startswith("error: ") and message in err.getvalue()
-    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+    code, out, err = run(stack, res or reservation_file(sub_blocks()), cluster or state())
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_bad_arguments_exit_2(stack: Path) -> None:
