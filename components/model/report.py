@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from components.model.demand import Workload
 from components.model.geometry import Topology
-from components.model.reservation import Assignment
+from components.model.reservation import Assignment, align
 
 T = TypeVar("T")
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
@@ -340,7 +340,7 @@ class Plan:
                     where = " ".join(f"cube {p.part + 1}/{p.topology.chips // c.chips}" for p in ps)
                 cube_rows.append([*first, key, ranges(p.slice_index for p in ps), str(ps[0].topology), where])
                 first = ["", "", ""]
-        lines = [head, self.headroom(), "", *_align(rows)]
+        lines = [head, self.headroom(), "", *align(rows)]
         if self.preemptions:
             shown = [f"{p.by} preempts {p.victim}" for p in self.preemptions[:TABLE_PREEMPTIONS]]
             if len(self.preemptions) > TABLE_PREEMPTIONS:
@@ -356,7 +356,7 @@ class Plan:
                 for r in self.rollouts
             ]
         tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
-        return "\n".join([*lines, "", *_align(cube_rows), *tail])
+        return "\n".join([*lines, "", *align(cube_rows), *tail])
 
 
 def _find(items: Iterable[T], name: str, key: Callable[[T], str]) -> T:
@@ -365,11 +365,6 @@ def _find(items: Iterable[T], name: str, key: Callable[[T], str]) -> T:
         if key(item) == name:
             return item
     raise KeyError(name)
-
-
-def _align(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def ranges(values: Iterable[int]) -> str:
