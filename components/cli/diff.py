@@ -30,7 +30,6 @@ from typing import Any, TextIO
 
 from components.cli import chart_diff, snapshot
 from components.cli.plan import (
-    ROOT,
     OneLineParser,
     StackFileError,
     add_stack_arguments,
@@ -247,8 +246,6 @@ def table(result: engine.Result, stack: str) -> str:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = parse_args(_parser(), argv, "diff")
-    if args.dir is None:
-        args.dir = ROOT
     notes: list[str] = []
     try:
         result = compute(args, notes)
