@@ -35,6 +35,7 @@ import yaml
 from components.cli import upstream_files
 from components.model.chart_release import published
 
+CHART = "kubernetes:helm.sh/v4:Chart"  # the type the program registers each chart as
 INSTALL_HINT = "pip install -r requirements-dev.txt (helm-python-sdk renders the charts offline)"
 # Where each OCI chart's sources are, under the upstream root's `charts/` (`{tag}` = the release tag).
 SOURCES: dict[str, tuple[str, str]] = {
@@ -214,22 +215,14 @@ def render_release(release: Release, root: Path | None = None) -> Rendered:
 
 def releases(registrations: list[Any], redact: Any) -> list[Release]:
     """The program's `helm.v4.Chart` registrations as releases (values with secrets and unknowns as markers)."""
-    out = []
-    for reg in registrations:
-        if reg.type != "kubernetes:helm.sh/v4:Chart":
-            continue
-        inputs = redact(reg.inputs)
-        out.append(
-            Release(
-                resource=reg.name,
-                chart=inputs["chart"],
-                version=inputs["version"],
-                name=inputs.get("name") or reg.name,
-                namespace=inputs.get("namespace") or "default",
-                values=inputs.get("values") or {},
-            )
-        )
+    out = [release_of(reg.name, redact(reg.inputs)) for reg in registrations if reg.type == CHART]
     return sorted(out, key=lambda r: r.resource)
+
+
+def release_of(resource: str, inputs: dict[str, Any]) -> Release:
+    """A `helm.v4.Chart`'s inputs as the provider reads them (release name and namespace defaulted as it does)."""
+    name, namespace = inputs.get("name") or resource, inputs.get("namespace") or "default"
+    return Release(resource, inputs["chart"], inputs["version"], name, namespace, inputs.get("values") or {})
 
 
 def _leaves(values: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from components.cli import chart_diff, snapshot
+from components.cli.plan import ROOT as ROOT  # the repository (tests run `--base` against it)
 from components.cli.plan import (
     OneLineParser,
     StackFileError,
