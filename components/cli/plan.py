@@ -140,22 +140,19 @@ def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         )
     out = copy.deepcopy(config)
     node: Any = out
-    for part, after in itertools.pairwise(parts):
+    for part, after in itertools.pairwise([*parts, None]):  # `after` None: `part` is where the value goes
         if isinstance(node, list) != isinstance(part, int):
             raise _set_error(shown_key, f"{part!r} does not fit the value there", "check the key's path")
         if isinstance(node, list):
             node.extend([None] * (part + 1 - len(node)))
+        if after is None:
+            node[part] = value
+            break
         child = node[part] if isinstance(node, list) else node.get(part)
         if not isinstance(child, dict | list):
             child = [] if isinstance(after, int) else {}
             node[part] = child
         node = child
-    last = parts[-1]
-    if isinstance(node, list) != isinstance(last, int):
-        raise _set_error(shown_key, f"{last!r} does not fit the value there", "check the key's path")
-    if isinstance(node, list):
-        node.extend([None] * (last + 1 - len(node)))
-    node[last] = value
     return out
 
 
