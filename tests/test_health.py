@@ -132,13 +132,15 @@ def stack(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(tmp: Path, res: dict | str, cluster: dict | str, *extra: str, preview: Any = None) -> tuple[int, str, str]:
+def run(
+    tmp: Path, res: dict | str, cluster: dict | str, *extra: str, preview: Any = None, res_file: str = "res.json"
+) -> tuple[int, str, str]:
     """The command on these files (a str is written as it is, unreadable JSON included)."""
-    (tmp / "res.json").write_text(res if isinstance(res, str) else json.dumps(res))
+    (tmp / res_file).write_text(res if isinstance(res, str) else json.dumps(res))
     (tmp / "state.json").write_text(cluster if isinstance(cluster, str) else json.dumps(cluster))
     out, err = io.StringIO(), io.StringIO()
     argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev")]
-    argv += ["--reservation", str(tmp / "res.json"), "--cluster-state", str(tmp / "state.json"), *extra]
+    argv += ["--reservation", str(tmp / res_file), "--cluster-state", str(tmp / "state.json"), *extra]
     kwargs = {"run_preview": preview} if preview is not None else {}
     code = cli.main(argv, out, err, **kwargs)
     return code, out.getvalue(), err.getvalue()
@@ -648,13 +650,8 @@ def doc_reports(tmp: Path) -> str:
         extra = [
             f for f in match.group(2).split() if f.startswith("--") and f not in ("--reservation", "--cluster-state")
         ]
-        if res is None:
-            (tmp / "bad.json").write_text("{")
-            (tmp / "state.json").write_text(json.dumps(cluster))
-            err = io.StringIO()
-            argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev"), "--reservation", str(tmp / "bad.json")]
-            code = cli.main([*argv, "--cluster-state", str(tmp / "state.json")], io.StringIO(), err)
-            shown = err.getvalue()
+        if res is None:  # the unreadable reservation file: the report is the error line
+            code, _, shown = run(tmp, "{", cluster, *extra, res_file="bad.json")
         else:
             code, shown, _ = run(tmp, res, cluster, *extra)
         shown = shown.replace(str(tmp) + "/", "").strip()
