@@ -122,12 +122,9 @@ def _kubernetes_files(registrations: list[Registration]) -> dict[str, str]:
     files: dict[str, str] = {}
     for reg in registrations:
         obj = manifest(reg)
-        meta = obj.get("metadata") or {}
-        namespace = portable(meta["namespace"]) if meta.get("namespace") else "_cluster"
-        name = portable(meta.get("name") or f"{reg.name}-<autonamed>")
         # A Patch resource names the object it patches: its file is named after its own type (`...Patch`).
-        kind = reg.type.rsplit(":", 1)[-1] if reg.type.endswith("Patch") else str(obj["kind"])
-        path = f"kubernetes/{namespace}/{portable(kind.lower())}-{name}.yaml"
+        kind = reg.type.rsplit(":", 1)[-1] if reg.type.endswith("Patch") else ""
+        path = object_path(obj, kind=kind, unnamed=f"{reg.name}-<autonamed>")
         if path in files:
             raise ValueError(f"two objects render to {path}")
         header = f"# {reg.type} {reg.name!r} via provider {short(reg.provider)!r}, parent {short(reg.parent)!r}\n"
