@@ -525,29 +525,11 @@ def test_the_gke_kubeconfig_is_the_programs_own() -> None:
 
 def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.x.yaml"
-    path.write_text(
-        "config:\n"
-        "  gcp:project: p  # mine\n"
-        "  gke-tpu-slicing:tpu:\n"
-        "    cubes: 2\n"
-        "    # pinned by hand\n"
-        "    subBlocks:\n"
-        "      - sb-1\n"
-        "      - sb-2\n"
-        "    reservation:\n"
-        "      name: r\n"
-    )
+    head = "config:\n  gcp:project: p  # mine\n  gke-tpu-slicing:tpu:\n    cubes: 2\n    # pinned by hand\n"
+    tail = "    reservation:\n      name: r\n"
+    path.write_text(head + "    subBlocks:\n      - sb-1\n      - sb-2\n" + tail)
     cli.write_sub_blocks(path, ["sb-3", "sb-2"])
-    assert path.read_text() == (
-        "config:\n"
-        "  gcp:project: p  # mine\n"
-        "  gke-tpu-slicing:tpu:\n"
-        "    cubes: 2\n"
-        "    # pinned by hand\n"
-        "    subBlocks: [sb-3, sb-2]\n"
-        "    reservation:\n"
-        "      name: r\n"
-    )
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n" + tail  # every other line, comments too, kept
     bare = tmp_path / "Pulumi.y.yaml"
     bare.write_text("config:\n  gcp:project: p\n")
     with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
