@@ -263,18 +263,10 @@ def chart_children(run: Run, rendered: dict[str, charts.Rendered]) -> list[Regis
         head = chart.urn.rpartition("::")[0]
         for obj in result.objects:
             type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(resource, obj)
+            # type, name, URN, custom, remote, parent, provider, dependencies, property dependencies, inputs
             out.append(
                 Registration(
-                    type=type_,
-                    name=name,
-                    urn=f"{head}${type_}::{name}",
-                    custom=True,
-                    remote=False,
-                    parent=chart.urn,
-                    provider=chart.provider,
-                    dependencies=[],
-                    property_dependencies={},
-                    inputs=obj,
+                    type_, name, f"{head}${type_}::{name}", True, False, chart.urn, chart.provider, [], {}, obj
                 )
             )
     return out

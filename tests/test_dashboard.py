@@ -51,10 +51,7 @@ MESSAGES: dict[str, dict[str, Field]] = {
         "labels": ("map", "string", None),
     },
     # layouts.proto
-    "MosaicLayout": {
-        "columns": ("scalar", "int32", None),
-        "tiles": ("repeated", "MosaicLayout.Tile", None),
-    },
+    "MosaicLayout": {"columns": ("scalar", "int32", None), "tiles": ("repeated", "MosaicLayout.Tile", None)},
     "MosaicLayout.Tile": {
         "xPos": ("scalar", "int32", None),
         "yPos": ("scalar", "int32", None),
@@ -70,10 +67,7 @@ MESSAGES: dict[str, dict[str, Field]] = {
         "id": ("scalar", "string", None),
     },
     # section_header.proto
-    "SectionHeader": {
-        "subtitle": ("scalar", "string", None),
-        "dividerBelow": ("scalar", "bool", None),
-    },
+    "SectionHeader": {"subtitle": ("scalar", "string", None), "dividerBelow": ("scalar", "bool", None)},
     # xychart.proto
     "XyChart": {
         "dataSets": ("repeated", "XyChart.DataSet", None),
@@ -89,10 +83,7 @@ MESSAGES: dict[str, dict[str, Field]] = {
         "legendTemplate": ("scalar", "string", None),
         "targetAxis": ("enum", "XyChart.DataSet.TargetAxis", None),
     },
-    "XyChart.Axis": {
-        "label": ("scalar", "string", None),
-        "scale": ("enum", "XyChart.Axis.Scale", None),
-    },
+    "XyChart.Axis": {"label": ("scalar", "string", None), "scale": ("enum", "XyChart.Axis.Scale", None)},
     "ChartOptions": {"mode": ("enum", "ChartOptions.Mode", None)},
     # metrics.proto
     "TimeSeriesQuery": {

@@ -133,12 +133,15 @@ def stack(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(tmp: Path, res: dict, cluster: dict, *extra: str, preview: Any = None) -> tuple[int, str, str]:
-    (tmp / "res.json").write_text(json.dumps(res))
-    (tmp / "state.json").write_text(json.dumps(cluster))
+def run(
+    tmp: Path, res: dict | str, cluster: dict | str, *extra: str, preview: Any = None, res_file: str = "res.json"
+) -> tuple[int, str, str]:
+    """The command on these files (a str is written as it is, unreadable JSON included)."""
+    (tmp / res_file).write_text(res if isinstance(res, str) else json.dumps(res))
+    (tmp / "state.json").write_text(cluster if isinstance(cluster, str) else json.dumps(cluster))
     out, err = io.StringIO(), io.StringIO()
     argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev")]
-    argv += ["--reservation", str(tmp / "res.json"), "--cluster-state", str(tmp / "state.json"), *extra]
+    argv += ["--reservation", str(tmp / res_file), "--cluster-state", str(tmp / "state.json"), *extra]
     kwargs = {"run_preview": preview} if preview is not None else {}
     code = cli.main(argv, out, err, **kwargs)
     return code, out.getvalue(), err.getvalue()
@@ -337,15 +340,10 @@ def test_a_rejected_admission_check_is_an_action(stack: Path) -> None:
     ],
 )  # fmt: skip
 def test_unreadable_input_is_one_line_and_exit_2(stack: Path, res: str | None, cluster: str | None, message: str):
-    (stack / "res.json").write_text(res or json.dumps(reservation_file(sub_blocks())))
-    (stack / "state.json").write_text(cluster or json.dumps(state()))
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["--stack", "dev", "--dir", str(stack), *set_arguments("dev")]
-    code = cli.main([*argv, "--reservation", str(stack / "res.json"), "--cluster-state", str(stack / "state.json")],
-                    out, err)  # fmt: skip
-    assert code == 2 and out.getvalue() == ""
-    assert err.getvalue().startswith("error: ") and message in err.getvalue()
-    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+    code, out, err = run(stack, res or reservation_file(sub_blocks()), cluster or state())
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_bad_arguments_exit_2(stack: Path) -> None:
@@ -528,29 +526,11 @@ def test_the_gke_kubeconfig_is_the_programs_own() -> None:
 
 def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.x.yaml"
-    path.write_text(
-        "config:\n"
-        "  gcp:project: p  # mine\n"
-        "  gke-tpu-slicing:tpu:\n"
-        "    cubes: 2\n"
-        "    # pinned by hand\n"
-        "    subBlocks:\n"
-        "      - sb-1\n"
-        "      - sb-2\n"
-        "    reservation:\n"
-        "      name: r\n"
-    )
+    head = "config:\n  gcp:project: p  # mine\n  gke-tpu-slicing:tpu:\n    cubes: 2\n    # pinned by hand\n"
+    tail = "    reservation:\n      name: r\n"
+    path.write_text(head + "    subBlocks:\n      - sb-1\n      - sb-2\n" + tail)
     cli.write_sub_blocks(path, ["sb-3", "sb-2"])
-    assert path.read_text() == (
-        "config:\n"
-        "  gcp:project: p  # mine\n"
-        "  gke-tpu-slicing:tpu:\n"
-        "    cubes: 2\n"
-        "    # pinned by hand\n"
-        "    subBlocks: [sb-3, sb-2]\n"
-        "    reservation:\n"
-        "      name: r\n"
-    )
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n" + tail  # every other line, comments too, kept
     bare = tmp_path / "Pulumi.y.yaml"
     bare.write_text("config:\n  gcp:project: p\n")
     with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
@@ -653,13 +633,8 @@ def doc_reports(tmp: Path) -> str:
         extra = [
             f for f in match.group(2).split() if f.startswith("--") and f not in ("--reservation", "--cluster-state")
         ]
-        if res is None:
-            (tmp / "bad.json").write_text("{")
-            (tmp / "state.json").write_text(json.dumps(cluster))
-            err = io.StringIO()
-            argv = ["--stack", "dev", "--dir", str(tmp), *set_arguments("dev"), "--reservation", str(tmp / "bad.json")]
-            code = cli.main([*argv, "--cluster-state", str(tmp / "state.json")], io.StringIO(), err)
-            shown = err.getvalue()
+        if res is None:  # the unreadable reservation file: the report is the error line
+            code, _, shown = run(tmp, "{", cluster, *extra, res_file="bad.json")
         else:
             code, shown, _ = run(tmp, res, cluster, *extra)
         shown = shown.replace(str(tmp) + "/", "").strip()

@@ -25,6 +25,7 @@ LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 CHART = "kubernetes:helm.sh/v4:Chart"
+RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
 # Labels the LWS controller adds to the pods of a group (kubernetes-sigs/lws leaderworkerset_types.go).
 LWS_NAME, WORKER_INDEX = "leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/worker-index"
 
@@ -35,8 +36,13 @@ def observability(run: Run) -> list[Registration]:
     return [component, *run.descendants(component)] if component else []
 
 
+def declared(run: Run, type_: str, name: str) -> dict[str, Any]:
+    """The object as the program declares it, secrets unwrapped, integral numbers as integers."""
+    return normalize(run.get(type_, name).plain())
+
+
 def pod_monitoring(run: Run, name: str) -> dict[str, Any]:
-    return normalize(run.get(PM, name).plain())
+    return declared(run, PM, name)
 
 
 # --------------------------------------------------------------------------------------------- settings
@@ -107,27 +113,19 @@ def test_kueue_scrape_object_uses_a_token_allowed_to_read_metrics(dev: Run) -> N
     assert pm["metadata"]["namespace"] == "kueue-system"
     (endpoint,) = pm["spec"]["endpoints"]
     assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == ("metrics", "https", "/metrics")
-    secret = normalize(dev.get("kubernetes:core/v1:Secret", "observability-kueue-scraper-token").plain())
-    sa = normalize(dev.get("kubernetes:core/v1:ServiceAccount", "observability-kueue-scraper").plain())
+    secret = declared(dev, "kubernetes:core/v1:Secret", "observability-kueue-scraper-token")
+    sa = declared(dev, "kubernetes:core/v1:ServiceAccount", "observability-kueue-scraper")
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": sa["metadata"]["name"]}
     assert endpoint["authorization"]["credentials"]["secret"] == {"name": secret["metadata"]["name"], "key": "token"}
     # Same namespace as the Secret: GMP reads secrets from the PodMonitoring's namespace only.
     assert secret["metadata"]["namespace"] == sa["metadata"]["namespace"] == pm["metadata"]["namespace"]
-    crb = normalize(
-        dev.get(
-            "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "observability-kueue-metrics-reader"
-        ).plain()
-    )
+    crb = declared(dev, f"{RBAC}ClusterRoleBinding", "observability-kueue-metrics-reader")
     assert crb["roleRef"]["name"] == "kueue-metrics-reader"  # the chart's `<fullname>-metrics-reader`
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "kueue-system"}]
-    role = normalize(dev.get("kubernetes:rbac.authorization.k8s.io/v1:Role", "observability-kueue-token-read").plain())
+    role = declared(dev, f"{RBAC}Role", "observability-kueue-token-read")
     assert role["rules"][0]["resourceNames"] == [secret["metadata"]["name"]]
-    binding = normalize(
-        dev.get(
-            "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "observability-kueue-token-read-collector"
-        ).plain()
-    )
+    binding = declared(dev, f"{RBAC}RoleBinding", "observability-kueue-token-read-collector")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "collector", "namespace": "gmp-system"}]
     # Scraping waits for the chart: its ClusterRole and its pods.
@@ -158,9 +156,9 @@ def test_kueue_exports_the_quota_metrics_while_scraping(dev: Run) -> None:
 
 
 def test_the_program_scrapes_the_epp_and_the_dashboard_reads_its_job(dev: Run) -> None:
-    router = normalize(dev.get(CHART, "serving-router").plain())
+    router = declared(dev, CHART, "serving-router")
     assert "monitoring" not in router["values"]["router"]  # the chart's own scrape objects stay off
-    pm = normalize(dev.get(PM, "observability-epp").plain())
+    pm = pod_monitoring(dev, "observability-epp")
     assert pm["metadata"]["name"] == f"{router['name']}-epp"
     assert pm["spec"]["endpoints"][0]["authorization"]["credentials"]["secret"]["name"] == "epp-metrics-scraper-token"
     # The EPP queries' job is that PodMonitoring's name.
@@ -583,7 +581,7 @@ def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(d
     """kueue v0.17.4: a Retry check evicts with reason AdmissionCheck (pkg/controller/core/workload_controller.go
     :767), a Rejected one deactivates with underlying_cause AdmissionCheck (:455-491); metrics.go:521-546 names
     the labels. Either counts; preemptions (reason Preempted) do not."""
-    policy = normalize(dev.get(ALERT, "observability-slice-failure-evictions").plain())
+    policy = declared(dev, ALERT, "observability-slice-failure-evictions")
     query = policy["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
     scope = 'cluster="qwen-serving-cluster",job="kueue-controller-metrics",cluster_queue="cq"'
     leader = 'replica_role!="follower"'
@@ -596,7 +594,7 @@ def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(d
 def test_a_failed_slice_alerts_on_the_slice_controllers_log_line(dev: Run) -> None:
     """xpk slice/internal/controller/workload_controller.go@250d4b3c:792-797 logs this message for each FAILED
     Slice; a log-match condition needs a notification rate limit."""
-    policy = normalize(dev.get(ALERT, "observability-slice-failed").plain())
+    policy = declared(dev, ALERT, "observability-slice-failed")
     (condition,) = policy["conditions"]
     assert condition["conditionMatchedLog"]["filter"].splitlines() == [
         'resource.type="k8s_container"',
@@ -636,8 +634,7 @@ def test_turning_the_section_off_removes_all_of_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("part", "gone"),
-    [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {DASHBOARD}), ("alerts", {ALERT})],
+    ("part", "gone"), [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {DASHBOARD}), ("alerts", {ALERT})]
 )
 def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
     run = run_program({f"{P}:observability": {part: False}})

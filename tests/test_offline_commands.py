@@ -64,16 +64,8 @@ def test_import_file_and_render_name_set_too(tmp_path: Path) -> None:
 
 
 def test_no_hint_when_no_placeholder_is_left() -> None:
-    flags = [
-        "--set",
-        "gcp:project=p-1234",
-        "--set",
-        "tpu.reservation.name=r",
-        "--set",
-        "serving.weightsBucket=b",
-        "--set",
-        "network.mtu=99999",
-    ]
+    values = ("gcp:project=p-1234", "tpu.reservation.name=r", "serving.weightsBucket=b", "network.mtu=99999")
+    flags = [word for value in values for word in ("--set", value)]
     code, _, err = run(plan.main, ["--stack", "dev", *flags])
     assert code == 1 and "network.mtu" in err and "--set" not in err
 

@@ -21,44 +21,35 @@ Commands (run from the repository root)::
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import os
 import sys
 import tempfile
-import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-LIST = REPO / "tests" / "upstream_files.toml"
-ROOT_ENV = "GKE_TPU_SLICING_UPSTREAM"
-SHARED = REPO.parent / "shared"
-FETCH_COMMAND = "python -m tests.upstream fetch"
+# The reader the offline chart render shares; the tests use these names from here.
+from components.cli.upstream_files import (
+    FETCH_COMMAND,
+    LIST,
+    ROOT_ENV,
+    SHARED,
+    Pinned,
+    cache_dir,
+    from_env,
+    load,
+    problems,
+    under,
+)
+from components.cli.upstream_files import REPO as REPO
+from components.cli.upstream_files import root as _root
+from components.cli.upstream_files import sha256 as sha256
+
 TIMEOUT = 30  # seconds per download
 _SKIP_MARK = " pinned upstream files are not in "
 _FALSY = {"", "0", "false", "no", "off", "n", "f"}
-
-
-@dataclass(frozen=True)
-class Pinned:
-    path: str  # relative to the root, e.g. "schemas/crds/kueue-v0.17.4_topologies.yaml"
-    url: str
-    sha256: str
-    note: str = ""
-
-
-def load(list_file: Path = LIST) -> list[Pinned]:
-    """The pinned files, as listed."""
-    data = tomllib.loads(list_file.read_text())
-    files = [Pinned(**entry) for entry in data.get("file", [])]
-    for entry in files:
-        if Path(entry.path).is_absolute() or ".." in Path(entry.path).parts:
-            raise ValueError(f"{list_file}: path {entry.path!r} must be relative and inside the root")
-    return files
 
 
 def in_ci() -> bool:
@@ -66,59 +57,14 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in _FALSY
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "gke-tpu-slicing" / "upstream"
-
-
-def _from_env() -> Path | None:
-    value = os.environ.get(ROOT_ENV, "").strip()
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else (REPO / path).resolve()
-
-
 def root() -> Path:
     """Where the upstream files are read from: ``$GKE_TPU_SLICING_UPSTREAM``, ``../shared``, or the cache."""
-    env = _from_env()
-    if env is not None:
-        return env
-    return SHARED.resolve() if SHARED.is_dir() else cache_dir()
+    return _root(SHARED)
 
 
 def fetch_dest() -> Path:
     """Where `fetch` writes: never ``../shared`` (CI's read-only copy), the variable's directory or the cache."""
-    return _from_env() or cache_dir()
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@functools.cache
-def _problem(file: Path, expected: str, _mtime: float) -> str | None:
-    return None if sha256(file) == expected else "differs from its pinned sha256"
-
-
-def problems(base: Path, files: Sequence[Pinned]) -> dict[str, str]:
-    """``{path: what is wrong}`` for each pinned file that is missing under ``base`` or has another hash."""
-    out = {}
-    for entry in files:
-        file = base / entry.path
-        if not file.is_file():
-            out[entry.path] = "missing"
-            continue
-        problem = _problem(file, entry.sha256, file.stat().st_mtime)
-        if problem:
-            out[entry.path] = problem
-    return out
-
-
-def under(prefix: str, files: Sequence[Pinned] | None = None) -> list[Pinned]:
-    """The pinned files at or under ``prefix`` (a file or directory relative to the root)."""
-    prefix = prefix.strip("/")
-    return [f for f in (load() if files is None else files) if f.path == prefix or f.path.startswith(prefix + "/")]
+    return from_env() or cache_dir()
 
 
 def skip_reason(base: Path, bad: dict[str, str], total: int) -> str:
@@ -160,7 +106,7 @@ def require(*prefixes: str) -> Path:
     import pytest
 
     base = root()
-    wanted = [f for prefix in prefixes for f in under(prefix)]
+    wanted = [f for prefix in prefixes for f in under(prefix, load())]
     if not wanted:
         raise ValueError(f"nothing in {LIST.name} is under {', '.join(prefixes)}")
     bad = problems(base, wanted)

@@ -16,7 +16,7 @@ from typing import Any
 
 from components.cli import charts
 
-CHART = "kubernetes:helm.sh/v4:Chart"
+CHART = charts.CHART
 
 
 def type_token(api_version: str, kind: str) -> str:
@@ -31,21 +31,9 @@ def child_name(resource: str, obj: dict[str, Any]) -> str:
     return f"{resource}:{namespace}/{meta.get('name')}" if namespace else f"{resource}:{meta.get('name')}"
 
 
-def _release(record: dict[str, Any]) -> charts.Release:
-    inputs = record["inputs"]
-    return charts.Release(
-        resource=record["name"],
-        chart=inputs["chart"],
-        version=inputs["version"],
-        name=inputs.get("name") or record["name"],
-        namespace=inputs.get("namespace") or "default",
-        values=inputs.get("values") or {},
-    )
-
-
 def children(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of the objects inside one Chart record (raises ChartUnavailable)."""
-    rendered = charts.render_release(_release(record))
+    rendered = charts.render_release(charts.release_of(record["name"], record["inputs"]))
     head, _, _ = record["urn"].rpartition("::")
     out = []
     for obj in rendered.objects:

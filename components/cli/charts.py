@@ -1,8 +1,8 @@
 """The objects inside the Helm charts the program installs, rendered offline with Helm's own engine.
 
 `helm.v4.Chart` pulls each chart from its OCI registry and renders it when `pulumi preview`/`up` runs; offline,
-the same objects come from the chart's sources at its release tag (the upstream cache of tests/upstream.py,
-hash-checked) with the release script's edits (components/model/addons/chart_release.py), rendered by
+the same objects come from the chart's sources at its release tag (the pinned upstream files of
+upstream_files.py, hash-checked) with the release script's edits (components/model/addons/chart_release.py), rendered by
 `helm-python-sdk` (Helm's Go SDK in a wheel, called through ctypes; no helm binary, no network).
 
 Engine versions: the wheel carries Helm v4.2.3; pulumi-kubernetes 4.34.2 renders `helm.v4.Chart` with Helm's
@@ -32,10 +32,11 @@ from typing import Any
 
 import yaml
 
+from components.cli import upstream_files
 from components.model.addons.chart_release import published
 
+CHART = "kubernetes:helm.sh/v4:Chart"  # the type the program registers each chart as
 INSTALL_HINT = "pip install -r requirements-dev.txt (helm-python-sdk renders the charts offline)"
-FETCH_HINT = "python -m tests.upstream fetch"
 # Where each OCI chart's sources are, under the upstream root's `charts/` (`{tag}` = the release tag).
 SOURCES: dict[str, tuple[str, str]] = {
     "oci://registry.k8s.io/jobset/charts/jobset": ("jobset", "jobset-{tag}"),
@@ -107,33 +108,29 @@ def helm() -> Any:
 
 
 def upstream_root() -> Path:
-    """The upstream root of tests/upstream.py ($GKE_TPU_SLICING_UPSTREAM, ../shared or the cache)."""
-    from tests import upstream
-
-    return upstream.root()
+    """The upstream root ($GKE_TPU_SLICING_UPSTREAM, ../shared or the cache)."""
+    return upstream_files.root()
 
 
 def source_dir(release: Release, root: Path | None = None) -> tuple[str, Path]:
     """(chart kind, directory of its sources); ChartUnavailable naming the fetch command when not verified."""
-    from tests import upstream
-
     if release.chart not in SOURCES:
         raise ChartUnavailable(f"{release.resource}: no offline sources for chart {release.chart}")
     kind, pattern = SOURCES[release.chart]
     base = root or upstream_root()
     rel = "charts/" + pattern.format(tag=tag(release.version))
     top = rel.split("/")[0] + "/" + rel.split("/")[1]
-    pinned = upstream.under(top)
+    pinned = upstream_files.under(top)
     if not pinned:
         raise ChartUnavailable(
             f"{release.resource}: chart {release.chart} {release.version} has no pinned sources "
             "(tests/upstream_files.toml); only the pinned versions render offline"
         )
-    bad = upstream.problems(base, pinned)
+    bad = upstream_files.problems(base, pinned)
     if bad:
         raise ChartUnavailable(
             f"{release.resource}: {len(bad)} of {len(pinned)} source files of {release.chart} {release.version} "
-            f"are missing or altered in {base}: run `{FETCH_HINT}`"
+            f"are missing or altered in {base}: run `{upstream_files.FETCH_COMMAND}`"
         )
     return kind, base / rel
 
@@ -218,22 +215,14 @@ def render_release(release: Release, root: Path | None = None) -> Rendered:
 
 def releases(registrations: list[Any], redact: Any) -> list[Release]:
     """The program's `helm.v4.Chart` registrations as releases (values with secrets and unknowns as markers)."""
-    out = []
-    for reg in registrations:
-        if reg.type != "kubernetes:helm.sh/v4:Chart":
-            continue
-        inputs = redact(reg.inputs)
-        out.append(
-            Release(
-                resource=reg.name,
-                chart=inputs["chart"],
-                version=inputs["version"],
-                name=inputs.get("name") or reg.name,
-                namespace=inputs.get("namespace") or "default",
-                values=inputs.get("values") or {},
-            )
-        )
+    out = [release_of(reg.name, redact(reg.inputs)) for reg in registrations if reg.type == CHART]
     return sorted(out, key=lambda r: r.resource)
+
+
+def release_of(resource: str, inputs: dict[str, Any]) -> Release:
+    """A `helm.v4.Chart`'s inputs as the provider reads them (release name and namespace defaulted as it does)."""
+    name, namespace = inputs.get("name") or resource, inputs.get("namespace") or "default"
+    return Release(resource, inputs["chart"], inputs["version"], name, namespace, inputs.get("values") or {})
 
 
 def _leaves(values: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

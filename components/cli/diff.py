@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from components.cli import chart_diff, snapshot
+from components.cli.plan import ROOT as ROOT  # the repository (tests run `--base` against it)
 from components.cli.plan import (
-    ROOT,
     OneLineParser,
     StackFileError,
     add_stack_arguments,
     apply_set,
+    parse_args,
     placeholder_flags,
     read_stack,
     secret_keys,
@@ -245,12 +246,7 @@ def table(result: engine.Result, stack: str) -> str:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["diff"]:
-        args_list = args_list[1:]
-    args = _parser().parse_args(args_list)
-    if args.dir is None:
-        args.dir = ROOT
+    args = parse_args(_parser(), argv, "diff")
     notes: list[str] = []
     try:
         result = compute(args, notes)

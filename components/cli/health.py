@@ -27,7 +27,15 @@ import yaml
 
 from components import reservation_reads as reservation
 from components.cli import health_reads
-from components.cli.plan import OneLineParser, StackFileError, add_stack_arguments, load_config, read_stack, secret_keys
+from components.cli.plan import (
+    OneLineParser,
+    StackFileError,
+    add_stack_arguments,
+    load_config,
+    parse_args,
+    read_stack,
+    secret_keys,
+)
 from components.cli.verify_reads import add_kubeconfig_arguments
 from components.model.config.settings import PROJECT, ConfigError, Settings
 from components.model.observability import health, health_evaluation
@@ -264,6 +272,12 @@ def preview_lines(result: health.Report) -> list[str]:
 _KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>['\"]?gke-tpu-slicing:tpu['\"]?):\s*(#.*)?$")
 
 
+def _without_sub_blocks(stack_file: dict[str, Any]) -> dict[str, Any]:
+    config = dict(stack_file.get("config") or {})
+    config[f"{PROJECT}:tpu"] = {k: v for k, v in (config.get(f"{PROJECT}:tpu") or {}).items() if k != "subBlocks"}
+    return config
+
+
 def write_sub_blocks(path: Path, value: Sequence[str]) -> None:
     """Sets `tpu.subBlocks` in the stack file, keeping every other line (and comment) as it is."""
     text = path.read_text()
@@ -295,16 +309,9 @@ def write_sub_blocks(path: Path, value: Sequence[str]) -> None:
         lines[hit:stop] = new
     out = "".join(lines)
     before, after = yaml.safe_load(text), yaml.safe_load(out)
-    after_tpu = (after.get("config") or {}).get(f"{PROJECT}:tpu") or {}
-    if after_tpu.get("subBlocks") != list(value):
+    if ((after.get("config") or {}).get(f"{PROJECT}:tpu") or {}).get("subBlocks") != list(value):
         raise HealthError(f"{path}: could not set tpu.subBlocks in place; set it by hand: {flow}")
-    after_tpu = dict(after_tpu)
-    after_tpu.pop("subBlocks")
-    before_tpu = dict((before.get("config") or {}).get(f"{PROJECT}:tpu") or {})
-    before_tpu.pop("subBlocks", None)
-    if after_tpu != before_tpu or {k: v for k, v in after["config"].items() if k != f"{PROJECT}:tpu"} != {
-        k: v for k, v in before["config"].items() if k != f"{PROJECT}:tpu"
-    }:
+    if _without_sub_blocks(after) != _without_sub_blocks(before):
         raise HealthError(f"{path}: setting tpu.subBlocks would change other keys; set it by hand: {flow}")
     path.write_text(out)
 
@@ -316,10 +323,7 @@ def main(
     run_preview: Callable[..., None] = preview,
 ) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["health"]:
-        args_list = args_list[1:]
-    args = _parser().parse_args(args_list)
+    args = parse_args(_parser(), argv, "health")
     try:
         result, settings, config = report(args)
         if result.proposal is not None and not args.no_preview:

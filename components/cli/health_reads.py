@@ -96,12 +96,15 @@ def reservation_data(
         got = _get(session, f"{where}/reservationSubBlocks/{name}", f"sub-block {name}") or {}
         raw = got.get("resource") or got  # `get` answers {"resource": {...}} (ReservationSubBlocksGetResponse)
         out["getReservationSubBlock"].append(sub_block_wire(raw))
-    cproject, location, cname = cluster
-    got = _get(
-        session, f"{CONTAINER}/projects/{cproject}/locations/{location}/clusters/{cname}", f"cluster {cname}", True
-    )
+    got = _cluster(session, *cluster)
     out["getCluster"] = cluster_wire(got) if got is not None else None
     return out
+
+
+def _cluster(session: Session, project: str, location: str, name: str) -> dict[str, Any] | None:
+    """GKE's `projects.locations.clusters.get`; None when the cluster does not exist."""
+    url = f"{CONTAINER}/projects/{project}/locations/{location}/clusters/{name}"
+    return _get(session, url, f"cluster {name}", missing_ok=True)
 
 
 def sub_block_wire(raw: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +143,7 @@ def gke_kubeconfig(session: Session, *, project: str, location: str, name: str, 
 
     from components.cluster import kubeconfig
 
-    raw = _get(session, f"{CONTAINER}/projects/{project}/locations/{location}/clusters/{name}", f"cluster {name}", True)
+    raw = _cluster(session, project, location, name)
     if raw is None:
         raise ReadError(f"cluster {name} does not exist in project {project}, location {location}")
     context = f"gke_{project}_{location}_{name}"

@@ -188,14 +188,20 @@ def _judge(response: requests.Response) -> tuple[str, str | None, bool]:
         reason = f" {response.reason}" if response.reason else ""
         excerpt = _one_line(response.text)
         return "", f"HTTP {status}{reason}" + (f": {excerpt}" if excerpt else ""), retryable
+    text, error = _answer(response.json, response.text)
+    return text, error, error is not None  # a 200 without an answer: a half-configured proxy, retried
+
+
+def _answer(payload_of: Callable[[], Any], body: str) -> tuple[str, str | None]:
+    """(answer text, error or None) of an HTTP 200 body: a JSON object with a non-empty `choices` list."""
     try:
-        payload = response.json()
+        payload = payload_of()
     except ValueError:
-        return "", f"HTTP 200 but the body is not JSON: {_one_line(response.text) or '(empty)'}", True
+        return "", f"HTTP 200 but the body is not JSON: {_one_line(body) or '(empty)'}"
     choices = payload.get("choices") if isinstance(payload, Mapping) else None
     if not isinstance(choices, list) or not choices:
-        return "", f"HTTP 200 but no non-empty 'choices' list: {_one_line(response.text)}", True
-    return answer_text(payload), None, False
+        return "", f"HTTP 200 but no non-empty 'choices' list: {_one_line(body)}"
+    return answer_text(payload), None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -232,11 +238,4 @@ def judge(status: int | None, body: str) -> tuple[str, str | None]:
     if status != 200:
         excerpt = _one_line(body)
         return "", f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return "", f"HTTP 200 but the body is not JSON: {_one_line(body) or '(empty)'}"
-    choices = payload.get("choices") if isinstance(payload, Mapping) else None
-    if not isinstance(choices, list) or not choices:
-        return "", f"HTTP 200 but no non-empty 'choices' list: {_one_line(body)}"
-    return answer_text(payload), None
+    return _answer(lambda: json.loads(body), body)

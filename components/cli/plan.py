@@ -140,22 +140,19 @@ def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         )
     out = copy.deepcopy(config)
     node: Any = out
-    for part, after in itertools.pairwise(parts):
+    for part, after in itertools.pairwise([*parts, None]):  # `after` None: `part` is where the value goes
         if isinstance(node, list) != isinstance(part, int):
             raise _set_error(shown_key, f"{part!r} does not fit the value there", "check the key's path")
         if isinstance(node, list):
             node.extend([None] * (part + 1 - len(node)))
+        if after is None:
+            node[part] = value
+            break
         child = node[part] if isinstance(node, list) else node.get(part)
         if not isinstance(child, dict | list):
             child = [] if isinstance(after, int) else {}
             node[part] = child
         node = child
-    last = parts[-1]
-    if isinstance(node, list) != isinstance(last, int):
-        raise _set_error(shown_key, f"{last!r} does not fit the value there", "check the key's path")
-    if isinstance(node, list):
-        node.extend([None] * (last + 1 - len(node)))
-    node[last] = value
     return out
 
 
@@ -266,6 +263,12 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None, word: str) -> argparse.Namespace:
+    """`argv` (sys.argv's when None) parsed, without a leading subcommand `word`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return parser.parse_args(args[1:] if args[:1] == [word] else args)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components plan",
@@ -288,10 +291,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Runs the planner on a stack file. `argv` may start with the subcommand word `plan`."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["plan"]:
-        args_list = args_list[1:]
-    args = _parser().parse_args(args_list)
+    args = parse_args(_parser(), argv, "plan")
     try:
         config = read_stack(args.dir, args.stack, args.set)
     except StackFileError as e:

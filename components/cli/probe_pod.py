@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.cli.verify_reads import VerifyError, one_line
+from components.cli.verify_reads import VerifyError, api_reason
 from components.model.keys import APP_NAME_LABEL
 
 # Pinned by exact tag (the curl project's official image, Alpine with /bin/sh; runs as uid 100, curl_user).
@@ -170,7 +170,7 @@ def run_probe_pod(
     try:
         core.create_namespaced_pod(namespace, manifest)
     except Exception as exc:
-        raise VerifyError(f"cannot create the probe pod {namespace}/{name}: {_reason(exc)}") from exc
+        raise VerifyError(f"cannot create the probe pod {namespace}/{name}: {api_reason(exc)}") from exc
     log(f"probe pod {namespace}/{name} ({CURL_IMAGE}) sends the requests from inside the cluster")
     try:
         deadline = clock() + limit
@@ -178,7 +178,7 @@ def run_probe_pod(
             try:
                 phase = core.read_namespaced_pod(name, namespace).status.phase
             except Exception as exc:
-                raise VerifyError(f"cannot read the probe pod {namespace}/{name}: {_reason(exc)}") from exc
+                raise VerifyError(f"cannot read the probe pod {namespace}/{name}: {api_reason(exc)}") from exc
             if phase in ("Succeeded", "Failed"):
                 break
             if clock() >= deadline:
@@ -187,12 +187,12 @@ def run_probe_pod(
         try:
             return str(core.read_namespaced_pod_log(name, namespace, container="curl"))
         except Exception as exc:
-            raise VerifyError(f"cannot read the probe pod's log {namespace}/{name}: {_reason(exc)}") from exc
+            raise VerifyError(f"cannot read the probe pod's log {namespace}/{name}: {api_reason(exc)}") from exc
     finally:
         try:
             core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         except Exception as exc:  # reported, never masking the result: the pod ends by its own deadline anyway
-            log(f"warning: could not delete the probe pod {namespace}/{name}: {_reason(exc)}; "
+            log(f"warning: could not delete the probe pod {namespace}/{name}: {api_reason(exc)}; "
                 f"delete it with `kubectl delete pod -n {shlex.quote(namespace)} {shlex.quote(name)}`")  # fmt: skip
 
 
@@ -202,9 +202,3 @@ def pod_name() -> str:
 
 def request_json(body: Mapping[str, Any]) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-
-
-def _reason(exc: Exception) -> str:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None) or type(exc).__name__
-    return f"HTTP {status} {reason}" if status else f"{reason}: {one_line(str(exc))}"

@@ -1,27 +1,12 @@
 """`python -m components render --stack NAME --out DIR`: what a stack would apply, as files, offline.
 
-Runs the real `__main__.py` under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no
-Pulumi CLI, no cluster. Writes into DIR:
-
-* `kubernetes/<namespace>/<kind>-<name>.yaml`: every Kubernetes object the program applies itself,
-  one file per object (`_cluster/` for cluster-scoped ones), keys sorted, Secret data and every
-  Pulumi secret redacted; names made portable by `portable` (`:` in an RBAC name becomes `%3A`);
-* `charts/<chart resource>/<namespace>/<kind>-<name>.yaml`: every object inside every Helm chart the program
-  installs, rendered with Helm's engine from the chart's pinned sources and the program's values (release name,
-  namespace) as `helm.v4.Chart` would (components/cli/charts.py); without helm-python-sdk or the sources, a
-  warning says what to run and the charts are only listed;
-* `not-rendered.yaml`: the Helm charts (chart ref, version, namespace, values) and the manifests the
-  Kubernetes provider fetches at run time (slice controller URL, inference-extension CRD files),
-  which cannot be rendered offline;
-* `google-cloud.md`: one table row per Google Cloud resource with its key properties, and
-  `google-cloud.yaml`: every input of every Google Cloud resource;
-* `RENDER.md`: the index, and the capacity plan `pulumi preview` would print.
-
-Values only the cloud knows (resource IDs, the cluster endpoint, the project number) appear as
-markers such as `<network-main.id>`. Output is byte-identical from run to run, so a pull request can
-carry it and a reviewer can diff it. Invalid configuration fails exactly as `pulumi preview` does,
-with nothing written. Exit status: 0 rendered, 1 the program refused the configuration, 2 usage
-errors (arguments, a missing stack file, an output directory that is not a previous render).
+Runs the real program under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no Pulumi CLI, no
+cluster. The files (the Kubernetes objects, the objects inside the Helm charts rendered with Helm's engine by
+charts.py, what only the provider fetches at run time, the Google Cloud resources) are listed in DIR/RENDER.md,
+which `render` below writes with them. Values only the cloud knows appear as markers (`<network-main.id>`);
+output is byte-identical from run to run, so a pull request can carry it. Invalid configuration fails exactly as
+`pulumi preview` does, with nothing written. Exit status: 0 rendered, 1 the program refused the configuration,
+2 usage errors (arguments, a missing stack file, an output directory that is not a previous render).
 """
 
 from __future__ import annotations
@@ -43,6 +28,7 @@ from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
     config_error,
+    parse_args,
     read_stack,
     secret_keys,
     set_secret_keys,
@@ -136,12 +122,9 @@ def _kubernetes_files(registrations: list[Registration]) -> dict[str, str]:
     files: dict[str, str] = {}
     for reg in registrations:
         obj = manifest(reg)
-        meta = obj.get("metadata") or {}
-        namespace = portable(meta["namespace"]) if meta.get("namespace") else "_cluster"
-        name = portable(meta.get("name") or f"{reg.name}-<autonamed>")
         # A Patch resource names the object it patches: its file is named after its own type (`...Patch`).
-        kind = reg.type.rsplit(":", 1)[-1] if reg.type.endswith("Patch") else str(obj["kind"])
-        path = f"kubernetes/{namespace}/{portable(kind.lower())}-{name}.yaml"
+        kind = reg.type.rsplit(":", 1)[-1] if reg.type.endswith("Patch") else ""
+        path = object_path(obj, kind=kind, unnamed=f"{reg.name}-<autonamed>")
         if path in files:
             raise ValueError(f"two objects render to {path}")
         header = f"# {reg.type} {reg.name!r} via provider {short(reg.provider)!r}, parent {short(reg.parent)!r}\n"
@@ -303,10 +286,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["render"]:
-        args_list = args_list[1:]
-    args = _parser().parse_args(args_list)
+    args = parse_args(_parser(), argv, "render")
     try:
         config = read_stack(args.dir, args.stack, args.set)
         secrets = set(secret_keys(args.dir, args.stack))

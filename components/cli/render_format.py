@@ -92,8 +92,10 @@ def portable(name: str) -> str:
     return "".join(out) or "%"  # "" is no file name, and "%" alone is no escape: it stands for "" only
 
 
-def object_path(obj: dict[str, Any], prefix: str = "kubernetes") -> str:
-    """`<prefix>/<namespace or _cluster>/<kind>-<name>.yaml`, every part portable."""
+def object_path(obj: dict[str, Any], prefix: str = "kubernetes", kind: str = "", unnamed: str = "%") -> str:
+    """`<prefix>/<namespace or _cluster>/<kind>-<name>.yaml`, every part portable (`kind`: the object's own when
+    empty; `unnamed`: the name of an object without one)."""
     meta = obj.get("metadata") or {}
     namespace = portable(meta["namespace"]) if meta.get("namespace") else "_cluster"
-    return f"{prefix}/{namespace}/{portable(str(obj['kind']).lower())}-{portable(meta.get('name') or '%')}.yaml"
+    kind = portable((kind or str(obj["kind"])).lower())
+    return f"{prefix}/{namespace}/{kind}-{portable(meta.get('name') or unnamed)}.yaml"

@@ -1,17 +1,10 @@
-"""Post-deploy check of the serving stack: the codelab's verify script as a typed entry point.
+"""Post-deploy check of the serving stack: the codelab's verify script as a typed entry point (options: `--help`).
 
-With `--pool` (the stack's verifyCommand passes it), first waits until the InferencePool's leaders
-are Ready (bounded by `--timeout`, one progress line on stderr per change; see verify_reads.py): a 397B
-model takes far longer to load than any request retry would wait, and a leader is Ready only once
-vLLM serves /v1/models. Then finds the Gateway's address (the official
-`kubernetes` client, or `--address` when port-forwarding, which skips both cluster look-ups)
-and POSTs one `/v1/completions` and one `/v1/chat/completions` request with the served model name,
-retrying with bounded exponential backoff, and prints one line per request: status, attempts,
-latency and the first tokens of the answer. Exit status: 0 when both succeed, 1 when either fails,
-the leaders are not Ready in time or the Gateway has no address, 2 for usage errors (argparse).
-
-No Pulumi imports: this runs from a shell (or a pod inside the VPC, since the `gke-l7-rilb`
-address is internal) with `python -m components verify ...` or with `--stack-outputs`.
+With `--pool`, first waits until the InferencePool's leaders are Ready (verify_reads.py): a leader is Ready only once
+vLLM serves /v1/models, far later than any request retry would wait for a large model. Then POSTs one
+`/v1/completions` and one `/v1/chat/completions` request through the Gateway, with bounded backoff, and prints
+one line per request. Exit status: 0 both succeed; 1 either fails, the leaders are not Ready in time or the
+Gateway has no address; 2 usage errors. No Pulumi imports: it runs from a shell or with `--stack-outputs`.
 """
 
 from __future__ import annotations
@@ -51,14 +44,7 @@ from components.cli.verify_reads import (
 )
 from components.model.commands import verify_command as command
 
-__all__ = [
-    "GatewayNotReady",
-    "LeadersNotReady",
-    "VerifyError",
-    "command",
-    "gateway_address",
-    "wait_for_leaders",
-]
+__all__ = ["GatewayNotReady", "LeadersNotReady", "VerifyError", "command", "gateway_address", "wait_for_leaders"]
 
 DEFAULT_GATEWAY_NAME = "llm-d-inference-gateway"
 
@@ -124,22 +110,15 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_WAIT_S,
         help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
     )
-    parser.add_argument(
-        "--poll", type=_positive(float), default=POLL_S, help=f"seconds between readiness checks (default: {POLL_S:g})"
-    )
-    parser.add_argument("--attempts", type=_positive(int), default=15, help="attempts per request (default: 15)")
-    parser.add_argument(
-        "--read-timeout", type=_positive(float), default=10.0, help="read timeout per attempt, seconds (default: 10)"
-    )
-    parser.add_argument(
-        "--connect-timeout", type=_positive(float), default=5.0, help="connect timeout per attempt (default: 5)"
-    )
-    parser.add_argument(
-        "--backoff", type=_positive(float), default=1.0, help="first retry delay, seconds; doubles (default: 1)"
-    )
-    parser.add_argument(
-        "--max-delay", type=_positive(float), default=10.0, help="longest delay between attempts (default: 10)"
-    )
+    for flag, kind, default, text in (
+        ("--poll", float, POLL_S, f"seconds between readiness checks (default: {POLL_S:g})"),
+        ("--attempts", int, 15, "attempts per request (default: 15)"),
+        ("--read-timeout", float, 10.0, "read timeout per attempt, seconds (default: 10)"),
+        ("--connect-timeout", float, 5.0, "connect timeout per attempt (default: 5)"),
+        ("--backoff", float, 1.0, "first retry delay, seconds; doubles (default: 1)"),
+        ("--max-delay", float, 10.0, "longest delay between attempts (default: 10)"),
+    ):
+        parser.add_argument(flag, type=_positive(kind), default=default, help=text)
     return parser
 
 

@@ -104,12 +104,16 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
 
 
 def _api_error(where: str, exc: Exception, group_version: str) -> VerifyError:
-    status = getattr(exc, "status", None)
-    if status == 404:
+    if getattr(exc, "status", None) == 404:
         return VerifyError(f"{where} not found ({group_version})")
+    return VerifyError(f"cannot read {where}: {api_reason(exc)}")
+
+
+def api_reason(exc: Exception) -> str:
+    """An API client's failure in a few words: `HTTP <status> <reason>`, or the exception's own one line."""
+    status = getattr(exc, "status", None)
     reason = getattr(exc, "reason", None) or type(exc).__name__
-    detail = f"HTTP {status} {reason}" if status else f"{reason}: {one_line(str(exc))}"
-    return VerifyError(f"cannot read {where}: {detail}")
+    return f"HTTP {status} {reason}" if status else f"{reason}: {one_line(str(exc))}"
 
 
 # ---------------------------------------------------------------------------------------------

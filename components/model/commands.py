@@ -34,14 +34,8 @@ def credentials_command(
 
 def stack_credentials_command(settings: Settings) -> str:
     """The `credentialsCommand` stack output: the stack's cluster, region, project and control-plane endpoint."""
-    cp = settings.cluster.control_plane
-    return credentials_command(
-        settings.cluster.name,
-        settings.region,
-        settings.project,
-        dns_endpoint=cp.dns_endpoint,
-        private_endpoint=cp.private_endpoint,
-    )
+    cp, where = settings.cluster.control_plane, (settings.cluster.name, settings.region, settings.project)
+    return credentials_command(*where, dns_endpoint=cp.dns_endpoint, private_endpoint=cp.private_endpoint)
 
 
 def verify_command(

@@ -71,16 +71,16 @@ def rows(settings: Settings) -> list[Row]:
             (
                 Chart("TensorCore utilization by node", (("", q.node_tensorcore()),), unit="%"),
                 *(
-                    Chart(
-                        f"{key} ({name}): TPU duty cycle by pod",
-                        (("", q.workload_duty_cycle(name)),),
-                        unit="%",
-                    )
+                    Chart(f"{key} ({name}): TPU duty cycle by pod", (("", q.workload_duty_cycle(name)),), unit="%")
                     for key, name in workload_names(settings).items()
                 ),
             ),
         ),
     ]
+
+    def latency(title: str, metric: str, role: str) -> Chart:
+        return Chart(title, tuple((f"p{round(p * 100)}", q.quantile(p, metric, role)) for p in PERCENTILES), unit="s")
+
     if settings.serving.enabled:
         for role in settings.serving.roles():
             out.append(
@@ -89,22 +89,8 @@ def rows(settings: Settings) -> list[Row]:
                     f"vLLM leaders of {settings.lws_name(role)} (Managed Prometheus job {vllm_job(settings, role)})",
                     (
                         Chart("Requests per second", (("completed", q.request_rate(role)),), unit="1/s"),
-                        Chart(
-                            "Time to first token",
-                            tuple(
-                                (f"p{round(p * 100)}", q.quantile(p, "vllm:time_to_first_token_seconds", role))
-                                for p in PERCENTILES
-                            ),
-                            unit="s",
-                        ),
-                        Chart(
-                            "Inter-token latency",
-                            tuple(
-                                (f"p{round(p * 100)}", q.quantile(p, "vllm:inter_token_latency_seconds", role))
-                                for p in PERCENTILES
-                            ),
-                            unit="s",
-                        ),
+                        latency("Time to first token", "vllm:time_to_first_token_seconds", role),
+                        latency("Inter-token latency", "vllm:inter_token_latency_seconds", role),
                         Chart(
                             "Queue length",
                             (

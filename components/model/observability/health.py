@@ -25,6 +25,7 @@ workflow puts it in a pull request), with what the change preview says that chan
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import Any
 from components.model.config.checks import PROJECT
 from components.model.keys import partition_state_label
 from components.model.observability.monitoring import EVICTED_BY_CHECK  # the eviction reason the alert counts too
-from components.model.tpu.reservation import SubBlock
+from components.model.tpu.reservation import SubBlock, align
 
 PARTITION_STATE_RE = re.compile("^" + re.escape(partition_state_label("S")).replace("S", r"(\d+x\d+x\d+)", 1) + "$")
 PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
@@ -142,20 +143,10 @@ class CubeHealth:
         return ", ".join(words) or "?"
 
     def slices_text(self) -> str:
-        if not self.slices:
-            return "none"
-        counts: dict[str, int] = {}
-        for _, state, _ in self.slices:
-            counts[state] = counts.get(state, 0) + 1
-        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        return _counts(state for _, state, _ in self.slices)
 
     def workloads_text(self) -> str:
-        if not self.workloads:
-            return "none"
-        counts: dict[str, int] = {}
-        for w in self.workloads:
-            counts[w.state] = counts.get(w.state, 0) + 1
-        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        return _counts(w.state for w in self.workloads)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -245,25 +236,12 @@ class Report:
     def table(self) -> str:
         rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
         for c in self.cubes:
-            rows.append(
-                [
-                    f"{c.cube} {c.pool}",
-                    c.sub_block or "-",
-                    c.health,
-                    c.partitions,
-                    c.slices_text(),
-                    c.workloads_text(),
-                    c.action,
-                ]
-            )
+            cells = [c.partitions, c.slices_text(), c.workloads_text(), c.action]
+            rows.append([f"{c.cube} {c.pool}", c.sub_block or "-", c.health, *cells])
         if self.unplaced:
-            counts: dict[str, int] = {}
-            for w in self.unplaced:
-                counts[w.state] = counts.get(w.state, 0) + 1
-            text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-            rows.append(["-", "-", "-", "-", "-", text, unplaced_action(self.unplaced)])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+            affected = _counts(w.state for w in self.unplaced)
+            rows.append(["-", "-", "-", "-", "-", affected, unplaced_action(self.unplaced)])
+        return "\n".join(align(rows))
 
     def details(self) -> list[str]:
         """What each cube needs, in sentences, then the proposal."""
@@ -309,6 +287,12 @@ class Report:
             "notes": list(self.notes),
             "preview": self.preview,
         }
+
+
+def _counts(states: Iterable[str]) -> str:
+    """`2 ACTIVE, 1 FAILED`: how many of each state, in name order; "none" for none."""
+    counts = collections.Counter(states)
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
 
 
 def unplaced_action(workloads: Sequence[WorkloadState]) -> str:

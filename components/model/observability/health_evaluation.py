@@ -64,19 +64,8 @@ def evaluate(
         mine = [w for w in states if w.name in owners or on_cube & set(w.slices)]
         placed.update(w.name for w in mine)
         text, degraded = partition_summary(pool_nodes)
-        cubes.append(
-            CubeHealth(
-                b.cube,
-                b.pool,
-                b.sub_block,
-                b.state,
-                b.problems if b.existing else (),
-                text,
-                degraded,
-                [(u.name, u.state, u.owner) for u in uses],
-                mine,
-            )
-        )
+        problems, rows = b.problems if b.existing else (), [(u.name, u.state, u.owner) for u in uses]
+        cubes.append(CubeHealth(b.cube, b.pool, b.sub_block, b.state, problems, text, degraded, rows, mine))
     unplaced = [w for w in states if w.name not in placed]
 
     # Which cubes should move: a bad sub-block under a running pool, maintenance on its way, or partitions or

@@ -36,21 +36,12 @@ class DeployedRole:
 
     def applied_to(self, cube: Cube, w: Workload) -> Workload:
         """`w` (the role as configured) with the deployed shape: the old set, while the new one rolls in."""
-        return dataclasses.replace(
-            w,
-            slice=cube.classify(self.topology),
-            slices=self.replicas,
-            priority=self.priority,
-            priority_value=self.priority_value,
-        )
+        shape = {"slice": cube.classify(self.topology), "slices": self.replicas}
+        return dataclasses.replace(w, **shape, priority=self.priority, priority_value=self.priority_value)
 
     def same_as(self, w: Workload) -> bool:
-        return (self.replicas, self.topology, self.priority, self.priority_value) == (
-            w.slices,
-            w.topology,
-            w.priority,
-            w.priority_value,
-        )
+        mine = (self.replicas, self.topology, self.priority, self.priority_value)
+        return mine == (w.slices, w.topology, w.priority, w.priority_value)
 
 
 def serving_shape(workloads: Iterable[Workload]) -> dict[str, dict[str, Any]]:

@@ -169,22 +169,12 @@ class Simulation:
             if not self._fits(u):
                 self._release(cand)
                 victims.append(cand)
+        by = (u.label, u.workload.key, u.priority, u.workload.priority)  # Preemption's by, by_key, ... fields
         for v in victims:
             v.preempted_by = u
             v.nodes = []
             self.evictions.append(v.priority)
-            self.preemptions.append(
-                Preemption(
-                    v.label,
-                    v.workload.key,
-                    v.priority,
-                    u.label,
-                    u.workload.key,
-                    u.priority,
-                    u.workload.priority,
-                    self.step,
-                )
-            )
+            self.preemptions.append(Preemption(v.label, v.workload.key, v.priority, *by, self.step))
         self._admit(u)
         return True
 

@@ -61,49 +61,15 @@ class Workload:
 def workloads_from_settings(settings: Settings) -> list[Workload]:
     """Every enabled slice consumer, in the codelab's arrival order."""
     cube, priorities = settings.tpu.cube, settings.kueue.priorities
-    out: list[Workload] = []
     sub, sup = settings.demos.subslicing, settings.demos.superslicing
-    if sub.enabled:
-        out.append(
-            Workload.of(
-                cube,
-                "demos.subslicing",
-                sub.topology,
-                sub.replicas,
-                sub.priority,
-                priorities[sub.priority],
-                gang=True,
-                step=STEP_SUBSLICING,
-                name=sub.name,
-            )
-        )
-    if sup.enabled:
-        out.append(
-            Workload.of(
-                cube,
-                "demos.superslicing",
-                sup.topology,
-                sup.replicas,
-                sup.priority,
-                priorities[sup.priority],
-                gang=True,
-                step=STEP_SUPERSLICING,
-                name=sup.name,
-            )
-        )
+    demos = (("demos.subslicing", sub, STEP_SUBSLICING), ("demos.superslicing", sup, STEP_SUPERSLICING))
+    wanted = [(key, demo, True, step, demo.name) for key, demo, step in demos if demo.enabled]
     if settings.serving.enabled:
-        for role, spec in settings.serving.roles().items():
-            out.append(
-                Workload.of(
-                    cube,
-                    f"serving.{role}",
-                    spec.topology,
-                    spec.replicas,
-                    spec.priority,
-                    priorities[spec.priority],
-                    gang=False,
-                    step=STEP_SERVING,
-                    name=settings.lws_name(role),
-                )
-            )
-    return out
+        roles = settings.serving.roles().items()
+        wanted += [(f"serving.{role}", spec, False, STEP_SERVING, settings.lws_name(role)) for role, spec in roles]
+    return [
+        Workload.of(
+            cube, key, s.topology, s.replicas, s.priority, priorities[s.priority], gang=gang, step=step, name=name
+        )
+        for key, s, gang, step, name in wanted
+    ]

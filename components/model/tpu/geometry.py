@@ -193,77 +193,36 @@ def _t(text: str) -> Topology:
 _CLOUD_TPU_DOCS = "https://cloud.google.com/tpu/docs"
 _GKE_IRONWOOD = "https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood"
 _XPK = "xpk src/xpk/core/system_characteristics.py @ 367c8382"
+
+
+def _system(machine_type: str, generation: str, accelerator: str, host: str, cores: int, cube: str | None = None,
+            *, docs: tuple[str, ...] = (), **vm: int) -> TpuSystem:  # fmt: skip
+    """A row: `cores` TensorCores per chip; the sources are the generation's TPU page, `docs`, then xpk."""
+    shape = _t(host)
+    source = "; ".join((f"{_CLOUD_TPU_DOCS}/{generation}", *docs, _XPK))
+    return TpuSystem(
+        machine_type, generation, accelerator, shape.chips, shape, cores, _t(cube) if cube else None, source, **vm
+    )
+
+
 # The TPU facts table. One row per machine type; everything else is derived from it.
 SYSTEMS: dict[str, TpuSystem] = {
     s.machine_type: s
     for s in (
         # Ironwood: 4 chips per VM arranged 2x2x1, 2 TensorCores per chip, 4x4x4 cubes joined by OCS.
-        TpuSystem(
-            machine_type="tpu7x-standard-4t",
-            generation="tpu7x",
-            accelerator="tpu7x",
-            chips_per_vm=4,
-            host=_t("2x2x1"),
-            tensorcores_per_chip=2,
-            cube=_t("4x4x4"),
-            source=f"{_CLOUD_TPU_DOCS}/tpu7x; {_GKE_IRONWOOD}; {_XPK}",
-            # "System architecture" table of the tpu7x page: 224 vCPUs and 960 GB RAM per 4-chip VM.
-            vcpus=224,
-            memory_gib=960,
+        # "System architecture" table of the tpu7x page: 224 vCPUs and 960 GB RAM per 4-chip VM.
+        _system(
+            "tpu7x-standard-4t", "tpu7x", "tpu7x", "2x2x1", 2, "4x4x4", docs=(_GKE_IRONWOOD,), vcpus=224, memory_gib=960
         ),
         # Ironwood single-chip VMs: 1x1x1 only, not part of a multi-host cube, so no dynamic slicing.
-        TpuSystem(
-            machine_type="tpu7x-standard-1t",
-            generation="tpu7x",
-            accelerator="tpu7x",
-            chips_per_vm=1,
-            host=_t("1x1x1"),
-            tensorcores_per_chip=2,
-            cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/tpu7x; {_XPK}",
-        ),
+        _system("tpu7x-standard-1t", "tpu7x", "tpu7x", "1x1x1", 2),
         # v5p: 3D torus with 4x4x4 cubes, 4 chips per VM (2x2x1), 2 TensorCores per chip (megacore).
         # The GKE slice controller does not slice v5p, so it has no cube here.
-        TpuSystem(
-            machine_type="ct5p-hightpu-4t",
-            generation="v5p",
-            accelerator="tpu-v5p-slice",
-            chips_per_vm=4,
-            host=_t("2x2x1"),
-            tensorcores_per_chip=2,
-            cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v5p; {_XPK}",
-        ),
+        _system("ct5p-hightpu-4t", "v5p", "tpu-v5p-slice", "2x2x1", 2),
         # v6e (Trillium): 2D topologies, 1 TensorCore per chip.
-        TpuSystem(
-            machine_type="ct6e-standard-1t",
-            generation="v6e",
-            accelerator="tpu-v6e-slice",
-            chips_per_vm=1,
-            host=_t("1x1"),
-            tensorcores_per_chip=1,
-            cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
-        ),
-        TpuSystem(
-            machine_type="ct6e-standard-4t",
-            generation="v6e",
-            accelerator="tpu-v6e-slice",
-            chips_per_vm=4,
-            host=_t("2x2"),
-            tensorcores_per_chip=1,
-            cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
-        ),
-        TpuSystem(
-            machine_type="ct6e-standard-8t",
-            generation="v6e",
-            accelerator="tpu-v6e-slice",
-            chips_per_vm=8,
-            host=_t("2x4"),
-            tensorcores_per_chip=1,
-            cube=None,
-            source=f"{_CLOUD_TPU_DOCS}/v6e; {_XPK}",
+        *(
+            _system(f"ct6e-standard-{n}t", "v6e", "tpu-v6e-slice", host, 1)
+            for n, host in ((1, "1x1"), (4, "2x2"), (8, "2x4"))
         ),
     )
 }

@@ -74,27 +74,17 @@ def _describe(w: Workload) -> str:
 
 
 def _errors(
-    cube: Cube,
-    cubes: int,
-    quota: int | None,
-    workloads: Sequence[Workload],
-    tree: PartitionTree,
-    unusable: int = 0,
+    cube: Cube, cubes: int, quota: int | None, workloads: Sequence[Workload], tree: PartitionTree, unusable: int = 0
 ) -> list[str]:
     if not workloads:
         return []
     if cubes == 0:
+        enabled = f"{', '.join(w.key for w in workloads)} {'is' if len(workloads) == 1 else 'are'} enabled"
+        key = _qualified("tpu.cubes")
         if unusable:
-            return [
-                f"{_qualified('tpu.cubes')} = {unusable}: none of the cubes is on a usable sub-block, but "
-                f"{', '.join(w.key for w in workloads)} {'is' if len(workloads) == 1 else 'are'} enabled "
-                "(see the sub-block warnings)"
-            ]
-        return [
-            f"{_qualified('tpu.cubes')} = 0: no TPU capacity is provisioned, but "
-            f"{', '.join(w.key for w in workloads)} {'is' if len(workloads) == 1 else 'are'} enabled; "
-            "raise tpu.cubes or disable them"
-        ]
+            why = "none of the cubes is on a usable sub-block"
+            return [f"{key} = {unusable}: {why}, but {enabled} (see the sub-block warnings)"]
+        return [f"{key} = 0: no TPU capacity is provisioned, but {enabled}; raise tpu.cubes or disable them"]
     out = []
     # With cubes on unusable sub-blocks, "tpu.cubes = N" below reads as the usable count.
     cubes_text = f"{cubes + unusable} ({cubes} usable, {unusable} on unusable sub-blocks)" if unusable else str(cubes)

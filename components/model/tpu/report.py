@@ -3,15 +3,16 @@ warning) and the JSON form (`as_dict()`, the `capacityPlan` stack output)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from components.model.tpu.demand import Workload
 from components.model.tpu.geometry import Topology
-from components.model.tpu.reservation import Assignment
+from components.model.tpu.reservation import Assignment, align
 
+T = TypeVar("T")
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
 
 
@@ -268,17 +269,10 @@ class Plan:
         return not self.errors
 
     def workload(self, key: str) -> WorkloadPlan:
-        for w in self.workloads:
-            if w.key == key:
-                return w
-        raise KeyError(key)
+        return _find(self.workloads, key, lambda w: w.key)
 
     def unit(self, label: str) -> UnitPlan:
-        for w in self.workloads:
-            for u in w.units:
-                if u.label == label:
-                    return u
-        raise KeyError(label)
+        return _find((u for w in self.workloads for u in w.units), label, lambda u: u.label)
 
     def placements(self) -> list[Placement]:
         return [p for c in self.cubes for p in c.placements]
@@ -314,10 +308,7 @@ class Plan:
         }
 
     def rollout(self, key: str) -> RolloutPlan:
-        for r in self.rollouts:
-            if r.key == key:
-                return r
-        raise KeyError(key)
+        return _find(self.rollouts, key, lambda r: r.key)
 
     def table(self) -> str:
         """A compact fixed-width summary: totals, one row per workload, one row per (cube, workload)."""
@@ -332,17 +323,8 @@ class Plan:
         rows = [["WORKLOAD", "TOPOLOGY", "SLICES", "CHIPS", "PRIORITY", "STATUS", "REASON"]]
         for w in self.workloads:
             wl = w.workload
-            rows.append(
-                [
-                    wl.key,
-                    str(wl.topology),
-                    f"{w.admitted_slices}/{wl.slices}",
-                    str(wl.chips),
-                    wl.priority,
-                    w.status.value,
-                    w.reason,
-                ]
-            )
+            slices = f"{w.admitted_slices}/{wl.slices}"
+            rows.append([wl.key, str(wl.topology), slices, str(wl.chips), wl.priority, w.status.value, w.reason])
         cube_rows = [["CUBE", "POOL", "USED", "WORKLOAD", "SLICES", "SHAPE", "WHERE"]]
         for c in self.cubes:
             first = [str(c.index), c.pool, f"{c.used_chips}/{c.chips}"]
@@ -358,7 +340,7 @@ class Plan:
                     where = " ".join(f"cube {p.part + 1}/{p.topology.chips // c.chips}" for p in ps)
                 cube_rows.append([*first, key, ranges(p.slice_index for p in ps), str(ps[0].topology), where])
                 first = ["", "", ""]
-        lines = [head, self.headroom(), "", *_align(rows)]
+        lines = [head, self.headroom(), "", *align(rows)]
         if self.preemptions:
             shown = [f"{p.by} preempts {p.victim}" for p in self.preemptions[:TABLE_PREEMPTIONS]]
             if len(self.preemptions) > TABLE_PREEMPTIONS:
@@ -374,12 +356,15 @@ class Plan:
                 for r in self.rollouts
             ]
         tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
-        return "\n".join([*lines, "", *_align(cube_rows), *tail])
+        return "\n".join([*lines, "", *align(cube_rows), *tail])
 
 
-def _align(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+def _find(items: Iterable[T], name: str, key: Callable[[T], str]) -> T:
+    """The item named `name`; KeyError when none is."""
+    for item in items:
+        if key(item) == name:
+            return item
+    raise KeyError(name)
 
 
 def ranges(values: Iterable[int]) -> str:

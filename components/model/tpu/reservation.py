@@ -33,6 +33,12 @@ HEALTHY = "HEALTHY"
 WHOLE_BLOCK = ""  # BlockView.existing: a pool bound to the whole block, not to one of its sub-blocks
 
 
+def align(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as fixed-width text lines (the plan's, the sub-blocks' and the health report's tables)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
 def _key(path: str) -> str:
     return f"{PROJECT}:{path}"
 
@@ -189,9 +195,7 @@ class Assignment:
         pools = {b.sub_block: b.pool for b in self.bindings if b.sub_block}
         rows = [["SUB-BLOCK", "POOL", "STATE"]]
         rows += [[sb.name, pools.get(sb.name, "-"), sb.state()] for sb in self.listing]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-        return "\n".join([head, *lines])
+        return "\n".join([head, *align(rows)])
 
     def as_dict(self) -> dict[str, Any]:
         return {

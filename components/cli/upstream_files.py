@@ -1,0 +1,89 @@
+"""The pinned upstream files (tests/upstream_files.toml): where they are read from and whether they verify.
+
+The offline chart render (charts.py) reads the chart sources through this reader; tests/upstream.py adds the
+tests' side (skip or fail when files are missing) and the fetch command.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LIST = REPO / "tests" / "upstream_files.toml"
+ROOT_ENV = "GKE_TPU_SLICING_UPSTREAM"
+SHARED = REPO.parent / "shared"
+FETCH_COMMAND = "python -m tests.upstream fetch"
+
+
+@dataclass(frozen=True)
+class Pinned:
+    path: str  # relative to the root, e.g. "schemas/crds/kueue-v0.17.4_topologies.yaml"
+    url: str
+    sha256: str
+    note: str = ""
+
+
+def load(list_file: Path = LIST) -> list[Pinned]:
+    """The pinned files, as listed."""
+    data = tomllib.loads(list_file.read_text())
+    files = [Pinned(**entry) for entry in data.get("file", [])]
+    for entry in files:
+        if Path(entry.path).is_absolute() or ".." in Path(entry.path).parts:
+            raise ValueError(f"{list_file}: path {entry.path!r} must be relative and inside the root")
+    return files
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "gke-tpu-slicing" / "upstream"
+
+
+def from_env() -> Path | None:
+    value = os.environ.get(ROOT_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (REPO / path).resolve()
+
+
+def root(shared: Path = SHARED) -> Path:
+    """Where the upstream files are read from: ``$GKE_TPU_SLICING_UPSTREAM``, ``../shared``, or the cache."""
+    env = from_env()
+    if env is not None:
+        return env
+    return shared.resolve() if shared.is_dir() else cache_dir()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@functools.cache
+def _problem(file: Path, expected: str, _mtime: float) -> str | None:
+    return None if sha256(file) == expected else "differs from its pinned sha256"
+
+
+def problems(base: Path, files: Sequence[Pinned]) -> dict[str, str]:
+    """``{path: what is wrong}`` for each pinned file that is missing under ``base`` or has another hash."""
+    out = {}
+    for entry in files:
+        file = base / entry.path
+        if not file.is_file():
+            out[entry.path] = "missing"
+            continue
+        problem = _problem(file, entry.sha256, file.stat().st_mtime)
+        if problem:
+            out[entry.path] = problem
+    return out
+
+
+def under(prefix: str, files: Sequence[Pinned] | None = None) -> list[Pinned]:
+    """The pinned files at or under ``prefix`` (a file or directory relative to the root)."""
+    prefix = prefix.strip("/")
+    return [f for f in (load() if files is None else files) if f.path == prefix or f.path.startswith(prefix + "/")]
