@@ -35,7 +35,9 @@ from components.cli.mockrun import (
 )
 from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucket, read_stack_outputs
 from components.cli.plan import stack_config
+from components.cli.snapshot import records
 from components.model.config.checks import PLACEHOLDER_RE
+from components.model.diff import engine
 from components.model.serving.deployed import READ_STACK_OUTPUTS
 from components.preflight import WEIGHTS_LIST, as_runtime_config
 
@@ -488,3 +490,20 @@ def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
     run = run_program(overrides, **options)
     assert run.error is None, run.error
     return run
+
+
+def warnings_of(run: Run) -> list[str]:
+    """The warnings a run that must succeed logged (what `pulumi preview` shows)."""
+    assert run.error is None, run.error
+    return [message for level, message in run.logs if level == "warn"]
+
+
+def tpu_pools(run: Run) -> list[Registration]:
+    """Every node pool but the cluster's system pool."""
+    return [r for r in run.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
+
+
+def preview(before: Run, after: Run) -> engine.Result:
+    """What `pulumi preview` does between two runs, from the change model (components/model/diff)."""
+    assert before.error is None and after.error is None, before.error or after.error
+    return engine.diff(records(before.registrations), records(after.registrations))

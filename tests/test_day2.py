@@ -15,7 +15,6 @@ import pulumi
 import pytest
 import yaml
 
-from components.cli.snapshot import records
 from components.model.config.checks import gke_version_tuple
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
@@ -30,7 +29,9 @@ from tests.harness import (
     assert_rejected,
     merge,
     normalize,
+    preview,
     run_program,
+    tpu_pools,
     unwrap,
 )
 
@@ -43,10 +44,6 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
 # GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"
-
-
-def tpu_pools(run: Run) -> list[Registration]:
-    return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,12 +67,6 @@ def snapshot(run: Run) -> dict[tuple[str, str], Any]:
     """What `pulumi preview` diffs: each resource's inputs (secrets unwrapped, numbers normalized)."""
     assert run.error is None, run.error
     return {(r.type, r.name): normalize(unwrap(r.inputs)) for r in run.registrations if r.custom or r.remote}
-
-
-def preview(before: Run, after: Run) -> engine.Result:
-    """What `pulumi preview` does between two runs, from the change model (components/model/diff)."""
-    assert before.error is None and after.error is None, before.error or after.error
-    return engine.diff(records(before.registrations), records(after.registrations))
 
 
 def changes(before: Run, after: Run) -> tuple[set[str], set[str], set[str]]:

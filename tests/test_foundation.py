@@ -21,6 +21,7 @@ from tests.harness import (
     is_unknown,
     ok,
     run_program,
+    warnings_of,
 )
 
 P = "gke-tpu-slicing"
@@ -383,11 +384,6 @@ def test_secret_value_is_never_echoed_in_errors() -> None:
     assert "gke-tpu-slicing:hfTokn: unknown key; did you mean gke-tpu-slicing:hfToken?" in str(run.error)
     assert "hf_typo_secret" not in str(run.error)
     assert run.registrations == []
-
-
-def warnings_of(run: Run) -> list[str]:
-    assert run.error is None, run.error
-    return [message for level, message in run.logs if level == "warn"]
 
 
 def test_preview_warnings(dev: Run) -> None:

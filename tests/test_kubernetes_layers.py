@@ -9,7 +9,7 @@ from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERS
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology, TpuSystem
 from tests import upstream
-from tests.harness import Registration, Run, assert_rejected, normalize, ok
+from tests.harness import Registration, Run, assert_rejected, normalize, ok, tpu_pools
 
 P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -25,10 +25,6 @@ def addon_charts(run: Run) -> list[Registration]:
 
 def kueue_objects(run: Run) -> list[Registration]:
     return [r for r in run.registrations if r.type.startswith(KUEUE)]
-
-
-def tpu_pools(run: Run) -> list[Registration]:
-    return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
 def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:

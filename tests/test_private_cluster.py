@@ -14,7 +14,7 @@ import pytest
 
 from components.cli import mockrun
 from components.teardown import REPLACE_KEYS
-from tests.harness import Run, assert_rejected, merge, run_program, stack_file_config
+from tests.harness import Run, assert_rejected, merge, run_program, stack_file_config, warnings_of
 
 P = "gke-tpu-slicing"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -39,11 +39,6 @@ PRIVATE_DEV = {
         "controlPlane": {**NO_DEV_CONTROL_PLANE, "authorizedNetworks": OFFICE},
     }
 }
-
-
-def warnings_of(run: Run) -> list[str]:
-    assert run.error is None, run.error
-    return [m for level, m in run.logs if level == "warn"]
 
 
 @pytest.fixture(scope="module", params=["staging", "prod"])
