@@ -57,7 +57,7 @@ def placement_policy(cube_topology: str, policy_name: pulumi.Input[str]) -> dict
     flattenNodePool reads all three back. Declaring "" and the cube topology leaves nothing to differ.
     `tpu_topology` beside `policy_name` is accepted (ci-infra runs such pools; #547's probe came up RUNNING);
     xpk leaves it out with a workload policy (src/xpk/core/nodepool.py, 968cf324) without naming a refusal.
-    Kept: it is the policy's own accelerator topology (tests/test_foundation.py has the evidence).
+    Kept: it is the policy's own accelerator topology (tests/test_tpu_node_pools.py has the evidence).
     """
     return {"type": "", "policy_name": policy_name, "tpu_topology": cube_topology}
 

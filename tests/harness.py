@@ -14,6 +14,7 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -507,3 +508,36 @@ def preview(before: Run, after: Run) -> engine.Result:
     """What `pulumi preview` does between two runs, from the change model (components/model/diff)."""
     assert before.error is None and after.error is None, before.error or after.error
     return engine.diff(records(before.registrations), records(after.registrations))
+
+
+def changes(before: Run, after: Run) -> tuple[set[str], set[str], set[str]]:
+    """(added, removed, changed) resource names between two runs."""
+    result = preview(before, after).changes
+    added = {c.name for c in result if c.action == engine.CREATE}
+    removed = {c.name for c in result if c.action == engine.DELETE}
+    changed = {c.name for c in result if c.action in (engine.UPDATE, engine.REPLACE, engine.REJECTED)}
+    # The model compares the same inputs the snapshot holds: no change it misses.
+    assert (snapshot(before) == snapshot(after)) == (not added | removed | changed)
+    return added, removed, changed
+
+
+def snapshot(run: Run) -> dict[tuple[str, str], Any]:
+    """What `pulumi preview` diffs: each resource's inputs (secrets unwrapped, numbers normalized)."""
+    assert run.error is None, run.error
+    return {(r.type, r.name): normalize(unwrap(r.inputs)) for r in run.registrations if r.custom or r.remote}
+
+
+@cache
+def stack_run(stack: str) -> Run:
+    """The stack file's run that must succeed, shared by the tests that only read it."""
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    return run
+
+
+def addon_charts(run: Run) -> list[Registration]:
+    return [run.get("kubernetes:helm.sh/v4:Chart", f"{name}-chart") for name in ("jobset", "kueue", "lws")]
+
+
+def kueue_objects(run: Run) -> list[Registration]:
+    return [r for r in run.registrations if r.type.startswith("kubernetes:kueue.x-k8s.io")]

@@ -66,7 +66,7 @@ def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.Mo
 
 
 def test_every_kind_inside_the_charts_is_in_the_model() -> None:
-    """As for the program's own types (tests/test_diff_model.py): no chart object is decided as an unknown type."""
+    """As for the program's own types (tests/test_diff_engine.py): no chart object is decided as an unknown type."""
     from components.cli import charts
     from components.cli.render import redact
     from components.model.diff import engine

@@ -74,7 +74,7 @@ def test_adding_a_cube_creates_one_pool_and_updates_what_counts_chips() -> None:
     assert result["totals"]["create"] == 2 and result["totals"]["rejected"] == 0
 
 
-# Without queued workloads: with them, the program refuses a pool's replacement (tests/test_diff_rules.py).
+# Without queued workloads: with them, the program refuses a pool's replacement (tests/test_teardown.py).
 NO_WORKLOADS = ("demos.subslicing.enabled=false", "demos.superslicing.enabled=false", "serving.enabled=false")
 NO_WORKLOADS_SETS = tuple(a for kv in NO_WORKLOADS for a in ("--set", kv))
 

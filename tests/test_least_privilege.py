@@ -197,7 +197,7 @@ def test_a_new_weights_bucket_moves_only_its_members(dev: Run) -> None:
 def test_serving_is_internal_by_default(dev: Run) -> None:
     gateway = normalize(dev.get(GATEWAY, "serving-gateway").plain())
     assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
-    # (dev's control plane is open on purpose, with a warning of its own: tests/test_private_cluster.py)
+    # (dev's control plane is open on purpose, with a warning of its own: tests/test_cluster.py)
     assert not [m for lvl, m in dev.logs if lvl == "warn" and "serving.gateway" in m]
 
 

@@ -151,7 +151,7 @@ def quota_metrics(run: Run) -> bool:
 
 
 def test_kueue_exports_the_quota_metrics_while_scraping(dev: Run) -> None:
-    # The rest of the manager configuration is checked against the pinned chart in tests/test_kubernetes_layers.py.
+    # The rest of the manager configuration is checked against the pinned chart in tests/test_addons.py.
     assert quota_metrics(dev) is True
 
 

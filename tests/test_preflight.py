@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import CODELAB_MIX, assert_rejected, run_program
+from tests.harness import (
+    CODELAB_MIX,
+    Run,
+    assert_rejected,
+    run_program,
+    warnings_of,
+)
 
 P = "gke-tpu-slicing"
 
@@ -65,3 +71,8 @@ IMPOSSIBLE = [
 @pytest.mark.parametrize(("case", "overrides", "key"), IMPOSSIBLE, ids=[c[0] for c in IMPOSSIBLE])
 def test_impossible_requests_stop_the_preview_before_any_resource(case: str, overrides: dict, key: str) -> None:
     assert_rejected(overrides, [f"{P}:{key}"], prefix="impossible TPU request")
+
+
+def test_preview_warnings(dev: Run) -> None:
+    # The version is resolved, not warned about (tests/test_gke_versions.py refuses versions below the floors).
+    assert not any("cluster.version" in w for w in warnings_of(dev))

@@ -25,7 +25,10 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from tests import upstream
-from tests.harness import ROOT
+from tests.harness import (
+    ROOT,
+    Run,
+)
 
 # Top-level keys of the Project struct (sdk/go/common/workspace/project.go @1b5949891b3c) not in project.json.
 PROJECT_STRUCT_EXTRA = {"requiredPulumiVersion": {"type": "string"}}
@@ -148,3 +151,21 @@ def test_a_typo_in_a_stack_file_is_caught() -> None:
     assert (
         stack_errors(stack, project)[-1] == f"#/config/{project['name']}:zone: 7 is not of the declared type 'string'"
     )
+
+
+def test_cli_floor_is_declared_and_checked(dev: Run) -> None:
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    declared = project["requiredPulumiVersion"]
+    assert declared.startswith(">=")
+    floor = tuple(int(p) for p in declared.removeprefix(">=").split("."))
+    assert floor >= (3, 130, 0)  # pulumi/pulumi#16868: charts preview against a cluster not yet created
+    # The program asks the engine for the same range, so CLIs that predate the key stop too.
+    assert dev.required_cli == [declared]
+
+
+def test_no_directory_relative_backend() -> None:
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    url = (project.get("backend") or {}).get("url", "")
+    assert not url.startswith(("file://./", "file://.")), url
+    readme = (ROOT / "README.md").read_text()
+    assert "pulumi login gs://" in readme

@@ -18,7 +18,15 @@ import pytest
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.config.settings import ConfigError, load
-from tests.harness import CODELAB_MIX, REQUIRED_KEYS, Mocks, Run, run_program, set_arguments
+from tests.harness import (
+    CODELAB_MIX,
+    REQUIRED_KEYS,
+    Mocks,
+    Run,
+    assert_rejected,
+    run_program,
+    set_arguments,
+)
 
 P = "gke-tpu-slicing"
 POOL = "gcp:container/nodePool:NodePool"
@@ -622,3 +630,20 @@ def test_the_quick_start_names_the_one_time_ai_zones_command_the_error_names() -
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert AI_ZONES_ONCE.rsplit(" --project=", 1)[0] in readme
     assert readme.index("ai-zones-visibility") < readme.index("pulumi preview && pulumi up")
+
+
+def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:
+    assert_rejected(
+        {f"{P}:tpu": {"reservation": {"project": "other-project", "block": "block-0"}}},
+        [
+            "gke-tpu-slicing:tpu.reservation.project",
+            "'other-project'",
+            "my-tpu-project",
+            "GKE does not support",
+            "tpu.reservation.block",
+        ],
+        prefix="invalid stack configuration (1 problem)",
+    )
+    # The stack's own project, spelled out, is fine.
+    same = run_program({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})
+    assert same.error is None, same.error

@@ -19,7 +19,11 @@ import yaml
 
 from components.cli import import_file, plan, render
 from components.model.config.settings import SECRET_PATHS, secret_paths
-from tests.harness import ROOT, fill_placeholders, run_program
+from tests.harness import (
+    ROOT,
+    fill_placeholders,
+    run_program,
+)
 
 P = "gke-tpu-slicing"
 TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"  # the shape of a Hugging Face token, not a real one
@@ -154,3 +158,11 @@ def test_secret_keys_come_from_the_model_types() -> None:
 
     assert secret_paths(Outer) == {"inner.apiKey", "token"}
     assert "hfToken" in SECRET_PATHS
+
+
+def test_secret_value_is_never_echoed_in_errors() -> None:
+    # A secret set under a misspelt key is still a secret: the error names the key, not the value.
+    run = run_program(secrets={f"{P}:hfTokn": "hf_typo_secret"})
+    assert "gke-tpu-slicing:hfTokn: unknown key; did you mean gke-tpu-slicing:hfToken?" in str(run.error)
+    assert "hf_typo_secret" not in str(run.error)
+    assert run.registrations == []

@@ -9,6 +9,10 @@ from typing import Any
 import pytest
 
 from components.model.config.settings import ConfigError, load
+from tests.harness import (
+    assert_rejected,
+    run_program,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
@@ -188,3 +192,88 @@ def test_a_flat_nested_key_names_path_and_is_not_read() -> None:
         f"{P}:tpu.cubes: a nested key set without --path (Pulumi stored one flat key named 'tpu.cubes', which the "
         "program does not read); run `pulumi config rm tpu.cubes`, then `pulumi config set --path 'tpu.cubes' <value>`"
     ]
+
+
+BAD_CONFIG = [
+    ("typo", {f"{P}:netwrok": {"mtu": 8896}}, ["gke-tpu-slicing:netwrok", "unknown key", "network"]),
+    ("nested typo", {f"{P}:network": {"mtuu": 8896}}, ["network.mtuu", "unknown key", "mtu"]),
+    ("wrong type", {f"{P}:tpu": {"cubes": "two"}}, ["tpu.cubes", "'two'", "integer"]),
+    ("zone", {f"{P}:zone": "uscentral1"}, ["gke-tpu-slicing:zone", "'uscentral1'", "<region>-<suffix>"]),
+    ("not a CIDR", {f"{P}:network": {"tpuSubnetCidr": "10.10.0.0/33"}}, ["network.tpuSubnetCidr", "CIDR"]),
+    (
+        "overlapping CIDRs",
+        {f"{P}:network": {"proxySubnetCidr": "10.10.4.0/26"}},
+        ["network.proxySubnetCidr", "10.10.4.0/26", "overlap", "10.10.0.0/18"],
+    ),
+    ("MTU too high", {f"{P}:network": {"mtu": 9000}}, ["network.mtu", "9000", "1300", "8896"]),
+    ("MTU too low", {f"{P}:network": {"mtu": 576}}, ["network.mtu", "576", "1300", "8896"]),
+    ("machine type", {f"{P}:tpu": {"machineType": "tpu9-standard-8t"}}, ["tpu.machineType", "tpu7x-standard-4t"]),
+    ("not AxBxC", {f"{P}:tpu": {"cubeTopology": "4x4x"}}, ["tpu.cubeTopology", "'4x4x'", "AxBxC"]),
+    ("negative cubes", {f"{P}:tpu": {"cubes": -1}}, ["tpu.cubes", "-1", "greater than or equal to 0"]),
+    ("no reservation", {f"{P}:tpu": {"reservation": {"name": None}}}, ["tpu.reservation.name", "required"]),
+    (
+        "maintenance window backwards",
+        {f"{P}:cluster": {"maintenanceExclusion": {"start": "2026-12-29T00:00:00Z", "end": "2026-12-01T00:00:00Z"}}},
+        ["cluster.maintenanceExclusion.end", "2026-12-01", "after start"],
+    ),
+    (
+        "version before the slice controller",
+        {f"{P}:cluster": {"version": "1.35.1-gke.1000000"}},
+        ["cluster.version", "1.35.1-gke.1000000", "1.35.2-gke.1842000", "use-gke-dynamic-slicing"],
+    ),
+    ("not a GKE version", {f"{P}:cluster": {"version": "latest"}}, ["cluster.version", "'latest'"]),
+    (
+        "PROVISION_ONLY without SPECIFIC",
+        {f"{P}:tpu": {"reservation": {"consumeType": "ANY"}}},
+        ["tpu.reservation.consumeType", "'ANY'", "PROVISION_ONLY", "SPECIFIC"],
+    ),
+]
+
+
+BAD = [
+    (
+        "system pool too small for the controllers",
+        {
+            f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
+            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
+        },
+        ["cluster.systemMachineType", "n2-standard-8", "8500m CPU"],  # Kueue's two replicas count twice,
+    ),
+    (
+        "one controller bigger than a node",
+        {f"{P}:addons": {"lws": {"controllerResources": {"requests": {"cpu": "64"}}}}},
+        ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-32"],
+    ),
+    (
+        "demo shape fits no partition",
+        {f"{P}:demos": {"subslicing": {"topology": "2x4x2"}}},
+        ["demos.subslicing.topology", "2x4x2", "2x2x4"],
+    ),
+    (
+        "unknown priority",
+        {f"{P}:demos": {"superslicing": {"enabled": True, "priority": "urgent"}}},
+        ["demos.superslicing.priority", "low-priority-1000"],
+    ),
+    ("unpinned chart", {f"{P}:addons": {"jobset": {"version": "latest"}}}, ["addons.jobset.version", "'latest'"]),
+    (
+        "unpinned manifest",
+        {f"{P}:addons": {"sliceController": {"manifestUrl": "https://example.com/main/x.yaml"}}},
+        ["addons.sliceController.manifestUrl", "pinned"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "expected"), BAD_CONFIG, ids=[c[0] for c in BAD_CONFIG])
+def test_bad_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
+    assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
+
+
+def test_all_problems_are_reported_together() -> None:
+    run = run_program({f"{P}:network": {"mtu": 1}, f"{P}:tpu": {"cubes": -2}})
+    assert "(2 problems)" in str(run.error)
+    assert run.registrations == []
+
+
+@pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_layer_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
+    assert_rejected(overrides, expected)

@@ -2,21 +2,41 @@
 
 The Slices here are shaped as the slice controller writes them (xpk `slice/` at 250d4b3c: `spec.partitionIds`
 from the `cloud.google.com/gke-tpu-partition-<shape>-id` node labels, the cube's 4x4x4 label for a super-slice,
-the owner annotations of `internal/core/constants.go`); the order of deletes is in tests/test_day2.py.
+the owner annotations of `internal/core/constants.go`); the destroy order and a pool's delete-first replacement
+on the recorded graph, and the preview's refusal of a pool's replacement under running workloads.
 """
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import dill
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.output import UNKNOWN
 
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import TIMEOUT_KEY, SliceGateProvider, wait_until_unused
-from tests.harness import UNKNOWN, Run, assert_rejected, is_secret, run_program
+from components.teardown import (
+    TIMEOUT_KEY,
+    PoolReplacementsProvider,
+    SliceGateProvider,
+    replacement_refusals,
+    wait_until_unused,
+)
+from tests import harness
+from tests.harness import (
+    Registration,
+    Run,
+    assert_rejected,
+    is_secret,
+    run_program,
+    tpu_pools,
+    unwrap,
+)
+from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.test_diff import change, preview
 
 P = "gke-tpu-slicing"
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
@@ -243,3 +263,151 @@ def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(mon
     FakeApis([model.SLICE_GROUP], list_status=403).install(monkeypatch)
     with pytest.raises(Exception, match="403"):
         cluster_listers("{}")[1]()
+
+
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+
+
+def teardown_order(run: Run) -> list[str]:
+    """A deletion order Pulumi may use: every resource after everything that depends on it (Kahn)."""
+    urns = [r.urn for r in run.registrations]
+    dependents: dict[str, set[str]] = {u: set() for u in urns}
+    for reg in run.registrations:
+        for edge in run.direct_edges(reg):
+            if edge in dependents and edge != reg.parent:  # a parent is not deleted before its children
+                dependents[edge].add(reg.urn)
+    order: list[str] = []
+    remaining = dict(dependents)
+    while remaining:
+        ready = sorted(u for u, deps in remaining.items() if not deps & remaining.keys())
+        assert ready, "dependency cycle"
+        order.extend(ready)
+        for u in ready:
+            del remaining[u]
+    return order
+
+
+REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
+
+
+def gate_of(run: Run, pool: Registration) -> Registration:
+    (gate,) = [g for g in run.of_type(GATE) if pool.urn in g.property_dependencies.get("pool", [])]
+    return gate
+
+
+def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
+    """What Pulumi deletes before a delete-first replacement of `root`, in deletion order.
+
+    pulumi/pulumi pkg/resource/deploy/step_generator.go `calculateDependentReplacements`: walk the dependents;
+    one whose inputs reference a resource being replaced is asked its provider's Diff with those inputs
+    unknown, and is replaced (deleted first) if the Diff says so; deletions run in reverse dependency order
+    before the root's. Only the gates' Diff is ours to call; every other dependent of a pool references it
+    by `depends_on` alone (asserted), which never replaces.
+    """
+    from components.teardown import PoolReplacementsProvider, SliceGateProvider
+
+    providers = {GATE: SliceGateProvider(), REPLACEMENTS: PoolReplacementsProvider()}
+    replace = {root.urn}
+    found: list[Registration] = []
+    for reg in run.registrations:  # registration order is a dependency order
+        keys = [k for k, urns in reg.property_dependencies.items() if replace & set(urns)]
+        if not keys or not reg.custom:
+            continue
+        assert reg.type in providers, f"{reg.type} {reg.name} references {root.name} by an input: model its Diff"
+        olds = unwrap(reg.inputs)
+        news = {**olds, **dict.fromkeys(keys, harness.UNKNOWN)}  # the engine's unknown, as the wire sends it
+        diff = providers[reg.type].diff(reg.id, olds, news)
+        if diff.replaces:
+            replace.add(reg.urn)
+            found.append(reg)
+    return list(reversed(found))
+
+
+def guard_inputs(ids: dict[str, Any], workloads: list[str], cluster: Any = "c-id") -> dict[str, Any]:
+    return {"pools": ids, "cluster": cluster, "workloads": workloads}
+
+
+def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_controller(codelab: Run) -> None:
+    order = teardown_order(codelab)
+    position = {urn: i for i, urn in enumerate(order)}
+    workloads = codelab.of_type(JOBSET) + codelab.of_type(LWS)
+    pools = tpu_pools(codelab)
+    slice_controller = codelab.get(*SLICE_CONTROLLER)
+    kueue, jobset = codelab.get(CHART, "kueue-chart"), codelab.get(CHART, "jobset-chart")
+    assert len(workloads) == 4 and len(pools) == 2 and len(codelab.of_type(GATE)) == 2
+    for pool in pools:
+        gate = gate_of(codelab, pool)
+        # The gate's delete waits until no Slice uses the pool: after every workload, before the pool.
+        for w in workloads:
+            assert position[w.urn] < position[gate.urn], f"{w.name} before {gate.name}"
+            assert codelab.depends_on(w, gate) and codelab.depends_on(w, slice_controller), w.name
+        assert position[gate.urn] < position[pool.urn]
+        # The slice controller (which deletes the Slices of deleted Workloads) outlives every gate's wait.
+        assert codelab.depends_on(gate, slice_controller)
+        assert position[gate.urn] < position[slice_controller.urn]
+    # ...and goes before Kueue and JobSet, whose objects it watches; the cluster goes last of all.
+    assert position[slice_controller.urn] < position[kueue.urn]
+    assert position[slice_controller.urn] < position[jobset.urn]
+    assert codelab.depends_on(slice_controller, kueue) and codelab.depends_on(slice_controller, jobset)
+    cluster = codelab.get(CLUSTER, "cluster-gke")
+    assert all(position[r.urn] < position[cluster.urn] for r in codelab.registrations if codelab.depends_on(r, cluster))
+
+
+def test_a_pool_replacement_deletes_its_gate_first_and_only_its_gate(dev: Run) -> None:
+    """The pools are replaced delete-first; the gate's delete (the wait for Slices) completes before the pool's."""
+    pools = tpu_pools(dev)
+    for pool in pools:
+        assert pool.options["deleteBeforeReplace"] is True
+        assert dependent_replacements(dev, pool) == [gate_of(dev, pool)]
+        gate = gate_of(dev, pool)
+        # The gate itself has the pool's fixed name: it too is replaced delete-first.
+        assert gate.options["deleteBeforeReplace"] is True
+    # A replaced workload policy replaces every pool first (placementPolicy is ForceNew), and with each its gate.
+    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
+    assert all(policy.urn in p.property_dependencies["placementPolicy"] for p in pools)
+
+
+def test_the_program_refuses_a_pool_replacement_while_workloads_ran() -> None:
+    """What the provider's `check` gets at preview: a replaced pool's id is unknown (pulumi.output.Unknown)."""
+    old = guard_inputs({"tpu7-pool-1": "id-1", "tpu7-pool-2": "id-2"}, ["serving.enabled"])
+    replaced = guard_inputs({"tpu7-pool-1": UNKNOWN, "tpu7-pool-2": "id-2"}, [])
+    (failure,) = PoolReplacementsProvider().check(old, replaced).failures
+    assert failure.property == "pools" and "tpu7-pool-1" in failure.reason and "tpu7-pool-2" not in failure.reason
+    assert "serving.enabled=false" in failure.reason
+    assert replacement_refusals({}, replaced) == []  # the first run: nothing ran
+    assert replacement_refusals({**old, "workloads": []}, replaced) == []  # nothing ran on the pools
+    assert replacement_refusals(old, {**replaced, "cluster": UNKNOWN}) == []  # the cluster goes too: all drained
+    added = guard_inputs({"tpu7-pool-1": "id-1", "tpu7-pool-2": "id-2", "tpu7-pool-3": UNKNOWN}, [])
+    assert replacement_refusals(old, added) == []  # a new pool is created, not replaced
+    assert (
+        PoolReplacementsProvider().diff("id", {**old, "__provider": "a"}, {**old, "__provider": "b"}).changes is False
+    )
+
+
+def test_diff_shows_the_refusal_of_a_pool_replacement_under_workloads() -> None:
+    code, result = preview("dev", "--change", "tpu.reservation.name=other-reservation")
+    guard = change(result, "teardown-pool-replacements")
+    assert code == 1 and guard["action"] == "rejected"
+    for key in ("demos.subslicing.enabled", "serving.enabled"):  # what ran
+        assert key in guard["reason"], key
+    assert "demos.superslicing.enabled" not in guard["reason"]  # dev does not run it
+    code, result = preview("dev", *NO_WORKLOADS, "--change", "tpu.reservation.name=other-reservation")
+    assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"  # the new ids
+    assert change(result, "capacity-tpu7-pool-1")["action"] == "replace"
+    # A new cluster replaces the Kubernetes provider, and with it every workload, deleted before the pools.
+    code, result = preview("dev", "--change", "cluster.name=other-cluster")
+    assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"
+    for name in ("serving-decode", "subslicing-jobset", "teardown-tpu7-pool-1", "capacity-tpu7-pool-1"):
+        assert change(result, name)["deleteFirst"] is True, name

@@ -17,7 +17,7 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 DYNAMIC_PREFIX = "pulumi-python:dynamic"
 # The program's own dynamic providers: what their `diff` decides. The gate's provider reads its replace keys
-# from here (replace_keys); tests/test_diff_model.py calls each provider's `diff` against these facts.
+# from here (replace_keys); tests/test_diff_engine.py calls each provider's `diff` against these facts.
 SLICE_GATE = "pulumi-python:dynamic/teardown:SliceGate"
 _SLICE_GATE = "components/teardown.py SliceGateProvider.diff (REPLACE_KEYS, delete_before_replace=True)"
 DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {

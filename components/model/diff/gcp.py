@@ -12,7 +12,7 @@ installed 10.2.0 SDK no longer has `google_beyondcorp_app_connection`, `_app_con
 L137-147). The facts are read from the provider at commit 93c65b2d60fe (branch release-8.0.0, the
 newest 8.x source available offline): gcp_force_new.py is generated from its schema files
 (`python -m tests.provider_schema --write`), with every ForceNew attribute but the few that
-tests/provider_schema.py EXCLUDED leaves out, each with its reason; tests/test_diff_model.py checks it
+tests/provider_schema.py EXCLUDED leaves out, each with its reason; tests/test_diff_gcp.py checks it
 against the sources and every path against the installed SDK's property names.
 BLOCK: ForceNew on a block; SDKv2 compares its item count (adding or removing it replaces; a change
 inside it follows the inner field's own ForceNew).
@@ -26,7 +26,7 @@ from components.model.diff.gcp_force_new import FORCE_NEW as _FORCE_NEW
 TPGB = "hashicorp/terraform-provider-google-beta@93c65b2d60fe google-beta/"
 
 # The conditional replacements: a CustomizeDiff, not a schema flag, so not in the generated table below
-# (tests/test_diff_model.py checks that each attribute exists). Cited at the CustomizeDiff's line.
+# (tests/test_diff_gcp.py checks that each attribute exists). Cited at the CustomizeDiff's line.
 _CONDITIONAL: dict[str, tuple[tuple[str, tuple[tuple, ...]], ...]] = {
     "gcp:compute/subnetwork:Subnetwork": (
         (

@@ -5,7 +5,7 @@ Three sources, each cited per fact:
 * pulumi-kubernetes' own replace-on-change list (`forceNewProperties`, provider/pkg/provider/diff.go at
   commit 94977969d, the newest source available offline; the program pins 4.34.2): the provider replaces
   the object, delete-first when its name and namespace stay (provider/pkg/provider/provider.go L1645-1660);
-* the CRDs' CEL transition rules (`oldSelf`), pinned in ../shared/schemas/crds (tests/test_diff_model.py
+* the CRDs' CEL transition rules (`oldSelf`), pinned in ../shared/schemas/crds (tests/test_diff_kubernetes.py
   checks that every transition rule of a kind the program applies is here, at the cited line);
 * the controllers' validating webhooks: Kueue v0.17.4 (commit 731bece78d5f) for queued LeaderWorkerSets
   and JobSets, LWS v0.8.0 (c52b4f929a2f) and v0.10.0 (566625933a26), JobSet v0.11.1 (c1a0ef054250).

@@ -1,0 +1,173 @@
+"""The add-on charts and manifests (components/addons.py): pinned charts, Kueue's manager configuration and
+webhooks, replicas, what they wait for."""
+
+from __future__ import annotations
+
+import yaml
+
+from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
+from components.model.config.checks import gke_version_tuple
+from tests import upstream
+from tests.harness import (
+    Run,
+    addon_charts,
+    assert_rejected,
+    normalize,
+    ok,
+    tpu_pools,
+)
+
+P = "gke-tpu-slicing"
+CHART = "kubernetes:helm.sh/v4:Chart"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+POOL = "gcp:container/nodePool:NodePool"
+
+
+def kueue_values(run: Run) -> dict:
+    return normalize(run.get(CHART, "kueue-chart").plain("values"))
+
+
+def manager_config(run: Run) -> dict:
+    return yaml.safe_load(kueue_values(run)["managerConfig"]["controllerManagerConfigYaml"])
+
+
+def pinned_kueue_values() -> dict:
+    return yaml.safe_load(upstream.path(f"schemas/charts/kueue-v{KUEUE_CONFIG_VERSION}/values.yaml").read_text())
+
+
+def rendered_webhooks(config: dict) -> dict[str, tuple[str, dict]]:
+    """(failurePolicy, namespaceSelector) of the pod-level webhooks as Kueue's chart renders them for `config`.
+
+    kubernetes-sigs/kueue charts/kueue/templates/webhook/manifests.yaml@v0.17.4: mpod.kb.io (L265-281),
+    mdeployment.kb.io (L84-100) and mstatefulset.kb.io fail closed only when their integration is listed,
+    and take `managedJobsNamespaceSelector` when the configuration has one, else exclude kube-system and the
+    release namespace; the job kinds' webhooks (mjobset.kb.io, mleaderworkerset.kb.io, ...) always fail closed
+    and take the configuration's selector when set (`{{- if (hasKey $managerConfig ...) }}`), none otherwise.
+    """
+    default = {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
+        ]
+    }
+    selector = config.get("managedJobsNamespaceSelector")
+    frameworks = config["integrations"]["frameworks"]
+    out = {}
+    for name, framework in (("mpod", "pod"), ("mdeployment", "deployment"), ("mstatefulset", "statefulset")):
+        out[name] = ("Fail" if framework in frameworks else "Ignore", selector or default)
+    for name in ("mjob", "mjobset", "mleaderworkerset"):
+        out[name] = ("Fail", selector or {})  # {} selects every namespace
+    return out
+
+
+def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
+    charts = {r.name: r.inputs for r in dev.of_type(CHART)}
+    expected = {
+        "jobset-chart": ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
+        "kueue-chart": ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
+        "lws-chart": ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+    }
+    for name, (release, chart, version, namespace) in expected.items():
+        c = charts[name]
+        assert (c["name"], c["chart"], c["version"], c["namespace"]) == (release, chart, version, namespace)
+        assert c["skipAwait"] is False  # wait for the controllers (and webhooks) to be ready
+    kueue_values = normalize(charts["kueue-chart"]["values"])
+    # The manager configuration and the replicas: the tests below.
+    assert set(kueue_values.pop("managerConfig")) == {"controllerManagerConfigYaml"}
+    manager = kueue_values["controllerManager"]
+    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}
+    assert kueue_values == {
+        "controllerManager": {
+            "manager": {
+                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}}
+            }
+        }
+    }
+
+
+def test_kueue_webhooks_fail_closed_only_in_the_workload_namespace(dev: Run) -> None:
+    config = manager_config(dev)
+    queued = sorted({w.plain("metadata")["namespace"] for w in dev.of_type(JOBSET) + dev.of_type(LWS)})
+    assert queued == ["llm-d-pd-disaggregation"]  # every queued workload of the run, demos and serving
+    webhooks = rendered_webhooks(config)
+    only_queued = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": queued}]}
+    assert webhooks["mpod"] == ("Fail", only_queued)  # LWS pods are never created unmanaged
+    assert webhooks["mdeployment"][0] == webhooks["mstatefulset"][0] == "Ignore"
+    assert all(sel == only_queued for _, sel in webhooks.values())
+    # With the pinned default, the same webhooks covered every namespace but two.
+    default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    assert rendered_webhooks(default)["mpod"][1]["matchExpressions"][0]["operator"] == "NotIn"
+    assert rendered_webhooks(default)["mdeployment"][0] == "Fail"
+    # The selector follows the namespace setting.
+    moved = manager_config(ok({f"{P}:kueue": {"namespace": "tpu-jobs"}}))
+    assert moved["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["tpu-jobs"]
+
+
+def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_and_metrics(dev: Run) -> None:
+    default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    ours = manager_config(dev)
+    assert ours.pop("managedJobsNamespaceSelector")
+    assert ours["metrics"].pop("enableClusterQueueResources") is True  # observability's quota series
+    frameworks = ours["integrations"].pop("frameworks")
+    assert frameworks == list(INTEGRATIONS)
+    assert set(frameworks) < set(default["integrations"].pop("frameworks"))
+    assert ours == default
+    # Every integration kept has objects in the run (or is LWS's implicit pod integration).
+    assert dev.of_type(JOBSET) and dev.of_type(LWS)
+    # Leader election stays on: the replicas below elect one leader.
+    assert ours["leaderElection"]["leaderElect"] is True
+
+
+def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) -> None:
+    pinned = pinned_kueue_values()["controllerManager"]
+    manager = kueue_values(dev)["controllerManager"]
+    # Keys the pinned chart has (its default: 1 replica, no PDB).
+    assert pinned["replicas"] == 1 and pinned["podDisruptionBudget"] == {"enabled": False, "minAvailable": 1}
+    assert {"replicas", "podDisruptionBudget", "topologySpreadConstraints"} <= set(pinned)
+    assert manager["replicas"] == 2
+    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
+    (spread,) = manager["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    # One replica: no budget (minAvailable 1 of 1 would block every drain), no spread.
+    single = kueue_values(ok({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
+    assert single["replicas"] == 1 and single["podDisruptionBudget"]["enabled"] is False
+    assert "topologySpreadConstraints" not in single
+    assert_rejected({f"{P}:addons": {"kueue": {"replicas": 0}}}, ["addons.kueue.replicas"])
+
+
+def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
+    big = {"requests": {"cpu": "13", "memory": "1Gi"}}
+    ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
+    assert_rejected(
+        {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
+    )
+
+
+def test_addon_versions_and_resources_are_configurable() -> None:
+    run = ok({f"{P}:addons": {"kueue": {"version": "0.17.5", "controllerResources": {"requests": {"cpu": "1"}}}}})
+    chart = run.get(CHART, "kueue-chart").inputs
+    assert chart["version"] == "0.17.5"
+    assert chart["values"]["controllerManager"]["manager"]["resources"] == {"requests": {"cpu": "1"}}
+
+
+def test_addons_depend_on_the_cluster_but_not_on_tpu_pools(dev: Run) -> None:
+    cluster = dev.get("gcp:container/cluster:Cluster", "cluster-gke")
+    system = dev.get(POOL, "cluster-system")
+    for chart in addon_charts(dev) + dev.of_type("kubernetes:yaml/v2:ConfigFile"):
+        assert dev.depends_on(chart, cluster) and dev.depends_on(chart, system), chart.name
+        for pool in tpu_pools(dev):
+            assert not dev.depends_on(chart, pool), f"{chart.name} waits for {pool.name}"
+
+
+def test_the_gke_managed_inference_pool_crd_is_not_applied(dev: Run) -> None:
+    group = dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
+    files = group.inputs["files"]
+    names = [f.rsplit("/", 1)[-1] for f in files]
+    # GKE (1.34+) installs the GA InferencePool CRD; the program's version floor is above that.
+    assert "inference.networking.k8s.io_inferencepools.yaml" not in names
+    # ...but still applies the rest of GAIE's config/crd, e.g. the InferenceObjective CRD.
+    assert "inference.networking.x-k8s.io_inferenceobjectives.yaml" in names
+    version = "v1.5.0"
+    assert all(f"/gateway-api-inference-extension/{version}/config/crd/bases/" in f for f in files)
+    assert gke_version_tuple("1.35.2-gke.1842000") > gke_version_tuple("1.34.0-gke.0")
+    assert dev.depends_on(dev.get(CHART, "serving-router"), group)

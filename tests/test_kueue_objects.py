@@ -1,0 +1,102 @@
+"""The Kueue objects (components/kueue_objects.py): Topology, ResourceFlavor, queues, priority classes."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests import upstream
+from tests.harness import Run, assert_rejected, kueue_objects, normalize, ok
+from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.test_diff import change, preview
+
+P = "gke-tpu-slicing"
+CHART = "kubernetes:helm.sh/v4:Chart"
+KUEUE = "kubernetes:kueue.x-k8s.io"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "why"),
+    [
+        ("kueue-system", "it is addons.kueue.namespace"),
+        ("lws-system", "it is addons.lws.namespace"),
+        ("kube-system", "kube- is Kubernetes' own prefix"),
+    ],
+)
+def test_the_workload_namespace_is_no_controllers_namespace(namespace: str, why: str) -> None:
+    """Kueue's pod webhook fails closed in the workload namespace (mpod.kb.io, `pod` listed): Kueue's own pods
+    there would need Kueue to start, and an add-on's or kube-system's pods would stop whenever Kueue is down.
+    Kueue's default selector leaves kube-system and its own namespace out for that reason
+    (kubernetes-sigs/kueue apis/config/v1beta2/defaults.go@v0.17.4 L111-119)."""
+    assert_rejected({f"{P}:kueue": {"namespace": namespace}}, ["kueue.namespace", repr(namespace), why])
+    # The add-on moved away, the name is free again.
+    ok({f"{P}:kueue": {"namespace": "kueue-system"}, f"{P}:addons": {"kueue": {"namespace": "kq"}}})
+
+
+def test_every_kueue_object_waits_for_the_kueue_chart(dev: Run) -> None:
+    kueue = dev.get(CHART, "kueue-chart")
+    objects = kueue_objects(dev)
+    assert len(objects) == 8  # Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue, 3 priorities
+    for obj in objects:
+        assert kueue.urn in obj.dependencies, obj.name
+    check = dev.get(f"{KUEUE}/v1beta2:AdmissionCheck", "queues-admission-check")
+    assert dev.depends_on(check, dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest"))
+    slice_controller = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+    assert dev.depends_on(slice_controller, kueue) and dev.depends_on(slice_controller, dev.get(CHART, "jobset-chart"))
+
+
+def test_priorities_and_names_are_configurable() -> None:
+    run = ok(
+        {
+            f"{P}:kueue": {"localQueue": "team-a", "priorities": {"batch-10": 10, "prod-99": 99}, "tpuQuota": 200},
+            f"{P}:demos": {"subslicing": {"priority": "batch-10"}, "superslicing": {"priority": "prod-99"}},
+            f"{P}:serving": {"prefill": {"priority": "prod-99"}, "decode": {"priority": "prod-99"}},
+        }
+    )
+    classes = {
+        r.inputs["metadata"]["name"]: normalize(r.inputs["value"])
+        for r in run.of_type(f"{KUEUE}/v1beta2:WorkloadPriorityClass")
+    }
+    assert classes == {"batch-10": 10, "prod-99": 99}
+    labels = run.get(JOBSET, "subslicing-jobset").inputs["metadata"]["labels"]
+    assert labels == {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "batch-10"}
+    cq = normalize(run.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "200"
+
+
+def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> None:
+    """The pinned Kueue CRD decides: the storage version, not a deprecated one; old stacks update in place."""
+    crd_dir = upstream.path("schemas/crds")
+    (crd,) = [
+        doc
+        for path in sorted(crd_dir.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+        and doc.get("kind") == "CustomResourceDefinition"
+        and doc["spec"]["names"]["kind"] == "WorkloadPriorityClass"
+    ]
+    (storage,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    assert storage["served"] and not storage.get("deprecated")
+    api = f"{crd['spec']['group']}/{storage['name']}"
+    classes = [r for r in dev.registrations if r.type.endswith(":WorkloadPriorityClass")]
+    assert len(classes) == 3
+    for reg in classes:
+        assert reg.inputs["apiVersion"] == api and reg.type == f"kubernetes:{api}:WorkloadPriorityClass"
+        # stacks created with v1beta1 adopt the same object instead of creating a second one with its name
+        assert {"spec": {"type": "kubernetes:kueue.x-k8s.io/v1beta1:WorkloadPriorityClass"}} in [
+            {"spec": {"type": a.get("spec", {}).get("type")}} for a in reg.aliases
+        ]
+
+
+def test_a_topology_or_flavor_rename_without_workloads_replaces_every_queue_object_delete_first() -> None:
+    expected = {
+        "kueue.topologyName=other-topology": ("queues-topology", "queues-flavor", "queues-cluster-queue"),
+        "kueue.flavorName=other-rf": ("queues-flavor", "queues-cluster-queue"),
+    }
+    for key, replaced in expected.items():
+        code, result = preview("dev", *NO_WORKLOADS, "--change", key)
+        assert code == 0, key
+        for name in (*replaced, "queues-local-queue"):
+            c = change(result, name)
+            assert (c["action"], c["deleteFirst"]) == ("replace", True), (key, c)

@@ -1,0 +1,85 @@
+"""The VPC, its subnets, Cloud NAT and the internal firewall (components/network.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from tests.harness import (
+    Run,
+    assert_rejected,
+    run_program,
+)
+
+CLUSTER = "gcp:container/cluster:Cluster"
+P = "gke-tpu-slicing"
+FIREWALL = "gcp:compute/firewall:Firewall"
+
+
+def test_network(dev: Run) -> None:
+    net = dev.get("gcp:compute/network:Network", "network-main")
+    assert net.inputs["name"] == "qwen-serving-main"
+    assert net.inputs["mtu"] == 8896
+    assert net.inputs["routingMode"] == "REGIONAL"
+    assert net.inputs["autoCreateSubnetworks"] is False
+
+    tpu = dev.get("gcp:compute/subnetwork:Subnetwork", "network-tpu")
+    assert (tpu.inputs["name"], tpu.inputs["region"], tpu.inputs["ipCidrRange"]) == (
+        "qwen-serving-tpu",
+        "us-central1",
+        "10.10.0.0/18",
+    )
+    assert tpu.inputs["privateIpGoogleAccess"] is True
+    assert "purpose" not in tpu.inputs
+
+    proxy = dev.get("gcp:compute/subnetwork:Subnetwork", "network-proxy")
+    assert proxy.inputs["name"] == "qwen-serving-proxy"
+    assert proxy.inputs["ipCidrRange"] == "172.16.0.0/26"
+    assert (proxy.inputs["purpose"], proxy.inputs["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
+
+    fw = dev.get("gcp:compute/firewall:Firewall", "network-allow-internal")
+    assert fw.inputs["name"] == "qwen-serving-allow-internal"
+    # Not the codelab's every protocol from 10.0.0.0/8 and 172.16.0.0/12: the VPC's own ranges (the TPU
+    # subnet, the pods' range GKE allocated, the proxy-only subnet) and the protocols the cluster uses.
+    assert fw.inputs["allows"] == [{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}]
+    assert fw.inputs["sourceRanges"] == ["10.10.0.0/18", "10.4.0.0/14", "172.16.0.0/26"]
+    cluster = dev.get(CLUSTER, "cluster-gke")
+    assert cluster.urn in fw.property_dependencies["sourceRanges"], "the pods' range is the cluster's output"
+    # Both subnets and the firewall hang off the VPC by reference, not by name.
+    for child in (tpu, proxy, fw):
+        assert net.urn in child.property_dependencies["network"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_internal_firewall_admits_only_the_vpcs_own_ranges(stack: str) -> None:
+    run = run_program(stack=stack)
+    assert run.error is None, run.error
+    (fw,) = run.of_type(FIREWALL)
+    tpu = run.get("gcp:compute/subnetwork:Subnetwork", "network-tpu").inputs["ipCidrRange"]
+    proxy = run.get("gcp:compute/subnetwork:Subnetwork", "network-proxy").inputs["ipCidrRange"]
+    pods = "10.4.0.0/14"  # what the harness's GKE allocates (clusterIpv4Cidr), read back from the cluster
+    assert fw.inputs["sourceRanges"] == [tpu, pods, proxy]
+    assert fw.inputs["direction"] == "INGRESS"
+    assert {a["protocol"] for a in fw.inputs["allows"]} == {"tcp", "udp", "icmp"}
+    assert all("ports" not in a for a in fw.inputs["allows"])
+    # Nothing as wide as the codelab's 10.0.0.0/8 or 172.16.0.0/12.
+    for source in fw.inputs["sourceRanges"]:
+        assert ipaddress.ip_network(source).prefixlen >= 14, source
+
+
+def test_the_firewall_follows_the_subnets_and_the_pods_range_in_place() -> None:
+    moved = run_program({f"{P}:network": {"tpuSubnetCidr": "10.20.0.0/18", "proxySubnetCidr": "10.21.0.0/26"}})
+    assert moved.error is None, moved.error
+    (fw,) = moved.of_type(FIREWALL)
+    assert fw.inputs["sourceRanges"] == ["10.20.0.0/18", "10.4.0.0/14", "10.21.0.0/26"]
+    # In place: the provider PATCHes source_ranges; the firewall keeps its name and direction (ForceNew).
+    assert fw.inputs["name"] == "qwen-serving-allow-internal" and fw.inputs["direction"] == "INGRESS"
+
+
+def test_the_old_wide_source_key_is_gone() -> None:
+    assert_rejected(
+        {f"{P}:network": {"internalSourceRanges": ["10.0.0.0/8"]}},
+        ["network.internalSourceRanges", "unknown key"],
+        prefix="invalid stack configuration (1 problem)",
+    )
