@@ -12,6 +12,7 @@ import hashlib
 import json
 import pickle
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -20,6 +21,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.settings import set_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
 from components.cli.mockrun import (
@@ -38,6 +40,7 @@ from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucke
 from components.cli.plan import stack_config
 from components.cli.snapshot import records
 from components.model.config.checks import PLACEHOLDER_RE
+from components.model.config.settings import Settings, load
 from components.model.diff import engine
 from components.model.serving.deployed import READ_STACK_OUTPUTS
 from components.preflight import WEIGHTS_LIST, as_runtime_config
@@ -541,3 +544,25 @@ def addon_charts(run: Run) -> list[Registration]:
 
 def kueue_objects(run: Run) -> list[Registration]:
     return [r for r in run.registrations if r.type.startswith("kubernetes:kueue.x-k8s.io")]
+
+
+def dev_settings() -> Settings:
+    """The settings of the dev stack file, as the program loads them."""
+    prefix = f"{PROJECT}:"
+    config = stack_file_config("dev")
+    raw = {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    return load(raw, config["gcp:project"], now=CLOCK)
+
+
+def declare(body: Callable[[], None]) -> list[Registration]:
+    """What `body` registers under the mocks: a component declared alone, from its args."""
+    mocks = Mocks()
+    monitor = RecordingMonitor(mocks)
+    set_root_resource(None)  # type: ignore[arg-type]
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", monitor=monitor)
+    pulumi.runtime.test(body)()
+    return monitor.registrations
+
+
+def shape(regs: list[Registration], types: set[str]) -> dict[tuple[str, str], Any]:
+    return {(r.type, r.name): (r.plain(), r.options) for r in regs if r.type in types}

@@ -8,14 +8,7 @@ import yaml
 from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from components.model.config.checks import gke_version_tuple
 from tests import upstream
-from tests.harness import (
-    Run,
-    addon_charts,
-    assert_rejected,
-    normalize,
-    ok,
-    tpu_pools,
-)
+from tests.harness import Run, addon_charts, assert_rejected, normalize, ok, tpu_pools
 
 P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"

@@ -1,118 +1,22 @@
-"""Components take their own args: one declared alone, from its args, registers what the whole program does."""
+"""Components take their own args: the inputs Pulumi's analyzer infers for each, with descriptions. (A component
+declared alone from its args registering what the whole program does is checked beside it: tests/test_network.py,
+tests/test_kueue_objects.py.)"""
 
-from collections.abc import Callable
-from typing import Any
-
-import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 from pulumi.provider.experimental.analyzer import Analyzer
-from pulumi.runtime.settings import set_root_resource
 
-from components import graph as program
 from components.addons import HelmAddon, InferenceExtensionCrds, SliceController
-from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
+from components.cli.mockrun import PROJECT
 from components.cluster import Cluster
 from components.demo_jobsets import SlicingJobSet
 from components.kueue_objects import SliceQueues
-from components.model.config.settings import Settings, load
-from components.model.diff import engine
-from components.network import Egress, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.network import Egress, InternalFirewall, Network
 from components.node_service_account import NodeIdentity
 from components.observability import Observability
 from components.project_services import ProjectServices
 from components.teardown import SliceGates
 from components.tpu_node_pools import TpuCapacity
 from components.weights_download_job import WeightsDownload
-from tests.harness import CLOCK, Mocks, run_program, stack_file_config
-
-FIREWALL = "gcp:compute/firewall:Firewall"
-# The URN the firewall had while the Network component declared it (the recorded runs' URN scheme).
-FORMER_FIREWALL = f"urn:pulumi:dev::{PROJECT}::gke-tpu-slicing:network:Network${FIREWALL}::network-allow-internal"
-
-
-def dev_settings() -> Settings:
-    prefix = f"{PROJECT}:"
-    config = stack_file_config("dev")
-    raw = {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
-    return load(raw, config["gcp:project"], now=CLOCK)
-
-
-def declare(body: Callable[[], None]) -> list[Registration]:
-    mocks = Mocks()
-    monitor = RecordingMonitor(mocks)
-    set_root_resource(None)  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", monitor=monitor)
-    pulumi.runtime.test(body)()
-    return monitor.registrations
-
-
-def shape(regs: list[Registration], types: set[str]) -> dict[tuple[str, str], Any]:
-    return {(r.type, r.name): (r.plain(), r.options) for r in regs if r.type in types}
-
-
-def test_the_network_and_its_firewall_from_their_args_alone_register_as_in_the_program() -> None:
-    s = dev_settings()
-    net = s.network
-
-    def body() -> None:
-        network = Network(
-            "network",
-            NetworkArgs(
-                project=s.project,
-                region=s.region,
-                network_name=net.network_name,
-                mtu=net.mtu,
-                tpu_subnet_name=net.tpu_subnet_name,
-                tpu_subnet_cidr=net.tpu_subnet_cidr,
-                proxy_subnet_name=net.proxy_subnet_name,
-                proxy_subnet_cidr=net.proxy_subnet_cidr,
-                egress={"router_name": net.router_name, "nat_name": net.nat_name},
-            ),
-        )
-        InternalFirewall(
-            "network",
-            InternalFirewallArgs(
-                project=s.project,
-                firewall_name=net.firewall_name,
-                network=network.network.id,
-                tpu_subnet_cidr=net.tpu_subnet_cidr,
-                pod_range="10.4.0.0/14",  # what the harness's cluster reports
-                proxy_subnet_cidr=net.proxy_subnet_cidr,
-            ),
-            pulumi.ResourceOptions(parent=network),
-        )
-
-    alone = declare(body)
-    whole = run_program()
-    assert whole.error is None, whole.error
-    types = {r.type for r in alone if r.custom}
-    assert FIREWALL in types and len(types) >= 5
-    assert shape(alone, types) == shape(whole.registrations, types)
-
-
-def test_the_firewall_keeps_the_urn_it_had_under_the_network() -> None:
-    run = run_program()
-    firewall = run.get(FIREWALL, "network-allow-internal")
-    assert run.by_urn(firewall.parent).type == "gke-tpu-slicing:network:InternalFirewall"
-    record = {"urn": firewall.urn, "aliases": firewall.aliases}
-    assert FORMER_FIREWALL in engine._alias_urns(record)
-
-
-def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:
-    s = dev_settings()
-    types = {"kubernetes:kueue.x-k8s.io/v1beta2:" + k for k in ("Topology", "ResourceFlavor", "LocalQueue")}
-
-    def body() -> None:
-        provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
-        kueue = pulumi.ComponentResource("test:index:Kueue", "kueue")
-        SliceQueues("queues", program.queues_args(s, provider, kueue, kueue))
-
-    alone, whole = declare(body), run_program()
-    assert whole.error is None, whole.error
-    mine, theirs = shape(alone, types), shape(whole.registrations, types)
-    assert len(mine) == 3 and mine == theirs
-
 
 COMPONENTS = [
     ProjectServices,

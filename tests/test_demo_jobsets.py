@@ -7,16 +7,7 @@ from typing import Any
 import pytest
 
 from components.model.diff import engine
-from tests.harness import (
-    CODELAB_MIX,
-    Run,
-    kueue_objects,
-    merge,
-    ok,
-    preview,
-    run_program,
-    tpu_pools,
-)
+from tests.harness import CODELAB_MIX, Run, kueue_objects, merge, ok, preview, run_program, tpu_pools
 
 P = "gke-tpu-slicing"
 CHART = "kubernetes:helm.sh/v4:Chart"

@@ -127,3 +127,36 @@ def test_the_codelab_page_maps_the_placement_policy_as_the_pools_send_it() -> No
         camel = {"type": "type", "policy_name": "policyName", "tpu_topology": "tpuTopology"}
         assert fields == {f for f, key in camel.items() if key in sent}, row
         assert {f: sent[camel[f]] for f in literals} == literals, row
+
+
+def component_test_table() -> dict[str, tuple[list[str], str]]:
+    """docs/tests.md's "Where a component's tests are": module -> (its test files, why they are not its own)."""
+    rows: dict[str, tuple[list[str], str]] = {}
+    for line in (ROOT / "docs" / "tests.md").read_text().splitlines():
+        if line.startswith("| `components/"):
+            module, tests = (cell.strip() for cell in line.strip("|").split("|"))
+            files, _, why = tests.partition(":")
+            rows[module.strip("`")] = ([f.strip().strip("`") for f in files.split(",")], why.strip())
+    return rows
+
+
+def test_every_component_module_has_its_tests_beside_it_or_says_where_they_are() -> None:
+    modules = sorted(
+        f"components/{p.name}" for p in (ROOT / "components").glob("*.py") if p.stem not in ("__init__", "__main__")
+    )
+    table = component_test_table()
+    assert sorted(table) == modules, "docs/tests.md's table of where a component's tests are lists every module"
+    for module, (files, why) in table.items():
+        own = f"tests/test_{Path(module).stem}.py"
+        if (ROOT / own).exists():
+            assert (files, why) == ([own], ""), f"{module}: its tests are {own}, no exception"
+        else:
+            assert why, f"{module} has no {own}: the table must say why its tests are in {files}"
+        for name in files:
+            assert (ROOT / name).is_file(), f"{module}: {name} does not exist"
+
+
+def test_the_change_previews_test_files_are_named_after_its_modules() -> None:
+    for path in sorted((ROOT / "tests").glob("test_diff_*.py")):
+        module = ROOT / "components" / "model" / "diff" / f"{path.stem.removeprefix('test_diff_')}.py"
+        assert module.is_file(), f"{path.name} names no module of components/model/diff/"

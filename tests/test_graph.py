@@ -7,15 +7,7 @@ import pytest
 
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology, TpuSystem
-from tests.harness import (
-    Run,
-    addon_charts,
-    changes,
-    normalize,
-    ok,
-    run_program,
-    tpu_pools,
-)
+from tests.harness import Run, addon_charts, changes, normalize, ok, run_program, tpu_pools
 
 CLUSTER = "gcp:container/cluster:Cluster"
 P = "gke-tpu-slicing"

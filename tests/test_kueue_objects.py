@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from components import graph as program
+from components.kueue_objects import SliceQueues
 from tests import upstream
-from tests.harness import Run, assert_rejected, kueue_objects, normalize, ok
+from tests.harness import Run, assert_rejected, declare, dev_settings, kueue_objects, normalize, ok, run_program, shape
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview
 
@@ -100,3 +104,18 @@ def test_a_topology_or_flavor_rename_without_workloads_replaces_every_queue_obje
         for name in (*replaced, "queues-local-queue"):
             c = change(result, name)
             assert (c["action"], c["deleteFirst"]) == ("replace", True), (key, c)
+
+
+def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:
+    s = dev_settings()
+    types = {"kubernetes:kueue.x-k8s.io/v1beta2:" + k for k in ("Topology", "ResourceFlavor", "LocalQueue")}
+
+    def body() -> None:
+        provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
+        kueue = pulumi.ComponentResource("test:index:Kueue", "kueue")
+        SliceQueues("queues", program.queues_args(s, provider, kueue, kueue))
+
+    alone, whole = declare(body), run_program()
+    assert whole.error is None, whole.error
+    mine, theirs = shape(alone, types), shape(whole.registrations, types)
+    assert len(mine) == 3 and mine == theirs

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 
+import pulumi
 import pytest
 
-from tests.harness import (
-    Run,
-    assert_rejected,
-    run_program,
-)
+from components.cli.mockrun import PROJECT
+from components.model.diff import engine
+from components.network import InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from tests.harness import Run, assert_rejected, declare, dev_settings, run_program, shape
 
 CLUSTER = "gcp:container/cluster:Cluster"
 P = "gke-tpu-slicing"
@@ -83,3 +83,55 @@ def test_the_old_wide_source_key_is_gone() -> None:
         ["network.internalSourceRanges", "unknown key"],
         prefix="invalid stack configuration (1 problem)",
     )
+
+
+# The URN the firewall had while the Network component declared it (the recorded runs' URN scheme).
+FORMER_FIREWALL = f"urn:pulumi:dev::{PROJECT}::gke-tpu-slicing:network:Network${FIREWALL}::network-allow-internal"
+
+
+def test_the_network_and_its_firewall_from_their_args_alone_register_as_in_the_program() -> None:
+    s = dev_settings()
+    net = s.network
+
+    def body() -> None:
+        network = Network(
+            "network",
+            NetworkArgs(
+                project=s.project,
+                region=s.region,
+                network_name=net.network_name,
+                mtu=net.mtu,
+                tpu_subnet_name=net.tpu_subnet_name,
+                tpu_subnet_cidr=net.tpu_subnet_cidr,
+                proxy_subnet_name=net.proxy_subnet_name,
+                proxy_subnet_cidr=net.proxy_subnet_cidr,
+                egress={"router_name": net.router_name, "nat_name": net.nat_name},
+            ),
+        )
+        InternalFirewall(
+            "network",
+            InternalFirewallArgs(
+                project=s.project,
+                firewall_name=net.firewall_name,
+                network=network.network.id,
+                tpu_subnet_cidr=net.tpu_subnet_cidr,
+                pod_range="10.4.0.0/14",  # what the harness's cluster reports
+                proxy_subnet_cidr=net.proxy_subnet_cidr,
+            ),
+            pulumi.ResourceOptions(parent=network),
+        )
+
+    alone = declare(body)
+    whole = run_program()
+    assert whole.error is None, whole.error
+    types = {r.type for r in alone if r.custom}
+    assert FIREWALL in types and len(types) >= 5
+    assert shape(alone, types) == shape(whole.registrations, types)
+
+
+def test_the_firewall_keeps_the_urn_it_had_under_the_network() -> None:
+    run = run_program()
+    firewall = run.get(FIREWALL, "network-allow-internal")
+    assert run.by_urn(firewall.parent).type == "gke-tpu-slicing:network:InternalFirewall"
+    record = {"urn": firewall.urn, "aliases": firewall.aliases}
+    assert FORMER_FIREWALL in engine._alias_urns(record)

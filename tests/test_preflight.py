@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import (
-    CODELAB_MIX,
-    Run,
-    assert_rejected,
-    run_program,
-    warnings_of,
-)
+from tests.harness import CODELAB_MIX, Run, assert_rejected, run_program, warnings_of
 
 P = "gke-tpu-slicing"
 

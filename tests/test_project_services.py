@@ -7,11 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from tests.harness import (
-    Run,
-    _sync_await,
-    run_program,
-)
+from tests.harness import Run, _sync_await, run_program
 
 
 def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:

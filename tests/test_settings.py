@@ -9,10 +9,7 @@ from typing import Any
 import pytest
 
 from components.model.config.settings import ConfigError, load
-from tests.harness import (
-    assert_rejected,
-    run_program,
-)
+from tests.harness import assert_rejected, run_program
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}

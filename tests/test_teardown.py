@@ -26,15 +26,7 @@ from components.teardown import (
     wait_until_unused,
 )
 from tests import harness
-from tests.harness import (
-    Registration,
-    Run,
-    assert_rejected,
-    is_secret,
-    run_program,
-    tpu_pools,
-    unwrap,
-)
+from tests.harness import Registration, Run, assert_rejected, is_secret, run_program, tpu_pools, unwrap
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview
 

@@ -6,13 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.model.diff import engine
-from tests.harness import (
-    Run,
-    ok,
-    preview,
-    run_program,
-    tpu_pools,
-)
+from tests.harness import Run, ok, preview, run_program, tpu_pools
 
 P = "gke-tpu-slicing"
 CLUSTER = "gcp:container/cluster:Cluster"
