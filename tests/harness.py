@@ -56,6 +56,14 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
+# The project's config namespace and the resource types tests name most.
+P = PROJECT
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+CHART = "kubernetes:helm.sh/v4:Chart"
+KUEUE = "kubernetes:kueue.x-k8s.io"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 PROJECT_NUMBER = "123456789012"
 # The program's clock in every run (date checks must not make tests depend on the day they run).
 CLOCK = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -504,7 +512,7 @@ def warnings_of(run: Run) -> list[str]:
 
 def tpu_pools(run: Run) -> list[Registration]:
     """Every node pool but the cluster's system pool."""
-    return [r for r in run.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
+    return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
 def preview(before: Run, after: Run) -> engine.Result:
@@ -539,11 +547,11 @@ def stack_run(stack: str) -> Run:
 
 
 def addon_charts(run: Run) -> list[Registration]:
-    return [run.get("kubernetes:helm.sh/v4:Chart", f"{name}-chart") for name in ("jobset", "kueue", "lws")]
+    return [run.get(CHART, f"{name}-chart") for name in ("jobset", "kueue", "lws")]
 
 
 def kueue_objects(run: Run) -> list[Registration]:
-    return [r for r in run.registrations if r.type.startswith("kubernetes:kueue.x-k8s.io")]
+    return [r for r in run.registrations if r.type.startswith(KUEUE)]
 
 
 def dev_settings() -> Settings:

@@ -8,13 +8,7 @@ import yaml
 from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from components.model.config.checks import gke_version_tuple
 from tests import upstream
-from tests.harness import Run, addon_charts, assert_rejected, normalize, ok, tpu_pools
-
-P = "gke-tpu-slicing"
-CHART = "kubernetes:helm.sh/v4:Chart"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
-POOL = "gcp:container/nodePool:NodePool"
+from tests.harness import CHART, JOBSET, LWS, POOL, P, Run, addon_charts, assert_rejected, normalize, ok, tpu_pools
 
 
 def kueue_values(run: Run) -> dict:

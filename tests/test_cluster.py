@@ -20,9 +20,12 @@ from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
 from components.teardown import REPLACE_KEYS
 from tests.harness import (
+    CLUSTER,
+    POOL,
     ROOT,
     UNKNOWN,
     Mocks,
+    P,
     Run,
     assert_rejected,
     is_secret,
@@ -35,9 +38,6 @@ from tests.harness import (
     warnings_of,
 )
 
-P = "gke-tpu-slicing"
-CLUSTER = "gcp:container/cluster:Cluster"
-POOL = "gcp:container/nodePool:NodePool"
 # GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"
 

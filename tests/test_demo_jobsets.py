@@ -7,12 +7,7 @@ from typing import Any
 import pytest
 
 from components.model.diff import engine
-from tests.harness import CODELAB_MIX, Run, kueue_objects, merge, ok, preview, run_program, tpu_pools
-
-P = "gke-tpu-slicing"
-CHART = "kubernetes:helm.sh/v4:Chart"
-KUEUE = "kubernetes:kueue.x-k8s.io"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+from tests.harness import CHART, CODELAB_MIX, JOBSET, P, Run, kueue_objects, merge, ok, preview, run_program, tpu_pools
 
 
 def test_jobsets_wait_for_jobset_kueue_objects_and_pools(dev: Run) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from components.model.diff import dependents, engine
+from tests.harness import JOBSET, LWS
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview, record, urn
 
 LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 
 
 def queue_graph(queue_name: str, lws_name: str, protect: bool = False) -> list[dict[str, Any]]:

@@ -7,13 +7,20 @@ import pytest
 
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology, TpuSystem
-from tests.harness import Run, addon_charts, changes, normalize, ok, run_program, tpu_pools
-
-CLUSTER = "gcp:container/cluster:Cluster"
-P = "gke-tpu-slicing"
-CHART = "kubernetes:helm.sh/v4:Chart"
-KUEUE = "kubernetes:kueue.x-k8s.io"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+from tests.harness import (
+    CLUSTER,
+    JOBSET,
+    KUEUE,
+    POOL,
+    P,
+    Run,
+    addon_charts,
+    changes,
+    normalize,
+    ok,
+    run_program,
+    tpu_pools,
+)
 
 
 def levels_of(run: Run) -> list[str]:
@@ -38,9 +45,6 @@ def demo_shape(run: Run, name: str) -> tuple[int, int, int, str]:
 
 def partition(shape: str) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-id"
-
-
-POOL = "gcp:container/nodePool:NodePool"
 
 
 # One key changed at a time -> exactly the resources whose inputs may differ (added, removed, changed).

@@ -10,14 +10,23 @@ import yaml
 from components import graph as program
 from components.kueue_objects import SliceQueues
 from tests import upstream
-from tests.harness import Run, assert_rejected, declare, dev_settings, kueue_objects, normalize, ok, run_program, shape
+from tests.harness import (
+    CHART,
+    JOBSET,
+    KUEUE,
+    P,
+    Run,
+    assert_rejected,
+    declare,
+    dev_settings,
+    kueue_objects,
+    normalize,
+    ok,
+    run_program,
+    shape,
+)
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview
-
-P = "gke-tpu-slicing"
-CHART = "kubernetes:helm.sh/v4:Chart"
-KUEUE = "kubernetes:kueue.x-k8s.io"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,8 @@ import pytest
 from components.cli.mockrun import PROJECT
 from components.model.diff import engine
 from components.network import InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
-from tests.harness import Run, assert_rejected, declare, dev_settings, run_program, shape
+from tests.harness import CLUSTER, P, Run, assert_rejected, declare, dev_settings, run_program, shape
 
-CLUSTER = "gcp:container/cluster:Cluster"
-P = "gke-tpu-slicing"
 FIREWALL = "gcp:compute/firewall:Firewall"
 
 

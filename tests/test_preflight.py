@@ -1,12 +1,11 @@
-"""The capacity plan inside `pulumi preview`: impossible requests stop it, contention warns (issue 5)."""
+"""What `pulumi preview` checks first (components/preflight.py): the capacity plan (impossible requests stop it,
+contention warns) and the settings' warnings."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.harness import CODELAB_MIX, Run, assert_rejected, run_program, warnings_of
-
-P = "gke-tpu-slicing"
+from tests.harness import CODELAB_MIX, P, Run, assert_rejected, run_program, warnings_of
 
 
 def test_codelab_mix_warns_and_exports_the_plan() -> None:

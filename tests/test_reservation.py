@@ -18,10 +18,8 @@ import pytest
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
 from components.model.config.settings import ConfigError, load
-from tests.harness import CODELAB_MIX, REQUIRED_KEYS, Mocks, Run, assert_rejected, run_program, set_arguments
+from tests.harness import CODELAB_MIX, POOL, REQUIRED_KEYS, Mocks, P, Run, assert_rejected, run_program, set_arguments
 
-P = "gke-tpu-slicing"
-POOL = "gcp:container/nodePool:NodePool"
 BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 

@@ -19,9 +19,8 @@ import yaml
 
 from components.cli import import_file, plan, render
 from components.model.config.settings import SECRET_PATHS, secret_paths
-from tests.harness import ROOT, fill_placeholders, run_program
+from tests.harness import ROOT, P, fill_placeholders, run_program
 
-P = "gke-tpu-slicing"
 TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"  # the shape of a Hugging Face token, not a real one
 COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components.model.config.settings import ConfigError, load
-from tests.harness import assert_rejected, run_program
+from tests.harness import P, assert_rejected, run_program
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
@@ -19,7 +19,6 @@ REQUIRED: dict[str, Any] = {
     "observability": {"notifyNobody": True},
     "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
 }
-P = "gke-tpu-slicing"
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -20,9 +20,14 @@ from components.model.config.settings import ConfigError, load
 from components.model.tpu.geometry import Topology, system
 from tests.harness import (
     CLOCK,
+    CLUSTER,
+    JOBSET,
+    LWS,
+    POOL,
     ROOT,
     STACKS,
     Mocks,
+    P,
     Registration,
     Run,
     contains_secret,
@@ -33,14 +38,9 @@ from tests.harness import (
     stack_file_config,
 )
 
-P = "gke-tpu-slicing"
-CLUSTER = "gcp:container/cluster:Cluster"
-POOL = "gcp:container/nodePool:NodePool"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 NETWORK = "gcp:compute/network:Network"
 ACCOUNT = "gcp:serviceaccount/account:Account"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 REMOTE = ("kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
 
 

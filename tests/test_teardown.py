@@ -26,11 +26,23 @@ from components.teardown import (
     wait_until_unused,
 )
 from tests import harness
-from tests.harness import Registration, Run, assert_rejected, is_secret, run_program, tpu_pools, unwrap
+from tests.harness import (
+    CHART,
+    CLUSTER,
+    JOBSET,
+    LWS,
+    P,
+    Registration,
+    Run,
+    assert_rejected,
+    is_secret,
+    run_program,
+    tpu_pools,
+    unwrap,
+)
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview
 
-P = "gke-tpu-slicing"
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
 
@@ -255,18 +267,6 @@ def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(mon
     FakeApis([model.SLICE_GROUP], list_status=403).install(monkeypatch)
     with pytest.raises(Exception, match="403"):
         cluster_listers("{}")[1]()
-
-
-CLUSTER = "gcp:container/cluster:Cluster"
-
-
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-
-
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
-
-
-CHART = "kubernetes:helm.sh/v4:Chart"
 
 
 SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")

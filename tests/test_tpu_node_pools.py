@@ -6,11 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.model.diff import engine
-from tests.harness import Run, ok, preview, run_program, tpu_pools
+from tests.harness import CLUSTER, POOL, P, Run, ok, preview, run_program, tpu_pools
 
-P = "gke-tpu-slicing"
-CLUSTER = "gcp:container/cluster:Cluster"
-POOL = "gcp:container/nodePool:NodePool"
 SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
 
 
