@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from components.cli.snapshot import records
 from components.kueue_guard import ImmutableFieldsProvider, refusals
+from components.model.diff import dependents
+from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, run_program, unwrap
 
@@ -29,28 +32,14 @@ def kueue(run: Run, kind: str) -> Registration:
     return reg
 
 
-def kubernetes_diff_replaces(reg: Registration, unknown: set[str]) -> bool:
-    """The engine's answer for a Kubernetes object whose top-level inputs `unknown` may change.
-
-    pulumi-kubernetes reports a changed top-level input (its whole value unknown) as a diff of that key, and the
-    engine turns it into a replacement when a `replaceOnChanges` path contains it (step_generator.go
-    applyReplaceOnChanges: `replaceOnChangePath.Contains(diffPath)`), so only a path equal to the key counts.
-    """
-    return any(path in unknown for path in reg.options["replaceOnChanges"])
-
-
 def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
-    """What Pulumi deletes, in order, before a delete-first replacement of `root` (then `root` itself).
-
-    pulumi/pulumi pkg/resource/deploy/step_generator.go `calculateDependentReplacements`: each dependent (in
-    dependency order) with an input referencing the replace set is asked its Diff with those inputs unknown.
-    """
-    replace, found = {root.urn}, []
-    for reg in run.registrations:
-        keys = {k for k, urns in reg.property_dependencies.items() if replace & set(urns)}
-        if keys and reg.custom and reg.type.startswith("kubernetes:") and kubernetes_diff_replaces(reg, keys):
-            replace.add(reg.urn)
-            found.append(reg)
+    """What Pulumi deletes, in order, before a delete-first replacement of `root` (then `root` itself), as the
+    change preview finds them (components/model/diff/dependents.py: calculateDependentReplacements, and what
+    pulumi-kubernetes answers with a whole input unknown)."""
+    by_urn = {r.urn: r for r in run.registrations}
+    recs = records(run.registrations)
+    (rec,) = [r for r in recs if r["urn"] == root.urn]
+    found = [by_urn[dep["urn"]] for dep, _ in dependents.dependents(rec, recs, set(), facts_of)]
     return [*reversed(found), root]
 
 
@@ -107,11 +96,22 @@ def test_each_replacement_deletes_in_the_order_kueues_finalizers_release(idle: R
         deleted.add(reg.urn)
 
 
-def test_with_workloads_the_replacement_could_never_finish(dev: Run) -> None:
-    """Why the guard exists: the ClusterQueue would wait for workloads that are not deleted."""
+def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(dev: Run) -> None:
+    """The guard's premise: a Topology replacement deletes the queued workloads before the ClusterQueue (their
+    `metadata` names the LocalQueue by Output; wholly unknown, pulumi-kubernetes replaces them whatever their
+    `replaceOnChanges`), so it finishes, at the cost of serving and the demos."""
     order = dependent_replacements(dev, kueue(dev, "Topology"))
-    cq = next(r for r in order if r.type.endswith(":ClusterQueue"))
-    assert blockers(dev, cq) and not any(b in order for b in blockers(dev, cq))
+    kinds = [r.type.rsplit(":", 1)[-1] for r in order]
+    assert kinds[-4:] == ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"], kinds
+    workloads = {r.name for r in order if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
+    assert workloads == {"subslicing-jobset", "serving-prefill", "serving-decode"}  # dev runs no super-slice demo
+    # Neither LeaderWorkerSet has a replaceOnChanges path: the provider's own diff replaces it.
+    assert not any(r.options["replaceOnChanges"] for r in order if r.type.endswith(":LeaderWorkerSet"))
+    deleted: set[str] = set()
+    for reg in order:
+        waiting = [b.name for b in blockers(dev, reg) if b.urn not in deleted]
+        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
+        deleted.add(reg.urn)
 
 
 def guard_inputs(run: Run) -> dict[str, Any]:
@@ -163,15 +163,16 @@ def test_a_change_is_refused_at_preview_while_workloads_run(
     before, after = guard_inputs(codelab), guard_inputs(run_program(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
-    assert failure.reason.startswith(f"{key}: ") and "4 queued workload(s)" in failure.reason
+    # codelab runs 4 queued workloads, the changed (dev) program 3: those 3 would be deleted and re-created.
+    assert failure.reason.startswith(f"{key}: ") and "the 3 queued workload(s)" in failure.reason
     assert "Disable demos.*.enabled and serving.enabled first" in failure.reason
     # The provider's Check is what the engine calls during preview.
     assert [f.property for f in ImmutableFieldsProvider().check(before, after).failures] == [field]
-    # Turning the workloads off in the same update is refused too: they are deleted only after the replacements.
+    # Turning the workloads off in the same update goes through: the replacement deletes them first (tested above),
+    # and the user asked for it; so does the change once they are gone, and turning them on with it.
     after_idle = guard_inputs(run_program({**overrides, **NO_WORKLOADS}))
-    assert [f.property for f in refusals(before, after_idle)] == [field]
-    # Once they are gone, the same change goes through (and replaces in the order tested above).
-    assert refusals(guard_inputs(run_program(NO_WORKLOADS)), after_idle) == []
+    idle = guard_inputs(run_program(NO_WORKLOADS))
+    assert refusals(before, after_idle) == refusals(idle, after_idle) == refusals(idle, after) == []
 
 
 def test_derived_fields_are_guarded_with_the_keys_that_drive_them(dev: Run) -> None:
