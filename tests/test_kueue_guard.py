@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from components.cli.diff import CHECKS
 from components.cli.snapshot import records
 from components.kueue_guard import ImmutableFieldsProvider, refusals
-from components.model.diff import dependents
+from components.model.diff import dependents, engine
 from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, run_program, unwrap
@@ -114,6 +115,15 @@ def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(d
         deleted.add(reg.urn)
 
 
+def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them_first(dev: Run) -> None:
+    """The change preview of the same update: no refusal, and each workload deleted before the Topology."""
+    off = run_program({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})
+    result = engine.diff(records(dev.registrations), records(off.registrations), checks=CHECKS).by_name()
+    assert not [c for c in result.values() if c.action == engine.REJECTED]
+    for name in ("subslicing-jobset", "serving-prefill", "serving-decode"):
+        assert result[name].action == engine.DELETE and result[name].reason.startswith("deleted before queues-topology")
+
+
 def guard_inputs(run: Run) -> dict[str, Any]:
     assert run.error is None, run.error
     (guard,) = run.of_type(GUARD)
@@ -140,8 +150,8 @@ RENAMES = {
 def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_workloads_run(dev: Run, key: str) -> None:
     """pulumi-kubernetes replaces an object whose metadata.name changes (provider/pkg/provider/diff.go); with
     deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
-    calculateDependentReplacements). A ClusterQueue deleted while workloads hold quota keeps Kueue's in-use
-    finalizer until they end (clusterqueue_controller.go L201-209): that `up` can only hang, so it is refused."""
+    calculateDependentReplacements), the queued workloads among them: a rename that deletes the ClusterQueue
+    first is refused while they run; a LocalQueue's alone is not (docs/changes.md, "local-queue")."""
     setting, value = RENAMES[key]
     renamed = run_program({f"{P}:kueue": {setting: value}})
     assert renamed.error is None, renamed.error
