@@ -115,6 +115,23 @@ def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(d
         deleted.add(reg.urn)
 
 
+def test_a_wholly_unknown_input_replaces_a_kubernetes_object_as_the_provider_answers() -> None:
+    """pulumi-kubernetes's Diff with a top-level input unknown: the merge patch nulls each old field under it
+    (components/model/diff/dependents.py), so metadata.name replaces whatever `replaceOnChanges` says, and a
+    `replaceOnChanges` path replaces only where an old field was nulled."""
+    jobset, crd = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", f"{KUEUE}:LocalQueue"
+
+    def why(type_: str, inputs: dict[str, Any], key: str, replace_on_changes: list[str]) -> list[str]:
+        rec = {"type": type_, "inputs": inputs, "options": {"replaceOnChanges": replace_on_changes}}
+        return dependents.unknown_replaces(rec, [key], facts_of(type_) or ())
+
+    meta = {"metadata": {"name": "js", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}}
+    assert any(r.startswith("metadata.name: unknown") for r in why(jobset, meta, "metadata", []))
+    assert why(crd, {"spec": {"clusterQueue": "cq"}}, "spec", []) == []
+    assert why(crd, {"spec": {"clusterQueue": "cq"}}, "spec", ["spec"]) != []
+    assert why(crd, {"spec": {}}, "spec", ["spec"]) == []  # nothing nulled: no detailed diff, no replacement
+
+
 def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them_first(dev: Run) -> None:
     """The change preview of the same update: no refusal, and each workload deleted before the Topology."""
     off = run_program({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})

@@ -56,12 +56,12 @@ def provider_urn(ref: str) -> str:
 
 
 def _detailed(record: Record, key: str) -> list[paths.Path]:
-    """The paths the provider's detailed diff names when `key` is wholly unknown."""
+    """The paths the provider's detailed diff names when `key` is wholly unknown: for a Kubernetes object whose old
+    value there is an object, its fields (each nulled by the merge patch), not the key itself."""
     value = (record.get("inputs") or {}).get(key)
-    out: list[paths.Path] = [(key,)]
     if record["type"].startswith("kubernetes:") and isinstance(value, dict):
-        out += [(key, child) for child in value]
-    return out
+        return [(key, child) for child in value]
+    return [(key,)]
 
 
 def unknown_replaces(record: Record, keys: list[str], model: tuple[F.Fact, ...]) -> list[str]:
