@@ -16,11 +16,15 @@ Deleting them is gated by Kueue's `kueue.x-k8s.io/resource-in-use` finalizer (ku
 a Topology stays while a ResourceFlavor names it (pkg/controller/tas/topology_controller.go L109-121), a
 ResourceFlavor while a ClusterQueue names it (pkg/controller/core/resourceflavor_controller.go L107-116), a
 ClusterQueue while it has reserving workloads (clusterqueue_controller.go L201-209); a LocalQueue has none.
-So a replacement can finish only when it deletes LocalQueue, ClusterQueue, ResourceFlavor, Topology in that
-order and no workload holds quota in the ClusterQueue. components/kueue_objects.py declares them to replace
-delete-first in that order (each takes the next one's name as an Output); this guard refuses, at preview,
-any change of those fields while the program runs queued workloads, or did until now: their ClusterQueue
-would never empty. Disable the demos and serving first (`pulumi up`), change the key, enable them again.
+components/kueue_objects.py declares them to replace delete-first, each naming the next by Output, so Pulumi
+deletes first every object whose referencing input would replace it (components/model/diff/dependents.py:
+the whole input unknown, and pulumi-kubernetes replaces any object whose `metadata` is wholly unknown): the
+program's JobSets and LeaderWorkerSets (their queue label names the LocalQueue), then LocalQueue,
+ClusterQueue, ResourceFlavor, Topology, the order the finalizers release. So the replacement finishes (but
+for workloads submitted outside the program, which the ClusterQueue waits for), and this guard is still
+needed because it finishes by deleting serving and the demos: it refuses, at preview, a change of those
+fields that would delete and re-create queued workloads the program runs before and after, so that outage
+is a step the user takes (set `demos.*.enabled` and `serving.enabled` to false with the key or before it).
 
 The guard is a `pulumi.dynamic.Resource` whose provider's `check` compares the previous inputs with the new
 ones; the engine calls it during `pulumi preview` (and the preview of `pulumi up`) before any change.
@@ -55,16 +59,17 @@ def immutable_fields(
         "ResourceFlavor.spec.topologyName": {"keys": "kueue.topologyName", "value": topology_name},
         "LocalQueue.spec.clusterQueue": {"keys": "kueue.clusterQueue", "value": cluster_queue},
         # A name never changes either: a renamed ResourceFlavor is replaced delete-first, and the ClusterQueue that
-        # names it by Output (FLAVOR_ANNOTATION, replace_on_changes=["metadata"]) is deleted before it.
+        # names it by Output (FLAVOR_ANNOTATION in its metadata) is deleted before it, and what is queued on it.
         "ResourceFlavor.metadata.name": {"keys": "kueue.flavorName", "value": flavor_name},
     }
 
 
 def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
-    """A failure per changed field while queued workloads run (before or after); none on the first run."""
+    """A failure per changed field while queued workloads run before and after (the replacement would delete and
+    re-create them); none on the first run, nor when the same update turns them off (they are deleted first)."""
     if not olds:
         return []
-    running = max(int(olds.get(WORKLOADS) or 0), int(news.get(WORKLOADS) or 0))
+    running = min(int(olds.get(WORKLOADS) or 0), int(news.get(WORKLOADS) or 0))
     if not running:
         return []
     out = []
@@ -77,10 +82,11 @@ def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
             CheckFailure(
                 name,
                 f"{new['keys']}: this changes the Kueue {name} from {old['value']!r} to {new['value']!r}, which "
-                "the API server never updates (an immutable field); it is replaced together with the LocalQueue, "
-                "ClusterQueue and ResourceFlavor, which Kueue deletes only once no workload holds quota in the "
-                f"ClusterQueue, and the program runs {running} queued workload(s). Disable demos.*.enabled and "
-                "serving.enabled first (`pulumi up`), then change the key, then enable them again",
+                "the API server never updates (an immutable field); it is replaced delete-first together with the "
+                "LocalQueue, ClusterQueue and ResourceFlavor, and Pulumi deletes before them the "
+                f"{running} queued workload(s) the program runs (serving is down until they are re-created). "
+                "Disable demos.*.enabled and serving.enabled first (or in the same `pulumi up`), then enable them "
+                "again",
             )
         )
     return out

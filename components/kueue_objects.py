@@ -109,8 +109,8 @@ class SliceQueues(Component):
         provider, kueue = args["provider"], args["kueue"]
         self.kueue = kueue  # what waits for Kueue's webhooks to serve (the chart awaits its Deployment and Service)
         self.levels = list(args["levels"])
-        # Immutable fields change only through a replacement Kueue's finalizers let finish; the guard refuses
-        # one at preview while queued workloads run (components/kueue_guard.py).
+        # Immutable fields change only through a replacement, which deletes the queued workloads first; the guard
+        # refuses one at preview while they run before and after (components/kueue_guard.py).
         fields = immutable_fields(
             self.levels, args["accelerator"], args["topology_name"], args["cluster_queue"], args["flavor_name"]
         )
@@ -166,8 +166,9 @@ class SliceQueues(Component):
             {
                 "apiVersion": KUEUE_V1BETA2,
                 "kind": "ClusterQueue",
-                # Names the flavor by Output: a delete-first replacement of the flavor replaces the ClusterQueue first
-                # (Pulumi asks its Diff with this input unknown; `replace_on_changes=["metadata"]`).
+                # Names the flavor by Output in its metadata: a delete-first replacement of the flavor deletes the
+                # ClusterQueue first (Pulumi asks its Diff with `metadata` wholly unknown, which pulumi-kubernetes
+                # replaces: components/model/diff/dependents.py); `replace_on_changes=["metadata"]` adds nothing to it.
                 "metadata": {
                     "name": args["cluster_queue"],
                     "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name},

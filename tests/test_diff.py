@@ -155,7 +155,7 @@ def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() 
     code, result = preview("dev", "--set", "demos.superslicing.topology=4x4x4", "--change", "tpu.cubeTopology=2x4x4")
     assert code == 1
     # Kueue never updates spec.levels (a CEL rule): an in-place update is rejected;
-    # a program that replaces the Topology instead must refuse while queued workloads hold its quota.
+    # a program that replaces the Topology instead (deleting the queued workloads first) refuses while they run.
     topology = change(result, "queues-topology")
     assert topology["action"] in ("replace", "rejected") and topology["properties"] == ["spec.levels"]
     if topology["action"] == "rejected":

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from components.cli.diff import CHECKS
+from components.cli.snapshot import records
 from components.kueue_guard import ImmutableFieldsProvider, refusals
+from components.model.diff import dependents, engine
+from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, run_program, unwrap
 
@@ -29,28 +33,14 @@ def kueue(run: Run, kind: str) -> Registration:
     return reg
 
 
-def kubernetes_diff_replaces(reg: Registration, unknown: set[str]) -> bool:
-    """The engine's answer for a Kubernetes object whose top-level inputs `unknown` may change.
-
-    pulumi-kubernetes reports a changed top-level input (its whole value unknown) as a diff of that key, and the
-    engine turns it into a replacement when a `replaceOnChanges` path contains it (step_generator.go
-    applyReplaceOnChanges: `replaceOnChangePath.Contains(diffPath)`), so only a path equal to the key counts.
-    """
-    return any(path in unknown for path in reg.options["replaceOnChanges"])
-
-
 def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
-    """What Pulumi deletes, in order, before a delete-first replacement of `root` (then `root` itself).
-
-    pulumi/pulumi pkg/resource/deploy/step_generator.go `calculateDependentReplacements`: each dependent (in
-    dependency order) with an input referencing the replace set is asked its Diff with those inputs unknown.
-    """
-    replace, found = {root.urn}, []
-    for reg in run.registrations:
-        keys = {k for k, urns in reg.property_dependencies.items() if replace & set(urns)}
-        if keys and reg.custom and reg.type.startswith("kubernetes:") and kubernetes_diff_replaces(reg, keys):
-            replace.add(reg.urn)
-            found.append(reg)
+    """What Pulumi deletes, in order, before a delete-first replacement of `root` (then `root` itself), as the
+    change preview finds them (components/model/diff/dependents.py: calculateDependentReplacements, and what
+    pulumi-kubernetes answers with a whole input unknown)."""
+    by_urn = {r.urn: r for r in run.registrations}
+    recs = records(run.registrations)
+    (rec,) = [r for r in recs if r["urn"] == root.urn]
+    found = [by_urn[dep["urn"]] for dep, _ in dependents.dependents(rec, recs, set(), facts_of)]
     return [*reversed(found), root]
 
 
@@ -107,11 +97,48 @@ def test_each_replacement_deletes_in_the_order_kueues_finalizers_release(idle: R
         deleted.add(reg.urn)
 
 
-def test_with_workloads_the_replacement_could_never_finish(dev: Run) -> None:
-    """Why the guard exists: the ClusterQueue would wait for workloads that are not deleted."""
+def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(dev: Run) -> None:
+    """The guard's premise: a Topology replacement deletes the queued workloads before the ClusterQueue (their
+    `metadata` names the LocalQueue by Output; wholly unknown, pulumi-kubernetes replaces them whatever their
+    `replaceOnChanges`), so it finishes, at the cost of serving and the demos."""
     order = dependent_replacements(dev, kueue(dev, "Topology"))
-    cq = next(r for r in order if r.type.endswith(":ClusterQueue"))
-    assert blockers(dev, cq) and not any(b in order for b in blockers(dev, cq))
+    kinds = [r.type.rsplit(":", 1)[-1] for r in order]
+    assert kinds[-4:] == ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"], kinds
+    workloads = {r.name for r in order if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
+    assert workloads == {"subslicing-jobset", "serving-prefill", "serving-decode"}  # dev runs no super-slice demo
+    # Neither LeaderWorkerSet has a replaceOnChanges path: the provider's own diff replaces it.
+    assert not any(r.options["replaceOnChanges"] for r in order if r.type.endswith(":LeaderWorkerSet"))
+    deleted: set[str] = set()
+    for reg in order:
+        waiting = [b.name for b in blockers(dev, reg) if b.urn not in deleted]
+        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
+        deleted.add(reg.urn)
+
+
+def test_a_wholly_unknown_input_replaces_a_kubernetes_object_as_the_provider_answers() -> None:
+    """pulumi-kubernetes's Diff with a top-level input unknown: the merge patch nulls each old field under it
+    (components/model/diff/dependents.py), so metadata.name replaces whatever `replaceOnChanges` says, and a
+    `replaceOnChanges` path replaces only where an old field was nulled."""
+    jobset, crd = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", f"{KUEUE}:LocalQueue"
+
+    def why(type_: str, inputs: dict[str, Any], key: str, replace_on_changes: list[str]) -> list[str]:
+        rec = {"type": type_, "inputs": inputs, "options": {"replaceOnChanges": replace_on_changes}}
+        return dependents.unknown_replaces(rec, [key], facts_of(type_) or ())
+
+    meta = {"metadata": {"name": "js", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}}
+    assert any(r.startswith("metadata.name: unknown") for r in why(jobset, meta, "metadata", []))
+    assert why(crd, {"spec": {"clusterQueue": "cq"}}, "spec", []) == []
+    assert why(crd, {"spec": {"clusterQueue": "cq"}}, "spec", ["spec"]) != []
+    assert why(crd, {"spec": {}}, "spec", ["spec"]) == []  # nothing nulled: no detailed diff, no replacement
+
+
+def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them_first(dev: Run) -> None:
+    """The change preview of the same update: no refusal, and each workload deleted before the Topology."""
+    off = run_program({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})
+    result = engine.diff(records(dev.registrations), records(off.registrations), checks=CHECKS).by_name()
+    assert not [c for c in result.values() if c.action == engine.REJECTED]
+    for name in ("subslicing-jobset", "serving-prefill", "serving-decode"):
+        assert result[name].action == engine.DELETE and result[name].reason.startswith("deleted before queues-topology")
 
 
 def guard_inputs(run: Run) -> dict[str, Any]:
@@ -140,8 +167,8 @@ RENAMES = {
 def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_workloads_run(dev: Run, key: str) -> None:
     """pulumi-kubernetes replaces an object whose metadata.name changes (provider/pkg/provider/diff.go); with
     deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
-    calculateDependentReplacements). A ClusterQueue deleted while workloads hold quota keeps Kueue's in-use
-    finalizer until they end (clusterqueue_controller.go L201-209): that `up` can only hang, so it is refused."""
+    calculateDependentReplacements), the queued workloads among them: a rename that deletes the ClusterQueue
+    first is refused while they run; a LocalQueue's alone is not (docs/changes.md, "local-queue")."""
     setting, value = RENAMES[key]
     renamed = run_program({f"{P}:kueue": {setting: value}})
     assert renamed.error is None, renamed.error
@@ -163,15 +190,16 @@ def test_a_change_is_refused_at_preview_while_workloads_run(
     before, after = guard_inputs(codelab), guard_inputs(run_program(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
-    assert failure.reason.startswith(f"{key}: ") and "4 queued workload(s)" in failure.reason
+    # codelab runs 4 queued workloads, the changed (dev) program 3: those 3 would be deleted and re-created.
+    assert failure.reason.startswith(f"{key}: ") and "the 3 queued workload(s)" in failure.reason
     assert "Disable demos.*.enabled and serving.enabled first" in failure.reason
     # The provider's Check is what the engine calls during preview.
     assert [f.property for f in ImmutableFieldsProvider().check(before, after).failures] == [field]
-    # Turning the workloads off in the same update is refused too: they are deleted only after the replacements.
+    # Turning the workloads off in the same update goes through: the replacement deletes them first (tested above),
+    # and the user asked for it; so does the change once they are gone, and turning them on with it.
     after_idle = guard_inputs(run_program({**overrides, **NO_WORKLOADS}))
-    assert [f.property for f in refusals(before, after_idle)] == [field]
-    # Once they are gone, the same change goes through (and replaces in the order tested above).
-    assert refusals(guard_inputs(run_program(NO_WORKLOADS)), after_idle) == []
+    idle = guard_inputs(run_program(NO_WORKLOADS))
+    assert refusals(before, after_idle) == refusals(idle, after_idle) == refusals(idle, after) == []
 
 
 def test_derived_fields_are_guarded_with_the_keys_that_drive_them(dev: Run) -> None:

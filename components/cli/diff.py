@@ -53,7 +53,8 @@ def _guard_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
 
     return [
         f"{failure.property}: refused by the program's check before any change "
-        "(components/kueue_guard.py refusals: Kueue never updates it and queued workloads run)"
+        "(components/kueue_guard.py refusals: Kueue never updates it, and its replacement would delete first the "
+        "queued workloads that run before and after)"
         for failure in refusals(olds, news)
     ]
 

@@ -15,9 +15,15 @@ What the provider's Diff says with a wholly unknown top-level input, per provide
 * Google Cloud (the Terraform bridge, SDKv2): an unknown attribute or block requires a new resource only when
   it is ForceNew itself (terraform-plugin-sdk schema.go diffList/diffString: `RequiresNew: schema.ForceNew` on
   the computed value; the inner fields are not diffed), so only a fact on the top-level path counts;
-* Kubernetes (provider.go L1431-1680): the unknown becomes a JSON merge patch that removes every old field
-  under it, so each replace-on-change field that had a value under it is replaced (metadata.name for any
-  object whose metadata depends on the resource), and the detailed diff names the top-level input's fields;
+* Kubernetes (pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/provider.go): the unknown reaches Diff
+  as a `resource.Computed` struct (L1481, L3069-3071: MapRepl keeps it, pulumi/pulumi@1b5949891b3c
+  sdk/go/common/resource/properties.go:629), which encoding/json writes as an object (no MarshalJSON;
+  properties.go:77-85), so the merge patch (L1540, L2863) nulls every old field under it
+  (evanphx/json-patch@84a4bb1 merge.go:381-386); each null is a DELETE (L3306), a replace where a force-new
+  path matches it (L3344-3353; openapi/match.go:29-45), so an object whose `metadata` depends on the resource
+  is replaced (metadata.name, L1560 and diff.go:207) whatever its `replaceOnChanges`, and the detailed diff
+  names the top-level input's old fields (for `replaceOnChanges`). The comment at L3298 ("computed values
+  are rendered as null") and diff_test.go:288-325 give the same diff only where the old value was no object;
 * the Kubernetes provider (DiffConfig, provider.go L505-511 and L490): an unknown kubeconfig, context, cluster
   or clusterIdentifier replaces it;
 * the program's dynamic providers: their `diff` compares the unknown with the old value (the facts' paths).
@@ -50,12 +56,12 @@ def provider_urn(ref: str) -> str:
 
 
 def _detailed(record: Record, key: str) -> list[paths.Path]:
-    """The paths the provider's detailed diff names when `key` is wholly unknown."""
+    """The paths the provider's detailed diff names when `key` is wholly unknown: for a Kubernetes object whose old
+    value there is an object, its fields (each nulled by the merge patch), not the key itself."""
     value = (record.get("inputs") or {}).get(key)
-    out: list[paths.Path] = [(key,)]
     if record["type"].startswith("kubernetes:") and isinstance(value, dict):
-        out += [(key, child) for child in value]
-    return out
+        return [(key, child) for child in value]
+    return [(key,)]
 
 
 def unknown_replaces(record: Record, keys: list[str], model: tuple[F.Fact, ...]) -> list[str]:
