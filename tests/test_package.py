@@ -115,10 +115,14 @@ def _models(model: type[BaseModel] = Settings, seen: dict[str, type[BaseModel]] 
 
 def _expected(annotation: Any, plain: bool) -> dict[str, Any]:
     """The schema property a settings annotation should become: counts integers, flags booleans, dates and
-    choices strings, sections references to their type; plain everywhere but where the token is."""
+    choices strings, sections references to their type; plain everywhere but where the token is. An `Annotated`
+    type is the type it annotates (its validators and rule are the model's)."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     members = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         (annotation,) = members
+        return _expected(annotation, plain)
     origin = typing.get_origin(annotation)
     out: dict[str, Any]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -149,9 +153,13 @@ def test_every_settings_key_is_an_input_of_its_type_with_its_description() -> No
         for field in model.model_fields.values():
             prop = props[field.alias]
             assert prop.get("description") == package_args.description(field), f"{name}.{field.alias}"
-            shape = {k: v for k, v in prop.items() if k != "description"}
-            assert shape == _expected(field.annotation, field.alias != "hfToken"), f"{name}.{field.alias}"
+            assert _shape(prop) == _expected(field.annotation, field.alias != "hfToken"), f"{name}.{field.alias}"
     assert resource["requiredInputs"] == ["project"]
+
+
+def _shape(prop: dict[str, Any]) -> dict[str, Any]:
+    """A property without its descriptions (the SDK repeats an array's description on its items)."""
+    return {k: _shape(v) if isinstance(v, dict) else v for k, v in prop.items() if k != "description"}
 
 
 def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
@@ -173,18 +181,34 @@ def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
         for key, prop in t.get("properties", {}).items():
             visit(f"{name.rsplit(':', 1)[-1]}.{key}", prop)
     assert not_plain == ["hfToken"]
-    assert spec["resources"][TYPE]["inputProperties"]["hfToken"] == {"type": "string"}
+    assert _shape(spec["resources"][TYPE]["inputProperties"]["hfToken"]) == {"type": "string"}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="53 of 146 keys have neither a description on their pydantic Field nor a default"
-)
 def test_every_input_has_a_description() -> None:
-    """Passes once every settings field has its description (then drop the marker: strict, so the suite says so)."""
     spec = schema()
-    props = [*spec["resources"][TYPE]["inputProperties"].values()]
-    props += [p for t in spec["types"].values() for p in t.get("properties", {}).values()]
-    assert all(p.get("description") for p in props)
+    props = {f"{TYPE}.{k}": p for k, p in spec["resources"][TYPE]["inputProperties"].items()}
+    props |= {f"{n}.{k}": p for n, t in spec["types"].items() for k, p in t.get("properties", {}).items()}
+    assert [k for k, p in props.items() if not p.get("description")] == []
+    assert all(t.get("description") for t in spec["types"].values())
+
+
+def test_an_input_says_what_its_rule_allows() -> None:
+    """The rule's allowed values in words, after the description (not for a flag, whose type says it)."""
+    props = schema()["resources"][TYPE]["inputProperties"]
+    assert props["zone"]["description"].startswith(_sentence_of(Settings.model_fields["zone"].description))
+    assert "Allowed: " in props["zone"]["description"] and "Allowed: " in props["project"]["description"]
+    flags = [
+        p["description"]
+        for t in schema()["types"].values()
+        for p in t.get("properties", {}).values()
+        if p.get("type") == "boolean"
+    ]
+    assert flags and not any("Allowed: true or false" in d for d in flags)
+
+
+def _sentence_of(text: str | None) -> str:
+    assert text
+    return text[:1].upper() + text[1:].rstrip(".")
 
 
 def test_every_output_is_the_programs_and_has_a_description() -> None:
@@ -200,8 +224,8 @@ def test_a_description_on_a_settings_field_flows_into_the_schema(
     """The models are the one description: a field's pydantic description becomes its input's description."""
     monkeypatch.setattr(Settings.model_fields["zone"], "description", 'The zone of the TPU pools, "an AI zone".')
     module = package_args.render()
-    text = 'The zone of the TPU pools, "an AI zone". Default: "us-central1-ai1a".'
-    assert f'    """{text}"""' in module
+    text = 'The zone of the TPU pools, "an AI zone". Allowed: '
+    assert f'    """{text}' in module and module.count(text) == 1
     path = tmp_path / "probe_stack_args.py"
     path.write_text(module)
     spec = importlib.util.spec_from_file_location("probe_stack_args", path)
@@ -210,7 +234,8 @@ def test_a_description_on_a_settings_field_flows_into_the_schema(
     monkeypatch.setitem(sys.modules, "probe_stack_args", probe)
     spec.loader.exec_module(probe)
     # The SDK reads a field's docstring from the module's source, as for the committed module.
-    assert Analyzer(NAME).get_docstring(probe.TpuSlicingStackArgs, "zone") == text
+    read = Analyzer(NAME).get_docstring(probe.TpuSlicingStackArgs, "zone")
+    assert read is not None and read.startswith(text) and read.endswith('Default: "us-central1-ai1a".')
 
 
 # --- the SDK's traps (3.272.0) ----------------------------------------------------------------------------------
