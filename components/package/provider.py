@@ -25,10 +25,11 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.provider import ConstructResult
 
 from components.package import NAME, VERSION
+from components.package.blocks import SliceQueues, TpuCapacity
 from components.package.inputs import plain_value_problem
 from components.package.stack import TpuSlicingStack
 
-COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack]
+COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack, TpuCapacity, SliceQueues]
 
 
 class PackageProvider(ComponentProvider):
