@@ -15,7 +15,7 @@ from components.package.schema import schema
 from tests.harness import CLOCK, Mocks, run_program, stack_file_config
 from tests.test_package import wire
 
-BLOCKS = ("TpuCapacity", "SliceQueues")
+BLOCKS = ("TpuCapacity", "SliceQueues", "Serving")
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")
 GATES = ("pulumi-python:dynamic/teardown:SliceGate", "pulumi-python:dynamic/teardown:PoolReplacements")
 QUEUES = (
@@ -146,6 +146,17 @@ def test_the_queues_block_registers_the_programs_kueue_objects_through_the_calle
             {"zone", "tpu.cubes", "drainTimeoutSeconds"},
         ),
         ("SliceQueues", {"tpu": {"cubes": 1, "cubeTopology": "3x3x3"}, "kueue": {"priorities": {}}}, None),
+        (
+            "Serving",
+            {
+                "project": "my-proj",
+                "zone": "us-central1-ai1a",
+                "clusterName": "Bad_Name",
+                "tpu": {"cubes": 2},
+                "serving": {"maxNumSeqs": -1, "weightsBucket": "my-weights"},
+            },
+            {"clusterName", "serving.maxNumSeqs"},
+        ),
     ],
 )
 def test_bad_block_inputs_get_one_line_errors_naming_the_input_before_any_resource(
@@ -159,3 +170,67 @@ def test_bad_block_inputs_get_one_line_errors_naming_the_input_before_any_resour
     assert paths >= (expected or {"tpu.cubeTopology", "kueue.priorities"})
     for e in errors:
         assert "\n" not in e["reason"] and e["reason"].startswith(f"{PROJECT}:{e['property_path']} = "), e
+
+
+def test_the_serving_block_registers_the_programs_serving_stack_through_the_callers_provider() -> None:
+    """The adapter (components/package/serving_block.py serving_settings) gives the program's Serving the same
+    values: every resource it declares has the program's inputs, with the caller's Kubernetes provider."""
+    import pulumi_kubernetes as k8s
+
+    values, program = _dev()
+    config = stack_file_config("dev")
+    tpu = {k: values["tpu"][k] for k in ("machineType", "cubeTopology", "cubes") if k in values["tpu"]}
+    inputs = {
+        "project": config["gcp:project"],
+        "zone": values.get("zone", "us-central1-ai1a"),
+        "clusterName": values.get("cluster", {}).get("name", "qwen-serving-cluster"),
+        "tpu": tpu,
+        "serving": values["serving"],
+        "kueue": values.get("kueue", {}),
+    }
+    provider = PackageProvider()
+
+    def body() -> None:
+        opts = pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
+        provider.construct("serving", f"{NAME}:index:Serving", wire(inputs), opts)
+
+    run = execute(config, stack="dev", mocks=Mocks(), now=CLOCK, program=body)
+    assert run.error is None, run.error
+    (serving,) = [r for r in program.registrations if r.type == "gke-tpu-slicing:serving:Serving"]
+    types = tuple({r.type for r in program.registrations if r.parent == serving.urn})
+    assert len(types) >= 6
+    mine, theirs = _by_type(run, types, only="serving-"), _by_type(program, types, only="serving-")
+    assert {t: [(n, i) for n, i, _ in v] for t, v in mine.items()} == {
+        t: [(n, i) for n, i, _ in v] for t, v in theirs.items()
+    }
+    existing = next(r for r in run.registrations if r.name == "existing")
+    in_cluster = [r for r in run.registrations if r.type.startswith("kubernetes:") and r.custom and r is not existing]
+    assert in_cluster and all(r.provider.startswith(existing.urn) for r in in_cluster)
+    (block,) = [r for r in run.registrations if r.type == f"{NAME}:index:Serving"]
+    assert set(run.component_outputs[block.urn]) >= {"gatewayName", "verifyCommand", "servingShape"}
+
+
+def test_the_existing_cluster_example_declares_a_block_with_inputs_the_schema_accepts() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from tests.test_package import _object
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "yaml-existing-cluster"
+    program = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    assert program["runtime"] == "yaml" and NAME in program["packages"] and (root / "README.md").exists()
+    (queues,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:SliceQueues"]
+    spec = schema()
+    types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
+    block = spec["resources"][f"{NAME}:index:SliceQueues"]
+    problems: list[str] = []
+    _object(queues["properties"], block["inputProperties"], block["requiredInputs"], types, "", problems)
+    assert problems == []
+    assert set(program["outputs"].values()) <= {f"${{queues.{k}}}" for k in block["properties"]}
+    # Its values pass the block's validation, and its provider is the one it declares.
+    from components.package.blocks import SliceQueues
+
+    args = {"tpu": queues["properties"]["tpu"], "kueue": queues["properties"]["kueue"]}
+    assert SliceQueues.input_problems(args) == []  # type: ignore[arg-type]
+    assert queues["options"]["providers"]["kubernetes"] == "${cluster}"

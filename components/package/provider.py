@@ -27,9 +27,10 @@ from pulumi.provider.provider import ConstructResult
 from components.package import NAME, VERSION
 from components.package.blocks import SliceQueues, TpuCapacity
 from components.package.inputs import plain_value_problem
+from components.package.serving_block import Serving
 from components.package.stack import TpuSlicingStack
 
-COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack, TpuCapacity, SliceQueues]
+COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack, TpuCapacity, SliceQueues, Serving]
 
 
 class PackageProvider(ComponentProvider):
