@@ -8,6 +8,7 @@ as floats, the token as a secret Output) and must register what the program regi
 from __future__ import annotations
 
 import ast
+import base64
 import importlib.util
 import json
 import os
@@ -388,26 +389,16 @@ def _no_nulls(value: Any) -> Any:
     return [_no_nulls(v) for v in value] if isinstance(value, list) else value
 
 
-@pytest.mark.parametrize("checkout_on_path", [False, True], ids=["consumer-directory", "PYTHONPATH-checkout"])
-def test_the_dynamic_providers_run_from_a_consumers_project_only_with_the_checkout_on_the_path(
-    dev_runs, tmp_path: Path, checkout_on_path: bool
-) -> None:
-    """The stack's dynamic resources (the teardown gates, the Kueue guard) run in Pulumi's Python dynamic provider
-    host, which the engine starts in the consumer's project directory (`python3 -u -m pulumi.dynamic`, or the
-    virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi sdk/python/dist/pulumi-resource-pulumi-python@332a620f).
-    Their providers are references into this checkout, so the host imports them only with it on PYTHONPATH
-    (docs/package.md, "Before `pulumi up`")."""
+def _dynamic_host_check(tmp_path: Path, provider: str, checkout_on_path: bool, inputs: dict[str, Any]) -> list[Any]:
+    """Check on Pulumi's Python dynamic provider host, started as the engine starts it: in the consumer's project
+    directory (`python3 -u -m pulumi.dynamic`, or the virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi
+    sdk/python/dist/pulumi-resource-pulumi-python@332a620f). Raises grpc.RpcError when it cannot run the provider."""
     import grpc
     from google.protobuf import struct_pb2
-    from pulumi.dynamic.dynamic import serialize_provider
     from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-    from components.kueue_guard import ImmutableFieldsProvider
-
-    _, component = dev_runs
-    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
     news = struct_pb2.Struct()
-    news.update({**unwrap(guard.inputs), "__provider": serialize_provider(ImmutableFieldsProvider())})
+    news.update({**inputs, "__provider": provider})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if checkout_on_path:
         env["PYTHONPATH"] = str(ROOT)
@@ -424,15 +415,60 @@ def test_the_dynamic_providers_run_from_a_consumers_project_only_with_the_checko
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
             request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=news, news=news)
-            if checkout_on_path:
-                assert list(stub.Check(request).failures) == []
-            else:
-                with pytest.raises(grpc.RpcError) as err:
-                    stub.Check(request)
-                assert "No module named 'components'" in (err.value.details() or "")
+            return list(stub.Check(request).failures)
     finally:
         host.kill()
         host.wait()
+
+
+def _plugin_serialized(provider: Any) -> str:
+    """`provider` pickled as in the plugin's process (its entry point calls carry_the_checkout)."""
+    import copyreg
+
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from components.package import dynamic_host
+
+    dynamic_host.carry_the_checkout()
+    try:
+        return serialize_provider(provider)
+    finally:
+        for cls in dynamic_host.PROVIDERS:  # the program's own pickling in this process stays as it is
+            copyreg.dispatch_table.pop(cls, None)
+
+
+def test_the_programs_dynamic_providers_need_the_checkout_on_the_host_path(dev_runs, tmp_path: Path) -> None:
+    """The program's own providers are references into this checkout, pickled as they always were (existing stacks
+    unpickle them): the host imports them only with the checkout on PYTHONPATH."""
+    import grpc
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from components.kueue_guard import ImmutableFieldsProvider
+
+    _, component = dev_runs
+    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
+    pickled = serialize_provider(ImmutableFieldsProvider())
+    assert b"exec" not in base64.b64decode(pickled) and b"components.kueue_guard" in base64.b64decode(pickled)
+    assert _dynamic_host_check(tmp_path, pickled, True, unwrap(guard.inputs)) == []
+    with pytest.raises(grpc.RpcError) as err:
+        _dynamic_host_check(tmp_path, pickled, False, unwrap(guard.inputs))
+    assert "No module named 'components'" in (err.value.details() or "")
+
+
+@pytest.mark.parametrize("provider", ["ImmutableFieldsProvider", "SliceGateProvider", "PoolReplacementsProvider"])
+def test_the_plugins_dynamic_providers_run_from_a_consumers_project_without_pythonpath(
+    dev_runs, tmp_path: Path, provider: str
+) -> None:
+    """Pickled in the plugin's process, a provider carries its checkout: the host in the consumer's directory runs
+    it with no PYTHONPATH (components/package/dynamic_host.py)."""
+    from components import kueue_guard, teardown
+
+    cls = getattr(kueue_guard, provider, None) or getattr(teardown, provider)
+    kind = {"ImmutableFieldsProvider": "ImmutableFields", "SliceGateProvider": "SliceGate"}.get(provider, provider[:-8])
+    _, component = dev_runs
+    registration = next(r for r in component.registrations if r.type.endswith(f":{kind}"))
+    pickled = _plugin_serialized(cls())
+    assert _dynamic_host_check(tmp_path, pickled, False, unwrap(registration.inputs)) == []
 
 
 def _problems(err: BaseException | None) -> list[str]:
@@ -493,6 +529,12 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
     runpy.run_path(str(ROOT / "plugin" / "__main__.py"), run_name="__main__")
     ((provider, args),) = served
     assert isinstance(provider, PackageProvider) and args == ["127.0.0.1:1234"]
+    import copyreg
+
+    from components.package.dynamic_host import PROVIDERS
+
+    # The entry point made the dynamic providers carry the checkout (undone: this process also runs the program).
+    assert all(copyreg.dispatch_table.pop(cls, None) is not None for cls in PROVIDERS)
     assert json.loads(provider.schema)["version"] == VERSION
 
 
