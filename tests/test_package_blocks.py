@@ -234,3 +234,34 @@ def test_the_existing_cluster_example_declares_a_block_with_inputs_the_schema_ac
     args = {"tpu": queues["properties"]["tpu"], "kueue": queues["properties"]["kueue"]}
     assert SliceQueues.input_problems(args) == []  # type: ignore[arg-type]
     assert queues["options"]["providers"]["kubernetes"] == "${cluster}"
+
+
+def test_the_serving_blocks_token_stays_a_secret() -> None:
+    import json
+
+    import pulumi_kubernetes as k8s
+
+    from components.cli.mockrun import contains_secret
+
+    token = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
+    values, _ = _dev()
+    inputs = {
+        "project": stack_file_config("dev")["gcp:project"],
+        "zone": "us-central1-ai1a",
+        "clusterName": "qwen-serving-cluster",
+        "tpu": {"cubes": values["tpu"].get("cubes", 2)},
+        "serving": values["serving"],
+    }
+    provider = PackageProvider()
+
+    def body() -> None:
+        opts = pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
+        provider.construct(
+            "serving", f"{NAME}:index:Serving", {**wire(inputs), "hfToken": pulumi.Output.secret(token)}, opts
+        )
+
+    run = execute(stack_file_config("dev"), stack="dev", mocks=Mocks(), now=CLOCK, program=body)
+    assert run.error is None, run.error
+    secrets = [r for r in run.registrations if r.type == "kubernetes:core/v1:Secret"]
+    assert secrets and all(contains_secret(r.inputs["stringData"]) for r in secrets)
+    assert not any(token in json.dumps(unwrap(r.inputs)) for r in run.registrations if not contains_secret(r.inputs))

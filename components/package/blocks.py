@@ -43,7 +43,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings | None, list[tuple[str, str]]]:
+def validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings | None, list[tuple[str, str]]]:
     """The settings of a block's inputs put into the configuration's tree, or its problems as the block's inputs
     name them (`renames`: a settings key -> the block's input that gives it)."""
     try:
@@ -58,8 +58,8 @@ def _validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings 
         return None, problems
 
 
-def _settings_or_stop(tree: dict[str, Any], renames: dict[str, str]) -> Settings:
-    settings, problems = _validated(tree, renames)
+def settings_or_stop(tree: dict[str, Any], renames: dict[str, str]) -> Settings:
+    settings, problems = validated(tree, renames)
     if settings is None:
         lines = "\n  ".join(line for _, line in problems)
         raise pulumi.RunError(f"invalid inputs ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  {lines}")
@@ -119,10 +119,10 @@ class TpuCapacity(pulumi.ComponentResource):
 
     @staticmethod
     def input_problems(args: TpuCapacityArgs) -> list[tuple[str, str]]:
-        return _validated(_capacity_tree(args), _CAPACITY_RENAMES)[1]
+        return validated(_capacity_tree(args), _CAPACITY_RENAMES)[1]
 
     def __init__(self, name: str, args: TpuCapacityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        settings = _settings_or_stop(_capacity_tree(args), _CAPACITY_RENAMES)
+        settings = settings_or_stop(_capacity_tree(args), _CAPACITY_RENAMES)
         sub_blocks = read_sub_blocks(settings)  # before anything is registered, as the program reads them
         super().__init__(f"{NAME}:index:TpuCapacity", name, {}, opts)
         capacity = ProgramTpuCapacity(
@@ -198,10 +198,10 @@ class SliceQueues(pulumi.ComponentResource):
 
     @staticmethod
     def input_problems(args: SliceQueuesArgs) -> list[tuple[str, str]]:
-        return _validated(_queues_tree(args), {})[1]
+        return validated(_queues_tree(args), {})[1]
 
     def __init__(self, name: str, args: SliceQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        settings = _settings_or_stop(_queues_tree(args), {})
+        settings = settings_or_stop(_queues_tree(args), {})
         super().__init__(f"{NAME}:index:SliceQueues", name, {}, opts)
         queue_args = queues_args(settings, None, None, None)  # type: ignore[arg-type]
         for inherited in ("provider", "kueue", "slice_controller"):  # the caller's provider; Kueue is installed

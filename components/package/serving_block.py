@@ -15,7 +15,7 @@ from components.model.config.root_settings import Settings
 from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.package import NAME
-from components.package.blocks import TpuShape, _settings_or_stop, _validated
+from components.package.blocks import TpuShape, settings_or_stop, validated
 from components.package.stack_args import KueueSettings, ServingSettings
 from components.preflight import check_weights, plan_capacity, read_deployed_serving
 from components.serving import Serving as ProgramServing
@@ -76,10 +76,10 @@ class Serving(pulumi.ComponentResource):
 
     @staticmethod
     def input_problems(args: ServingArgs) -> list[tuple[str, str]]:
-        return _validated(serving_settings(args), _RENAMES)[1]
+        return validated(serving_settings(args), _RENAMES)[1]
 
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        settings = _settings_or_stop(serving_settings(args), _RENAMES)
+        settings = settings_or_stop(serving_settings(args), _RENAMES)
         check_weights(settings)
         plan = plan_capacity(settings, None, read_deployed_serving(settings))
         super().__init__(f"{NAME}:index:Serving", name, {}, opts)
