@@ -4,7 +4,7 @@ The Topology's levels are derived from the cube and the machine's host shape, so
 partition levels that sub-slices need are always there, and always match the pools' node labels.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -92,12 +92,12 @@ class SliceQueuesArgs(TypedDict):
     """The WorkloadPriorityClasses, name -> value."""
     queued_workloads: int
     """The queued workloads the program runs: while any does, a change of an immutable field is refused."""
-    provider: k8s.Provider
-    """The cluster's Kubernetes provider."""
-    kueue: k8s.helm.v4.Chart
-    """What the Kueue objects wait for: Kueue's chart (its CRDs and a webhook with endpoints)."""
-    slice_controller: k8s.yaml.v2.ConfigFile
-    """What the AdmissionCheck waits for: the slice controller's manifest, without which it is never Active."""
+    provider: NotRequired[k8s.Provider]
+    """The cluster's Kubernetes provider; none: the component's own (its `providers` option)."""
+    kueue: NotRequired[k8s.helm.v4.Chart]
+    """What the Kueue objects wait for: Kueue's chart (its CRDs and a webhook with endpoints); none: installed."""
+    slice_controller: NotRequired[k8s.yaml.v2.ConfigFile]
+    """What the AdmissionCheck waits for (never Active without it): the slice controller's manifest; none: installed."""
 
 
 class SliceQueues(Component):
@@ -106,7 +106,10 @@ class SliceQueues(Component):
 
     def __init__(self, name: str, args: SliceQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:queues:SliceQueues", name, opts)
-        provider, kueue = args["provider"], args["kueue"]
+        # Without them (the package's SliceQueues block, on a cluster that runs Kueue): the caller's provider, no wait.
+        provider, kueue = args.get("provider"), args.get("kueue")
+        after = [kueue] if kueue is not None else []
+        installed = [r for r in (kueue, args.get("slice_controller")) if r is not None]
         self.kueue = kueue  # what waits for Kueue's webhooks to serve (the chart awaits its Deployment and Service)
         self.levels = list(args["levels"])
         # Immutable fields change only through a replacement, which deletes the queued workloads first; the guard
@@ -116,7 +119,7 @@ class SliceQueues(Component):
         )
         self.guard = ImmutableFields(f"{name}-immutable-fields", fields, args["queued_workloads"], self.child())
         # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.
-        after_kueue = self.child(provider=provider, depends_on=[kueue, self.guard])
+        after_kueue = self.child(provider=provider, depends_on=[*after, self.guard])
         # Objects with immutable fields (and fixed names): replaced delete-first, and since each names the next
         # by Output (LocalQueue -> ClusterQueue -> ResourceFlavor -> Topology), Pulumi deletes them in the order
         # Kueue's in-use finalizers release them: LocalQueue, ClusterQueue, ResourceFlavor, Topology.
@@ -159,7 +162,7 @@ class SliceQueues(Component):
                 "metadata": {"name": args["admission_check_name"]},
                 "spec": {"controllerName": SLICE_CONTROLLER},
             },
-            self.child(provider=provider, depends_on=[kueue, args["slice_controller"]]),
+            self.child(provider=provider, depends_on=installed),
         )
         self.cluster_queue = KubernetesObject(
             f"{name}-cluster-queue",

@@ -8,6 +8,7 @@ as floats, the token as a secret Output) and must register what the program regi
 from __future__ import annotations
 
 import ast
+import base64
 import importlib.util
 import json
 import os
@@ -115,10 +116,14 @@ def _models(model: type[BaseModel] = Settings, seen: dict[str, type[BaseModel]] 
 
 def _expected(annotation: Any, plain: bool) -> dict[str, Any]:
     """The schema property a settings annotation should become: counts integers, flags booleans, dates and
-    choices strings, sections references to their type; plain everywhere but where the token is."""
+    choices strings, sections references to their type; plain everywhere but where the token is. An `Annotated`
+    type is the type it annotates (its validators and rule are the model's)."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     members = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         (annotation,) = members
+        return _expected(annotation, plain)
     origin = typing.get_origin(annotation)
     out: dict[str, Any]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -140,7 +145,8 @@ def test_every_settings_key_is_an_input_of_its_type_with_its_description() -> No
     assert spec["name"] == NAME and spec["version"] == VERSION
     types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
     models = _models()
-    assert set(types) | {package_args.ROOT_NAME} == set(models)
+    # Every settings model is a type; besides them, only the building blocks' own (components/package/blocks.py).
+    assert set(types) | {package_args.ROOT_NAME} == set(models) | {"TpuShape"}
     for name, model in models.items():
         props = resource["inputProperties"] if model is Settings else types[name]["properties"]
         required = resource["requiredInputs"] if model is Settings else types[name].get("required", [])
@@ -149,9 +155,13 @@ def test_every_settings_key_is_an_input_of_its_type_with_its_description() -> No
         for field in model.model_fields.values():
             prop = props[field.alias]
             assert prop.get("description") == package_args.description(field), f"{name}.{field.alias}"
-            shape = {k: v for k, v in prop.items() if k != "description"}
-            assert shape == _expected(field.annotation, field.alias != "hfToken"), f"{name}.{field.alias}"
+            assert _shape(prop) == _expected(field.annotation, field.alias != "hfToken"), f"{name}.{field.alias}"
     assert resource["requiredInputs"] == ["project"]
+
+
+def _shape(prop: dict[str, Any]) -> dict[str, Any]:
+    """A property without its descriptions (the SDK repeats an array's description on its items)."""
+    return {k: _shape(v) if isinstance(v, dict) else v for k, v in prop.items() if k != "description"}
 
 
 def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
@@ -173,18 +183,34 @@ def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
         for key, prop in t.get("properties", {}).items():
             visit(f"{name.rsplit(':', 1)[-1]}.{key}", prop)
     assert not_plain == ["hfToken"]
-    assert spec["resources"][TYPE]["inputProperties"]["hfToken"] == {"type": "string"}
+    assert _shape(spec["resources"][TYPE]["inputProperties"]["hfToken"]) == {"type": "string"}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="53 of 146 keys have neither a description on their pydantic Field nor a default"
-)
 def test_every_input_has_a_description() -> None:
-    """Passes once every settings field has its description (then drop the marker: strict, so the suite says so)."""
     spec = schema()
-    props = [*spec["resources"][TYPE]["inputProperties"].values()]
-    props += [p for t in spec["types"].values() for p in t.get("properties", {}).values()]
-    assert all(p.get("description") for p in props)
+    props = {f"{TYPE}.{k}": p for k, p in spec["resources"][TYPE]["inputProperties"].items()}
+    props |= {f"{n}.{k}": p for n, t in spec["types"].items() for k, p in t.get("properties", {}).items()}
+    assert [k for k, p in props.items() if not p.get("description")] == []
+    assert all(t.get("description") for t in spec["types"].values())
+
+
+def test_an_input_says_what_its_rule_allows() -> None:
+    """The rule's allowed values in words, after the description (not for a flag, whose type says it)."""
+    props = schema()["resources"][TYPE]["inputProperties"]
+    assert props["zone"]["description"].startswith(_sentence_of(Settings.model_fields["zone"].description))
+    assert "Allowed: " in props["zone"]["description"] and "Allowed: " in props["project"]["description"]
+    flags = [
+        p["description"]
+        for t in schema()["types"].values()
+        for p in t.get("properties", {}).values()
+        if p.get("type") == "boolean"
+    ]
+    assert flags and not any("Allowed: true or false" in d for d in flags)
+
+
+def _sentence_of(text: str | None) -> str:
+    assert text
+    return text[:1].upper() + text[1:].rstrip(".")
 
 
 def test_every_output_is_the_programs_and_has_a_description() -> None:
@@ -200,8 +226,8 @@ def test_a_description_on_a_settings_field_flows_into_the_schema(
     """The models are the one description: a field's pydantic description becomes its input's description."""
     monkeypatch.setattr(Settings.model_fields["zone"], "description", 'The zone of the TPU pools, "an AI zone".')
     module = package_args.render()
-    text = 'The zone of the TPU pools, "an AI zone". Default: "us-central1-ai1a".'
-    assert f'    """{text}"""' in module
+    text = 'The zone of the TPU pools, "an AI zone". Allowed: '
+    assert f'    """{text}' in module and module.count(text) == 1
     path = tmp_path / "probe_stack_args.py"
     path.write_text(module)
     spec = importlib.util.spec_from_file_location("probe_stack_args", path)
@@ -210,7 +236,8 @@ def test_a_description_on_a_settings_field_flows_into_the_schema(
     monkeypatch.setitem(sys.modules, "probe_stack_args", probe)
     spec.loader.exec_module(probe)
     # The SDK reads a field's docstring from the module's source, as for the committed module.
-    assert Analyzer(NAME).get_docstring(probe.TpuSlicingStackArgs, "zone") == text
+    read = Analyzer(NAME).get_docstring(probe.TpuSlicingStackArgs, "zone")
+    assert read is not None and read.startswith(text) and read.endswith('Default: "us-central1-ai1a".')
 
 
 # --- the SDK's traps (3.272.0) ----------------------------------------------------------------------------------
@@ -362,26 +389,16 @@ def _no_nulls(value: Any) -> Any:
     return [_no_nulls(v) for v in value] if isinstance(value, list) else value
 
 
-@pytest.mark.parametrize("checkout_on_path", [False, True], ids=["consumer-directory", "PYTHONPATH-checkout"])
-def test_the_dynamic_providers_run_from_a_consumers_project_only_with_the_checkout_on_the_path(
-    dev_runs, tmp_path: Path, checkout_on_path: bool
-) -> None:
-    """The stack's dynamic resources (the teardown gates, the Kueue guard) run in Pulumi's Python dynamic provider
-    host, which the engine starts in the consumer's project directory (`python3 -u -m pulumi.dynamic`, or the
-    virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi sdk/python/dist/pulumi-resource-pulumi-python@332a620f).
-    Their providers are references into this checkout, so the host imports them only with it on PYTHONPATH
-    (docs/package.md, "Before `pulumi up`")."""
+def _dynamic_host_check(tmp_path: Path, provider: str, checkout_on_path: bool, inputs: dict[str, Any]) -> list[Any]:
+    """Check on Pulumi's Python dynamic provider host, started as the engine starts it: in the consumer's project
+    directory (`python3 -u -m pulumi.dynamic`, or the virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi
+    sdk/python/dist/pulumi-resource-pulumi-python@332a620f). Raises grpc.RpcError when it cannot run the provider."""
     import grpc
     from google.protobuf import struct_pb2
-    from pulumi.dynamic.dynamic import serialize_provider
     from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-    from components.kueue_guard import ImmutableFieldsProvider
-
-    _, component = dev_runs
-    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
     news = struct_pb2.Struct()
-    news.update({**unwrap(guard.inputs), "__provider": serialize_provider(ImmutableFieldsProvider())})
+    news.update({**inputs, "__provider": provider})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if checkout_on_path:
         env["PYTHONPATH"] = str(ROOT)
@@ -398,15 +415,60 @@ def test_the_dynamic_providers_run_from_a_consumers_project_only_with_the_checko
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
             request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=news, news=news)
-            if checkout_on_path:
-                assert list(stub.Check(request).failures) == []
-            else:
-                with pytest.raises(grpc.RpcError) as err:
-                    stub.Check(request)
-                assert "No module named 'components'" in (err.value.details() or "")
+            return list(stub.Check(request).failures)
     finally:
         host.kill()
         host.wait()
+
+
+def _plugin_serialized(provider: Any) -> str:
+    """`provider` pickled as in the plugin's process (its entry point calls carry_the_checkout)."""
+    import copyreg
+
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from components.package import dynamic_host
+
+    dynamic_host.carry_the_checkout()
+    try:
+        return serialize_provider(provider)
+    finally:
+        for cls in dynamic_host.PROVIDERS:  # the program's own pickling in this process stays as it is
+            copyreg.dispatch_table.pop(cls, None)
+
+
+def test_the_programs_dynamic_providers_need_the_checkout_on_the_host_path(dev_runs, tmp_path: Path) -> None:
+    """The program's own providers are references into this checkout, pickled as they always were (existing stacks
+    unpickle them): the host imports them only with the checkout on PYTHONPATH."""
+    import grpc
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from components.kueue_guard import ImmutableFieldsProvider
+
+    _, component = dev_runs
+    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
+    pickled = serialize_provider(ImmutableFieldsProvider())
+    assert b"exec" not in base64.b64decode(pickled) and b"components.kueue_guard" in base64.b64decode(pickled)
+    assert _dynamic_host_check(tmp_path, pickled, True, unwrap(guard.inputs)) == []
+    with pytest.raises(grpc.RpcError) as err:
+        _dynamic_host_check(tmp_path, pickled, False, unwrap(guard.inputs))
+    assert "No module named 'components'" in (err.value.details() or "")
+
+
+@pytest.mark.parametrize("provider", ["ImmutableFieldsProvider", "SliceGateProvider", "PoolReplacementsProvider"])
+def test_the_plugins_dynamic_providers_run_from_a_consumers_project_without_pythonpath(
+    dev_runs, tmp_path: Path, provider: str
+) -> None:
+    """Pickled in the plugin's process, a provider carries its checkout: the host in the consumer's directory runs
+    it with no PYTHONPATH (components/package/dynamic_host.py)."""
+    from components import kueue_guard, teardown
+
+    cls = getattr(kueue_guard, provider, None) or getattr(teardown, provider)
+    kind = {"ImmutableFieldsProvider": "ImmutableFields", "SliceGateProvider": "SliceGate"}.get(provider, provider[:-8])
+    _, component = dev_runs
+    registration = next(r for r in component.registrations if r.type.endswith(f":{kind}"))
+    pickled = _plugin_serialized(cls())
+    assert _dynamic_host_check(tmp_path, pickled, False, unwrap(registration.inputs)) == []
 
 
 def _problems(err: BaseException | None) -> list[str]:
@@ -467,6 +529,12 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
     runpy.run_path(str(ROOT / "plugin" / "__main__.py"), run_name="__main__")
     ((provider, args),) = served
     assert isinstance(provider, PackageProvider) and args == ["127.0.0.1:1234"]
+    import copyreg
+
+    from components.package.dynamic_host import PROVIDERS
+
+    # The entry point made the dynamic providers carry the checkout (undone: this process also runs the program).
+    assert all(copyreg.dispatch_table.pop(cls, None) is not None for cls in PROVIDERS)
     assert json.loads(provider.schema)["version"] == VERSION
 
 

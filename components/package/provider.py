@@ -25,10 +25,13 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.provider import ConstructResult
 
 from components.package import NAME, VERSION
+from components.package.blocks import SliceQueues, TpuCapacity
+from components.package.dynamic_host import carry_the_checkout
 from components.package.inputs import plain_value_problem
+from components.package.serving_block import Serving
 from components.package.stack import TpuSlicingStack
 
-COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack]
+COMPONENTS: list[type[pulumi.ComponentResource]] = [TpuSlicingStack, TpuCapacity, SliceQueues, Serving]
 
 
 class PackageProvider(ComponentProvider):
@@ -100,6 +103,9 @@ def main() -> None:
     """The plugin's entry point (plugin/__main__.py): serves the provider to the engine.
 
     `component_provider_host` would build the SDK's ComponentProvider itself; this is its body with the
-    provider above (pulumi/provider/experimental/host.py: `main(ComponentProvider(...), sys.argv[1:])`).
+    provider above (pulumi/provider/experimental/host.py: `main(ComponentProvider(...), sys.argv[1:])`). The
+    dynamic resources' providers are pickled so that the consumer's dynamic provider host finds this checkout
+    (components/package/dynamic_host.py).
     """
+    carry_the_checkout()
     pulumi.provider.main(PackageProvider(), sys.argv[1:])

@@ -50,8 +50,8 @@ AUTHORIZED_NETWORKS_MAX_PRIVATE = 100
 class AuthorizedNetwork(Model):
     """One CIDR range allowed to reach the control plane's IP endpoint (the provider's `cidr_blocks`)."""
 
-    cidr_block: str
-    display_name: str | None = None
+    cidr_block: str = Field(description="the range, an IPv4 CIDR block with no host bits set")
+    display_name: str | None = Field(None, description="the range's name in the cluster's configuration")
 
     # The provider validates IsCIDRNetwork(0, 32): IPv4 and canonical (no host bits), any length.
     _cidr = field_validator("cidr_block")(classmethod(lambda cls, v: cidr(v)))

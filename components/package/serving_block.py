@@ -1,0 +1,142 @@
+"""The prefill/decode serving stack as a building block (docs/package.md): the program's Serving component on a
+cluster that already runs Kueue (with the slice controller), LeaderWorkerSet and the inference extension's CRDs.
+
+The program's Serving still takes the whole Settings, so this block has args of its own (`ServingArgs`) and one
+adapter, `serving_settings`, that turns them into Settings (validated by the model: the program's one-line
+errors, naming the input). Once Serving takes small args, the adapter builds those instead.
+"""
+
+from types import SimpleNamespace
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+
+from components.model.config.root_settings import Settings
+from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
+from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
+from components.package import NAME
+from components.package.blocks import TpuShape, settings_or_stop, validated
+from components.package.stack_args import KueueSettings, ServingSettings
+from components.preflight import check_weights, plan_capacity, read_deployed_serving
+from components.serving import Serving as ProgramServing
+
+
+class ServingArgs(TypedDict):
+    project: str
+    """The project of the cluster, the weights bucket's IAM and the XLA cache bucket."""
+    zone: str
+    """The TPU pools' zone (us-central1-ai1a): the region of the cache bucket."""
+    cluster_name: str
+    """The existing cluster's name (the cache bucket's name and labels derive from it)."""
+    tpu: TpuShape
+    """The TPU capacity the serving roles are planned onto (the same cubes as the queues')."""
+    serving: ServingSettings
+    """The serving stack: the model, the weights bucket, each role's slices, the router, as the program's `serving`."""
+    kueue: NotRequired[KueueSettings]
+    """The existing Kueue objects the roles queue in (namespace, LocalQueue, priorities), as the program's `kueue`."""
+    hf_token: NotRequired[pulumi.Input[str]]
+    """The Hugging Face token, a Pulumi secret (only when the download Job fetches the weights)."""
+
+
+_RENAMES = {"cluster.name": "clusterName"}
+
+
+def serving_settings(args: ServingArgs) -> dict[str, Any]:
+    """The adapter: the block's inputs as the configuration's tree (Serving takes the whole Settings today)."""
+    tpu = dict(args.get("tpu", {}))
+    tpu["reservation"] = {"name": "existing-capacity", "block": ""}  # the pools are the caller's, not declared here
+    tree: dict[str, Any] = {
+        "project": args.get("project"),
+        "zone": args.get("zone"),
+        "cluster": {"name": args.get("cluster_name")},
+        "tpu": tpu,
+        "kueue": args.get("kueue", {}),
+        "serving": {**args.get("serving", {}), "enabled": True},
+    }
+    if "hf_token" in args:
+        tree["hfToken"] = args["hf_token"]
+    return tree
+
+
+class Serving(pulumi.ComponentResource):
+    """Prefill/decode disaggregated vLLM serving on TPU7x slices for an existing cluster: the GKE Gateway, the llm-d
+    router, one LeaderWorkerSet per role queued in Kueue, the weights bucket's IAM, the XLA cache bucket and the token
+    Secret. Export `servingShape` as a stack output: the next update rolls a smaller role beside the running one."""
+
+    gateway_name: pulumi.Output[str]
+    """The serving Gateway's name."""
+    inference_pool: pulumi.Output[str]
+    """The InferencePool the router serves."""
+    serving_leaders: pulumi.Output[int]
+    """The LeaderWorkerSets' leaders, prefill and decode."""
+    verify_command: pulumi.Output[str]
+    """The command that waits for the model and asks it two questions."""
+    serving_shape: pulumi.Output[dict[str, Any]]
+    """The shape each role runs now: export it as the stack output `servingShape`."""
+
+    @staticmethod
+    def input_problems(args: ServingArgs) -> list[tuple[str, str]]:
+        return validated(serving_settings(args), _RENAMES)[1]
+
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        settings = settings_or_stop(serving_settings(args), _RENAMES)
+        check_weights(settings)
+        plan = plan_capacity(settings, None, read_deployed_serving(settings))
+        super().__init__(f"{NAME}:index:Serving", name, {}, opts)
+        # What the program's Serving waits for is installed on the cluster: one stand-in for all of it.
+        installed = pulumi.ComponentResource(f"{NAME}:serving:Installed", f"{name}-installed", None, self.child())
+        serving = ProgramServing(
+            name,
+            settings,
+            queues=_existing_queues(settings, installed),  # type: ignore[arg-type]
+            provider=kubernetes_provider(opts),  # type: ignore[arg-type]
+            lws=installed,
+            inference_extension=installed,
+            proxy_subnet=installed,
+            pools=[],
+            capacity_plan=plan,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.gateway_name = serving.gateway.object_name
+        self.inference_pool = pulumi.Output.from_input(serving.pool_name)
+        self.serving_leaders = pulumi.Output.from_input(serving.leaders)
+        self.verify_command = serving.verify_command
+        self.serving_shape = pulumi.Output.from_input(serving_shape(w.workload for w in plan.workloads))
+        self.register_outputs(
+            {
+                "gatewayName": self.gateway_name,
+                "inferencePool": self.inference_pool,
+                "servingLeaders": self.serving_leaders,
+                "verifyCommand": self.verify_command,
+                SERVING_SHAPE_OUTPUT: self.serving_shape,
+            }
+        )
+
+    def child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
+
+
+def kubernetes_provider(opts: pulumi.ResourceOptions | None) -> pulumi.ProviderResource:
+    """The caller's Kubernetes provider (the component's `providers` option), which Serving names on its charts."""
+    given: Any = opts.providers if opts is not None and opts.providers else []
+    candidates = list(given.values()) if isinstance(given, dict) else list(given)
+    if opts is not None and opts.provider is not None:
+        candidates.append(opts.provider)
+    for provider in candidates:
+        if getattr(provider, "package", None) == "kubernetes":
+            return provider
+    raise pulumi.RunError(
+        f"{NAME}:Serving: a Kubernetes provider for the existing cluster is required: pass it in the resource's "
+        "`providers` option (providers: {kubernetes: ...})"
+    )
+
+
+def _existing_queues(settings: Settings, installed: pulumi.Resource) -> Any:
+    """What Serving reads of the program's SliceQueues, for Kueue objects that exist: their names, plain."""
+    q = settings.kueue
+    return SimpleNamespace(
+        namespace=SimpleNamespace(metadata=SimpleNamespace(name=q.namespace)),
+        admission_labels=lambda priority: {QUEUE_LABEL: q.local_queue, PRIORITY_LABEL: priority},
+        objects=[],
+        kueue=installed,
+    )
