@@ -9,7 +9,7 @@ import pytest
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.runtime.settings import set_root_resource
 
-from components import graph as program
+from components import graph_args
 from components.addons import HelmAddon, InferenceExtensionCrds, SliceController
 from components.cli.mockrun import PROJECT, RecordingMonitor, Registration
 from components.cluster import Cluster
@@ -106,7 +106,7 @@ def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:
     def body() -> None:
         provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
         kueue = pulumi.ComponentResource("test:index:Kueue", "kueue")
-        SliceQueues("queues", program.queues_args(s, provider, kueue, kueue))
+        SliceQueues("queues", graph_args.queues_args(s, provider, kueue, kueue))
 
     alone, whole = declare(body), run_program()
     assert whole.error is None, whole.error
