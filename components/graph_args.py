@@ -33,7 +33,8 @@ from components.observability import (
 )
 from components.serving import ServingArgs, WeightsDownloadSpec
 from components.tpu_node_pools import TpuCapacityArgs, TpuPoolArgs, reservation_affinity
-from components.vllm_leaderworkersets import ModelServerArgs, ServingRoleArgs, leader_metrics_target
+from components.vllm_containers import ModelServerArgs
+from components.vllm_leaderworkersets import ServingRoleArgs, leader_metrics_target
 
 
 def cluster_args(

@@ -6,7 +6,8 @@ import pulumi
 import yaml
 
 from components.model.config.serving_settings import router_release
-from components.vllm_leaderworkersets import ROUTER_PORT, leader_selector
+from components.vllm_containers import ROUTER_PORT
+from components.vllm_leaderworkersets import leader_selector
 
 EPP_CONFIG_FILE = "pd-config.yaml"
 EPP_CONFIG_V1 = "llm-d.ai/v1"

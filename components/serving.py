@@ -17,14 +17,10 @@ from components.component import Component
 from components.kubernetes_object import KubernetesObject
 from components.llmd_router import RouterArgs, router_values
 from components.model.commands import verify_command
+from components.vllm_containers import HF_SECRET, METRICS_PATH, ROLES, SIDECAR_IDLE_CONN_TIMEOUT_S, ModelServerArgs
 from components.vllm_leaderworkersets import (
-    HF_SECRET,
     LWS_API,
-    METRICS_PATH,
-    ROLES,
-    SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_POD,
-    ModelServerArgs,
     ServingRoleArgs,
     hf_token_secret,
     leader_selector,

@@ -38,12 +38,10 @@ from components.vllm_containers import (
     HF_SECRET,
     HF_SECRET_KEY,
     KV_TRANSFER_PORT,
-    METRICS_PATH,
     ROLES,
     ROUTER_PORT,
     SIDE_CHANNEL_PORT,
     SIDECAR_ARGS,
-    SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_KEEP_ALIVE_S,
     WEIGHTS_MOUNT,
     ModelServerArgs,
@@ -52,8 +50,6 @@ from components.vllm_containers import (
     probes,
     vllm_command,
 )
-
-__all__ = ["HF_SECRET", "HF_SECRET_KEY", "METRICS_PATH", "ROUTER_PORT", "SIDECAR_IDLE_CONN_TIMEOUT_S"]
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # The leader's WORKER_INDEX_LABEL (sigs.k8s.io/lws api/leaderworkerset/v1 WorkerIndexLabelKey). The templates
