@@ -2,12 +2,12 @@
 
 Reads like the architecture: network, cluster, capacity, add-ons, queues, workloads, serving, observability,
 exports. A function, not module code, so that the same graph can be declared inside a component. Each component
-takes its own args (a TypedDict of only what it uses), built here from the settings; what one component needs of
-another is an attribute of it (`services.compute_api`, `network.network.id`) passed in an arg.
+takes its own args (a TypedDict of only what it uses), built from the settings here or in components/graph_args.py;
+what one component needs of another is an attribute of it (`services.compute_api`, `network.network.id`) passed
+in an arg.
 """
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.addons import (
     HelmAddon,
@@ -18,29 +18,18 @@ from components.addons import (
     SliceControllerArgs,
     chart_values,
 )
-from components.cluster import AuthorizedNetwork, Cluster, ClusterArgs, SystemPoolArgs, maintenance_exclusion
+from components.cluster import Cluster
 from components.demo_jobsets import SlicingJobSet, SlicingJobSetArgs
-from components.kueue_guard import queued_workloads
-from components.kueue_objects import SliceQueues, SliceQueuesArgs, topology_levels, tpu_quota
+from components.graph_args import capacity_args, cluster_args, observability_args, queues_args, serving_args
+from components.kueue_objects import SliceQueues
 from components.model.addons.kueue_config import kueue_chart_values, queued_namespaces
 from components.model.commands import stack_credentials_command
 from components.model.config.k8s_settings import HelmAddonSettings
 from components.model.config.settings import Settings
-from components.model.observability import dashboard, monitoring, slice_alerts
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
-from components.model.tpu.reservation import Assignment
 from components.network import EgressNames, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
 from components.node_service_account import NodeIdentity, NodeIdentityArgs
-from components.observability import (
-    KueueScrape,
-    LeaderScrape,
-    LogAlert,
-    MetricAlert,
-    Observability,
-    ObservabilityArgs,
-    RouterScrape,
-    Scrapes,
-)
+from components.observability import Observability
 from components.preflight import (
     check_weights,
     plan_capacity,
@@ -51,8 +40,7 @@ from components.preflight import (
 from components.project_services import ProjectServices, ProjectServicesArgs, apis
 from components.serving import Serving
 from components.teardown import SliceGates, SliceGatesArgs, workload_keys
-from components.tpu_node_pools import TpuCapacity, TpuCapacityArgs, TpuPoolArgs, reservation_affinity
-from components.vllm_leaderworkersets import leader_metrics_target
+from components.tpu_node_pools import TpuCapacity
 
 
 def _under(
@@ -202,17 +190,23 @@ def declare_stack(
     serving = (
         Serving(
             "serving",
-            settings,
-            provider=provider,
-            queues=queues,
-            lws=lws,
-            inference_extension=inference_extension,
-            proxy_subnet=network.proxy_subnet,
-            pools=tpu_ready,
-            capacity_plan=capacity_plan,
-            project_api=services.project_api,
-            storage_api=[services.storage_api] if services.storage_api is not None else [],
-            opts=_under(opts),
+            serving_args(
+                settings,
+                namespace=queues.namespace.metadata.name,
+                queue_labels={
+                    role: queues.admission_labels(spec.priority) for role, spec in settings.serving.roles().items()
+                },
+                capacity_plan=capacity_plan,
+                provider=provider,
+                kueue=kueue.chart,
+                inference_extension=inference_extension.crds,
+                proxy_subnet=network.proxy_subnet,
+                # The LWS controller, every Kueue object a workload's admission needs, the TPU pools and their gates.
+                model_servers_wait_for=[lws, *queues.objects, *tpu_ready],
+                project_api=services.project_api,
+                storage_api=services.storage_api,
+            ),
+            _under(opts),
         )
         if settings.serving.enabled
         else None
@@ -257,160 +251,3 @@ def declare_stack(
     if observability is not None and observability.dashboard_url is not None:
         outputs["dashboardUrl"] = observability.dashboard_url
     return outputs
-
-
-def cluster_args(
-    settings: Settings, network: Network, node_service_account: pulumi.Input[str], version: str
-) -> ClusterArgs:
-    c, cp = settings.cluster, settings.cluster.control_plane
-    args = ClusterArgs(
-        name=c.name,
-        project=settings.project,
-        region=settings.region,
-        network=network.network.id,
-        subnetwork=network.tpu_subnet.id,
-        node_service_account=node_service_account,
-        version=version,
-        release_channel=c.release_channel,
-        private_nodes=c.private_nodes,
-        private_endpoint=cp.private_endpoint,
-        dns_endpoint=cp.dns_endpoint,
-        deletion_protection=c.deletion_protection,
-        protect=c.protect,
-        workload_pool=settings.workload_pool,
-        system_pool=SystemPoolArgs(
-            name=c.system_pool_name, node_count=c.system_node_count, machine_type=c.system_machine_type
-        ),
-    )
-    if not cp.unrestricted_public_endpoint:
-        args["authorized_networks"] = [
-            AuthorizedNetwork(cidr_block=n.cidr_block, **({"display_name": n.display_name} if n.display_name else {}))
-            for n in cp.authorized_networks
-        ]
-    if c.maintenance_window_start is not None:
-        args["maintenance_window_start"] = c.maintenance_window_start
-        if c.maintenance_exclusion is not None:
-            args["maintenance_exclusion"] = maintenance_exclusion(c.maintenance_exclusion)
-    if network.egress is not None:
-        args["nat"] = network.egress.nat
-    return args
-
-
-def capacity_args(
-    settings: Settings, sub_blocks: Assignment, cluster: pulumi.Input[str], node_service_account: pulumi.Input[str]
-) -> TpuCapacityArgs:
-    tpu = settings.tpu
-    mapping = sub_blocks.mapping()
-    pools = []
-    for i in range(tpu.cubes):
-        name, sub_block = tpu.pool_name(i), mapping.get(tpu.pool_name(i))
-        pool = TpuPoolArgs(name=name, reservation_affinity=reservation_affinity(settings, sub_block))
-        if sub_block is not None:
-            pool["sub_block"] = sub_block
-        pools.append(pool)
-    return TpuCapacityArgs(
-        project=settings.project,
-        region=settings.region,
-        zone=settings.zone,
-        cluster=cluster,
-        node_service_account=node_service_account,
-        policy_name=tpu.workload_policy_name,
-        cube_topology=tpu.cube_topology,
-        accelerator_topology_mode=tpu.accelerator_topology_mode,
-        machine_type=tpu.machine_type,
-        nodes_per_pool=tpu.cube.vms,
-        pools=pools,
-        private_nodes=settings.cluster.private_nodes,
-        protect=settings.cluster.protect,
-    )
-
-
-def queues_args(
-    settings: Settings, provider: k8s.Provider, kueue: k8s.helm.v4.Chart, slice_controller: k8s.yaml.v2.ConfigFile
-) -> SliceQueuesArgs:
-    q = settings.kueue
-    return SliceQueuesArgs(
-        namespace=q.namespace,
-        topology_name=q.topology_name,
-        levels=topology_levels(settings),
-        flavor_name=q.flavor_name,
-        accelerator=settings.tpu.system.accelerator,
-        admission_check_name=q.admission_check_name,
-        cluster_queue=q.cluster_queue,
-        local_queue=q.local_queue,
-        tpu_quota=tpu_quota(settings),
-        cpu_quota=q.cpu_quota,
-        memory_quota=q.memory_quota,
-        priorities=dict(q.priorities),
-        queued_workloads=queued_workloads(settings),
-        provider=provider,
-        kueue=kueue,
-        slice_controller=slice_controller,
-    )
-
-
-def observability_args(
-    settings: Settings,
-    provider: k8s.Provider,
-    kueue: HelmAddon,
-    workload_namespace: pulumi.Input[str],
-    router: k8s.helm.v4.Chart | None,
-    monitoring_api: pulumi.CustomResource | None,
-) -> ObservabilityArgs:
-    o = settings.observability
-    args = ObservabilityArgs(
-        project=settings.project,
-        cluster_name=settings.cluster.name,
-        notification_channels=list(o.notification_channels),
-        provider=provider,
-        metric_alerts=[],
-        log_alerts=[],
-    )
-    if o.scrapes:
-        scrapes = Scrapes(
-            interval=o.scrape_interval,
-            kueue=KueueScrape(release=kueue.release, namespace=kueue.namespace.metadata.name, chart=kueue.chart),
-            workload_namespace=workload_namespace,
-            vllm_leaders={},
-        )
-        if router is not None:
-            scrapes["router"] = RouterScrape(
-                chart=router,
-                job=monitoring.epp_job(settings),
-                selector=monitoring.epp_selector(settings),
-                service_account=monitoring.epp_service_account(settings),
-            )
-        if settings.serving.enabled:
-            for role in settings.serving.roles():
-                selector, port = leader_metrics_target(settings, role)
-                scrapes["vllm_leaders"][role] = LeaderScrape(
-                    job=monitoring.vllm_job(settings, role), selector=selector, port=port
-                )
-        args["scrapes"] = scrapes
-    if o.has_dashboard:
-        args["dashboard_json"] = dashboard.dashboard_json(settings)
-    if o.has_alerts:
-        args["metric_alerts"] = [
-            MetricAlert(
-                key=r.key,
-                display_name=r.display_name,
-                severity=r.severity,
-                query=r.query,
-                minutes=r.minutes,
-                documentation=r.documentation(),
-            )
-            for r in monitoring.alert_rules(settings)
-        ]
-        slice_rule = slice_alerts.failed_slice_alert(settings)
-        args["log_alerts"] = [
-            LogAlert(
-                key=slice_rule.key,
-                display_name=slice_rule.display_name,
-                severity=slice_rule.severity,
-                filter=slice_rule.filter,
-                documentation=slice_rule.documentation,
-            )
-        ]
-    if monitoring_api is not None:
-        args["monitoring_api"] = monitoring_api  # type: ignore[typeddict-item]
-    return args

@@ -1,4 +1,4 @@
-"""Kueue objects for dynamic slicing, declared from their args (components/graph.py queues_args builds them).
+"""Kueue objects for dynamic slicing, declared from their args (components/graph_args.py queues_args builds them).
 
 The Topology's levels are derived from the cube and the machine's host shape, so the sub-cube
 partition levels that sub-slices need are always there, and always match the pools' node labels.

@@ -1,19 +1,28 @@
 """Values of llm-d's gateway-mode router chart for the P/D stack: the endpoint picker and its InferencePool."""
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import yaml
 
 from components.model.config.serving_settings import router_release
-from components.model.config.settings import Settings
-from components.vllm_leaderworkersets import ROUTER_PORT, leader_selector
+from components.vllm_containers import ROUTER_PORT
+from components.vllm_leaderworkersets import leader_selector
 
 EPP_CONFIG_FILE = "pd-config.yaml"
 EPP_CONFIG_V1 = "llm-d.ai/v1"
 EPP_CONFIG_V1ALPHA1 = "llm-d.ai/v1alpha1"
+
+
+class RouterArgs(TypedDict):
+    chart: str
+    """llm-d's router chart (EPP, InferencePool, HTTPRoute)."""
+    version: str
+    """The router chart's release."""
+    epp_resources: dict[str, dict[str, str]]
+    """The endpoint picker's requests and limits."""
+    peak_prefill_throughput: float
+    """The P/D decider's prefill throughput estimate (tokens/s of one prefill server)."""
 
 
 def epp_config_api(chart_version: str) -> str:
@@ -29,7 +38,7 @@ def epp_config_api(chart_version: str) -> str:
     return EPP_CONFIG_V1ALPHA1 if release < (0, 11) else EPP_CONFIG_V1
 
 
-def epp_config(settings: Settings) -> dict[str, Any]:
+def epp_config(router: RouterArgs) -> dict[str, Any]:
     """llm-d's pd-disaggregation scheduling (guides/pd-disaggregation/router/pd-disaggregation.values.yaml@83bb7c18).
 
     Decode first, then the always-disagg decider sends every request through a prefill pod; the profile
@@ -38,7 +47,7 @@ def epp_config(settings: Settings) -> dict[str, Any]:
     decode picks the least busy pod.
     """
     return {
-        "apiVersion": epp_config_api(settings.serving.router.version),
+        "apiVersion": epp_config_api(router["version"]),
         "kind": "EndpointPickerConfig",
         "plugins": [
             {"type": "always-disagg-pd-decider"},
@@ -49,7 +58,7 @@ def epp_config(settings: Settings) -> dict[str, Any]:
             {"type": "inflight-load-producer"},
             {
                 "type": "prefix-cache-affinity-filter",
-                "parameters": {"peakPrefillThroughput": settings.serving.router.peak_prefill_throughput},
+                "parameters": {"peakPrefillThroughput": router["peak_prefill_throughput"]},
             },
             {"type": "token-load-scorer"},
             {"type": "active-request-scorer"},
@@ -77,7 +86,7 @@ def epp_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[str, Any]:
+def router_values(router: RouterArgs, guide: str, gateway_name: pulumi.Input[str]) -> dict[str, Any]:
     """Values of the llm-d-router-gateway chart: llm-d's base router values and the pd-disaggregation guide's.
 
     Left out on purpose: the proxy settings and the 80->8081 service port (gateway mode runs no proxy: the
@@ -87,7 +96,6 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
     config/charts/routerlib/{values.yaml,templates/_deployment.yaml,templates/_service.yaml},
     config/charts/llm-d-router-gateway/templates/httproute.yaml.
     """
-    s = settings.serving
     return {
         "provider": {"name": "gke"},
         "httpRoute": {"create": True, "inferenceGatewayName": gateway_name},
@@ -97,8 +105,8 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
                 "replicas": 1,
                 "flags": {"v": 2},
                 "pluginsConfigFile": EPP_CONFIG_FILE,
-                "pluginsCustomConfig": {EPP_CONFIG_FILE: yaml.safe_dump(epp_config(settings), sort_keys=False)},
-                "resources": s.router.epp_resources.manifest(),
+                "pluginsCustomConfig": {EPP_CONFIG_FILE: yaml.safe_dump(epp_config(router), sort_keys=False)},
+                "resources": router["epp_resources"],
             },
             # FailOpen sends requests to any pool endpoint while the picker is down: safe only because the
             # pool holds nothing but ready leaders.
@@ -106,7 +114,7 @@ def router_values(settings: Settings, gateway_name: pulumi.Input[str]) -> dict[s
             "modelServers": {
                 "protocol": "http",
                 "targetPorts": [{"number": ROUTER_PORT}],
-                "matchLabels": leader_selector(settings),
+                "matchLabels": leader_selector(guide),
             },
             # No `monitoring`: the chart would create the metrics reader's token Secret beside its ServiceAccount, in
             # parallel, and the token controller deletes a token whose account does not exist yet

@@ -2,12 +2,12 @@
 
 The model servers are built in `components.vllm_leaderworkersets`, the router's values in `components.llmd_router`;
 this component declares them with the Gateway, the buckets' IAM (read on the weights, write on the stack's own XLA
-cache bucket) and the HF token Secret.
+cache bucket) and the HF token Secret, from its args (components/graph_args.py serving_args builds them).
 `leader_selector`, `metrics_port` and METRICS_PATH (re-exported here) say which pods serve and where
 they expose metrics.
 """
 
-from __future__ import annotations
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -15,19 +15,13 @@ import pulumi_kubernetes as k8s
 
 from components.component import Component
 from components.kubernetes_object import KubernetesObject
-from components.kueue_objects import SliceQueues
-from components.llmd_router import router_values
-from components.model.commands import stack_credentials_command, verify_command
-from components.model.config.settings import Settings
-from components.model.tpu import planner
+from components.llmd_router import RouterArgs, router_values
+from components.model.commands import verify_command
+from components.vllm_containers import HF_SECRET, METRICS_PATH, ROLES, SIDECAR_IDLE_CONN_TIMEOUT_S, ModelServerArgs
 from components.vllm_leaderworkersets import (
-    HF_SECRET,
     LWS_API,
-    METRICS_PATH,
-    ROLES,
-    SIDECAR_IDLE_CONN_TIMEOUT_S,
     VLLM_POD,
-    hf_token,
+    ServingRoleArgs,
     hf_token_secret,
     leader_selector,
     leader_worker_set,
@@ -65,19 +59,21 @@ def role_suffix(role: str) -> str:
 
 
 def workload_identity_principal(
-    settings: Settings, number: pulumi.Input[str], namespace: pulumi.Input[str], ksa: pulumi.Input[str]
+    workload_pool: str, number: pulumi.Input[str], namespace: pulumi.Input[str], ksa: pulumi.Input[str]
 ) -> pulumi.Output[str]:
     return pulumi.Output.concat(
         "principal://iam.googleapis.com/projects/",
         number,
-        f"/locations/global/workloadIdentityPools/{settings.workload_pool}/subject/ns/",
+        f"/locations/global/workloadIdentityPools/{workload_pool}/subject/ns/",
         namespace,
         "/sa/",
         ksa,
     )
 
 
-def xla_cache_bucket(name: str, settings: Settings, opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+def xla_cache_bucket(
+    name: str, bucket: str, project: str, region: str, cluster_name: str, opts: pulumi.ResourceOptions
+) -> gcp.storage.Bucket:
     """The bucket of vLLM's XLA compilation cache, owned by the stack.
 
     What the provider replaces (terraform-provider-google-beta google-beta/services/storage/resource_storage_bucket.go
@@ -92,10 +88,10 @@ def xla_cache_bucket(name: str, settings: Settings, opts: pulumi.ResourceOptions
     """
     return gcp.storage.Bucket(
         name,
-        name=settings.xla_cache_bucket,
-        project=settings.project,
+        name=bucket,
+        project=project,
         # Next to the TPUs: the cache is read at every vLLM start.
-        location=settings.region.upper(),
+        location=region.upper(),
         storage_class="STANDARD",
         # IAM only (no ACLs) and never public (https://cloud.google.com/storage/docs/uniform-bucket-level-access,
         # https://cloud.google.com/storage/docs/public-access-prevention).
@@ -103,47 +99,93 @@ def xla_cache_bucket(name: str, settings: Settings, opts: pulumi.ResourceOptions
         public_access_prevention="enforced",
         soft_delete_policy={"retention_duration_seconds": 0},
         force_destroy=True,
-        labels={"gke-tpu-slicing": "xla-cache", "cluster": settings.cluster.name},
+        labels={"gke-tpu-slicing": "xla-cache", "cluster": cluster_name},
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
     )
+
+
+class WeightsDownloadSpec(TypedDict):
+    model: str
+    """The Hugging Face model (repo[@revision]) the Job downloads into the weights bucket."""
+    image: str
+    """The Job's image (a Python one)."""
+    system_pool: str
+    """The system node pool the Job runs on."""
+
+
+class ServingArgs(TypedDict):
+    project: str
+    """The project of the XLA cache bucket, whose number names the pods' Workload Identity principal."""
+    region: str
+    """The cache bucket's location, next to the TPUs."""
+    cluster_name: str
+    """The cluster the cache bucket belongs to (its `cluster` label)."""
+    workload_pool: str
+    """The cluster's Workload Identity pool (`<project>.svc.id.goog`)."""
+    namespace: pulumi.Input[str]
+    """The workload namespace, where every serving object goes."""
+    model_server: ModelServerArgs
+    """The vLLM pods' model, image, flags and budgets, shared by both roles."""
+    roles: dict[str, ServingRoleArgs]
+    """Each role's LeaderWorkerSet (prefill, decode)."""
+    gateway_name: str
+    """The Gateway's name."""
+    gateway_class: str
+    """The Gateway's GKE class."""
+    router: RouterArgs
+    """llm-d's router chart and its endpoint picker."""
+    weights_download: NotRequired[WeightsDownloadSpec]
+    """The opt-in Job that fills the weights bucket; none: the bucket is filled already."""
+    hf_token: NotRequired[pulumi.Input[str]]
+    """The Hugging Face token (a secret); none: no token Secret."""
+    credentials_command: str
+    """The command that points kubectl at the cluster (part of the verify command)."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    kueue: k8s.helm.v4.Chart
+    """Kueue's chart: the router's picker runs in the Kueue-managed namespace, whose pod webhook fails closed."""
+    inference_extension: k8s.yaml.v2.ConfigGroup
+    """The Inference Extension's CRDs, which the router chart's InferencePool needs."""
+    proxy_subnet: gcp.compute.Subnetwork
+    """The proxy-only subnet the Gateway's load balancer proxies live in."""
+    model_servers_wait_for: list[Any]
+    """What the LeaderWorkerSets wait for besides the buckets' IAM and the download: the LWS controller, the Kueue
+    objects, the TPU pools and their teardown gates (of this program's own types, which a schema cannot name)."""
+    project_api: NotRequired[gcp.projects.Service]
+    """The Cloud Resource Manager API the project number lookup waits for."""
+    storage_api: NotRequired[gcp.projects.Service]
+    """The Cloud Storage API the cache bucket waits for."""
 
 
 class Serving(Component):
     """Namespace-scoped serving objects, the weights bucket's IAM, the Gateway, the router and the two LWS."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        *,
-        provider: k8s.Provider,
-        queues: SliceQueues,
-        lws: pulumi.Resource,
-        inference_extension: pulumi.Resource,
-        proxy_subnet: pulumi.Resource,
-        pools: list[pulumi.Resource],
-        capacity_plan: planner.Plan,
-        project_api: pulumi.Resource | None = None,
-        storage_api: list[pulumi.Resource] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:serving:Serving", name, opts)
-        s = settings.serving
-        namespace = queues.namespace.metadata.name
+        provider, model, namespace = args["provider"], args["model_server"], args["namespace"]
         in_cluster = self.child(provider=provider)
-
-        self.hf_secret = hf_token_secret(name, hf_token(settings), namespace, in_cluster)
+        token = args.get("hf_token")
+        self.hf_secret = hf_token_secret(name, token, namespace, in_cluster)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-gcs-fuse-ksa", metadata={"name": FUSE_KSA, "namespace": namespace}, opts=in_cluster
         )
         # The project number is looked up, not asked for: workload identity principals need it.
         # In a brand-new project the lookup must wait for the Cloud Resource Manager API (`project_api`).
+        project_api, storage_api = args.get("project_api"), args.get("storage_api")
         number = gcp.organizations.get_project_output(
-            project_id=settings.project,
+            project_id=args["project"],
             opts=pulumi.InvokeOutputOptions(depends_on=[project_api] if project_api else None),
         ).number
-        principal = workload_identity_principal(settings, number, namespace, self.service_account.metadata.name)
-        self.xla_cache = xla_cache_bucket(f"{name}-xla-cache", settings, self.child(depends_on=storage_api or []))
+        pool = args["workload_pool"]
+        principal = workload_identity_principal(pool, number, namespace, self.service_account.metadata.name)
+        self.xla_cache = xla_cache_bucket(
+            f"{name}-xla-cache",
+            model["xla_cache_bucket"],
+            args["project"],
+            args["region"],
+            args["cluster_name"],
+            self.child(depends_on=[storage_api] if storage_api is not None else []),
+        )
         # What the provider replaces on the members (terraform-provider-google-beta v7.45.0 / main 93c65b2d, the newest
         # source at hand for the 8.x line pulumi-gcp 10.2.0 bridges): `role`, `member` and `condition` are ForceNew
         # (google-beta/tpgiamresource/resource_iam_member.go), `bucket` too, with a diff-suppress comparing names
@@ -153,7 +195,7 @@ class Serving(Component):
             *(
                 gcp.storage.BucketIAMMember(
                     f"{name}-weights-{role_suffix(role)}",
-                    bucket=s.weights_bucket,
+                    bucket=model["weights_bucket"],
                     role=role,
                     member=principal,
                     opts=self.child(),
@@ -180,9 +222,9 @@ class Serving(Component):
             {
                 "apiVersion": GATEWAY_API,
                 "kind": "Gateway",
-                "metadata": {"name": s.gateway.name, "namespace": namespace},
+                "metadata": {"name": args["gateway_name"], "namespace": namespace},
                 "spec": {
-                    "gatewayClassName": s.gateway.class_name,
+                    "gatewayClassName": args["gateway_class"],
                     "listeners": [
                         {
                             "name": "default",
@@ -193,66 +235,69 @@ class Serving(Component):
                     ],
                 },
             },
-            self.child(provider=provider, depends_on=[proxy_subnet]),
+            self.child(provider=provider, depends_on=[args["proxy_subnet"]]),
         )
-        self.router_values = router_values(settings, self.gateway.object_name)
+        router, guide = args["router"], model["guide"]
+        self.router_values = router_values(router, guide, self.gateway.object_name)
         # Release name = guide name; the chart's InferencePool needs the inference extension's CRDs. The picker runs
         # in the Kueue-managed namespace, where Kueue's pod webhook fails closed
         # (components/model/addons/kueue_config.py): until Kueue serves it, the API server refuses the picker's pods, so
         # the chart waits for Kueue's chart.
         self.router = k8s.helm.v4.Chart(
             f"{name}-router",
-            name=s.guide,
-            chart=s.router.chart,
-            version=s.router.version,
+            name=guide,
+            chart=router["chart"],
+            version=router["version"],
             namespace=namespace,
             values=self.router_values,
             skip_await=False,
-            opts=self.child(providers=[provider], depends_on=[inference_extension, self.gateway, queues.kueue]),
+            opts=self.child(
+                providers=[provider], depends_on=[args["inference_extension"], self.gateway, args["kueue"]]
+            ),
         )
         # Opt-in: a Job fills the weights bucket, with write access of its own; the serving pods wait for it.
         self.weights_download = None
-        if s.weights_download.enabled:
+        spec = args.get("weights_download")
+        if spec is not None:
             download = WeightsDownloadArgs(
-                bucket=s.weights_bucket or "",
-                model=s.model,
-                model_path=s.model_path,
-                image=s.weights_download.image,
-                system_pool=settings.cluster.system_pool_name,
-                principal=workload_identity_principal(settings, number, WEIGHTS_NAMESPACE, WRITER_KSA),
+                bucket=model["weights_bucket"],
+                model=spec["model"],
+                model_path=model["model_path"],
+                image=spec["image"],
+                system_pool=spec["system_pool"],
+                principal=workload_identity_principal(pool, number, WEIGHTS_NAMESPACE, WRITER_KSA),
                 provider=provider,
             )
-            token = hf_token(settings)
             if token is not None:
                 download["hf_token"] = token
             self.weights_download = WeightsDownload(f"{name}-weights", download, self.child())
         filled = [self.weights_download.job] if self.weights_download else []
-        before_pods = [lws, *queues.objects, *pools, *self.bucket_iam, *filled]
+        before_pods = [*args["model_servers_wait_for"], *self.bucket_iam, *filled]
         # A change of a role's pod shape, replicas, priority or queue renames its LWS
         # (components/model/serving/rollout.py), and a renamed object is a replacement. With room for new groups beside
         # the old ones, Pulumi creates the new LWS, waits (its leaders-ready patch, below) until `wait_for` of its
         # groups are ready, and deletes the old one only at the end of the
         # update (replaced resources are deleted after every create, pulumi/pulumi#9979), so the role never drops
         # to zero ready leaders. Without room the old one must go first (the plan warns about it).
-        # The stack's one plan (`capacity_plan`, on the cubes of usable sub-blocks only): a plan of its own here
-        # would count a cube whose sub-block turned bad and create-first into room that is not there, so the
-        # wait would run out with the old set still up, while the printed plan said delete-first.
-        self.rollouts = {role: capacity_plan.rollout(f"serving.{role}") for role in ROLES}
+        # Each role's `create_first` and `wait_for` come from the stack's one plan (components/graph_args.py): a plan
+        # of its own here would count a cube whose sub-block turned bad and create-first into room that is not
+        # there, so the wait would run out with the old set still up, while the printed plan said delete-first.
+        roles = args["roles"]
         self.lws = {
             role.name: KubernetesObject(
                 f"{name}-{role.name}",
                 leader_worker_set(
-                    settings,
+                    model,
                     role,
+                    roles[role.name],
                     namespace=namespace,
-                    queue_labels=queues.admission_labels(s.roles()[role.name].priority),
                     service_account=self.service_account.metadata.name,
                     hf_secret=self.hf_secret.metadata.name if self.hf_secret else None,
                 ),
                 self.child(
                     provider=provider,
                     depends_on=before_pods,
-                    delete_before_replace=not self.rollouts[role.name].create_first,
+                    delete_before_replace=not roles[role.name]["create_first"],
                 ),
             )
             for role in ROLES.values()
@@ -262,26 +307,28 @@ class Serving(Component):
         # a later change of the room the plan counts (another workload's change) does not update it into a new wait.
         self.leaders_ready = {
             role: k8s.apiextensions.CustomResourcePatch(
-                f"{name}-{role}-ready-{lws_revision(settings, role)}",
+                f"{name}-{role}-ready-{lws_revision(model, role, roles[role])}",
                 api_version=LWS_API,
                 kind="LeaderWorkerSet",
-                metadata=leaders_ready(settings, lws.object_name, namespace, self.rollouts[role].wait_for),
+                metadata=leaders_ready(
+                    model["startup_timeout_seconds"], lws.object_name, namespace, roles[role]["wait_for"]
+                ),
                 opts=self.child(provider=provider, depends_on=[lws], ignore_changes=["metadata.annotations"]),
             )
             for role, lws in self.lws.items()
         }
         # The chart names the InferencePool after the release; every replica's leader serves.
-        self.pool_name = s.guide
-        self.leaders = sum(role.replicas for role in s.roles().values())
-        self.credentials_command = stack_credentials_command(settings)
+        self.pool_name = guide
+        self.leaders = sum(spec["replicas"] for spec in roles.values())
+        self.credentials_command = args["credentials_command"]
         self.verify_command = pulumi.Output.all(self.gateway.object_name, namespace).apply(
             lambda a: verify_command(
                 a[0],
                 a[1],
-                s.model_served,
+                model["model_served"],
                 pool=self.pool_name,
                 leaders=self.leaders,
-                timeout=s.startup_timeout_seconds,
+                timeout=model["startup_timeout_seconds"],
                 credentials=self.credentials_command,
             )
         )
@@ -289,7 +336,7 @@ class Serving(Component):
             {
                 "gatewayName": self.gateway.object_name,
                 "gatewayNamespace": namespace,
-                "servedModelName": s.model_served,
+                "servedModelName": model["model_served"],
                 "leaderWorkerSets": [lws.object_name for lws in self.lws.values()],
                 "inferencePool": self.pool_name,
                 "servingLeaders": self.leaders,

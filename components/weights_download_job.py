@@ -29,7 +29,8 @@ from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOT
 from components.model.serving import weights
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
-from components.vllm_leaderworkersets import HF_SECRET, HF_SECRET_KEY, hf_token_secret
+from components.vllm_containers import HF_SECRET, HF_SECRET_KEY
+from components.vllm_leaderworkersets import hf_token_secret
 
 NAMESPACE = "model-weights"
 WRITER_KSA = "weights-writer"

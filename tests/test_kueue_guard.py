@@ -222,9 +222,9 @@ def test_what_is_not_an_immutable_field_is_not_refused(dev: Run) -> None:
 
 
 def test_every_guarded_field_is_an_immutable_field_of_the_model(dev: Run) -> None:
-    """The guard's fields are the preview model's facts (checked against the pinned CRDs in test_diff_kubernetes.py), and
-    every CEL rule of a Kueue kind is guarded but on what the program never changes: the AdmissionCheck's
-    controllerName (a constant) and the flavor's tolerations (never set)."""
+    """The guard's fields are the preview model's facts (checked against the pinned CRDs in
+    test_diff_kubernetes.py), and every CEL rule of a Kueue kind is guarded but on what the program never changes:
+    the AdmissionCheck's controllerName (a constant) and the flavor's tolerations (never set)."""
     from components.model.diff import kubernetes
 
     guarded = set(guard_inputs(dev)["fields"])

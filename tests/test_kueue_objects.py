@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components import graph as program
+from components import graph_args as program
 from components.kueue_objects import SliceQueues
 from tests import upstream
 from tests.harness import (

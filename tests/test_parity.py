@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.vllm_leaderworkersets import weights_check
+from components.vllm_containers import weights_check
 from tests import upstream
 from tests.harness import CODELAB_MIX, Run, normalize, run_program
 

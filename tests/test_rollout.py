@@ -380,11 +380,14 @@ NAMES_SCRIPT = """
 import json
 from components.cli.plan import settings_input
 from components.model.config.settings import load
+from components.graph_args import model_server_args, serving_role_args
 from components.vllm_leaderworkersets import lws_object_name
 from tests.harness import stack_file_config
 
 settings = load(*settings_input(stack_file_config()))
-print(json.dumps({role: lws_object_name(settings, role) for role in ("prefill", "decode")}))
+model = model_server_args(settings)
+role_args = {r: serving_role_args(settings, r, {}, create_first=True, wait_for=0) for r in ("prefill", "decode")}
+print(json.dumps({role: lws_object_name(model, role, role_args[role]) for role in ("prefill", "decode")}))
 """
 
 

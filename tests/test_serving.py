@@ -524,8 +524,8 @@ def test_selector_evaluation_can_fail() -> None:
 
 
 def test_leader_selector_and_metrics_port_are_public(dev: Run) -> None:
-    settings = load(*settings_input(stack_file_config()))
-    assert serving.leader_selector(settings) == router_values(dev)["router"]["modelServers"]["matchLabels"]
+    guide = load(*settings_input(stack_file_config())).serving.guide
+    assert serving.leader_selector(guide) == router_values(dev)["router"]["modelServers"]["matchLabels"]
     for role in ("prefill", "decode"):
         (port,) = [
             p["containerPort"]

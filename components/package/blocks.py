@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
-from components.graph import capacity_args, queues_args
+from components.graph_args import capacity_args, queues_args
 from components.kueue_objects import SliceQueues as ProgramSliceQueues
 from components.model.config.checks import PROJECT, ConfigError
 from components.model.config.root_settings import Settings

@@ -79,7 +79,7 @@ def settings_from(args: Mapping[str, Any], now: datetime | None = None) -> Setti
     """Validates the inputs into Settings, or raises ConfigError with every problem (the program's messages).
 
     `hfToken` given as an Output is validated as a set secret and handed on inside its Output: Settings'
-    SecretStr then holds that Output, which components/vllm_leaderworkersets.py wraps as a secret again for the Secret's
+    SecretStr then holds that Output, which components/graph_args.py hf_token wraps as a secret again for the Secret's
     data. A plain string is refused as the program refuses a token in plain text.
     """
     raw = to_config(dict(args))

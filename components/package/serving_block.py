@@ -1,17 +1,16 @@
 """The prefill/decode serving stack as a building block (docs/package.md): the program's Serving component on a
 cluster that already runs Kueue (with the slice controller), LeaderWorkerSet and the inference extension's CRDs.
 
-The program's Serving still takes the whole Settings, so this block has args of its own (`ServingArgs`) and one
-adapter, `serving_settings`, that turns them into Settings (validated by the model: the program's one-line
-errors, naming the input). Once Serving takes small args, the adapter builds those instead.
+The block's inputs (`ServingArgs`: the sections a consumer sets) go through one adapter, `serving_settings`, into the
+settings model (validated there: the program's one-line errors, naming the input), and the program's own builder
+(`graph_args.serving_args`) makes the component's small args from them, as for the program.
 """
 
-from types import SimpleNamespace
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
-from components.model.config.root_settings import Settings
+from components.graph_args import serving_args
 from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.package import NAME
@@ -42,7 +41,7 @@ _RENAMES = {"cluster.name": "clusterName"}
 
 
 def serving_settings(args: ServingArgs) -> dict[str, Any]:
-    """The adapter: the block's inputs as the configuration's tree (Serving takes the whole Settings today)."""
+    """The adapter: the block's inputs as the configuration's tree (serving_args then makes Serving's args)."""
     tpu = dict(args.get("tpu", {}))
     tpu["reservation"] = {"name": "existing-capacity", "block": ""}  # the pools are the caller's, not declared here
     tree: dict[str, Any] = {
@@ -85,17 +84,28 @@ class Serving(pulumi.ComponentResource):
         super().__init__(f"{NAME}:index:Serving", name, {}, opts)
         # What the program's Serving waits for is installed on the cluster: one stand-in for all of it.
         installed = pulumi.ComponentResource(f"{NAME}:serving:Installed", f"{name}-installed", None, self.child())
+        q = settings.kueue
+        # The Kueue objects exist: the workloads' labels name them by their plain names.
+        labels = {
+            role: {QUEUE_LABEL: q.local_queue, PRIORITY_LABEL: spec.priority}
+            for role, spec in settings.serving.roles().items()
+        }
         serving = ProgramServing(
             name,
-            settings,
-            queues=_existing_queues(settings, installed),  # type: ignore[arg-type]
-            provider=kubernetes_provider(opts),  # type: ignore[arg-type]
-            lws=installed,
-            inference_extension=installed,
-            proxy_subnet=installed,
-            pools=[],
-            capacity_plan=plan,
-            opts=pulumi.ResourceOptions(parent=self),
+            serving_args(
+                settings,
+                namespace=q.namespace,
+                queue_labels=labels,
+                capacity_plan=plan,
+                provider=kubernetes_provider(opts),  # type: ignore[arg-type]
+                kueue=installed,  # type: ignore[arg-type]
+                inference_extension=installed,  # type: ignore[arg-type]
+                proxy_subnet=installed,  # type: ignore[arg-type]
+                model_servers_wait_for=[installed],
+                project_api=None,
+                storage_api=None,
+            ),
+            pulumi.ResourceOptions(parent=self),
         )
         self.gateway_name = serving.gateway.object_name
         self.inference_pool = pulumi.Output.from_input(serving.pool_name)
@@ -128,15 +138,4 @@ def kubernetes_provider(opts: pulumi.ResourceOptions | None) -> pulumi.ProviderR
     raise pulumi.RunError(
         f"{NAME}:Serving: a Kubernetes provider for the existing cluster is required: pass it in the resource's "
         "`providers` option (providers: {kubernetes: ...})"
-    )
-
-
-def _existing_queues(settings: Settings, installed: pulumi.Resource) -> Any:
-    """What Serving reads of the program's SliceQueues, for Kueue objects that exist: their names, plain."""
-    q = settings.kueue
-    return SimpleNamespace(
-        namespace=SimpleNamespace(metadata=SimpleNamespace(name=q.namespace)),
-        admission_labels=lambda priority: {QUEUE_LABEL: q.local_queue, PRIORITY_LABEL: priority},
-        objects=[],
-        kueue=installed,
     )

@@ -203,7 +203,7 @@ RETIRED_SIDECAR_NAME = "llm-d-routing-sidecar"
 # values.yaml router.epp.image.tag: main).
 FLOATING_CHART_VERSION = "v0"
 FLOATING_IMAGE_TAG = "main"
-# The oldest router whose sidecar takes the flags the decode pods pass (components/vllm_leaderworkersets.py).
+# The oldest router whose sidecar takes the flags the decode pods pass (components/vllm_containers.py).
 MIN_ROUTER_RELEASE = (0, 10)
 _RELEASE_TAG_RE = re.compile(r"^v?\d+\.\d+(\.\d+)?(-[0-9A-Za-z.-]+)?$")
 _IMAGE_RE = re.compile(
@@ -238,7 +238,7 @@ class RouterSettings(Model):
         str,
         Rule(
             "a pinned chart version v0.10.0 or later, or v0 (main's floating chart)",
-            f"{ROUTER_RELEASE}; components/vllm_leaderworkersets.py (the sidecar flags of v0.10.0)",
+            f"{ROUTER_RELEASE}; components/vllm_containers.py (the sidecar flags of v0.10.0)",
             refused="v0.9.0",
             accepted="v0",
         ),
