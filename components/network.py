@@ -1,7 +1,7 @@
 """Network: the VPC, the TPU subnet, the proxy-only subnet, the nodes' egress and the internal firewall.
 
-Provider facts cited below are from terraform-provider-google-beta release-8.0.0 @93c65b2d60 (what
-pulumi-gcp 10.2 bridges), google-beta/services/compute/.
+ForceNew facts: components/model/diff/gcp_force_new.py; in-place updates and read-backs: model/diff/gcp.py,
+readback.py.
 """
 
 from typing import NotRequired, TypedDict
@@ -54,7 +54,7 @@ class Egress(Component):
 
     def __init__(self, name: str, args: EgressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:network:Egress", name, opts)
-        # name, network and region are ForceNew (resource_compute_router.go lines 163-166, 292-295, 319-323).
+        # name, network and region are ForceNew (model/diff/gcp_force_new.py).
         self.router = gcp.compute.Router(
             f"{name}-router",
             name=args["router_name"],
@@ -63,8 +63,7 @@ class Egress(Component):
             network=args["network"],
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
-        # name, router and region are ForceNew (resource_compute_router_nat.go lines 304-315, 471-475); the
-        # subnetwork list updates in place (resourceComputeRouterNatUpdate).
+        # name, router and region are ForceNew (model/diff/gcp_force_new.py); the subnetwork list updates in place.
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
             name=args["nat_name"],
@@ -75,11 +74,8 @@ class Egress(Component):
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
             subnetworks=[{"name": args["subnetwork"], "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
             # Errors only: a node whose pull or download fails for want of NAT ports (OUT_OF_RESOURCES) or an
-            # endpoint NAT drops shows in Cloud Logging. Always sent: `log_config` is Optional and not Computed
-            # (resource_compute_router_nat.go lines 407-427) and read back as the API returns it (lines 1644-1658);
-            # the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, which then plans as a
-            # change on every run (the `log_config { enable = false -> null }` diff reported in
-            # metro-digital/terraform-google-cf-projectcfg#12). Updates in place (PATCH of the router, line 1317).
+            # endpoint NAT drops shows in Cloud Logging. Always sent: a NAT sent without one can read back with
+            # the API's default and plan a change on every run (model/diff/readback.py, "RouterNat logConfig").
             log_config={"enable": True, "filter": "ERRORS_ONLY"},
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
@@ -199,8 +195,7 @@ class InternalFirewall(Component):
     Its sources: the TPU subnet (the nodes, and the control plane's endpoint GKE places in the node subnet), the
     pods' range, the proxy-only subnet. The service range is not a source: Service IPs are translated on the
     sending node (GKE Dataplane V2), no packet on the VPC carries one. `source_ranges` and `allow` update in place
-    (PATCH); only name, direction, params and project are ForceNew (resource_compute_firewall.go lines 249, 306,
-    341, 476; update at line 819).
+    (PATCH); only name, direction, params and project are ForceNew (model/diff/gcp_force_new.py).
     """
 
     def __init__(self, name: str, args: InternalFirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:

@@ -18,9 +18,8 @@ def reservation_path(settings: Settings, sub_block: str | None = None) -> str:
     """What a pool's reservation affinity names: the reservation, its block, or one sub-block of it.
 
     The sub-block form is xpk's (src/xpk/core/reservation.py: RESERVATION/reservationBlocks/BLOCK/
-    reservationSubBlocks/SUB_BLOCK), under the same `projects/P/reservations/` prefix as the block path.
-    The provider sends `values` as given and reads back GKE's list unchanged (node_config.go
-    expandNodeConfig / flattenGKEReservationAffinity): no normalization on its side.
+    reservationSubBlocks/SUB_BLOCK), under the same `projects/P/reservations/` prefix as the block path; read
+    back unchanged (model/diff/readback.py).
     """
     r = settings.tpu.reservation
     path = f"projects/{settings.reservation_project}/reservations/{r.name}"
@@ -51,10 +50,7 @@ def reservation_affinity(settings: Settings, sub_block: str | None = None) -> Re
 def placement_policy(cube_topology: str, policy_name: pulumi.Input[str]) -> dict[str, object]:
     """What GKE stores for a tpu7x pool placed by a workload policy: policyName and tpuTopology, no type.
 
-    vllm-project/ci-infra#547 (verified on a live cluster): "the API stored policyName and tpuTopology
-    with no type". terraform-provider-google-beta resource_container_node_pool.go: `type` is Required
-    (an empty string is a value, and expandNodePool sends it as omitted), `tpu_topology` Optional, and
-    flattenNodePool reads all three back. Declaring "" and the cube topology leaves nothing to differ.
+    Declaring "" and the cube topology leaves nothing to differ (model/diff/readback.py, "placementPolicy").
     `tpu_topology` beside `policy_name` is accepted (ci-infra runs such pools; #547's probe came up RUNNING);
     xpk leaves it out with a workload policy (src/xpk/core/nodepool.py, 968cf324) without naming a refusal.
     Kept: it is the policy's own accelerator topology (tests/test_tpu_node_pools.py has the evidence).
@@ -62,11 +58,7 @@ def placement_policy(cube_topology: str, policy_name: pulumi.Input[str]) -> dict
     return {"type": "", "policy_name": policy_name, "tpu_topology": cube_topology}
 
 
-# node_config.go: advanced_machine_features is Optional, ForceNew, not Computed, and flattened whenever GKE
-# returns it; GKE turns SMT off on TPU hosts and reports threads_per_core back (vllm-project/ci-infra
-# terraform/gcp_old/tpu-inference/k8s/workers.tf, `ignore_changes`), so an undeclared block would read as
-# "remove it" = replace the pool. The bridge drops ignored paths from the provider's diff
-# (pulumi-terraform-bridge pkg/tfshim/sdk-v2/instance_diff.go processIgnoreChanges).
+# What GKE stores otherwise and a difference would replace the pool (SMT off on TPU hosts): model/diff/readback.py.
 POOL_IGNORE_CHANGES = readback.ignored("gcp:container/nodePool:NodePool")
 
 

@@ -81,5 +81,8 @@ API_REFUSALS: dict[str, tuple[Fact, ...]] = {
         ),
     ),
 }
+# In-place updates the resource code relies on (an attribute not in FORCE_NEW is updated by the resource's Update):
+# RouterNat: PATCH of the router (services/compute/resource_compute_router_nat.go:1317, log_config included);
+# Firewall: source_ranges and allow (services/compute/resource_compute_firewall.go:819).
 # What the engine reads per Google Cloud type: the replace-on-change facts, then the refusals.
 FACTS: dict[str, tuple[Fact, ...]] = {t: FORCE_NEW[t] + API_REFUSALS.get(t, ()) for t in FORCE_NEW}

@@ -35,7 +35,9 @@ class Rule:
     source: str
     apply: Callable[[Record, list[Record]], None] | None = None  # mutates one record's inputs in place
     # The program cannot declare what the API stores and a difference replaces: it ignores the property
-    # (`ignore_changes`, read by components/tpu_node_pools.py and cluster.py from `ignored`).
+    # (`ignore_changes`, read by components/tpu_node_pools.py and cluster.py from `ignored`). The bridge drops
+    # ignored paths from the provider's diff (pulumi-terraform-bridge pkg/tfshim/sdk-v2/instance_diff.go
+    # processIgnoreChanges).
     ignored: bool = False
 
 
@@ -168,6 +170,14 @@ RULES: tuple[Rule, ...] = (
         f"{PK}/clients/unstructured.go:116-151",
     ),
 )
+
+# Read-backs the program avoids by what it sends (no rule: the second run shows no change because of them).
+# RouterNat logConfig (components/network.py sends it always): Optional and not Computed
+# (TPGB services/compute/resource_compute_router_nat.go:407-427), read back as the API returns it (L1644-1658);
+# the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, a change on every run (the
+# `log_config { enable = false -> null }` diff of metro-digital/terraform-google-cf-projectcfg#12).
+# NodePool reservationAffinity.values (components/tpu_node_pools.py reservation_path): sent as given and read back
+# unchanged (TPGB services/container/node_config.go expandNodeConfig / flattenGKEReservationAffinity).
 
 
 def ignored(type_: str) -> list[str]:
