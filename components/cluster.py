@@ -17,13 +17,10 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 def node_network_config(private_nodes: bool) -> dict[str, object]:
     """Every node pool's private-node setting, set on the pool itself.
 
-    `network_config.enable_private_nodes` is Optional+Computed, not ForceNew, and updates the pool in place
-    (UpdateNodePool with NodeNetworkConfig): terraform-provider-google-beta release-8.0.0 @93c65b2d60,
-    resource_container_node_pool.go lines 588-593 and 2078-2082. So turning private nodes on for pools that
-    exist updates them, it does not replace them (the provider's TestAccContainerNodePool_withEnablePrivateNodesToggle,
-    resource_container_node_pool_test.go line 1458, toggles it on one pool). The other `network_config` fields
-    are Computed or read back as GKE set them, so sending only this one changes nothing else. The cluster's
-    default (below) only covers pools created later; naming it per pool makes every pool's setting explicit.
+    Not ForceNew: turning private nodes on updates existing pools in place (model/diff/gcp.py). The other
+    `network_config` fields are Computed or read back as GKE set them, so sending only this one changes nothing
+    else. The cluster's default (below) only covers pools created later; naming it per pool makes every pool's
+    setting explicit.
     """
     return {"enable_private_nodes": private_nodes}
 
@@ -74,13 +71,8 @@ def _required_dns_endpoint(config: Any) -> str:
 def control_plane_endpoints_config(dns_endpoint: bool) -> dict[str, object]:
     """The DNS-based endpoint's user access, always sent, true or false.
 
-    terraform-provider-google-beta release-8.0.0 @93c65b2d60, resource_container_cluster.go:
-    `allow_external_traffic` is Optional and not Computed (line 2276) while its parent blocks (lines
-    2254-2294) are Optional+Computed, so leaving the block out would keep whatever GKE last had; the create and every
-    control-plane endpoints update send it from the configuration (expandControlPlaneEndpointsConfig,
-    lines 7095-7110, ForceSendFields), and the update is in place (UpdateCluster with
-    DesiredControlPlaneEndpointsConfig, lines 4105-4118). The read-back sets it as GKE stores it
-    (flattenDnsEndpointConfig, lines 8047-8058), so false on a cluster created without it: no diff.
+    Left out, GKE's last value would stay (its parent blocks are Computed); sent, it updates in place and reads
+    back false on a cluster created without it: no diff (model/diff/gcp.py).
     `endpoint` (Optional+Computed) is never sent: it is the identity `cluster_identifier` reads.
     """
     return {"dns_endpoint_config": {"allow_external_traffic": dns_endpoint}}
@@ -98,17 +90,13 @@ def master_authorized_networks_config(
 ) -> dict[str, object] | None:
     """Who may reach the IP endpoints: the authorized networks and nothing else (None: the explicit opt-in).
 
-    Updates in place (the control-plane endpoints update, resource_container_cluster.go lines 4105-4118). The
-    block is Optional+Computed: once set, removing it keeps GKE's restriction (the safe direction). Its two
-    flags are Optional+Computed and sent only when set (expandMasterAuthorizedNetworksConfig, lines 6909-6936,
-    GetOkExists): left out, GKE's own defaults would decide, so both are always sent.
+    Updates in place; the block is Computed: once set, removing it keeps GKE's restriction (the safe direction).
+    Left out, GKE's defaults would decide its two flags, so both are always sent (model/diff/gcp.py).
     * `gcp_public_cidrs_access_enabled` false: Compute Engine VMs' and Google Cloud services' public addresses
       are not admitted beside the listed ranges (GKE's "Google Cloud public IP addresses" access).
     * `private_endpoint_enforcement_enabled` = privateEndpoint: with only an internal endpoint, the list is what
       restricts who in the VPC (or a network connected to it) reaches it; without enforcement any internal
-      address would (GKE's "enable authorized networks on the private endpoint"). Both toggle in place (the
-      provider's TestAccContainerCluster_withGcpPublicCidrsAccessEnabledToggle and
-      _withAuthorizedNetworkPrivateEnforcementToggle, resource_container_cluster_test.go lines 1802, 1896).
+      address would (GKE's "enable authorized networks on the private endpoint").
     """
     if authorized_networks is None:
         return None
@@ -170,7 +158,7 @@ def maintenance_exclusion(exclusion: MaintenanceExclusion) -> MaintenanceExclusi
     options = ExclusionOptions(scope=exclusion.scope)
     end: dict[str, str] = {}
     if exclusion.end_time_behavior is not None:
-        # The provider drops end_time when a behaviour is set and reads none back (lines 6387-6389, 8299-8306).
+        # The provider drops end_time when a behaviour is set and reads none back (model/diff/gcp.py).
         options["end_time_behavior"] = exclusion.end_time_behavior
     else:
         assert exclusion.end is not None
@@ -250,9 +238,8 @@ class Cluster(Component):
             network=args["network"],
             subnetwork=args["subnetwork"],
             release_channel={"channel": args["release_channel"]},
-            # Never a reason to replace or downgrade: `min_master_version` is not ForceNew and not read back
-            # (resource_container_cluster.go lines 1799-1803, no d.Set of it), and an update calls GKE only when
-            # the state's `master_version` is older (lines 4918-4935: `if cur.LessThan(des)`). That state is the
+            # Never a reason to replace or downgrade: not ForceNew, not read back, and an update calls GKE only
+            # when the state's `master_version` is older (model/diff/readback.py, gcp.py). That state is the
             # last `up`'s (no refresh), so `version` is the higher of the resolved version and the one the control
             # plane runs now (components/preflight.py, gke_versions.to_send): never below what runs. A NEWER one is
             # a requested control-plane upgrade (DesiredMasterVersion), started by `pulumi up` whatever the
@@ -262,29 +249,20 @@ class Cluster(Component):
             # `version` (Optional+Computed): pools take the control plane's version at creation and follow
             # auto-upgrades, never this value.
             min_master_version=args["version"],
-            # The default pool is replaced by the `system` pool below, so that changing the system
-            # machine type updates a node pool instead of replacing the whole cluster. GKE still creates the
-            # default pool (initial_node_count per zone) and the provider deletes it right after the cluster is
-            # up (resource_container_cluster.go lines 3515-3535): `node_config` is that pool's configuration
-            # (sent as the cluster's NodeConfig at creation, lines 3336-3338), so it runs as the dedicated node
+            # The `system` pool below replaces the default pool, so a new system machine type updates a pool,
+            # not the cluster. GKE still creates the default pool (initial_node_count per zone) and the provider
+            # deletes it once the cluster is up: `node_config` is that pool's, so it runs as the dedicated node
             # account, not the Compute Engine default one (disabled or deleted in many organisations, where the
-            # creation would fail). The block is ForceNew (node_config.go line 284) and GKE stops returning it
-            # once the default pool is gone (k8s-config-connector#8651, cloud-foundation-fabric#1275), so it is
-            # in ignore_changes below: used at creation, never a replacement. The provider's documented pattern
-            # (website/docs/r/container_cluster.html.markdown, "with a separately managed node pool").
+            # creation would fail). ForceNew and gone from GKE's answer with the pool, so ignored: used at
+            # creation, never a replacement (model/diff/readback.py "nodeConfig", gcp.py).
             node_config=default_pool_config(node_service_account),
             remove_default_node_pool=True,
             initial_node_count=1,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy={},
-            # Private nodes: `enable_private_nodes` is not ForceNew and updates the cluster's default in place
-            # (DesiredDefaultEnablePrivateNodes, resource_container_cluster.go lines 2335-2340, 4122-4127);
-            # `enable_private_endpoint` updates the control plane's endpoints in place (lines 4105-4112). Both
-            # are always sent, true or false: the block is Computed, so leaving it out would keep the old value.
-            # No `master_ipv4_cidr_block` nor `private_endpoint_subnetwork` (both ForceNew, lines 2342-2370): GKE
-            # places the private endpoint in the node subnet, and a block with only these two flags plans empty
-            # after apply (the provider's acceptance configs at resource_container_cluster_test.go lines 1132
-            # and 12593 set exactly that).
+            # Both flags update in place and are always sent, true or false: the block is Computed, so leaving it
+            # out would keep the old value. No ForceNew `master_ipv4_cidr_block` nor `private_endpoint_subnetwork`:
+            # GKE places the private endpoint in the node subnet (model/diff/gcp.py).
             private_cluster_config={
                 "enable_private_nodes": args["private_nodes"],
                 "enable_private_endpoint": args["private_endpoint"],
@@ -308,7 +286,7 @@ class Cluster(Component):
                 "dns_cache_config": {"enabled": True},
                 "slice_controller_config": {"enabled": True},
             },
-            # In place (SetMaintenancePolicy, resource_container_cluster.go lines 4991-5016).
+            # In place (model/diff/gcp.py).
             maintenance_policy=None
             if window is None
             else {

@@ -81,8 +81,33 @@ API_REFUSALS: dict[str, tuple[Fact, ...]] = {
         ),
     ),
 }
-# In-place updates the resource code relies on (an attribute not in FORCE_NEW is updated by the resource's Update):
-# RouterNat: PATCH of the router (services/compute/resource_compute_router_nat.go:1317, log_config included);
-# Firewall: source_ranges and allow (services/compute/resource_compute_firewall.go:819).
+# In-place updates and sent fields the resource code relies on (an attribute not in FORCE_NEW updates in place),
+# under TPGB services/:
+# compute/resource_compute_router_nat.go:1317: an update is a PATCH of the router (log_config included).
+# compute/resource_compute_firewall.go:819: source_ranges and allow update in place (PATCH).
+# container/resource_container_node_pool.go:588-593,2078-2082: network_config.enable_private_nodes is
+#   Optional+Computed, updated by UpdateNodePool with NodeNetworkConfig (TestAccContainerNodePool_
+#   withEnablePrivateNodesToggle, resource_container_node_pool_test.go:1458, toggles it on one pool).
+# container/resource_container_cluster.go (Cluster):
+#   :2276 control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic is Optional, not Computed,
+#   under Optional+Computed blocks (L2254-2294); sent from the configuration on create and every endpoints
+#   update (expandControlPlaneEndpointsConfig L7095-7110, ForceSendFields), in place (UpdateCluster with
+#   DesiredControlPlaneEndpointsConfig L4105-4118), read back as GKE stores it (flattenDnsEndpointConfig
+#   L8047-8058): false on a cluster created without it.
+#   :6909-6936 master_authorized_networks_config: the block and its two flags are Optional+Computed, the flags sent
+#   only when set (expandMasterAuthorizedNetworksConfig, GetOkExists); in place (L4105-4118); both toggle in place
+#   (resource_container_cluster_test.go:1802 _withGcpPublicCidrsAccessEnabledToggle, :1896
+#   _withAuthorizedNetworkPrivateEnforcementToggle).
+#   :2335-2340,4122-4127 private_cluster_config (Computed): enable_private_nodes updates the default in place
+#   (DesiredDefaultEnablePrivateNodes); enable_private_endpoint the endpoints (L4105-4112). A block with only these
+#   two flags plans empty after apply (resource_container_cluster_test.go:1132, 12593); the private endpoint goes
+#   in the node subnet without the ForceNew master_ipv4_cidr_block / private_endpoint_subnetwork.
+#   :4918-4935 min_master_version: an update calls GKE only when the state's master_version is older
+#   (`if cur.LessThan(des)`).
+#   :3336-3338 node_config is sent as the cluster's NodeConfig at creation: the default pool's, which the
+#   provider deletes once the cluster is up (L3515-3535; website/docs/r/container_cluster.html.markdown, "with a
+#   separately managed node pool").
+#   :4991-5016 maintenance_policy updates in place (SetMaintenancePolicy); :6387-6389,8299-8306 a maintenance
+#   exclusion's end_time is dropped when an end_time_behavior is set, and none is read back.
 # What the engine reads per Google Cloud type: the replace-on-change facts, then the refusals.
 FACTS: dict[str, tuple[Fact, ...]] = {t: FORCE_NEW[t] + API_REFUSALS.get(t, ()) for t in FORCE_NEW}

@@ -176,6 +176,7 @@ RULES: tuple[Rule, ...] = (
 # (TPGB services/compute/resource_compute_router_nat.go:407-427), read back as the API returns it (L1644-1658);
 # the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, a change on every run (the
 # `log_config { enable = false -> null }` diff of metro-digital/terraform-google-cf-projectcfg#12).
+# Cluster nodeConfig (the rule above): gone from GKE's answer also in GoogleCloudPlatform/cloud-foundation-fabric#1275.
 # NodePool reservationAffinity.values (components/tpu_node_pools.py reservation_path): sent as given and read back
 # unchanged (TPGB services/container/node_config.go expandNodeConfig / flattenGKEReservationAffinity).
 
