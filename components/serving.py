@@ -76,11 +76,8 @@ def xla_cache_bucket(
 ) -> gcp.storage.Bucket:
     """The bucket of vLLM's XLA compilation cache, owned by the stack.
 
-    What the provider replaces (terraform-provider-google-beta google-beta/services/storage/resource_storage_bucket.go
-    at v7.45.0 / main 93c65b2d): `name`, `location` and `project` are ForceNew; uniform bucket-level access, public
-    access prevention, labels and the soft-delete policy update in place (`expandBucketSoftDeletePolicy`
-    force-sends a retention of 0). Its name is fixed, so a replacement deletes first. `location` is what the API
-    stores, in capitals (the provider's StateFunc upper-cases it).
+    `name`, `location` and `project` are ForceNew (model/diff/gcp_force_new.py); the rest updates in place. Its
+    name is fixed, so a replacement deletes first. `location` is sent as the API stores it (model/diff/readback.py).
     On `destroy` (or a replacement) the cache's objects are deleted with it (`force_destroy`): they are compiled
     programs vLLM rebuilds on its next start, and without it the delete fails on a non-empty bucket. The soft-delete
     window is off for the same reason: keeping deleted cache entries for 7 days would only be billed
@@ -186,11 +183,8 @@ class Serving(Component):
             args["cluster_name"],
             self.child(depends_on=[storage_api] if storage_api is not None else []),
         )
-        # What the provider replaces on the members (terraform-provider-google-beta v7.45.0 / main 93c65b2d, the newest
-        # source at hand for the 8.x line pulumi-gcp 10.2.0 bridges): `role`, `member` and `condition` are ForceNew
-        # (google-beta/tpgiamresource/resource_iam_member.go), `bucket` too, with a diff-suppress comparing names
-        # only, since the state holds `b/<bucket>` (google-beta/services/storage/iam_storage_bucket.go
-        # StorageBucketIamSchema). A new bucket or role is a new member, then the old binding is removed.
+        # `bucket`, `role`, `member` and `condition` are ForceNew (model/diff/gcp_force_new.py): a new bucket or role
+        # is a new member, then the old binding is removed.
         self.bucket_iam = [
             *(
                 gcp.storage.BucketIAMMember(

@@ -177,6 +177,10 @@ RULES: tuple[Rule, ...] = (
 # the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, a change on every run (the
 # `log_config { enable = false -> null }` diff of metro-digital/terraform-google-cf-projectcfg#12).
 # Cluster nodeConfig (the rule above): gone from GKE's answer also in GoogleCloudPlatform/cloud-foundation-fabric#1275.
+# Bucket (components/serving.py xla_cache_bucket): `location` is stored in capitals (the provider's StateFunc
+# upper-cases it), so the program sends it so; expandBucketSoftDeletePolicy force-sends a retention of 0
+# (TPGB services/storage/resource_storage_bucket.go). BucketIAMMember `bucket`: the state holds `b/<bucket>`, a
+# diff-suppress compares names only (TPGB services/storage/iam_storage_bucket.go StorageBucketIamSchema).
 # NodePool reservationAffinity.values (components/tpu_node_pools.py reservation_path): sent as given and read back
 # unchanged (TPGB services/container/node_config.go expandNodeConfig / flattenGKEReservationAffinity).
 
