@@ -104,15 +104,8 @@ class SlicingJobSet(Component):
             self.child(
                 provider=args["provider"],
                 # Every change replaces the JobSet, delete-first (the name is fixed): none updates in place once
-                # it runs. JobSet's webhook refuses any change of spec.replicatedJobs while the JobSet is not
-                # suspended (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go:336-350); on admission
-                # Kueue merges the flavor's and the slice controller's node labels
-                # (cloud.google.com/gke-tpu-topology) into the pod template's nodeSelector (kueue v0.17.4
-                # pkg/controller/jobs/jobset/jobset_controller.go:148, pkg/podset/podset.go:161-174), an atomic
-                # map (the JobSet CRD's x-kubernetes-map-type: atomic), so Pulumi's next apply of that template
-                # conflicts with Kueue's field manager; and Kueue refuses a new queue-name label on a job that is
-                # not suspended (pkg/controller/jobframework/validation.go:151). A priority change (a label only)
-                # is one more such update: a new JobSet is a new Workload, admitted at its new priority.
+                # it runs (JobSet's and Kueue's webhooks, Kueue's nodeSelector merge: model/diff/kubernetes.py).
+                # A priority change (a label only) too: a new JobSet is a new Workload, admitted at its new priority.
                 replace_on_changes=["*"],
                 delete_before_replace=True,
             ),

@@ -1,21 +1,18 @@
 """Kueue fields the API server never updates: replaced in the order Kueue's finalizers allow, or refused at preview.
 
-Immutable in the pinned Kueue v0.17.4 CRDs (CEL rules, v1beta2 schemas in ../shared/schemas/crds):
+Immutable in the pinned Kueue v0.17.4 CRDs (CEL rules, cited in components/model/diff/kubernetes.py FACTS):
 
-* Topology `spec.levels`: `self == oldSelf` (kueue-v0.17.4_topologies.yaml L132-135). Derived from
-  `tpu.machineType` (the host shape) and `tpu.cubeTopology`.
-* ResourceFlavor `nodeLabels` and `topologyName` once `topologyName` is set (resourceflavors.yaml L373-380,
-  "nodeLabels are immutable when topologyName is set", "topologyName is immutable ..."). From `tpu.machineType`
-  (the accelerator label) and `kueue.topologyName`.
-* LocalQueue `spec.clusterQueue`: `self == oldSelf` (localqueues.yaml L471-475). From `kueue.clusterQueue`.
+* Topology `spec.levels`, derived from `tpu.machineType` (the host shape) and `tpu.cubeTopology`.
+* ResourceFlavor `nodeLabels` and `topologyName` once `topologyName` is set, from `tpu.machineType` (the
+  accelerator label) and `kueue.topologyName`.
+* LocalQueue `spec.clusterQueue`, from `kueue.clusterQueue`.
 * ResourceFlavor `metadata.name` (no object is ever renamed: pulumi-kubernetes replaces on a name change), from
   `kueue.flavorName`: the flavor replaces delete-first, so the ClusterQueue that names it does too.
-* AdmissionCheck `spec.controllerName` (admissionchecks.yaml L193-195) is the constant `accelerator.gke.io/slice`.
+* AdmissionCheck `spec.controllerName` is the constant `accelerator.gke.io/slice`.
 
-Deleting them is gated by Kueue's `kueue.x-k8s.io/resource-in-use` finalizer (kubernetes-sigs/kueue@v0.17.4):
-a Topology stays while a ResourceFlavor names it (pkg/controller/tas/topology_controller.go L109-121), a
-ResourceFlavor while a ClusterQueue names it (pkg/controller/core/resourceflavor_controller.go L107-116), a
-ClusterQueue while it has reserving workloads (clusterqueue_controller.go L201-209); a LocalQueue has none.
+Deleting them is gated by Kueue's `kueue.x-k8s.io/resource-in-use` finalizer (model/diff/kubernetes.py): a Topology
+stays while a ResourceFlavor names it, a ResourceFlavor while a ClusterQueue names it, a ClusterQueue while it has
+reserving workloads; a LocalQueue has none.
 components/kueue_objects.py declares them to replace delete-first, each naming the next by Output, so Pulumi
 deletes first every object whose referencing input would replace it (components/model/diff/dependents.py:
 the whole input unknown, and pulumi-kubernetes replaces any object whose `metadata` is wholly unknown): the

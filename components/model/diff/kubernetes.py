@@ -156,6 +156,10 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "kubernetes:inference.networking.k8s.io/v1:InferencePool": (),
     "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective": (),
     # ---------------------------------------------------------------- Kueue v0.17.4
+    # Deleting them waits for the `kueue.x-k8s.io/resource-in-use` finalizer (components/kueue_guard.py orders the
+    # replacements): a Topology while a ResourceFlavor names it (pkg/controller/tas/topology_controller.go L109-121),
+    # a ResourceFlavor while a ClusterQueue names it (pkg/controller/core/resourceflavor_controller.go L107-116), a
+    # ClusterQueue while it has reserving workloads (clusterqueue_controller.go L201-209); a LocalQueue has none.
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": (
         _cel("kueue-v0.17.4_topologies.yaml", 135, "spec.levels", "field is immutable"),
     ),
@@ -198,6 +202,11 @@ FACTS: dict[str, tuple[Fact, ...]] = {
         Fact("spec.replicatedJobs", REJECT, f"{JOBSET_WEBHOOK}:350", "replicatedJobs are immutable"),
         Fact("spec.managedBy", REJECT, f"{JOBSET_WEBHOOK}:351", "managedBy is immutable"),
         # Kueue: the queue name of a job that is not suspended (admitted and running) is immutable.
+        # Not a refusal but a conflict: on admission Kueue merges the flavor's and the slice controller's node labels
+        # (cloud.google.com/gke-tpu-topology) into the pod template's nodeSelector (pkg/controller/jobs/jobset/
+        # jobset_controller.go:148, pkg/podset/podset.go:161-174), an atomic map (the CRD's x-kubernetes-map-type:
+        # atomic), so the next apply of that template conflicts with Kueue's field manager (demo_jobsets.py
+        # replaces the JobSet on every change).
         Fact(
             QUEUE_LABEL,
             REJECT,
