@@ -1,6 +1,6 @@
 """Kinds only the add-on and router charts apply (rendered by components/cli/charts.py): what changes replace.
 
-pulumi-kubernetes' replace-on-change list (provider/pkg/provider/diff.go `forceNew`, pulumi/pulumi-kubernetes@00302beb)
+pulumi-kubernetes' replace-on-change list (facts.PULUMI_KUBERNETES provider/pkg/provider/diff.go `forceNew`, L45-83)
 names no field of these groups: `apiextensions.k8s.io`, `admissionregistration.k8s.io`, `apiregistration.k8s.io` and
 GKE's `networking.gke.io` are absent from it, so beyond another name or namespace (`metadataForceNewProperties`,
 kept for every kind by components/model/diff/kubernetes.py METADATA) each object updates in place: a CRD's new
