@@ -6,16 +6,16 @@ It waits only for the cluster (the Kubernetes provider waits for the system pool
 TPU pools are created. Everything lives in a namespace of its own: the writer's Kubernetes service account is not
 one a serving pod can name, and the serving account keeps read access only (components/serving.py).
 
-What the provider and the API do with the Job (pulumi/pulumi-kubernetes@94977969d):
-* create: the Job is awaited until its `Complete` condition, and fails at once on `Failed` (backoffLimit or the
-  deadline), provider/pkg/await/job.go L50-56; for at most `pulumi.com/timeoutSeconds` (default 10 minutes, L79 and
-  L131), so the annotation carries the Job's own deadline plus its start.
-* a change of `spec.template` (immutable in batch/v1) replaces the Job (provider/pkg/provider/diff.go:178,
-  components/model/diff/kubernetes.py), delete-first since its name stays: the new Job finds the marker and ends.
+What the provider and the API do with the Job (cited in components/model/diff/kubernetes.py):
+* create: the Job is awaited until `Complete` and fails at once on `Failed` (backoffLimit or the deadline), for at
+  most `pulumi.com/timeoutSeconds` (default 10 minutes), so the annotation carries the Job's own deadline plus its
+  start.
+* a change of `spec.template` (immutable in batch/v1) replaces the Job, delete-first since its name stays: the new
+  Job finds the marker and ends.
 * the second run: a complete Job is left as it is (no `ttlSecondsAfterFinished`: a Job the cluster deleted by
   itself would be recreated by the next `up --refresh`; the pod holds no disk, so keeping it costs nothing).
-* destroy: a foreground delete (provider/pkg/await/await.go L964-967) waits for the Job's pods; the objects in the
-  bucket stay (the bucket is not the stack's).
+* destroy: a foreground delete waits for the Job's pods; the objects in the bucket stay (the bucket is not the
+  stack's).
 """
 
 from typing import NotRequired, TypedDict

@@ -257,6 +257,9 @@ def facts_for(type_: str) -> tuple[Fact, ...] | None:
 
 
 AWAIT = PULUMI_KUBERNETES
+# A Job (components/weights_download_job.py): awaited until its `Complete` condition, failed at once on `Failed`
+# (provider/pkg/await/job.go L50-56), for at most `pulumi.com/timeoutSeconds` (default 10 minutes, L79 and L131);
+# deleted in the foreground, so destroy waits for its pods (provider/pkg/await/await.go L964-967).
 WAIT_FOR, SKIP_AWAIT, TIMEOUT = keys.WAIT_FOR_ANNOTATION, keys.SKIP_AWAIT_ANNOTATION, keys.TIMEOUT_ANNOTATION
 
 
