@@ -36,7 +36,7 @@ class NodeIdentity(Component):
             account_id=args["account_id"],
             display_name=f"GKE nodes of {args['cluster_name']}",
             project=project,
-            # account_id is ForceNew and fixed (derived from the cluster name): delete first.
+            # account_id is ForceNew (model/diff/gcp_force_new.py) and fixed (from the cluster name): delete first.
             opts=self.child(delete_before_replace=True),
         )
         self.bindings = [

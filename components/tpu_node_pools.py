@@ -120,8 +120,8 @@ class TpuCapacity(Component):
                 "accelerator_topology": args["cube_topology"],
                 "accelerator_topology_mode": args["accelerator_topology_mode"],
             },
-            # Every field of a resource policy is ForceNew and the name is fixed: delete first. Pulumi
-            # then also replaces the pools (their placement_policy is ForceNew) before deleting it.
+            # Every field of a resource policy is ForceNew (model/diff/gcp_force_new.py) and the name is fixed:
+            # delete first. Pulumi then also replaces the pools (their placement_policy is ForceNew) before deleting it.
             # cluster.protect covers the capacity too: losing a pool (or the policy it is placed by)
             # stops every slice on its cube, and recreating it waits for a cube of reserved VMs in one placement.
             opts=self.child(delete_before_replace=True, protect=protect),
@@ -148,7 +148,7 @@ class TpuCapacity(Component):
                 },
                 # In place, never a replacement (components/cluster.py node_network_config).
                 network_config=node_network_config(args["private_nodes"]),
-                # placement_policy.policy_name, reservation_affinity, service_account: ForceNew; the name is fixed.
+                # ForceNew (model/diff/gcp_force_new.py): policy name, reservation, service account; a fixed name.
                 opts=self.child(delete_before_replace=True, protect=protect, ignore_changes=POOL_IGNORE_CHANGES),
             )
             for pool in args["pools"]
