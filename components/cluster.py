@@ -298,10 +298,7 @@ class Cluster(Component):
                 depends_on=[args["nat"]] if "nat" in args else [],
                 # A fixed name: a replacement must delete the old cluster first (create-first ends in 409).
                 delete_before_replace=True,
-                # ForceNew, and only shape the default pool deleted right after creation: a value GKE
-                # reports differently later (no node_config at all) must never replace the cluster.
                 ignore_changes=CLUSTER_IGNORE_CHANGES,
-                # cluster.protect: Pulumi refuses any update or destroy that would delete or replace it.
                 protect=protect,
             ),
         )
