@@ -31,11 +31,7 @@ DIFF_BUDGET_SECONDS = 5.0  # a diff of two dev runs, cold (the command as a user
 def _in_child(module: str, cubes: int, repeats: int, what: str) -> dict[str, Any]:
     """Runs `python -m <module> CUBES REPEATS` in a fresh process (cold imports count) and reads its JSON line."""
     out = subprocess.run(
-        [sys.executable, "-m", module, str(cubes), str(repeats)],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", module, str(cubes), str(repeats)], cwd=ROOT, check=False, capture_output=True, text=True
     )
     if out.returncode != 0:
         raise SystemExit(f"{what} failed:\n{out.stderr}")

@@ -71,9 +71,7 @@ class HelmAddon(Component):
         provider = args["provider"]
         self.release = name
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args["namespace"]},
-            opts=self.child(provider=provider),
+            f"{name}-namespace", metadata={"name": args["namespace"]}, opts=self.child(provider=provider)
         )
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",

@@ -200,7 +200,7 @@ class Observability(Component):
                         "evaluation_interval": "60s",
                         # The policy is created before the first scrape: its metrics do not exist yet.
                         "disable_metric_validation": True,
-                    },
+                    }
                 },
                 rule["documentation"],
                 after_api,

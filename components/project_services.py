@@ -72,8 +72,5 @@ class ProjectServices(Component):
         # What the rest of the graph waits for before it calls these APIs.
         self.ready: list[pulumi.Resource] = [*services.values(), self.ai_zones]
         self.register_outputs(
-            {
-                "services": [s.service for s in services.values()],
-                "aiZonesVisibility": self.ai_zones.activation_status,
-            }
+            {"services": [s.service for s in services.values()], "aiZonesVisibility": self.ai_zones.activation_status}
         )

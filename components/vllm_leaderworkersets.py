@@ -90,12 +90,7 @@ class ServingRoleArgs(TypedDict):
 
 
 def model_labels(model: ModelServerArgs, role: str) -> dict[str, str]:
-    return {
-        GUIDE_LABEL: model["guide"],
-        MODEL_LABEL: model["model_label"],
-        ROLE_LABEL: role,
-        ENGINE_TYPE_LABEL: "vllm",
-    }
+    return {GUIDE_LABEL: model["guide"], MODEL_LABEL: model["model_label"], ROLE_LABEL: role, ENGINE_TYPE_LABEL: "vllm"}
 
 
 def leader_selector(guide: str) -> dict[str, str]:

@@ -43,9 +43,7 @@ def replying(reply: Callable[[str, dict[str, list[str]]], Any]) -> Callable[[Req
 
 
 def serve_api(
-    answer: Callable[[Request], tuple[int, Any]],
-    token: str,
-    seen: Callable[[Request], None] = lambda _request: None,
+    answer: Callable[[Request], tuple[int, Any]], token: str, seen: Callable[[Request], None] = lambda _request: None
 ) -> ThreadingHTTPServer:
     """Serves GET, POST and DELETE on a free port of 127.0.0.1 until `shutdown()`. Every request goes to `seen`;
     one without `Authorization: Bearer <token>` gets 401 (as GKE: no anonymous discovery), the others what

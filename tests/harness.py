@@ -45,15 +45,7 @@ from components.model.diff import engine
 from components.model.serving.deployed import READ_STACK_OUTPUTS
 from components.preflight import WEIGHTS_LIST, as_runtime_config
 
-__all__ = [
-    "UNKNOWN",
-    "Registration",
-    "contains_secret",
-    "is_secret",
-    "is_unknown",
-    "normalize",
-    "unwrap",
-]
+__all__ = ["UNKNOWN", "Registration", "contains_secret", "is_secret", "is_unknown", "normalize", "unwrap"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # The project's config namespace and the resource types tests name most.
@@ -435,13 +427,7 @@ def _run(
     organization: str,
 ) -> Run:
     result = execute(
-        config,
-        stack=stack,
-        secret_keys=secret_keys,
-        preview=preview,
-        mocks=mocks,
-        now=now,
-        organization=organization,
+        config, stack=stack, secret_keys=secret_keys, preview=preview, mocks=mocks, now=now, organization=organization
     )
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()

@@ -99,8 +99,8 @@ EXCLUDED: dict[str, dict[str, str]] = {
             "(whose table has these same attributes) and remove_default_node_pool drops the default one; the "
             "offline diff compares inputs, so these could never apply. `nodePools` itself stays: a list appearing "
             "replaces the cluster"
-        ),
-    },
+        )
+    }
 }
 
 

@@ -76,10 +76,7 @@ PUBLIC_DEV = {
 
 # Private nodes and one authorized network instead of the public opt-ins.
 PRIVATE_DEV = {
-    f"{P}:cluster": {
-        "privateNodes": True,
-        "controlPlane": {**NO_DEV_CONTROL_PLANE, "authorizedNetworks": OFFICE},
-    }
+    f"{P}:cluster": {"privateNodes": True, "controlPlane": {**NO_DEV_CONTROL_PLANE, "authorizedNetworks": OFFICE}}
 }
 
 

@@ -66,11 +66,7 @@ ONE_KEY = [
             | {"teardown-pool-replacements"},  # the record of the pools' ids that refuses their replacement
         ),
     ),
-    (
-        "a newer add-on version",
-        {f"{P}:addons": {"kueue": {"version": "0.17.5"}}},
-        (set(), set(), {"kueue-chart"}),
-    ),
+    ("a newer add-on version", {f"{P}:addons": {"kueue": {"version": "0.17.5"}}}, (set(), set(), {"kueue-chart"})),
     (
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
@@ -109,7 +105,7 @@ ONE_KEY = [
 # Named resources exempt from delete-first, and why.
 NOT_REPLACEABLE = {
     # A project-wide singleton whose only ForceNew input is its constant name: no config key replaces it.
-    "gcp:compute/previewFeature:PreviewFeature",
+    "gcp:compute/previewFeature:PreviewFeature"
 }
 
 
@@ -274,11 +270,7 @@ def test_one_key_moves_only_what_it_must(
                 revisions.setdefault(reg.name, set()).add(which)
     # A name in one run only is that run's revision's patch (both runs: the patch did not move).
     label = {n: f"{n.rsplit('-', 1)[0]}-<{w.pop()}>" for n, w in revisions.items() if len(w) == 1}
-    assert (
-        {label.get(n, n) for n in added},
-        {label.get(n, n) for n in removed},
-        changed,
-    ) == expected
+    assert ({label.get(n, n) for n in added}, {label.get(n, n) for n in removed}, changed) == expected
 
 
 def test_every_fixed_name_cloud_resource_replaces_delete_first(dev: Run) -> None:

@@ -262,11 +262,7 @@ def test_no_preemption_unless_it_makes_room() -> None:
 
 def test_equal_priority_never_preempts() -> None:
     low = {"priority": "low-priority-1000"}
-    plan = run_plan(
-        NO_SERVING,
-        cubes(2),
-        {"demos": {"subslicing": {"replicas": 9, **low}, "superslicing": low}},
-    )
+    plan = run_plan(NO_SERVING, cubes(2), {"demos": {"subslicing": {"replicas": 9, **low}, "superslicing": low}})
     assert statuses(plan) == {"demos.subslicing": "admitted", "demos.superslicing": "pending"}
     assert plan.preemptions == ()
 

@@ -473,8 +473,7 @@ class TestPackOverGrpc:
             cluster = analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))
             assert {d.policyName for d in pack.analyze(cluster)} == set(STACK_POLICIES)
             pack.stub.Configure(
-                analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=dict.fromkeys(STACK_POLICIES, config)),
-                timeout=30,
+                analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=dict.fromkeys(STACK_POLICIES, config)), timeout=30
             )
             assert pack.analyze(cluster) == []
         finally:

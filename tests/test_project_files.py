@@ -40,13 +40,7 @@ STACK_SCHEMA = {
         "environment": {"type": ["array", "string", "object", "null"]},
     },
 }
-CONFIG_TYPES = {
-    "string": str,
-    "integer": int,
-    "boolean": bool,
-    "array": list,
-    "object": dict,
-}
+CONFIG_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
 
 STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
 

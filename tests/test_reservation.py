@@ -100,10 +100,7 @@ def rejected(run: Run, *fragments: str) -> str:
 def cluster_pools_of(run: Run) -> list[dict[str, Any]]:
     """getCluster's nodePools as GKE would report the pools `run` created (values stored as sent)."""
     return [
-        {
-            "name": name,
-            "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}],
-        }
+        {"name": name, "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}]}
         for name, inputs in pools(run).items()
     ]
 

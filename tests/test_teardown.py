@@ -47,11 +47,7 @@ GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
 
 def node(pool: str, cube: str, sub: str) -> dict[str, str]:
-    return {
-        keys.NODE_POOL_LABEL: pool,
-        keys.partition_label("4x4x4"): cube,
-        keys.partition_label("2x2x2"): sub,
-    }
+    return {keys.NODE_POOL_LABEL: pool, keys.partition_label("4x4x4"): cube, keys.partition_label("2x2x2"): sub}
 
 
 POOL_A = [node("tpu7-pool-0", "cube-a", "a-0"), node("tpu7-pool-0", "cube-a", "a-1")]

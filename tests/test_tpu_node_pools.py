@@ -89,8 +89,7 @@ def test_node_pools_are_parallel_and_ordered_after_cluster_and_policy(dev: Run) 
 
 
 @pytest.mark.parametrize(
-    ("cubes", "pools"),
-    [(0, []), (1, ["tpu7-pool-1"]), (3, ["tpu7-pool-1", "tpu7-pool-2", "tpu7-pool-3"])],
+    ("cubes", "pools"), [(0, []), (1, ["tpu7-pool-1"]), (3, ["tpu7-pool-1", "tpu7-pool-2", "tpu7-pool-3"])]
 )
 def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
     overrides: dict = {f"{P}:tpu": {"cubes": cubes}}
@@ -109,10 +108,7 @@ def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
 def test_shared_reservation_without_block_and_other_cube_topology() -> None:
     run = ok(
         {
-            f"{P}:tpu": {
-                "cubeTopology": "2x4x4",
-                "reservation": {"project": "shared-resv-project", "block": ""},
-            },
+            f"{P}:tpu": {"cubeTopology": "2x4x4", "reservation": {"project": "shared-resv-project", "block": ""}},
             f"{P}:demos": {"superslicing": {"enabled": False}},
         }
     )

@@ -104,7 +104,7 @@ def explain(plan: Adoption, stack: str, project: str = PROJECT) -> str:
     lines = [
         f"stack {stack}: {len(plan.entries)} resources to import "
         f"({sum(not e.kubernetes for e in plan.entries)} Google Cloud, {sum(e.kubernetes for e in plan.entries)} "
-        f"Kubernetes) under {len(plan.components)} components; {len(plan.skipped)} left to `pulumi up`:",
+        f"Kubernetes) under {len(plan.components)} components; {len(plan.skipped)} left to `pulumi up`:"
     ]
     for s in plan.skipped:
         lines += [f"  {s.name} ({s.type})", f"      why: {s.reason}", f"      after the import: {s.after_import}"]

@@ -37,11 +37,7 @@ KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent.parent / "manifests
 KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG starts from
 INTEGRATIONS = ("jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod")
 # charts/kueue/templates/_helpers.tpl kueue.selectorLabels (release and chart name: "kueue").
-SELECTOR_LABELS = {
-    APP_NAME_LABEL: "kueue",
-    APP_INSTANCE_LABEL: "kueue",
-    "control-plane": "controller-manager",
-}
+SELECTOR_LABELS = {APP_NAME_LABEL: "kueue", APP_INSTANCE_LABEL: "kueue", "control-plane": "controller-manager"}
 
 
 def queued_namespaces(settings: Settings) -> list[str]:

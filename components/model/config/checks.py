@@ -11,10 +11,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-)
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from components.model.config.machines import GENERAL_PURPOSE, MACHINE_SERIES, machine_memory_gb
@@ -127,11 +124,7 @@ class ConfigError(Exception):
 
 class Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        validate_default=True,
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, validate_default=True
     )
 
 

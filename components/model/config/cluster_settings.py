@@ -5,12 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import (
-    AfterValidator,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.model.config import gke_versions
 from components.model.config.checks import (
@@ -224,10 +219,9 @@ class ClusterSettings(Model):
     # Pulumi's `protect` option on the cluster, its node pools and the workload policy: any update that
     # would delete or replace them (destroy included) fails before it starts. Off by default, as in
     # Pulumi, so a dev stack tears down freely; staging and prod turn it on in their stack files.
-    protect: Annotated[
-        Flag,
-        Rule(source=PULUMI_PROTECT, change="protect", accepted=True),
-    ] = Field(False, description="Pulumi `protect` on the cluster, system pool, TPU pools and workload policy")
+    protect: Annotated[Flag, Rule(source=PULUMI_PROTECT, change="protect", accepted=True)] = Field(
+        False, description="Pulumi `protect` on the cluster, system pool, TPU pools and workload policy"
+    )
     daily_maintenance_start: Annotated[
         str,
         Rule(
@@ -257,9 +251,7 @@ class ClusterSettings(Model):
     private_nodes: Annotated[
         Flag,
         Rule(
-            "true or false (false: a warning that every node gets an external IP address)",
-            ISOLATION,
-            "private-nodes",
+            "true or false (false: a warning that every node gets an external IP address)", ISOLATION, "private-nodes"
         ),
     ] = Field(True, description="nodes with internal addresses only (Cloud Router and Cloud NAT for their egress)")
     control_plane: Annotated[ControlPlaneSettings, Rule(change="control-plane")] = Field(default_factory=dict)

@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar
 
-from pydantic import (
-    AfterValidator,
-    Field,
-    field_validator,
-)
+from pydantic import AfterValidator, Field, field_validator
 
 from components.model.addons.slice_controller import FEATURE_GATES
 from components.model.config.checks import (
@@ -265,11 +261,7 @@ class KueueSettings(Model):
             },
         ),
     ] = Field(
-        default_factory=lambda: {
-            "low-priority-1000": 1000,
-            "medium-priority-2000": 2000,
-            "high-priority-3000": 3000,
-        },
+        default_factory=lambda: {"low-priority-1000": 1000, "medium-priority-2000": 2000, "high-priority-3000": 3000},
         min_length=1,
         description="the WorkloadPriorityClasses",
     )

@@ -5,22 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import (
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from components.model.config.checks import (
-    Model,
-    SettingError,
-)
-from components.model.config.rules import (
-    MAINTENANCE,
-    TF_CLUSTER,
-    Rule,
-)
+from components.model.config.checks import Model, SettingError
+from components.model.config.rules import MAINTENANCE, TF_CLUSTER, Rule
 
 
 class MaintenanceExclusion(Model):

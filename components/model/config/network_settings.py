@@ -7,14 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from components.model.config.checks import (
-    MTU_MAX,
-    MTU_MIN,
-    Model,
-    SettingError,
-    cidr,
-    gce_name,
-)
+from components.model.config.checks import MTU_MAX, MTU_MIN, Model, SettingError, cidr, gce_name
 from components.model.config.rules import GCE_NAMES, PROXY_SUBNETS, SUBNET_RANGES, VPC_MTU, Rule
 
 

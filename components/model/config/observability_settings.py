@@ -55,10 +55,7 @@ class ObservabilitySettings(Model):
             ["projects/123/notificationChannels/1", "projects/my-tpu-project/notificationChannels/2"],
             {"observability": {"notifyNobody": False}},
         ),
-    ] = Field(
-        default_factory=list,
-        description="the channels the alerts notify (none: incidents in the console only)",
-    )
+    ] = Field(default_factory=list, description="the channels the alerts notify (none: incidents in the console only)")
     notify_nobody: Annotated[
         Flag,
         Rule(

@@ -4,26 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 
-from components.model.config.checks import (
-    QUANTITY_RE,
-    Model,
-    SettingError,
-    cpu_millis,
-    memory_bytes,
-    raise_all,
-)
-from components.model.config.rules import (
-    NODE_SIZES,
-    QUANTITY,
-    REQUESTS_LIMITS,
-    Rule,
-)
+from components.model.config.checks import QUANTITY_RE, Model, SettingError, cpu_millis, memory_bytes, raise_all
+from components.model.config.rules import NODE_SIZES, QUANTITY, REQUESTS_LIMITS, Rule
 
 # The rules of a system-pool container's CPU and memory, whose requests the system-pool fit adds up.
 _FIT = "; requests at most limits; the requests of all controllers fit the system pool"

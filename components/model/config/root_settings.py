@@ -10,12 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, ClassVar
 
-from pydantic import (
-    Field,
-    SecretStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,

@@ -6,20 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 
-from components.model.config.checks import (
-    K8S_NAMES,
-    LWS_NAME_MAX,
-    LWS_REVISION_LEN,
-    Model,
-    SettingError,
-    dns1035_label,
-)
+from components.model.config.checks import K8S_NAMES, LWS_NAME_MAX, LWS_REVISION_LEN, Model, SettingError, dns1035_label
 from components.model.config.oci import OCI_REFERENCE_RE, image_reference
 from components.model.config.resources_settings import ResourceAmounts, ResourceRequirements, requirements
 from components.model.config.rules import (
@@ -258,11 +247,7 @@ class RouterSettings(Model):
             refused=0,
             accepted=0.001,
         ),
-    ] = Field(
-        33821,
-        gt=0,
-        description="the P/D decider's prefill throughput estimate (re-measure per hardware)",
-    )
+    ] = Field(33821, gt=0, description="the P/D decider's prefill throughput estimate (re-measure per hardware)")
 
     @field_validator("version")
     @classmethod

@@ -6,21 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from components.model.config.checks import (
-    K8S_NAMES,
-    Model,
-    SettingError,
-    bucket_name,
-    dns1035_label,
-)
+from components.model.config.checks import K8S_NAMES, Model, SettingError, bucket_name, dns1035_label
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
     BUCKET,
@@ -153,8 +141,7 @@ class ServingSettings(Model):
         9216, ge=1, description="the vLLM flag of the same name"
     )
     max_num_batched_tokens: Annotated[
-        int,
-        Rule("an integer of at least 1 and at least serving.maxNumSeqs", VLLM_SCHEDULER, refused=511, accepted=512),
+        int, Rule("an integer of at least 1 and at least serving.maxNumSeqs", VLLM_SCHEDULER, refused=511, accepted=512)
     ] = Field(8192, ge=1, description="the vLLM flag of the same name")
     max_num_seqs: Annotated[
         int,
@@ -176,8 +163,7 @@ class ServingSettings(Model):
     weights_via: Annotated[
         Literal["stream", "mount"], Rule("stream or mount", THIS_PROGRAM, refused="copy", accepted="mount")
     ] = Field(
-        "stream",
-        description="`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`",
+        "stream", description="`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`"
     )
     # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
     # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a

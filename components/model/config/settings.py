@@ -18,12 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    SecretStr,
-    TypeAdapter,
-    ValidationError,
-)
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
 from components.model.config.checks import (
     PLACEHOLDER_RE,
@@ -325,10 +320,7 @@ def _independent_problems(
 
 
 def load(
-    raw: Mapping[str, Any],
-    project: str | None,
-    secret_keys: frozenset[str] = frozenset(),
-    now: datetime | None = None,
+    raw: Mapping[str, Any], project: str | None, secret_keys: frozenset[str] = frozenset(), now: datetime | None = None
 ) -> Settings:
     """Validates raw stack config (keys without the project prefix) into Settings, or raises ConfigError.
 

@@ -6,12 +6,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.model.config.checks import (
     NODE_POOL_NAME_MAX,
@@ -126,9 +121,7 @@ class TpuSettings(Model):
             {"demos": {"superslicing": {"enabled": False}}},
         ),
     ] = Field(
-        2,
-        ge=0,
-        description="TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling",
+        2, ge=0, description="TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling"
     )
     workload_policy_name: Annotated[
         str,

@@ -86,12 +86,7 @@ def unknown_replaces(record: Record, keys: list[str], model: tuple[F.Fact, ...])
     return reasons
 
 
-def dependents(
-    root: Record,
-    old: list[Record],
-    registered: set[str],
-    model_of: Any,
-) -> list[tuple[Record, str]]:
+def dependents(root: Record, old: list[Record], registered: set[str], model_of: Any) -> list[tuple[Record, str]]:
     """The old resources a delete-first replacement of `root` deletes first, in the order Pulumi finds them,
     each with why; `registered` are the old URNs the new run has already registered (never dependents)."""
     urns = [r["urn"] for r in old]

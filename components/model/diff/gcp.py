@@ -79,7 +79,7 @@ API_REFUSALS: dict[str, tuple[Fact, ...]] = {
             guard="purpose",
             guard_values=PROXY_PURPOSES,
         ),
-    ),
+    )
 }
 # In-place updates and sent fields the resource code relies on (an attribute not in FORCE_NEW updates in place),
 # under TPGB services/:

@@ -18,17 +18,7 @@ from __future__ import annotations
 
 from components.model import keys
 from components.model.diff.chart_kinds import CHART_KINDS
-from components.model.diff.facts import (
-    ADDED,
-    ALWAYS,
-    OLD,
-    PRESENCE,
-    PULUMI_KUBERNETES,
-    REJECT,
-    REMOVED,
-    REPLACE,
-    Fact,
-)
+from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, PULUMI_KUBERNETES, REJECT, REMOVED, REPLACE, Fact
 
 PK = f"{PULUMI_KUBERNETES}/provider/diff.go"
 CRDS = "../shared/schemas/crds"

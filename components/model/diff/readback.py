@@ -232,6 +232,4 @@ def _dashboard_equal(old: Any, new: Any) -> bool:
 
 
 # (type, top-level property) -> whether the stored value and the new one count as equal.
-SUPPRESSORS: dict[tuple[str, str], Callable[[Any, Any], bool]] = {
-    (DASHBOARD, "dashboardJson"): _dashboard_equal,
-}
+SUPPRESSORS: dict[tuple[str, str], Callable[[Any, Any], bool]] = {(DASHBOARD, "dashboardJson"): _dashboard_equal}

@@ -13,13 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.model.config.settings import PROJECT, Settings
-from components.model.observability.monitoring import (
-    RATE_WINDOW,
-    Queries,
-    provisioned_chips,
-    vllm_job,
-    workload_names,
-)
+from components.model.observability.monitoring import RATE_WINDOW, Queries, provisioned_chips, vllm_job, workload_names
 
 COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (MosaicLayout.columns)
 CHART_WIDTH, CHART_HEIGHT, HEADER_HEIGHT = 16, 16, 4

@@ -320,11 +320,7 @@ KUEUE_METRICS_PORT = "metrics"
 
 
 def kueue_selector(release: str) -> dict[str, str]:
-    return {
-        APP_NAME_LABEL: KUEUE_CHART_NAME,
-        APP_INSTANCE_LABEL: release,
-        "control-plane": "controller-manager",
-    }
+    return {APP_NAME_LABEL: KUEUE_CHART_NAME, APP_INSTANCE_LABEL: release, "control-plane": "controller-manager"}
 
 
 def kueue_metrics_reader(release: str) -> str:

@@ -49,7 +49,7 @@ class ModelFacts:
 MODEL_FACTS: dict[str, ModelFacts] = {
     "Qwen/Qwen3.5-397B-A17B-FP8": ModelFacts(
         400 * 10**9, "397 B parameters in FP8: about 400 GB (an estimate from the parameter count and a news article)"
-    ),
+    )
 }
 # For a model outside the table: sized as the largest one the program knows (it only bounds the Job's deadline).
 UNKNOWN_MODEL = ModelFacts(max(f.total_bytes for f in MODEL_FACTS.values()), "not in the table: sized as the largest")
