@@ -181,11 +181,7 @@ def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, A
     prefix = args.get("versionPrefix") or ""
     masters = [v for v in server["validMasterVersions"] if v.startswith(prefix)]
     channels = server["channels"]
-    latest = {}
-    for name, channel in channels.items():
-        match = next((v for v in channel["validVersions"] if v.startswith(prefix)), None)
-        if match is not None:
-            latest[name] = match
+    first = {n: next((v for v in c["validVersions"] if v.startswith(prefix)), None) for n, c in channels.items()}
     return {
         "defaultClusterVersion": server["defaultClusterVersion"],
         "id": "2026-11-30 12:00:00 +0000 UTC",
@@ -194,7 +190,7 @@ def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, A
         "location": args.get("location"),
         "project": args.get("project"),
         "releaseChannelDefaultVersion": {n: c["defaultVersion"] for n, c in channels.items()},
-        "releaseChannelLatestVersion": latest,
+        "releaseChannelLatestVersion": {n: v for n, v in first.items() if v is not None},
         "releaseChannelUpgradeTargetVersion": {n: c["upgradeTargetVersion"] for n, c in channels.items()},
         "validMasterVersions": masters,
         "validNodeVersions": masters,
@@ -303,9 +299,7 @@ class Run:
 
     def direct_edges(self, reg: Registration) -> set[str]:
         """What Pulumi orders this resource after: dependencies, property dependencies, parent, provider."""
-        edges = set(reg.dependencies)
-        for urns in reg.property_dependencies.values():
-            edges.update(urns)
+        edges = set(reg.dependencies).union(*reg.property_dependencies.values())
         if reg.parent:
             edges.add(reg.parent)
         if reg.provider:
@@ -315,18 +309,15 @@ class Run:
     def depends_on(self, a: Registration, b: Registration) -> bool:
         """True when `a` is (transitively) ordered after `b`; components count through their children."""
         targets = {b.urn} | {r.urn for r in self.descendants(b)}
+        by_urn = {r.urn: r for r in self.registrations}
         seen: set[str] = set()
         todo = [a.urn]
         while todo:
             urn = todo.pop()
-            if urn in seen:
+            if urn in seen or urn not in by_urn:
                 continue
             seen.add(urn)
-            try:
-                reg = self.by_urn(urn)
-            except StopIteration:
-                continue
-            for edge in self.direct_edges(reg):
+            for edge in self.direct_edges(by_urn[urn]):
                 if edge in targets:
                     return True
                 todo.append(edge)
@@ -484,7 +475,6 @@ def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, st
 
 
 def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
-    """run_program that must succeed."""
     run = run_program(overrides, **options)
     assert run.error is None, run.error
     return run
@@ -497,7 +487,6 @@ def warnings_of(run: Run) -> list[str]:
 
 
 def tpu_pools(run: Run) -> list[Registration]:
-    """Every node pool but the cluster's system pool."""
     return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
@@ -527,9 +516,7 @@ def snapshot(run: Run) -> dict[tuple[str, str], Any]:
 @cache
 def stack_run(stack: str) -> Run:
     """The stack file's run that must succeed, shared by the tests that only read it."""
-    run = run_program(stack=stack)
-    assert run.error is None, run.error
-    return run
+    return ok(stack=stack)
 
 
 def addon_charts(run: Run) -> list[Registration]:
@@ -541,10 +528,8 @@ def kueue_objects(run: Run) -> list[Registration]:
 
 
 def dev_settings() -> Settings:
-    """The settings of the dev stack file, as the program loads them."""
-    prefix = f"{PROJECT}:"
     config = stack_file_config("dev")
-    raw = {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
     return load(raw, config["gcp:project"], now=CLOCK)
 
 
