@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from components.cli.snapshot import records
 from components.model.diff import engine, facts, gcp, paths, readback
 from tests import provider_schema, upstream
 from tests.harness import stack_run
@@ -134,8 +135,6 @@ def test_the_pinned_sdk_is_the_one_the_facts_are_for() -> None:
 def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provider_does() -> None:
     """node_config.go's inner ForceNew fields apply to the cluster's node_config too (it is schemaNodeConfig(),
     resource_container_cluster.go:1848), and the pool's whole block is ForceNew (node_config.go:284)."""
-    from components.cli.snapshot import records
-
     run = stack_run("dev")
     (cluster,) = copy.deepcopy(records([run.get("gcp:container/cluster:Cluster", "cluster-gke")]))
     cluster["options"]["ignoreChanges"] = ["initialNodeCount"]
@@ -154,8 +153,6 @@ def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provi
 def test_an_unknown_inside_a_force_new_block_replaces_only_through_a_force_new_field() -> None:
     """SDKv2 compares a ForceNew block's item count: an unknown label inside the pool's nodeConfig updates it, an
     unknown service account (ForceNew itself, node_config.go:647) replaces it."""
-    from tests.test_diff import record
-
     account, pool = "gcp:serviceaccount/account:Account", "gcp:container/nodePool:NodePool"
     deps = {"nodeConfig": [urn("sa", account)]}
 
@@ -184,8 +181,6 @@ def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_
         "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
     }
     assert cluster.inputs["removeDefaultNodePool"] is True
-    from components.cli.snapshot import records
-
     base = records([cluster])
     assert {c.action for c in engine.diff(readback.read_back(base), base, readback.SUPPRESSORS).changes} == {"same"}
     unignored = copy.deepcopy(base)
