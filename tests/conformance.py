@@ -46,7 +46,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
-from tests import upstream
+from tests import cel_rules, upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIRS = ("schemas/crds", "schemas/monitoring")  # under the upstream root; every CRD in them is indexed
@@ -423,3 +423,20 @@ def validate(obj: Mapping[str, Any], registry: SchemaRegistry | None = None) -> 
     else:
         where = f"no CRDs loaded: {', '.join(str(d) for d in crd_dirs())} missing; run `{upstream.FETCH_COMMAND}`"
     return [f"$: no schema for {api_version}/{kind} ({where}; not a built-in kind of Kubernetes {K8S_VERSION})"]
+
+
+def check(objects: Iterable[tuple[str, Mapping[str, Any]]], registry: SchemaRegistry) -> tuple[dict, dict, dict, set]:
+    """Of named objects: the schema errors and the CEL rejections by name, the CEL rules not evaluated (rule ->
+    where) and the kinds a rule passed on; a custom kind's rules are evaluated as kube-apiserver does on create."""
+    failures, rejected, unevaluated, passed = {}, {}, {}, set()
+    for name, obj in objects:
+        if errors := validate(obj, registry):
+            failures[name] = errors
+        key = (obj["apiVersion"], obj["kind"])
+        if key in registry:  # a built-in kind has no CEL rules in its OpenAPI schema
+            outcomes = cel_rules.evaluate(obj, registry.schema(*key))
+            if bad := cel_rules.rejections(outcomes):
+                rejected[name] = bad
+            unevaluated |= {o.rule.rule: f"{name} {o.path}: {o.detail}" for o in outcomes if o.status == "unevaluated"}
+            passed |= {obj["kind"] for o in outcomes if o.status == "passed"}
+    return failures, rejected, unevaluated, passed
