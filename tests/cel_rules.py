@@ -1,31 +1,24 @@
-"""The CEL rules of CRDs (``x-kubernetes-validations``), evaluated as kube-apiserver does on create.
+"""The CEL rules of CRDs (``x-kubernetes-validations``), evaluated as kube-apiserver does (a library).
 
-A library, not a test module. For an object and its CRD schema (``openAPIV3Schema``):
+For an object and its CRD schema (``openAPIV3Schema``): 1. structural defaults are applied first; 2. every rule
+runs with ``self`` bound to the value at its schema node, once per list item or map value, only where the value
+is present; 3. transition rules (those reading ``oldSelf``) are skipped by `evaluate` (they only run on update):
+`evaluate_update` runs them with ``oldSelf`` bound wherever old and new correlate (object properties, map values
+by key, ``x-kubernetes-list-type: map`` items by their keys; items of atomic lists do not, as in the apiserver);
+4. each rule is ``passed``, ``failed`` (the apiserver rejects the object with the rule's message;
+``messageExpression`` only words the rejection), ``error`` (the evaluation failed, e.g. a field read without
+``has()``: also a rejection) or ``unevaluated`` (a function this evaluator lacks, or one cel-python cannot
+handle): neither a pass nor a failure; the conformance test lists them.
 
-1. structural defaults are applied first (the API server defaults before it validates);
-2. every rule is evaluated with ``self`` bound to the value at its schema node, once per list item or map value,
-   and only where that value is present;
-3. transition rules (those that reference ``oldSelf``) are skipped by `evaluate`: they only run on update, where
-   `evaluate_update` runs them with ``oldSelf`` bound to the old value, wherever the old and the new value
-   correlate (object properties, map values by key, ``x-kubernetes-list-type: map`` items by their keys;
-   items of atomic lists do not correlate, so rules under them do not run, as in the apiserver);
-4. the outcome of each rule is ``passed``, ``failed`` (false: the apiserver rejects the object with the rule's
-   message; ``messageExpression`` is not evaluated, it only words the rejection), ``error`` (the evaluation
-   failed, e.g. a field read without ``has()``: also a rejection) or ``unevaluated``: the rule calls a function
-   this evaluator does not have, or cel-python cannot handle it. An unevaluated rule is neither a pass nor a
-   failure; the conformance test lists them.
-
-The evaluator is cel-python (``celpy``) with the Kubernetes CEL conventions
-(https://kubernetes.io/docs/reference/using-api/cel/):
-
-* values are typed by their schema: ``format: duration`` strings are durations, ``date``/``date-time``
-  timestamps, ``byte`` bytes, ``type: number`` doubles; objects with ``properties`` expose only declared fields,
-  under their escaped names (``__dash__``, ``__dot__``, ``__slash__``, ``__underscores__``; a reserved word such
-  as ``namespace`` is reachable both as ``__namespace__`` and, since Kubernetes 1.32, as is: the JobSet CRD uses
-  ``t.metadata.namespace``, the Managed Prometheus CRDs ``__namespace__``; see kubernetes/kubernetes#122777);
-* the Kubernetes library functions the pinned CRDs call are added: ``split`` (cel-go's strings extension, as
-  enabled by the apiserver) and ``isURL`` (k8s.io/apiserver/pkg/cel/library/urls.go: Go's
-  ``url.ParseRequestURI`` succeeds). Any other function outside standard CEL makes the rule ``unevaluated``.
+The evaluator is cel-python (``celpy``) with the conventions of https://kubernetes.io/docs/reference/using-api/cel/:
+values are typed by their schema (``format: duration`` strings are durations, ``date``/``date-time``
+timestamps, ``byte`` bytes, ``type: number`` doubles); objects with ``properties`` expose only
+declared fields, under escaped names (``__dash__``, ``__dot__``, ``__slash__``, ``__underscores__``; a reserved
+word such as ``namespace`` both as ``__namespace__`` and, since Kubernetes 1.32, as is: the JobSet CRD uses
+``t.metadata.namespace``, the Managed Prometheus CRDs ``__namespace__``; kubernetes/kubernetes#122777). Of the
+Kubernetes library, the functions the pinned CRDs call are added: ``split`` (cel-go's strings extension, as the
+apiserver enables it) and ``isURL`` (k8s.io/apiserver/pkg/cel/library/urls.go: Go's ``url.ParseRequestURI``
+succeeds).
 """
 
 from __future__ import annotations
