@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft202012Validator
 
+from components.model.diff import paths
 from tests import conformance, upstream
 from tests.conformance import SchemaRegistry, validate
 
@@ -65,14 +66,6 @@ def registry() -> SchemaRegistry:
 
 def _errors(registry: SchemaRegistry, obj: dict[str, Any]) -> list[str]:
     return validate(obj, registry=registry)
-
-
-def _at(obj: dict[str, Any], path: str) -> Any:
-    """``obj`` at a dotted path with ``[i]`` indexes, e.g. ``spec.replicatedJobs[0].template``."""
-    node: Any = obj
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
-        node = node[int(index)] if index else node[name]
-    return node
 
 
 # --------------------------------------------------------------------------------------------- fixtures (objects)
@@ -195,7 +188,7 @@ SERVICE = {
 
 def _with(obj: dict[str, Any], path: str, key: str, value: Any) -> dict[str, Any]:
     out = copy.deepcopy(obj)
-    _at(out, path)[key] = value
+    paths.assign(out, paths.parse(f"{path}.{key}"), value)
     return out
 
 
