@@ -11,7 +11,6 @@ import copy
 import hashlib
 import json
 import pickle
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +40,7 @@ from components.cli.plan import stack_config
 from components.cli.snapshot import records
 from components.model.config.checks import PLACEHOLDER_RE
 from components.model.config.settings import Settings, load
-from components.model.diff import engine
+from components.model.diff import engine, paths
 from components.model.serving.deployed import READ_STACK_OUTPUTS
 from components.preflight import WEIGHTS_LIST, as_runtime_config
 
@@ -90,12 +89,7 @@ def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
         if path not in PLACEHOLDER_VALUES:
             raise KeyError(f"{path} is a placeholder in a stack file: give it a test value in PLACEHOLDER_VALUES")
         top, _, rest = path.partition(".") if not path.startswith("gcp:") else (path, "", "")
-        parts = [top, *[p for p in re.split(r"\.|\[|\]\.?", rest) if p]]
-        node: Any = out
-        for part in parts[:-1]:
-            node = node[int(part) if isinstance(node, list) else part]
-        last = parts[-1]
-        node[int(last) if isinstance(node, list) else last] = PLACEHOLDER_VALUES[path]
+        paths.assign(out, (top, *paths.parse(rest)), PLACEHOLDER_VALUES[path])
     return out
 
 
