@@ -16,9 +16,7 @@ import pytest
 import yaml
 
 from tests import conformance, upstream
-from tests.harness import Registration, Run, normalize, ok, run_program
-
-P = "gke-tpu-slicing"
+from tests.harness import P, Registration, Run, normalize, ok, run_program
 
 
 def require_charts_dir() -> Path:  # tests/test_observability.py reads the charts through it too

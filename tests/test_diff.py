@@ -19,11 +19,8 @@ import pytest
 
 from components.cli import diff
 from components.model.diff import engine
-from tests.harness import ROOT, STACKS, set_arguments
+from tests.harness import LWS, POOL, ROOT, STACKS, P, set_arguments
 
-P = "gke-tpu-slicing"
-POOL = "gcp:container/nodePool:NodePool"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
 
 
