@@ -5,10 +5,6 @@ composite literals (`&schema.Resource{Schema: ...}`, `map[string]*schema.Schema{
 `&schema.Schema{...}`), package-level `var`s, calls of the package's own functions that `return` a schema
 (`schemaNodeConfig()`), locals assigned in them, and `tpgresource.MergeSchemas(a, b)`. Anything else in a
 schema position is reported as a problem (never skipped silently).
-
-An attribute is its Terraform path (snake_case, dotted through blocks), where its name is (`key`), the file
-of its schema literal and the literal's fields (flags and their lines); `line` is the line of `ForceNew: true`
-when it has one (what the change preview cites), else the literal's first line.
 """
 
 from __future__ import annotations
@@ -220,6 +216,7 @@ class Attr:
 
     @property
     def line(self) -> int:
+        """The line the change preview cites: of `ForceNew: true` when there is one."""
         return self.lines["ForceNew"] if self.force_new else self.start
 
     @property
