@@ -2,8 +2,7 @@
 
 tests/go_schema.py reads the schemas of the 18 pinned files of terraform-provider-google-beta; this module maps
 each Pulumi type the program registers to its schema (ROOTS), names the Pulumi paths, and writes
-components/model/diff/gcp_force_new.py. The Pulumi name of a Terraform attribute: snake_case -> camelCase, and
-a list or set without MaxItems 1 gets a plural name (`guest_accelerator` -> `guestAccelerators`).
+components/model/diff/gcp_force_new.py, with Pulumi's names (`pulumi_name`; components/model/diff/gcp.py says the rule).
 
 Commands (from the repository root)::
 
