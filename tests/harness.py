@@ -293,11 +293,8 @@ class Run:
 
     def direct_edges(self, reg: Registration) -> set[str]:
         """What Pulumi orders this resource after: dependencies, property dependencies, parent, provider."""
-        edges = set(reg.dependencies).union(*reg.property_dependencies.values())
-        if reg.parent:
-            edges.add(reg.parent)
-        if reg.provider:
-            edges.add(reg.provider.split("::" + reg.provider.rsplit("::", 1)[-1])[0])
+        provider = reg.provider.split("::" + reg.provider.rsplit("::", 1)[-1])[0] if reg.provider else ""
+        edges = set(reg.dependencies).union(*reg.property_dependencies.values(), [reg.parent, provider])
         return {e for e in edges if e}
 
     def depends_on(self, a: Registration, b: Registration) -> bool:
