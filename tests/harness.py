@@ -353,7 +353,7 @@ def run_program(
                 _adopt(mocks, run.mocks)
                 run.mocks = mocks
             return run
-    run = _run(config, stack, secret_keys, preview, mocks or Mocks(), now, organization)
+    run = _run(config, secret_keys, mocks or Mocks(), stack=stack, preview=preview, now=now, organization=organization)
     if key is not None:
         try:
             _RECORDED[key] = pickle.dumps(run)
@@ -399,18 +399,8 @@ _RECORDED: dict[str, bytes] = {}
 CACHING = True
 
 
-def _run(
-    config: dict[str, Any],
-    stack: str,
-    secret_keys: list[str],
-    preview: bool,
-    mocks: Mocks,
-    now: datetime,
-    organization: str,
-) -> Run:
-    result = execute(
-        config, stack=stack, secret_keys=secret_keys, preview=preview, mocks=mocks, now=now, organization=organization
-    )
+def _run(config: dict[str, Any], secret_keys: list[str], mocks: Mocks, **options: Any) -> Run:
+    result = execute(config, secret_keys=secret_keys, mocks=mocks, **options)
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
     root = pulumi.runtime.get_root_resource()
