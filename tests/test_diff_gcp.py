@@ -22,10 +22,10 @@ SDK = Path(__import__("pulumi_gcp").__file__).parent
 
 
 @cache
-def sdk_names(module: str) -> frozenset[str]:
-    """Every wire name (camelCase) the installed pulumi-gcp SDK knows in a module."""
+def sdk_names(type_: str) -> frozenset[str]:
+    """Every wire name (camelCase) the installed pulumi-gcp SDK knows in a type's module."""
     names: set[str] = set()
-    for f in (SDK / module).glob("*.py"):
+    for f in (SDK / type_.split(":")[1].split("/")[0]).glob("*.py"):
         text = f.read_text()
         names |= set(re.findall(r'pulumi\.getter\(name="([A-Za-z0-9]+)"\)', text))
         names |= set(re.findall(r"@pulumi\.getter\n    def ([a-z0-9]+)\(", text))
@@ -54,11 +54,10 @@ def subnet(cidr: str, purpose: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("type_", sorted(gcp.FORCE_NEW))
 def test_every_force_new_path_names_properties_of_the_installed_sdk(type_: str) -> None:
-    module = type_.split(":")[1].split("/")[0]
-    names = sdk_names(module)
+    names = sdk_names(type_)
     for fact in gcp.FORCE_NEW[type_]:
         unknown = [seg for seg in fact.parsed if seg not in names]
-        assert unknown == [], f"{type_} {fact.path}: {unknown} not in pulumi_gcp/{module}"
+        assert unknown == [], f"{type_} {fact.path}: {unknown} not in its pulumi_gcp module"
         assert re.fullmatch(rf"{re.escape(gcp.TPGB)}\S+\.go:\d+", fact.source)
 
 
@@ -116,8 +115,7 @@ def test_the_generated_table_is_the_sources() -> None:
 @pytest.mark.parametrize("type_", sorted(gcp.API_REFUSALS))
 def test_every_api_refusal_names_properties_of_the_installed_sdk_and_the_provider_line(type_: str) -> None:
     """The refused update's path and its guard are SDK properties; the source cites the provider's call."""
-    module = type_.split(":")[1].split("/")[0]
-    names = sdk_names(module)
+    names = sdk_names(type_)
     for fact in gcp.API_REFUSALS[type_]:
         assert fact.effect == facts.REJECT and fact in gcp.FACTS[type_]
         for path in (fact.path, fact.guard):
