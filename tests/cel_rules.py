@@ -1,31 +1,24 @@
-"""The CEL rules of CRDs (``x-kubernetes-validations``), evaluated as kube-apiserver does on create.
+"""The CEL rules of CRDs (``x-kubernetes-validations``), evaluated as kube-apiserver does (a library).
 
-A library, not a test module. For an object and its CRD schema (``openAPIV3Schema``):
+For an object and its CRD schema (``openAPIV3Schema``): 1. structural defaults are applied first; 2. every rule
+runs with ``self`` bound to the value at its schema node, once per list item or map value, only where the value
+is present; 3. transition rules (those reading ``oldSelf``) are skipped by `evaluate` (they only run on update):
+`evaluate_update` runs them with ``oldSelf`` bound wherever old and new correlate (object properties, map values
+by key, ``x-kubernetes-list-type: map`` items by their keys; items of atomic lists do not, as in the apiserver);
+4. each rule is ``passed``, ``failed`` (the apiserver rejects the object with the rule's message;
+``messageExpression`` only words the rejection), ``error`` (the evaluation failed, e.g. a field read without
+``has()``: also a rejection) or ``unevaluated`` (a function this evaluator lacks, or one cel-python cannot
+handle): neither a pass nor a failure; the conformance test lists them.
 
-1. structural defaults are applied first (the API server defaults before it validates);
-2. every rule is evaluated with ``self`` bound to the value at its schema node, once per list item or map value,
-   and only where that value is present;
-3. transition rules (those that reference ``oldSelf``) are skipped by `evaluate`: they only run on update, where
-   `evaluate_update` runs them with ``oldSelf`` bound to the old value, wherever the old and the new value
-   correlate (object properties, map values by key, ``x-kubernetes-list-type: map`` items by their keys;
-   items of atomic lists do not correlate, so rules under them do not run, as in the apiserver);
-4. the outcome of each rule is ``passed``, ``failed`` (false: the apiserver rejects the object with the rule's
-   message; ``messageExpression`` is not evaluated, it only words the rejection), ``error`` (the evaluation
-   failed, e.g. a field read without ``has()``: also a rejection) or ``unevaluated``: the rule calls a function
-   this evaluator does not have, or cel-python cannot handle it. An unevaluated rule is neither a pass nor a
-   failure; the conformance test lists them.
-
-The evaluator is cel-python (``celpy``) with the Kubernetes CEL conventions
-(https://kubernetes.io/docs/reference/using-api/cel/):
-
-* values are typed by their schema: ``format: duration`` strings are durations, ``date``/``date-time``
-  timestamps, ``byte`` bytes, ``type: number`` doubles; objects with ``properties`` expose only declared fields,
-  under their escaped names (``__dash__``, ``__dot__``, ``__slash__``, ``__underscores__``; a reserved word such
-  as ``namespace`` is reachable both as ``__namespace__`` and, since Kubernetes 1.32, as is: the JobSet CRD uses
-  ``t.metadata.namespace``, the Managed Prometheus CRDs ``__namespace__``; see kubernetes/kubernetes#122777);
-* the Kubernetes library functions the pinned CRDs call are added: ``split`` (cel-go's strings extension, as
-  enabled by the apiserver) and ``isURL`` (k8s.io/apiserver/pkg/cel/library/urls.go: Go's
-  ``url.ParseRequestURI`` succeeds). Any other function outside standard CEL makes the rule ``unevaluated``.
+The evaluator is cel-python (``celpy``) with the conventions of https://kubernetes.io/docs/reference/using-api/cel/:
+values are typed by their schema (``format: duration`` strings are durations, ``date``/``date-time``
+timestamps, ``byte`` bytes, ``type: number`` doubles); objects with ``properties`` expose only
+declared fields, under escaped names (``__dash__``, ``__dot__``, ``__slash__``, ``__underscores__``; a reserved
+word such as ``namespace`` both as ``__namespace__`` and, since Kubernetes 1.32, as is: the JobSet CRD uses
+``t.metadata.namespace``, the Managed Prometheus CRDs ``__namespace__``; kubernetes/kubernetes#122777). Of the
+Kubernetes library, the functions the pinned CRDs call are added: ``split`` (cel-go's strings extension, as the
+apiserver enables it) and ``isURL`` (k8s.io/apiserver/pkg/cel/library/urls.go: Go's ``url.ParseRequestURI``
+succeeds).
 """
 
 from __future__ import annotations
@@ -325,34 +318,45 @@ def _evaluate(rule: Rule, path: str, value: Any, schema: Mapping[str, Any], old:
     return Outcome(path, rule, "passed" if result else "failed")
 
 
-def _walk(value: Any, schema: Mapping[str, Any], path: str, where: str) -> Iterator[Outcome]:
-    if value is None:
+def _walk(new: Any, old: Any, schema: Mapping[str, Any], path: str, where: str, update: bool) -> Iterator[Outcome]:
+    """The non-transition rules on create, the transition rules where old and new correlate on update (3. above)."""
+    if new is None or (update and old is None):
         return
     for entry in schema.get("x-kubernetes-validations") or []:
         rule = Rule(where, entry["rule"], entry.get("message", ""))
-        if not rule.transition:  # transition rules only run on update
-            yield _evaluate(rule, path, value, schema)
-    if isinstance(value, dict):
+        if rule.transition == update:
+            yield _evaluate(rule, path, new, schema, old)
+    before = old if isinstance(old, dict) else {}
+    if isinstance(new, dict):
         for name, sub in (schema.get("properties") or {}).items():
-            if name in value:
-                yield from _walk(value[name], sub, f"{path}.{name}", f"{where}.{name}")
+            if name in new:
+                yield from _walk(new[name], before.get(name), sub, f"{path}.{name}", f"{where}.{name}", update)
         extra = schema.get("additionalProperties")
         if isinstance(extra, Mapping):
-            for key, item in value.items():
-                yield from _walk(item, extra, f"{path}[{key!r}]", f"{where}[*]")
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for i, item in enumerate(value):
-            yield from _walk(item, schema["items"], f"{path}[{i}]", f"{where}[*]")
+            for key, item in new.items():
+                yield from _walk(item, before.get(key), extra, f"{path}[{key!r}]", f"{where}[*]", update)
+    elif isinstance(new, list) and isinstance(schema.get("items"), Mapping):
+        if update and schema.get("x-kubernetes-list-type") != "map":
+            return  # atomic lists and sets: items do not correlate
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        olds = old if isinstance(old, list) else []
+        by_key = {tuple(item.get(k) for k in keys): item for item in olds if isinstance(item, dict)}
+        for i, item in enumerate(new):
+            match = by_key.get(tuple(item.get(k) for k in keys)) if isinstance(item, dict) else None
+            yield from _walk(item, match, schema["items"], f"{path}[{i}]", f"{where}[*]", update)
 
 
 # At the root, rules see only metadata.name and metadata.generateName (the apiserver's CEL type for ObjectMeta).
 ROOT_METADATA = {"type": "object", "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}}}
 
 
+def _root(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {**schema, "properties": {**(schema.get("properties") or {}), "metadata": ROOT_METADATA}}
+
+
 def evaluate(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Outcome]:
     """The outcome of every (non-transition) rule of ``schema`` on ``obj``, after defaulting."""
-    root = {**schema, "properties": {**(schema.get("properties") or {}), "metadata": ROOT_METADATA}}
-    return list(_walk(apply_defaults(dict(obj), schema), root, "$", "$"))
+    return list(_walk(apply_defaults(dict(obj), schema), None, _root(schema), "$", "$", update=False))
 
 
 def rejections(outcomes: list[Outcome]) -> list[str]:
@@ -360,33 +364,7 @@ def rejections(outcomes: list[Outcome]) -> list[str]:
     return [str(o) for o in outcomes if o.status in ("failed", "error")]
 
 
-def _walk_update(old: Any, new: Any, schema: Mapping[str, Any], path: str, where: str) -> Iterator[Outcome]:
-    if old is None or new is None:
-        return
-    for entry in schema.get("x-kubernetes-validations") or []:
-        rule = Rule(where, entry["rule"], entry.get("message", ""))
-        if rule.transition:
-            yield _evaluate(rule, path, new, schema, old)
-    if isinstance(new, dict) and isinstance(old, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name in new and name in old:
-                yield from _walk_update(old[name], new[name], sub, f"{path}.{name}", f"{where}.{name}")
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping):
-            for key in new.keys() & old.keys():
-                yield from _walk_update(old[key], new[key], extra, f"{path}[{key!r}]", f"{where}[*]")
-    elif isinstance(new, list) and isinstance(old, list) and isinstance(schema.get("items"), Mapping):
-        if schema.get("x-kubernetes-list-type") != "map":
-            return  # atomic lists and sets: items do not correlate
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        before = {tuple(item.get(k) for k in keys): item for item in old if isinstance(item, dict)}
-        for i, item in enumerate(new):
-            match = before.get(tuple(item.get(k) for k in keys)) if isinstance(item, dict) else None
-            yield from _walk_update(match, item, schema["items"], f"{path}[{i}]", f"{where}[*]")
-
-
 def evaluate_update(old: Mapping[str, Any], new: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Outcome]:
     """The outcome of every transition rule of ``schema`` on an update from ``old`` to ``new``, after defaulting."""
-    root = {**schema, "properties": {**(schema.get("properties") or {}), "metadata": ROOT_METADATA}}
     before, after = apply_defaults(dict(old), schema), apply_defaults(dict(new), schema)
-    return list(_walk_update(before, after, root, "$", "$"))
+    return list(_walk(after, before, _root(schema), "$", "$", update=True))

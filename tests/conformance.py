@@ -1,47 +1,25 @@
 """Strict schema validation of the Kubernetes objects the program declares (a library, not a test module).
 
-Every object is validated strictly (unknown fields are errors) against the upstream schema of its pinned version:
+Custom resources are validated against the pinned upstream CRDs under ``schemas/crds`` and ``schemas/monitoring``
+of the upstream root (tests/upstream.py; pinned in tests/upstream_files.toml): Kueue v0.17.4, JobSet v0.11.1,
+LeaderWorkerSet v0.8.0, Gateway API Inference Extension v1.5.0, Gateway API v1.4.1 (standard channel) and Google
+Cloud Managed Service for Prometheus v0.17.2. They are indexed by content (``spec.group``, served
+``spec.versions[].name``, ``spec.names.kind``) from any ``*.yaml``/``*.yml``/``*.json`` file, multi-document
+files included. Built-in kinds use the schema files ``kubernetes_validate.validate(obj, "1.36.0", strict=True)``
+uses, through the same validator, so that all errors are collected (the package stops at the first one); a kind
+is built-in only if the schema's ``x-kubernetes-group-version-kind`` names exactly that group, version and kind
+(the package maps ``apps.example.com/v1`` to ``apps/v1``).
 
-* custom resources against the pinned upstream CRDs under ``schemas/crds`` and ``schemas/monitoring`` of the
-  upstream root (see tests/upstream.py: ``../shared`` in CI, else the cache ``python -m tests.upstream fetch``
-  fills): Kueue v0.17.4, JobSet v0.11.1, LeaderWorkerSet v0.8.0, Gateway API Inference Extension v1.5.0,
-  Gateway API v1.4.1 (standard channel) and Google Cloud Managed Service for Prometheus v0.17.2;
-* built-in kinds against the Kubernetes 1.36 strict JSON schemas shipped by the ``kubernetes-validate`` package.
-
-The CEL rules of the CRDs (``x-kubernetes-validations``) are evaluated separately, by tests/cel_rules.py.
-
-Getting the CRDs
-----------------
-The registry indexes CRDs by content (``spec.group``, ``spec.versions[].name``, ``spec.names.kind``), not by file
-name: any ``*.yaml``/``*.yml``/``*.json`` file under its directories, multi-document files included, is read. The
-files, their upstream URLs (each project's ``config/.../crd/...`` at its tag) and hashes are pinned in
-``tests/upstream_files.toml``.
-
-How strictness is enforced
---------------------------
-CRD schemas are structural OpenAPI v3 schemas in which an object node without ``additionalProperties`` or
-``x-kubernetes-preserve-unknown-fields: true`` is *closed*: the API server prunes (drops) any field the schema does
-not name. A strict copy of each schema makes that explicit with ``additionalProperties: false`` on every such node
-(recursively through ``properties``, ``items`` and ``additionalProperties`` schemas, and inside ``allOf``/``anyOf``/
-``oneOf``/``not`` branches that declare ``type: object``). Branches *without* a ``type`` are value-validation overlays
-of the parent node (structural schemas forbid ``type`` there and require their ``properties`` to be declared by the
-parent too): closing them would reject valid objects (Gateway API's ``spec.addresses[]`` ``oneOf`` names only
-``type``), so they are left open and the parent node enforces the field set. Also:
-
-* the top-level ``metadata`` (just ``type: object`` in CRDs) is validated against the strict built-in
-  ``ObjectMeta`` of Kubernetes 1.36 (so ``metadata.labels`` must map strings to strings, unknown keys are errors);
-* ``x-kubernetes-int-or-string: true`` accepts an integer or a string; ``nullable: true`` also accepts null;
-* ``x-kubernetes-list-type: set``/``map`` (with ``x-kubernetes-list-map-keys``) reject duplicate items/keys, as the
-  API server does;
-* formats are checked leniently: ``int32``/``int64`` ranges, ``ipv4``/``ipv6``, ``date-time`` (RFC 3339) and
-  ``byte`` (base64); any other format (``quantity`` ...) is not checked;
-* CEL rules (``x-kubernetes-validations``) are not evaluated here (see tests/cel_rules.py).
-
-Built-in kinds use exactly the schema files ``kubernetes_validate.validate(obj, "1.36.0", strict=True)`` uses
-(``v1.36.0-local-strict``), but through the same validator as the CRDs, so that *all* errors are collected (the
-package stops at the first one) and the formats and list types above are checked too. A kind counts as built-in
-only if the schema's ``x-kubernetes-group-version-kind`` names exactly that group, version and kind (the package maps
-``apps.example.com/v1`` to ``apps/v1``).
+Strictness: in a structural schema an object node without ``additionalProperties`` or
+``x-kubernetes-preserve-unknown-fields: true`` is closed (the API server prunes any field it does not name), so
+the strict copy gives every such node ``additionalProperties: false`` (through ``properties``, ``items``,
+``additionalProperties`` and the ``allOf``/``anyOf``/``oneOf``/``not`` branches that declare ``type: object``).
+Branches without a ``type`` are value overlays of their parent (Gateway API's ``spec.addresses[]`` ``oneOf``
+names only ``type``): closing them would reject valid objects, so the parent enforces the field set. Also: the
+top-level ``metadata`` is the strict built-in ``ObjectMeta``; ``x-kubernetes-int-or-string`` accepts an integer
+or a string and ``nullable`` null; ``x-kubernetes-list-type: set``/``map`` reject duplicate items/keys as the
+API server does; the formats ``int32``/``int64`` (ranges), ``ipv4``/``ipv6``, ``date-time`` (RFC 3339) and
+``byte`` (base64) are checked, any other (``quantity`` ...) is not. CEL rules are tests/cel_rules.py's.
 
 Every error is a string ``"<JSONPath>: <message>"``, e.g. ``$.spec.levels[0].nodeLabell: unknown field
 "nodeLabell"``.
@@ -57,7 +35,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,7 +46,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
-from tests import upstream
+from tests import cel_rules, upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIRS = ("schemas/crds", "schemas/monitoring")  # under the upstream root; every CRD in them is indexed
@@ -87,20 +65,13 @@ GVK = tuple[str, str]  # (apiVersion, kind), e.g. ("kueue.x-k8s.io/v1beta2", "To
 # --------------------------------------------------------------------------------------------- environment
 
 
-def _crd_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix.lower() in CRD_SUFFIXES)
-
-
 def crd_dirs(base: Path | None = None) -> list[Path]:
-    """The CRD directories under the upstream root (or ``base``)."""
-    base = upstream.root() if base is None else base
-    return [base / d for d in CRD_DIRS]
+    return [(upstream.root() if base is None else base) / d for d in CRD_DIRS]
 
 
 def require_registry() -> SchemaRegistry:
     """The registry of every pinned CRD, for a test: skips (fails in CI) when a pinned CRD file is missing."""
-    base = upstream.require(*CRD_DIRS)
-    return SchemaRegistry.load(*crd_dirs(base))
+    return SchemaRegistry.load(*crd_dirs(upstream.require(*CRD_DIRS)))
 
 
 # --------------------------------------------------------------------------------------------- the validator
@@ -112,40 +83,25 @@ def _is_integral(value: object) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
-@_FORMATS.checks("int32")
-def _int32(value: object) -> bool:
-    return not _is_integral(value) or -(2**31) <= value < 2**31  # type: ignore[operator]
-
-
-@_FORMATS.checks("int64")
-def _int64(value: object) -> bool:
-    return not _is_integral(value) or -(2**63) <= value < 2**63  # type: ignore[operator]
-
-
-@_FORMATS.checks("ipv4", raises=ValueError)
-def _ipv4(value: object) -> bool:
-    return not isinstance(value, str) or ipaddress.IPv4Address(value) is not None
-
-
-@_FORMATS.checks("ipv6", raises=ValueError)
-def _ipv6(value: object) -> bool:
-    return not isinstance(value, str) or ipaddress.IPv6Address(value) is not None
-
-
 _RFC3339 = re.compile(
     r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
     r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
 )
 
 
-@_FORMATS.checks("date-time")
-def _date_time(value: object) -> bool:
-    return not isinstance(value, str) or bool(_RFC3339.match(value))
+def _strings(check: Callable[[str], Any]) -> Callable[[object], bool]:
+    return lambda value: not isinstance(value, str) or check(value) is not None
 
 
-@_FORMATS.checks("byte", raises=(binascii.Error, ValueError))
-def _byte(value: object) -> bool:
-    return not isinstance(value, str) or base64.b64decode(value, validate=True) is not None
+for _name, _check, _raises in (
+    ("int32", lambda v: not _is_integral(v) or -(2**31) <= v < 2**31, ()),
+    ("int64", lambda v: not _is_integral(v) or -(2**63) <= v < 2**63, ()),
+    ("ipv4", _strings(ipaddress.IPv4Address), ValueError),
+    ("ipv6", _strings(ipaddress.IPv6Address), ValueError),
+    ("date-time", _strings(_RFC3339.match), ()),
+    ("byte", _strings(lambda v: base64.b64decode(v, validate=True)), (binascii.Error, ValueError)),
+):
+    _FORMATS.checks(_name, _raises)(_check)
 
 
 def _canonical(value: Any) -> str:
@@ -228,9 +184,7 @@ def _collect(validator: Any, obj: Any) -> list[str]:
 @functools.cache
 def _k8s_file(name: str) -> dict[str, Any] | None:
     ref = resources.files("kubernetes_validate").joinpath(K8S_SCHEMA_DIR, name)
-    if not ref.is_file():
-        return None
-    return json.loads(ref.read_text())
+    return json.loads(ref.read_text()) if ref.is_file() else None
 
 
 @functools.cache
@@ -241,11 +195,6 @@ def _k8s_registry() -> Registry:
     return Resource.from_contents(definitions) @ Registry()
 
 
-def _split(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
-
-
 def builtin_schema(api_version: str, kind: str) -> dict[str, Any] | None:
     """The kubernetes-validate 1.36 strict schema of a built-in kind, or None if it is not one.
 
@@ -253,10 +202,8 @@ def builtin_schema(api_version: str, kind: str) -> dict[str, Any] | None:
     counts if its ``x-kubernetes-group-version-kind`` names this exact group, version and kind.
     """
     short = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    schema = _k8s_file(f"{kind.lower()}-{short}.json")
-    if schema is None:
-        return None
-    group, version = _split(api_version)
+    schema = _k8s_file(f"{kind.lower()}-{short}.json") or {}
+    group, _, version = api_version.rpartition("/")
     wanted = {"group": group, "version": version, "kind": kind}
     return schema if wanted in schema.get("x-kubernetes-group-version-kind", []) else None
 
@@ -264,9 +211,7 @@ def builtin_schema(api_version: str, kind: str) -> dict[str, Any] | None:
 @functools.cache
 def _builtin_validator(api_version: str, kind: str) -> Any | None:
     schema = builtin_schema(api_version, kind)
-    if schema is None:
-        return None
-    return _Validator(schema, registry=_k8s_registry(), format_checker=_FORMATS)
+    return None if schema is None else _Validator(schema, registry=_k8s_registry(), format_checker=_FORMATS)
 
 
 def validate_builtin(obj: Mapping[str, Any]) -> list[str]:
@@ -287,9 +232,7 @@ _INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A strict copy of a CRD's ``openAPIV3Schema`` (see the module docstring); the input is not modified."""
     out = _strict(schema, overlay=False)
-    props = out.setdefault("properties", {})
-    meta = schema.get("properties", {}).get("metadata")
-    props["metadata"] = _object_meta(meta)
+    out.setdefault("properties", {})["metadata"] = _object_meta(schema.get("properties", {}).get("metadata"))
     return out
 
 
@@ -381,7 +324,7 @@ class SchemaRegistry:
         self._crds: dict[GVK, dict[str, Any]] = {}
         self._validators: dict[GVK, Any] = {}
         for directory in self.directories:
-            for path in _crd_files(directory):
+            for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix.lower() in CRD_SUFFIXES):
                 self._load(path)
 
     @classmethod
@@ -413,7 +356,6 @@ class SchemaRegistry:
                 self._crds[key] = doc
 
     def kinds(self) -> list[GVK]:
-        """Every ``(apiVersion, kind)`` the CRDs serve, sorted."""
         return sorted(self._schemas)
 
     def __contains__(self, key: object) -> bool:
@@ -423,11 +365,9 @@ class SchemaRegistry:
         return len(self._schemas)
 
     def source(self, api_version: str, kind: str) -> Path:
-        """The file the CRD of this kind was read from."""
         return self._sources[(api_version, kind)]
 
     def crd(self, api_version: str, kind: str) -> dict[str, Any]:
-        """The whole CustomResourceDefinition serving this kind, as read."""
         return self._crds[(api_version, kind)]
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any]:
@@ -435,7 +375,6 @@ class SchemaRegistry:
         return self._schemas[(api_version, kind)]
 
     def strict_schema(self, api_version: str, kind: str) -> dict[str, Any]:
-        """The strict copy the validator uses."""
         return self._validator(api_version, kind).schema
 
     def _validator(self, api_version: str, kind: str) -> Any:
@@ -446,7 +385,6 @@ class SchemaRegistry:
         return self._validators[key]
 
     def validate(self, obj: Mapping[str, Any]) -> list[str]:
-        """Every schema error of ``obj``: a custom resource of this registry, or a built-in kind."""
         return validate(obj, registry=self)
 
 
@@ -485,3 +423,20 @@ def validate(obj: Mapping[str, Any], registry: SchemaRegistry | None = None) -> 
     else:
         where = f"no CRDs loaded: {', '.join(str(d) for d in crd_dirs())} missing; run `{upstream.FETCH_COMMAND}`"
     return [f"$: no schema for {api_version}/{kind} ({where}; not a built-in kind of Kubernetes {K8S_VERSION})"]
+
+
+def check(objects: Iterable[tuple[str, Mapping[str, Any]]], registry: SchemaRegistry) -> tuple[dict, dict, dict, set]:
+    """Of named objects: the schema errors and the CEL rejections by name, the CEL rules not evaluated (rule ->
+    where) and the kinds a rule passed on; a custom kind's rules are evaluated as kube-apiserver does on create."""
+    failures, rejected, unevaluated, passed = {}, {}, {}, set()
+    for name, obj in objects:
+        if errors := validate(obj, registry):
+            failures[name] = errors
+        key = (obj["apiVersion"], obj["kind"])
+        if key in registry:  # a built-in kind has no CEL rules in its OpenAPI schema
+            outcomes = cel_rules.evaluate(obj, registry.schema(*key))
+            if bad := cel_rules.rejections(outcomes):
+                rejected[name] = bad
+            unevaluated |= {o.rule.rule: f"{name} {o.path}: {o.detail}" for o in outcomes if o.status == "unevaluated"}
+            passed |= {obj["kind"] for o in outcomes if o.status == "passed"}
+    return failures, rejected, unevaluated, passed

@@ -5,10 +5,6 @@ composite literals (`&schema.Resource{Schema: ...}`, `map[string]*schema.Schema{
 `&schema.Schema{...}`), package-level `var`s, calls of the package's own functions that `return` a schema
 (`schemaNodeConfig()`), locals assigned in them, and `tpgresource.MergeSchemas(a, b)`. Anything else in a
 schema position is reported as a problem (never skipped silently).
-
-An attribute is its Terraform path (snake_case, dotted through blocks), where its name is (`key`), the file
-of its schema literal and the literal's fields (flags and their lines); `line` is the line of `ForceNew: true`
-when it has one (what the change preview cites), else the literal's first line.
 """
 
 from __future__ import annotations
@@ -141,16 +137,13 @@ class _File:
         toks, i = self.toks, 0
         while i < len(toks):
             t = toks[i]
-            if t.text == "func" and toks[i + 1].kind == "ident":
-                k = i + 2
+            if t.text == "func":  # a function, or a method (its receiver first): find its body
+                named = toks[i + 1].kind == "ident"
+                k = i + 2 if named else self.match[i + 1] + 1
                 while not (toks[k].text == "{" and toks[k - 1].text != "interface"):
                     k = self.match[k] + 1 if toks[k].text in "([" else k + 1
-                yield "func", toks[i + 1].text, k + 1, self.match[k]
-                i = self.match[k] + 1
-            elif t.text == "func" and toks[i + 1].text == "(":  # a method: skip its body
-                k = self.match[i + 1] + 1
-                while toks[k].text != "{":
-                    k = self.match[k] + 1 if toks[k].text in "([" else k + 1
+                if named:
+                    yield "func", toks[i + 1].text, k + 1, self.match[k]
                 i = self.match[k] + 1
             elif t.text == "var":
                 specs = []
@@ -223,6 +216,7 @@ class Attr:
 
     @property
     def line(self) -> int:
+        """The line the change preview cites: of `ForceNew: true` when there is one."""
         return self.lines["ForceNew"] if self.force_new else self.start
 
     @property
@@ -235,16 +229,12 @@ class Package:
 
     def __init__(self, files: list[_File]) -> None:
         self.files = files
-        self.decls: dict[str, tuple[str, _File, int, int]] = {}
-        for f in files:
-            for kind, name, s, e in f.declarations():
-                self.decls[name] = (kind, f, s, e)
+        self.decls = {name: (kind, f, s, e) for f in files for kind, name, s, e in f.declarations()}
 
 
 class Reader:
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.packages: dict[str, Package] = {}
         self.problems: list[str] = []
         by_dir: dict[str, list[_File]] = {}
         for path in sorted(base.rglob("*.go")):
@@ -253,7 +243,7 @@ class Reader:
                 by_dir.setdefault(str(Path(rel).parent), []).append(_File(rel, path.read_text()))
             except SyntaxError as err:
                 self.problems.append(f"{rel}: {err}")
-        self.packages = {d: Package(fs) for d, fs in by_dir.items()}
+        self.packages: dict[str, Package] = {d: Package(fs) for d, fs in by_dir.items()}
 
     def _problem(self, node: Node, what: str) -> None:
         self.problems.append(f"{node.file}:{node.line}: {what}: {node.kind} {node.name}")

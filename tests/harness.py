@@ -11,7 +11,6 @@ import copy
 import hashlib
 import json
 import pickle
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +40,7 @@ from components.cli.plan import stack_config
 from components.cli.snapshot import records
 from components.model.config.checks import PLACEHOLDER_RE
 from components.model.config.settings import Settings, load
-from components.model.diff import engine
+from components.model.diff import engine, paths
 from components.model.serving.deployed import READ_STACK_OUTPUTS
 from components.preflight import WEIGHTS_LIST, as_runtime_config
 
@@ -90,12 +89,7 @@ def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
         if path not in PLACEHOLDER_VALUES:
             raise KeyError(f"{path} is a placeholder in a stack file: give it a test value in PLACEHOLDER_VALUES")
         top, _, rest = path.partition(".") if not path.startswith("gcp:") else (path, "", "")
-        parts = [top, *[p for p in re.split(r"\.|\[|\]\.?", rest) if p]]
-        node: Any = out
-        for part in parts[:-1]:
-            node = node[int(part) if isinstance(node, list) else part]
-        last = parts[-1]
-        node[int(last) if isinstance(node, list) else last] = PLACEHOLDER_VALUES[path]
+        paths.assign(out, (top, *paths.parse(rest)), PLACEHOLDER_VALUES[path])
     return out
 
 
@@ -181,11 +175,7 @@ def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, A
     prefix = args.get("versionPrefix") or ""
     masters = [v for v in server["validMasterVersions"] if v.startswith(prefix)]
     channels = server["channels"]
-    latest = {}
-    for name, channel in channels.items():
-        match = next((v for v in channel["validVersions"] if v.startswith(prefix)), None)
-        if match is not None:
-            latest[name] = match
+    first = {n: next((v for v in c["validVersions"] if v.startswith(prefix)), None) for n, c in channels.items()}
     return {
         "defaultClusterVersion": server["defaultClusterVersion"],
         "id": "2026-11-30 12:00:00 +0000 UTC",
@@ -194,7 +184,7 @@ def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, A
         "location": args.get("location"),
         "project": args.get("project"),
         "releaseChannelDefaultVersion": {n: c["defaultVersion"] for n, c in channels.items()},
-        "releaseChannelLatestVersion": latest,
+        "releaseChannelLatestVersion": {n: v for n, v in first.items() if v is not None},
         "releaseChannelUpgradeTargetVersion": {n: c["upgradeTargetVersion"] for n, c in channels.items()},
         "validMasterVersions": masters,
         "validNodeVersions": masters,
@@ -303,30 +293,22 @@ class Run:
 
     def direct_edges(self, reg: Registration) -> set[str]:
         """What Pulumi orders this resource after: dependencies, property dependencies, parent, provider."""
-        edges = set(reg.dependencies)
-        for urns in reg.property_dependencies.values():
-            edges.update(urns)
-        if reg.parent:
-            edges.add(reg.parent)
-        if reg.provider:
-            edges.add(reg.provider.split("::" + reg.provider.rsplit("::", 1)[-1])[0])
+        provider = reg.provider.split("::" + reg.provider.rsplit("::", 1)[-1])[0] if reg.provider else ""
+        edges = set(reg.dependencies).union(*reg.property_dependencies.values(), [reg.parent, provider])
         return {e for e in edges if e}
 
     def depends_on(self, a: Registration, b: Registration) -> bool:
         """True when `a` is (transitively) ordered after `b`; components count through their children."""
         targets = {b.urn} | {r.urn for r in self.descendants(b)}
+        by_urn = {r.urn: r for r in self.registrations}
         seen: set[str] = set()
         todo = [a.urn]
         while todo:
             urn = todo.pop()
-            if urn in seen:
+            if urn in seen or urn not in by_urn:
                 continue
             seen.add(urn)
-            try:
-                reg = self.by_urn(urn)
-            except StopIteration:
-                continue
-            for edge in self.direct_edges(reg):
+            for edge in self.direct_edges(by_urn[urn]):
                 if edge in targets:
                     return True
                 todo.append(edge)
@@ -371,7 +353,7 @@ def run_program(
                 _adopt(mocks, run.mocks)
                 run.mocks = mocks
             return run
-    run = _run(config, stack, secret_keys, preview, mocks or Mocks(), now, organization)
+    run = _run(config, secret_keys, mocks or Mocks(), stack=stack, preview=preview, now=now, organization=organization)
     if key is not None:
         try:
             _RECORDED[key] = pickle.dumps(run)
@@ -417,18 +399,8 @@ _RECORDED: dict[str, bytes] = {}
 CACHING = True
 
 
-def _run(
-    config: dict[str, Any],
-    stack: str,
-    secret_keys: list[str],
-    preview: bool,
-    mocks: Mocks,
-    now: datetime,
-    organization: str,
-) -> Run:
-    result = execute(
-        config, stack=stack, secret_keys=secret_keys, preview=preview, mocks=mocks, now=now, organization=organization
-    )
+def _run(config: dict[str, Any], secret_keys: list[str], mocks: Mocks, **options: Any) -> Run:
+    result = execute(config, secret_keys=secret_keys, mocks=mocks, **options)
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
     root = pulumi.runtime.get_root_resource()
@@ -484,7 +456,6 @@ def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, st
 
 
 def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
-    """run_program that must succeed."""
     run = run_program(overrides, **options)
     assert run.error is None, run.error
     return run
@@ -497,7 +468,6 @@ def warnings_of(run: Run) -> list[str]:
 
 
 def tpu_pools(run: Run) -> list[Registration]:
-    """Every node pool but the cluster's system pool."""
     return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
@@ -527,9 +497,7 @@ def snapshot(run: Run) -> dict[tuple[str, str], Any]:
 @cache
 def stack_run(stack: str) -> Run:
     """The stack file's run that must succeed, shared by the tests that only read it."""
-    run = run_program(stack=stack)
-    assert run.error is None, run.error
-    return run
+    return ok(stack=stack)
 
 
 def addon_charts(run: Run) -> list[Registration]:
@@ -541,10 +509,8 @@ def kueue_objects(run: Run) -> list[Registration]:
 
 
 def dev_settings() -> Settings:
-    """The settings of the dev stack file, as the program loads them."""
-    prefix = f"{PROJECT}:"
     config = stack_file_config("dev")
-    raw = {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
     return load(raw, config["gcp:project"], now=CLOCK)
 
 

@@ -8,7 +8,6 @@ charts' values.yaml; manifests fetched by URL must be pinned.
 
 from __future__ import annotations
 
-import collections
 import re
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import cel_rules, conformance, upstream
-from tests.harness import Registration, Run, normalize, ok, run_program
-
-P = "gke-tpu-slicing"
+from tests import conformance, upstream
+from tests.harness import P, Registration, Run, normalize, ok, run_program
 
 
 def require_charts_dir() -> Path:  # tests/test_observability.py reads the charts through it too
@@ -75,43 +72,23 @@ def run(request: pytest.FixtureRequest) -> Run:
     return ok(overrides, secrets=secrets)
 
 
-def test_every_kubernetes_object_validates_strictly(run: Run) -> None:
-    registry = conformance.require_registry()
-    objects = kubernetes_objects(run)
-    failures = {}
-    for reg, obj in objects:
-        errors = conformance.validate(obj, registry)
-        if errors:
-            failures[f"{obj['apiVersion']}/{obj['kind']} {reg.name}"] = errors
-    assert failures == {}
-    # Not vacuous: every kind the program declares was among them.
-    kinds = {(obj["apiVersion"], obj["kind"]) for _, obj in objects}
-    assert ("v1", "Namespace") in kinds and ("kueue.x-k8s.io/v1beta2", "Topology") in kinds
-
-
 # Rules of the pinned CRDs this evaluator cannot run, by rule text -> why that is acceptable. Empty: every rule
 # the program's objects reach is evaluated. A new one fails the test below until it is listed here with a reason.
 UNEVALUATED: dict[str, str] = {}
 
 
-def test_every_custom_object_passes_the_crd_cel_rules(run: Run) -> None:
-    """kube-apiserver evaluates x-kubernetes-validations on create; so do we, on every custom object."""
-    registry = conformance.require_registry()
-    rejected, unevaluated, evaluated = {}, {}, collections.Counter()
-    for reg, obj in kubernetes_objects(run):
-        key = (obj["apiVersion"], obj["kind"])
-        if key not in registry:
-            continue  # a built-in kind: no CEL rules in its OpenAPI schema
-        outcomes = cel_rules.evaluate(obj, registry.schema(*key))
-        name = f"{obj['kind']} {reg.name}"
-        if cel_rules.rejections(outcomes):
-            rejected[name] = cel_rules.rejections(outcomes)
-        unevaluated.update({o.rule.rule: f"{name} {o.path}: {o.detail}" for o in outcomes if o.status == "unevaluated"})
-        evaluated[obj["kind"]] += sum(o.status == "passed" for o in outcomes)
-    assert rejected == {}
+def test_every_kubernetes_object_validates_strictly_and_passes_the_crd_cel_rules(run: Run) -> None:
+    """Strictly against its schema; a custom object also through its CRD's x-kubernetes-validations, which
+    kube-apiserver evaluates on create."""
+    objects = kubernetes_objects(run)
+    named = [(f"{obj['apiVersion']}/{obj['kind']} {reg.name}", obj) for reg, obj in objects]
+    failures, rejected, unevaluated, passed = conformance.check(named, conformance.require_registry())
+    assert (failures, rejected) == ({}, {})
     assert sorted(unevaluated) == sorted(UNEVALUATED), f"rules not evaluated: {unevaluated}"
-    # Not vacuous: the kinds whose CRDs carry rules had them evaluated.
-    assert {"Topology", "ClusterQueue", "ResourceFlavor"} <= {k for k, n in evaluated.items() if n}
+    # Not vacuous: every kind the program declares was among them, and the kinds whose CRDs carry rules had them.
+    kinds = {(obj["apiVersion"], obj["kind"]) for _, obj in objects}
+    assert ("v1", "Namespace") in kinds and ("kueue.x-k8s.io/v1beta2", "Topology") in kinds
+    assert {"Topology", "ClusterQueue", "ResourceFlavor"} <= passed
 
 
 def test_the_dev_stack_declares_every_expected_kind() -> None:

@@ -15,17 +15,17 @@ import kubernetes_validate
 import pytest
 from jsonschema import Draft202012Validator
 
+from components.model.diff import paths
 from tests import conformance, upstream
 from tests.conformance import SchemaRegistry, validate
 
 # Every (apiVersion, kind) the pinned CRDs serve: the conformance test relies on all of them being indexed.
 PINNED = [
-    ("gateway.networking.k8s.io/v1", "Gateway"),
-    ("gateway.networking.k8s.io/v1", "GatewayClass"),
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
-    ("gateway.networking.k8s.io/v1beta1", "Gateway"),
-    ("gateway.networking.k8s.io/v1beta1", "GatewayClass"),
-    ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
+    *[
+        (f"gateway.networking.k8s.io/{v}", k)
+        for v in ("v1", "v1beta1")
+        for k in ("Gateway", "GatewayClass", "HTTPRoute")
+    ],
     ("inference.networking.k8s.io/v1", "InferencePool"),
     ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
     ("jobset.x-k8s.io/v1alpha2", "JobSet"),
@@ -66,14 +66,6 @@ def registry() -> SchemaRegistry:
 
 def _errors(registry: SchemaRegistry, obj: dict[str, Any]) -> list[str]:
     return validate(obj, registry=registry)
-
-
-def _at(obj: dict[str, Any], path: str) -> Any:
-    """``obj`` at a dotted path with ``[i]`` indexes, e.g. ``spec.replicatedJobs[0].template``."""
-    node: Any = obj
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
-        node = node[int(index)] if index else node[name]
-    return node
 
 
 # --------------------------------------------------------------------------------------------- fixtures (objects)
@@ -196,7 +188,7 @@ SERVICE = {
 
 def _with(obj: dict[str, Any], path: str, key: str, value: Any) -> dict[str, Any]:
     out = copy.deepcopy(obj)
-    _at(out, path)[key] = value
+    paths.assign(out, paths.parse(f"{path}.{key}"), value)
     return out
 
 
@@ -448,15 +440,13 @@ def test_non_string_label_values_fail(registry: SchemaRegistry, builtin: bool) -
     assert [e.split(":")[0] for e in errors] == ["$.metadata.annotations.enabled", "$.metadata.labels.replicas"]
 
 
-@pytest.mark.parametrize("target_port", [8000, "http", 8000.0])
-def test_int_or_string_accepts_both(registry: SchemaRegistry, target_port: Any) -> None:
-    assert _errors(registry, _with(SERVICE, "spec.ports[0]", "targetPort", target_port)) == []
-
-
-@pytest.mark.parametrize("target_port", [True, [80], {"port": 80}])
-def test_int_or_string_rejects_anything_else(registry: SchemaRegistry, target_port: Any) -> None:
+@pytest.mark.parametrize(
+    ("target_port", "valid"),
+    [(8000, True), ("http", True), (8000.0, True), (True, False), ([80], False), ({"port": 80}, False)],
+)
+def test_int_or_string_accepts_an_int_or_a_string_only(registry: SchemaRegistry, target_port: Any, valid: bool) -> None:
     errors = _errors(registry, _with(SERVICE, "spec.ports[0]", "targetPort", target_port))
-    assert len(errors) == 1 and errors[0].startswith("$.spec.ports[0].targetPort: "), errors
+    assert [e.startswith("$.spec.ports[0].targetPort: ") for e in errors] == ([] if valid else [True]), errors
 
 
 def test_module_level_validate_uses_the_upstream_root(registry: SchemaRegistry, monkeypatch, tmp_path) -> None:

@@ -19,11 +19,8 @@ import pytest
 
 from components.cli import diff
 from components.model.diff import engine
-from tests.harness import ROOT, STACKS, set_arguments
+from tests.harness import LWS, POOL, ROOT, STACKS, P, set_arguments
 
-P = "gke-tpu-slicing"
-POOL = "gcp:container/nodePool:NodePool"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
 
 
@@ -233,9 +230,8 @@ def test_base_runs_the_program_at_a_git_revision(tmp_path: Path) -> None:
             (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, tmp_path / rel)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], cwd=tmp_path, check=True)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True)
     stack_file = tmp_path / "Pulumi.dev.yaml"
     stack_file.write_text(stack_file.read_text().replace("cubes: 2", "cubes: 3"))
     code, out, err = run("dev", "--base", "HEAD", "--json", directory=tmp_path)
@@ -293,9 +289,9 @@ def test_argument_errors_print_one_line(capsys: pytest.CaptureFixture[str], args
 
 
 def test_a_missing_stack_file_exits_2() -> None:
-    out, err = io.StringIO(), io.StringIO()
-    code = diff.main(["--stack", "nosuchstack", "--second-run"], out, err)
-    out, err = out.getvalue(), err.getvalue()
+    err = io.StringIO()
+    code = diff.main(["--stack", "nosuchstack", "--second-run"], io.StringIO(), err)
+    err = err.getvalue()
     assert code == 2 and "Pulumi.nosuchstack.yaml" in err and len(err.strip().splitlines()) == 1
 
 

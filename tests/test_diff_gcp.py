@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from components.cli.snapshot import records
 from components.model.diff import engine, facts, gcp, paths, readback
 from tests import provider_schema, upstream
 from tests.harness import stack_run
@@ -21,10 +22,10 @@ SDK = Path(__import__("pulumi_gcp").__file__).parent
 
 
 @cache
-def sdk_names(module: str) -> frozenset[str]:
-    """Every wire name (camelCase) the installed pulumi-gcp SDK knows in a module."""
+def sdk_names(type_: str) -> frozenset[str]:
+    """Every wire name (camelCase) the installed pulumi-gcp SDK knows in a type's module."""
     names: set[str] = set()
-    for f in (SDK / module).glob("*.py"):
+    for f in (SDK / type_.split(":")[1].split("/")[0]).glob("*.py"):
         text = f.read_text()
         names |= set(re.findall(r'pulumi\.getter\(name="([A-Za-z0-9]+)"\)', text))
         names |= set(re.findall(r"@pulumi\.getter\n    def ([a-z0-9]+)\(", text))
@@ -53,11 +54,10 @@ def subnet(cidr: str, purpose: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("type_", sorted(gcp.FORCE_NEW))
 def test_every_force_new_path_names_properties_of_the_installed_sdk(type_: str) -> None:
-    module = type_.split(":")[1].split("/")[0]
-    names = sdk_names(module)
+    names = sdk_names(type_)
     for fact in gcp.FORCE_NEW[type_]:
         unknown = [seg for seg in fact.parsed if seg not in names]
-        assert unknown == [], f"{type_} {fact.path}: {unknown} not in pulumi_gcp/{module}"
+        assert unknown == [], f"{type_} {fact.path}: {unknown} not in its pulumi_gcp module"
         assert re.fullmatch(rf"{re.escape(gcp.TPGB)}\S+\.go:\d+", fact.source)
 
 
@@ -115,8 +115,7 @@ def test_the_generated_table_is_the_sources() -> None:
 @pytest.mark.parametrize("type_", sorted(gcp.API_REFUSALS))
 def test_every_api_refusal_names_properties_of_the_installed_sdk_and_the_provider_line(type_: str) -> None:
     """The refused update's path and its guard are SDK properties; the source cites the provider's call."""
-    module = type_.split(":")[1].split("/")[0]
-    names = sdk_names(module)
+    names = sdk_names(type_)
     for fact in gcp.API_REFUSALS[type_]:
         assert fact.effect == facts.REJECT and fact in gcp.FACTS[type_]
         for path in (fact.path, fact.guard):
@@ -134,8 +133,6 @@ def test_the_pinned_sdk_is_the_one_the_facts_are_for() -> None:
 def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provider_does() -> None:
     """node_config.go's inner ForceNew fields apply to the cluster's node_config too (it is schemaNodeConfig(),
     resource_container_cluster.go:1848), and the pool's whole block is ForceNew (node_config.go:284)."""
-    from components.cli.snapshot import records
-
     run = stack_run("dev")
     (cluster,) = copy.deepcopy(records([run.get("gcp:container/cluster:Cluster", "cluster-gke")]))
     cluster["options"]["ignoreChanges"] = ["initialNodeCount"]
@@ -154,8 +151,6 @@ def test_a_change_inside_a_node_config_replaces_the_cluster_or_pool_as_the_provi
 def test_an_unknown_inside_a_force_new_block_replaces_only_through_a_force_new_field() -> None:
     """SDKv2 compares a ForceNew block's item count: an unknown label inside the pool's nodeConfig updates it, an
     unknown service account (ForceNew itself, node_config.go:647) replaces it."""
-    from tests.test_diff import record
-
     account, pool = "gcp:serviceaccount/account:Account", "gcp:container/nodePool:NodePool"
     deps = {"nodeConfig": [urn("sa", account)]}
 
@@ -184,8 +179,6 @@ def test_the_temporary_default_pool_runs_as_the_node_account_and_never_replaces_
         "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
     }
     assert cluster.inputs["removeDefaultNodePool"] is True
-    from components.cli.snapshot import records
-
     base = records([cluster])
     assert {c.action for c in engine.diff(readback.read_back(base), base, readback.SUPPRESSORS).changes} == {"same"}
     unignored = copy.deepcopy(base)

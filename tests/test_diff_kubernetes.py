@@ -34,16 +34,24 @@ def crd_documents() -> list[tuple[str, dict[str, Any]]]:
 
 
 @cache
+def crd_versions() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Type token -> (file, openAPIV3Schema) of every version of a pinned CRD."""
+    return {
+        f"kubernetes:{doc['spec']['group']}/{version['name']}:{doc['spec']['names']['kind']}": (
+            file,
+            version["schema"]["openAPIV3Schema"],
+        )
+        for file, doc in crd_documents()
+        for version in doc["spec"]["versions"]
+    }
+
+
 def transition_rules() -> dict[str, list[tuple[str, cel_rules.Rule]]]:
-    """Type token -> (file, rule) for every transition rule of a served version of a pinned CRD."""
-    out: dict[str, list[tuple[str, cel_rules.Rule]]] = {}
-    for file, doc in crd_documents():
-        group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
-        for version in doc["spec"]["versions"]:
-            token = f"kubernetes:{group}/{version['name']}:{kind}"
-            rules = cel_rules.rules(version["schema"]["openAPIV3Schema"])
-            out[token] = [(file, r) for r in rules if r.transition]
-    return out
+    return {t: [(f, r) for r in cel_rules.rules(schema) if r.transition] for t, (f, schema) in crd_versions().items()}
+
+
+def crd_schema(token: str) -> dict[str, Any]:
+    return crd_versions()[token][1]
 
 
 def _mutate(value: Any) -> Any:
@@ -56,15 +64,6 @@ def _mutate(value: Any) -> Any:
     if isinstance(value, bool):
         return not value
     return value + 1
-
-
-@cache
-def crd_schema(token: str) -> dict[str, Any]:
-    for _, doc in crd_documents():
-        for version in doc["spec"]["versions"]:
-            if f"kubernetes:{doc['spec']['group']}/{version['name']}:{doc['spec']['names']['kind']}" == token:
-                return version["schema"]["openAPIV3Schema"]
-    raise KeyError(token)
 
 
 def test_every_transition_rule_of_a_modelled_kind_is_a_fact_at_its_line() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+from components.cli.snapshot import records
 from components.model.diff import engine, readback
 from tests.harness import stack_run
 
@@ -31,8 +32,6 @@ def test_the_read_back_model_catches_what_a_pool_must_declare() -> None:
     block GKE reports, is a change on every second run (a replacement, for the ForceNew SMT block)."""
     pool = next(r for r in stack_run("dev").registrations if r.name == "capacity-tpu7-pool-1")
     policy = next(r for r in stack_run("dev").registrations if r.type == readback.POLICY)
-    from components.cli.snapshot import records
-
     base = records([policy, pool])
     assert {c.action for c in engine.diff(readback.read_back(base), base, readback.SUPPRESSORS).changes} == {"same"}
     typed = copy.deepcopy(base)

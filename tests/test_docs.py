@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT
+from tests.harness import ROOT, stack_run
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -40,7 +40,8 @@ def slug(heading: str) -> str:
 def anchors(path: Path) -> set[str]:
     seen: dict[str, int] = {}
     out = set()
-    for line in prose(path.read_text()):
+    lines = prose(path.read_text())
+    for line in lines:
         match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if not match:
             continue
@@ -49,7 +50,7 @@ def anchors(path: Path) -> set[str]:
         seen[base] = count + 1
         out.add(base if count == 0 else f"{base}-{count}")
     # HTML anchors (`<a id="x"></a>`, as the change table gives each row): GitHub links #x to them too.
-    out.update(re.findall(r'<a id="([^"]+)"></a>', "\n".join(prose(path.read_text()))))
+    out.update(re.findall(r'<a id="([^"]+)"></a>', "\n".join(lines)))
     return out
 
 
@@ -112,15 +113,11 @@ def test_the_codelab_page_maps_the_placement_policy_as_the_pools_send_it() -> No
     """docs/codelab.md's row for `--placement-policy`: every `field="value"` it names is what each TPU pool's
     placementPolicy carries (a `type` of "", never COMPACT: components/tpu_node_pools.py placement_policy), and
     it names every field the pools send."""
-    from tests.harness import run_program
-
     (row,) = [line for line in (ROOT / "docs" / "codelab.md").read_text().splitlines() if "--placement-policy" in line]
     mapped = row.split("|")[2]
     literals = dict(re.findall(r'(\w+)="([^"]*)"', mapped))
     fields = set(re.findall(r"\b(type|policy_name|tpu_topology)\b", mapped))
-    run = run_program()
-    assert run.error is None, run.error
-    pools = [r for r in run.of_type("gcp:container/nodePool:NodePool") if "placementPolicy" in r.inputs]
+    pools = [r for r in stack_run("dev").of_type("gcp:container/nodePool:NodePool") if "placementPolicy" in r.inputs]
     assert pools
     for pool in pools:
         sent = pool.inputs["placementPolicy"]

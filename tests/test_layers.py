@@ -1,11 +1,6 @@
-"""Imports run only downward: cli -> resources -> model (docs/architecture.md, "Layers").
-
-* `components/model/` is pure: no Pulumi SDK, no resource module (`components/*.py`), no command.
-* the resources (`components/*.py`) and the program (`__main__.py`) never import the commands
-  (`components/cli/`, `components/__main__.py`).
-* the commands may import anything below them (`render` runs the whole program under the mock runtime).
-
-Read from the source with `ast` (every import statement, also those inside functions or
+"""Imports run only downward: cli -> resources -> model (docs/architecture.md, "Layers"): `components/model/` imports
+no Pulumi SDK, resource module or command; the resources (`components/*.py`) and `__main__.py` no command
+(`components/cli/`, `components/__main__.py`). Read with `ast` (every import, also inside functions or
 `if TYPE_CHECKING:`), so a new module is covered the day it is added.
 """
 
@@ -21,7 +16,6 @@ PULUMI_SDKS = ("pulumi", "pulumi_gcp", "pulumi_kubernetes", "pulumi_random", "pu
 
 
 def layer(path: str) -> str:
-    """`model`, `cli`, `resources` or `program` for a file relative to the repository root."""
     parts = Path(path).parts
     if parts == ("__main__.py",):
         return "program"
@@ -35,7 +29,7 @@ def layer(path: str) -> str:
 
 
 def module_layer(module: str) -> str | None:
-    """The layer of an imported module, or None for anything outside the program (stdlib, third party)."""
+    """None for anything outside the program (stdlib, third party)."""
     parts = module.split(".")
     if parts[0] != "components":
         return None

@@ -1,16 +1,11 @@
 """Pulumi.yaml and every Pulumi.<stack>.yaml against the Pulumi CLI's own rules, so a typo fails here first.
 
-The project file is checked with the CLI's JSON schema (``sdk/go/common/workspace/project.json`` of pulumi/pulumi
-at 1b5949891b3c, pinned in tests/upstream_files.toml), as ``workspace.ValidateProject`` does, and more strictly at
-the top level: the schema allows any extra top-level key (``additionalProperties: true``, kept by the ``Project``
-struct's ``AdditionalKeys`` and otherwise ignored), so a misspelled ``backend:`` would silently fall back to the
-default backend. Here the top level is closed to the keys the ``Project`` struct reads (project.go at the same
-commit): the schema's properties plus ``requiredPulumiVersion``, which the schema does not list.
-
-Stack files have no JSON schema in the CLI: ``LoadProjectStackBytes`` (loaders.go) unmarshals them into the
-``ProjectStack`` struct, ignoring unknown keys. They are checked against that struct's keys (``secretsprovider``,
-``encryptedkey``, ``encryptionsalt``, ``config``, ``environment``), and each value of a key the project declares
-with a ``type`` must have that type (what ``pulumi preview`` checks before running the program).
+The project file: the CLI's JSON schema (pulumi/pulumi@1b5949891b3c ``sdk/go/common/workspace/project.json``), as
+``workspace.ValidateProject`` checks it, with the top level closed to the keys the ``Project`` struct reads
+(project.go): the schema allows any (``additionalProperties: true``, kept in ``AdditionalKeys`` and ignored), so a
+misspelled ``backend:`` would silently fall back to the default backend. Stack files have no schema:
+``LoadProjectStackBytes`` (loaders.go) reads the ``ProjectStack`` struct's keys and ignores the rest; a value of a
+key the project declares with a ``type`` must have it (what ``pulumi preview`` checks before running the program).
 """
 
 from __future__ import annotations

@@ -100,9 +100,9 @@ def test_check_prints_the_table_of_the_sources_and_write_fixes_a_wrong_line(
     upstream.require(provider_schema.BASE)
     table = tmp_path / "gcp_force_new.py"
     good = provider_schema.TABLE.read_text()
-    table.write_text(good.replace('("accountId", 93)', '("accountId", 94)'))
+    table.write_text(good.replace("accountId:93", "accountId:94"))
     monkeypatch.setattr(provider_schema, "TABLE", table)
     assert provider_schema.main(["--check"]) == 1
-    assert '("accountId", 93)' in capsys.readouterr().out
+    assert "accountId:93" in capsys.readouterr().out
     assert provider_schema.main(["--write"]) == 0 and table.read_text() == good
     assert provider_schema.main(["--check"]) == 0

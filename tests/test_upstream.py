@@ -20,6 +20,7 @@ import pytest
 from tests import upstream
 
 PINNED = upstream.load()
+LISTED = ("schemas", "reference", "charts", "provider-sources")  # whole folders of ../shared, every file listed
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 
@@ -38,15 +39,8 @@ def test_the_list_is_well_formed() -> None:
 
 
 def test_the_list_covers_every_directory_the_tests_read() -> None:
-    for prefix in (
-        "schemas/crds",
-        "schemas/monitoring",
-        "schemas/charts",
-        "schemas/pulumi",
-        "reference/codelab",
-        "charts",
-        "provider-sources",
-    ):
+    dirs = ("schemas/crds", "schemas/monitoring", "schemas/charts", "schemas/pulumi", "reference/codelab", "charts")
+    for prefix in (*dirs, "provider-sources"):
         assert upstream.under(prefix), prefix
 
 
@@ -55,33 +49,21 @@ def test_the_list_and_the_upstream_files_agree() -> None:
 
     Elsewhere (the cache, or $GKE_TPU_SLICING_UPSTREAM) every listed file must be there with its hash.
     """
-    base = upstream.require(
-        "schemas", "reference", "charts", "provider-sources"
-    )  # every listed file, hash checked (skips offline)
+    base = upstream.require(*LISTED)  # every listed file, hash checked (skips offline)
     upstream.require("upstream-next")  # the files used from upstream-next/ (only those are listed)
     if base != upstream.SHARED.resolve():
         return
     shared = {
-        p.relative_to(base).as_posix(): upstream.sha256(p)
-        for d in ("schemas", "reference", "charts", "provider-sources")
-        for p in (base / d).rglob("*")
-        if p.is_file()
+        p.relative_to(base).as_posix(): upstream.sha256(p) for d in LISTED for p in (base / d).rglob("*") if p.is_file()
     }
-    assert shared == {
-        f.path: f.sha256
-        for f in PINNED
-        if f.path.startswith(("schemas/", "reference/", "charts/", "provider-sources/"))
-    }
+    assert shared == {f.path: f.sha256 for f in PINNED if f.path.split("/")[0] in LISTED}
 
 
 def test_a_file_in_shared_that_the_list_lacks_is_caught(monkeypatch, tmp_path: Path) -> None:
-    base = upstream.require("schemas", "reference", "charts", "provider-sources")
+    base = upstream.require(*LISTED)
     copy = tmp_path / "shared"
-    shutil.copytree(base / "charts", copy / "charts")
-    shutil.copytree(base / "schemas", copy / "schemas")
-    shutil.copytree(base / "reference", copy / "reference")
-    shutil.copytree(base / "upstream-next", copy / "upstream-next")
-    shutil.copytree(base / "provider-sources", copy / "provider-sources")
+    for d in (*LISTED, "upstream-next"):
+        shutil.copytree(base / d, copy / d)
     monkeypatch.delenv(upstream.ROOT_ENV, raising=False)
     monkeypatch.setattr(upstream, "SHARED", copy)
     test_the_list_and_the_upstream_files_agree()  # an exact copy agrees
@@ -229,11 +211,15 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch) -> Iterator[tuple[str, Path]]:
-    """A static file server on 127.0.0.1 over a temporary directory; no internet involved."""
+def no_proxy(monkeypatch) -> None:
     for var in PROXY_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+
+@pytest.fixture
+def server(tmp_path: Path, no_proxy: None) -> Iterator[tuple[str, Path]]:
+    """A static file server on 127.0.0.1 over a temporary directory; no internet involved."""
     served = tmp_path / "served"
     served.mkdir()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(served)))
@@ -301,11 +287,8 @@ def test_the_fetch_command_exits_non_zero_on_a_mismatch(server: tuple[str, Path]
     assert command("check").returncode == 0
 
 
-def test_fetch_stops_at_the_first_network_error(tmp_path: Path, monkeypatch) -> None:
+def test_fetch_stops_at_the_first_network_error(tmp_path: Path, no_proxy: None) -> None:
     """Offline, the first failure says so and the rest are not tried (no timeout per file)."""
-    for var in PROXY_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with socket.socket() as probe:  # a port nothing listens on: connection refused at once
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

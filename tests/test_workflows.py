@@ -9,22 +9,24 @@ from __future__ import annotations
 import json
 import re
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.harness import run_program
+from tests.harness import ROOT, STACKS, stack_run
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 PROMOTION = ["dev", "staging", "prod"]
 
 
 def workflow(name: str) -> dict[str, Any]:
     return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def step(job: dict[str, Any], action: str) -> dict[str, Any]:
+    """The job's first step that uses `action` (at any version)."""
+    return next(s for s in job["steps"] if s.get("uses", "").startswith(f"{action}@"))
 
 
 def pulumi_steps(wf: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,11 +44,11 @@ def test_every_stack_file_is_previewed_on_pull_requests() -> None:
     preview = wf["jobs"]["preview"]
     assert set(STACKS) <= set(preview["strategy"]["matrix"]["stack"]) == set(PROMOTION)
     assert preview["needs"] == "test"
-    (step,) = pulumi_steps(wf)
-    assert step["command"] == "preview"
-    assert step["stack-name"] == "${{ matrix.stack }}"
-    assert step["policyPacks"] == "policy"
-    assert (step["diff"], step["comment-on-pr"], step["edit-pr-comment"]) == (True, True, True)
+    (action,) = pulumi_steps(wf)
+    assert action["command"] == "preview"
+    assert action["stack-name"] == "${{ matrix.stack }}"
+    assert action["policyPacks"] == "policy"
+    assert (action["diff"], action["comment-on-pr"], action["edit-pr-comment"]) == (True, True, True)
     assert preview["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
 
 
@@ -65,10 +67,9 @@ def test_main_promotes_one_commit_through_dev_staging_prod() -> None:
     (job,) = up["jobs"].values()
     assert job["environment"] == "${{ inputs.stack }}"
     assert job["concurrency"] == {"group": "up-${{ inputs.stack }}", "cancel-in-progress": False}
-    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
-    assert checkout["with"]["ref"] == "${{ inputs.sha }}"
-    (step,) = pulumi_steps(up)
-    assert (step["command"], step["stack-name"], step["policyPacks"]) == ("up", "${{ inputs.stack }}", "policy")
+    assert step(job, "actions/checkout")["with"]["ref"] == "${{ inputs.sha }}"
+    (action,) = pulumi_steps(up)
+    assert (action["command"], action["stack-name"], action["policyPacks"]) == ("up", "${{ inputs.stack }}", "policy")
 
 
 def test_the_cli_is_the_release_of_the_pinned_sdk() -> None:
@@ -104,13 +105,12 @@ def test_every_stack_gets_an_offline_diff_against_the_pull_requests_base_without
     assert job["env"] == {"PULUMI_CONFIG_PASSPHRASE": ""}
     text = yaml.safe_dump(job)
     assert "secrets." not in text and "google-github-actions" not in text and "pulumi/actions" not in text
-    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
-    assert checkout["with"] == {"persist-credentials": False, "fetch-depth": 0}
+    assert step(job, "actions/checkout")["with"] == {"persist-credentials": False, "fetch-depth": 0}
     (run,) = [s for s in job["steps"] if "components diff" in s.get("run", "")]
     assert run["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     assert '--stack "$STACK"' in run["run"] and '--base "$BASE_SHA"' in run["run"]
     assert 'echo "$?" > "offline-diff/$STACK.rc"' in run["run"]
-    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    upload = step(job, "actions/upload-artifact")
     assert upload["if"] == "always()" and upload["with"]["name"] == "offline-diff-${{ matrix.stack }}"
     # The check fails with the command's exit status: 1 when a change is rejected.
     assert job["steps"][-1]["run"] == 'exit "$(cat "offline-diff/$STACK.rc")"'
@@ -143,8 +143,7 @@ def test_ci_reaches_every_stack_it_deploys_through_the_dns_endpoint(stack: str) 
     # kubeconfig (which the workflows use: they write none of their own) targets the DNS-based endpoint, which
     # takes traffic from any network and checks IAM (container.clusters.connect) instead.
     assert stack in ci_stacks()
-    run = run_program(stack=stack)
-    assert run.error is None, run.error
+    run = stack_run(stack)
     cluster = run.get("gcp:container/cluster:Cluster", "cluster-gke").inputs
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
     provider = run.get("pulumi:providers:kubernetes", "cluster-k8s")
@@ -158,9 +157,7 @@ def test_ci_reaches_every_stack_it_deploys_through_the_dns_endpoint(stack: str) 
             if any(s.get("uses", "").startswith("pulumi/") for s in j.get("steps", []))
         ]
         for job in jobs:
-            gcloud = next(
-                s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/setup-gcloud@")
-            )
+            gcloud = step(job, "google-github-actions/setup-gcloud")
             assert gcloud["with"]["install_components"] == "gke-gcloud-auth-plugin"
 
 

@@ -53,12 +53,10 @@ _FALSY = {"", "0", "false", "no", "off", "n", "f"}
 
 
 def in_ci() -> bool:
-    """True when ``$CI`` is set to a truthy value (anything but empty, 0, false, f, no, n, off)."""
     return os.environ.get("CI", "").strip().lower() not in _FALSY
 
 
 def root() -> Path:
-    """Where the upstream files are read from: ``$GKE_TPU_SLICING_UPSTREAM``, ``../shared``, or the cache."""
     return _root(SHARED)
 
 
@@ -68,11 +66,8 @@ def fetch_dest() -> Path:
 
 
 def skip_reason(base: Path, bad: dict[str, str], total: int) -> str:
-    """One line for every skip: which pinned files are not usable under ``base``, and the command that fetches them.
-
-    Every test that skips gets this same line (all the pinned files, not only its own), so pytest's short summary
-    (``-ra``, on by default here) folds the skips into one ``SKIPPED [N]`` line, however many tests skip.
-    """
+    """One line for every skip (all the pinned files not usable under ``base``, not only a test's own), so pytest's
+    short summary (``-ra``, on by default here) folds the skips into one ``SKIPPED [N]`` line."""
     altered = sorted(p for p, why in bad.items() if why != "missing")
     if len(bad) <= 5:
         which = ", ".join(f"{p} ({bad[p]})" if p in altered else p for p in sorted(bad))
@@ -97,12 +92,8 @@ def is_skip_reason(text: str) -> bool:
 
 
 def require(*prefixes: str) -> Path:
-    """The root, once every pinned file under ``prefixes`` is there with its hash; else skip (fail in CI).
-
-    The skip names every pinned file that is missing or altered (one line, the same for every test, see
-    `skip_reason`); the failure where ``$CI`` is set names this test's own files.
-    Returns the root; use ``require("schemas/crds") / "schemas/crds"`` or `path`.
-    """
+    """The root, once every pinned file under ``prefixes`` is there with its hash; else skip with `skip_reason`, or
+    where ``$CI`` is set fail naming this test's own files."""
     import pytest
 
     base = root()
@@ -129,11 +120,6 @@ def path(prefix: str) -> Path:
 # --------------------------------------------------------------------------------------------- fetching
 
 
-def _download(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
-        return response.read()
-
-
 def _write_atomically(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
@@ -147,11 +133,8 @@ def _write_atomically(target: Path, data: bytes) -> None:
 
 
 def fetch(dest: Path, files: Sequence[Pinned], log: Callable[[str], object] = print) -> list[str]:
-    """Download every pinned file that is missing under ``dest`` or has another hash; verify, then write.
-
-    A file is written (atomically) only when its bytes have the pinned sha256. Returns the errors, one per
-    file that could not be fetched or did not verify ([] when ``dest`` is complete).
-    """
+    """Download every pinned file missing under ``dest`` or with another hash, and write it (atomically) only when
+    its bytes have the pinned sha256. Returns one error per file not fetched or not verified."""
     errors = []
     todo = problems(dest, files)
     offline = None
@@ -162,13 +145,12 @@ def fetch(dest: Path, files: Sequence[Pinned], log: Callable[[str], object] = pr
             errors.append(f"{entry.path}: not tried ({offline})")
             continue
         try:
-            data = _download(entry.url)
-        except urllib.error.HTTPError as err:
+            with urllib.request.urlopen(entry.url, timeout=TIMEOUT) as response:
+                data = response.read()
+        except OSError as err:
             errors.append(f"{entry.path}: cannot download {entry.url}: {err}")
-            continue
-        except OSError as err:  # URLError (no route, DNS), timeouts: the network, not this file
-            errors.append(f"{entry.path}: cannot download {entry.url}: {err}")
-            offline = f"offline? {err}"
+            if not isinstance(err, urllib.error.HTTPError):  # no route, DNS, timeouts: the network, not this file
+                offline = f"offline? {err}"
             continue
         got = hashlib.sha256(data).hexdigest()
         if got != entry.sha256:

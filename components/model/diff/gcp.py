@@ -14,7 +14,7 @@ newest 8.x source available offline): gcp_force_new.py is generated from its sch
 (`python -m tests.provider_schema --write`), with every ForceNew attribute but the few that
 tests/provider_schema.py EXCLUDED leaves out, each with its reason; tests/test_diff_gcp.py checks it
 against the sources and every path against the installed SDK's property names.
-BLOCK: ForceNew on a block; SDKv2 compares its item count (adding or removing it replaces; a change
+`:block`: ForceNew on a block; SDKv2 compares its item count (adding or removing it replaces; a change
 inside it follows the inner field's own ForceNew).
 """
 
@@ -46,9 +46,23 @@ _CONDITIONAL: dict[str, tuple[tuple[str, tuple[tuple, ...]], ...]] = {
 }
 
 
+def _groups(packed: str) -> dict[str, tuple[tuple[str, tuple[tuple, ...]], ...]]:
+    """gcp_force_new.py's words as _CONDITIONAL's shape: `gcp:...` opens a type, `....go` a file."""
+    out: dict[str, list] = {}
+    for word in packed.split():
+        if word.startswith("gcp:"):
+            groups = out.setdefault(word, [])
+        elif word.endswith(".go"):
+            groups.append((word, entries := []))
+        else:
+            path, line, *block = word.split(":")
+            entries.append((path, int(line), PRESENCE) if block else (path, int(line)))
+    return {type_: tuple((file, tuple(entries)) for file, entries in groups) for type_, groups in out.items()}
+
+
 def _facts() -> dict[str, tuple[Fact, ...]]:
     out: dict[str, tuple[Fact, ...]] = {}
-    for type_, groups in _FORCE_NEW.items():
+    for type_, groups in _groups(_FORCE_NEW).items():
         facts: list[Fact] = []
         for file, entries in groups + _CONDITIONAL.get(type_, ()):
             for path, line, *condition in entries:
