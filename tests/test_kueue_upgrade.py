@@ -19,7 +19,8 @@ import yaml
 from components.cli import charts, diff
 from components.cli.render import redact
 from tests import cel_rules, conformance, upstream
-from tests.harness import P, Run, normalize, ok, set_arguments
+from tests.harness import P, Run, normalize, ok
+from tests.test_chart_diff import changed_objects
 
 NEW = "0.19.2"
 CHECKED = {"Topology", "ClusterQueue", "LocalQueue", "ResourceFlavor", "AdmissionCheck", "JobSet", "LeaderWorkerSet"}
@@ -35,15 +36,9 @@ def kueue_rendered(run: Run) -> charts.Rendered:
 @pytest.fixture(scope="module")
 def upgraded() -> dict[tuple[str, str], diff.engine.Change]:
     """(kind, name) -> change: two kinds of a chart may share a name (the manager's Deployment and account)."""
-    upstream.require("charts")
-    args = diff._parser().parse_args(
-        ["--stack", "dev", *set_arguments("dev"), "--change", f"addons.kueue.version={NEW}"]
-    )
-    args.dir = diff.ROOT
-    notes: list[str] = []
-    result = diff.compute(args, notes)
-    assert notes == []
-    return {(c.type.rsplit(":", 1)[-1], c.name): c for c in result.changes if c.action != diff.engine.SAME}
+    changed, notes = changed_objects(f"addons.kueue.version={NEW}")
+    assert notes == ""
+    return {(c.type.rsplit(":", 1)[-1], c.name): c for c in changed}
 
 
 def test_every_kueue_object_updates_in_place_and_nothing_else_moves(
