@@ -128,6 +128,18 @@ def waits_for(run: Run, role: str, replicas: int) -> int:
     return next(n for n in range(replicas + 1) if ready(obj, n, replicas))
 
 
+def planned(run: Run) -> dict[str, tuple[bool, int]]:
+    """Per role, (create first, ready groups awaited) as the run's capacity plan says, each checked against the LWS
+    and its patch: replaced delete-first unless created first, and awaited for the plan's groups."""
+    out = {}
+    for r in run.outputs["capacityPlan"]["rollouts"]:
+        role = r["key"].removeprefix("serving.")
+        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is not r["createFirst"], r
+        assert waits_for(run, role, r["replicas"]) == r["waitFor"], r
+        out[role] = (r["createFirst"], r["waitFor"])
+    return out
+
+
 def four_sub_blocks() -> FakeReservation:
     return FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
 
@@ -222,9 +234,8 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
     warnings = warnings_of(full)
     for role in ROLES:
         assert any(f"{P}:serving.{role} (" in w and "cannot keep it serving" in w for w in warnings), warnings
-        assert full.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
-        # The new set gets the old one's room: `up` still waits for its 4 groups.
-        assert waits_for(full, role, 4) == 4
+    # Delete first; the new set gets the old one's room: `up` still waits for its 4 groups.
+    assert planned(full) == dict.fromkeys(ROLES, (False, 4))
     resized = ok({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
     assert replacement_steps(full, resized, "prefill") == [
         f"delete {name(full, 'prefill')}",
@@ -242,9 +253,7 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
 def test_with_room_for_some_groups_the_old_set_waits_for_that_many(dev: Run) -> None:
     # Two cubes, serving only, 6 + 6 groups: 4 of 16 partitions stay free, room for 4 new groups of either role.
     run = ok({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
-    for role in ROLES:
-        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is False
-        assert waits_for(run, role, 6) == 4 and ready(awaited(run, role), 6, 6)
+    assert planned(run) == dict.fromkeys(ROLES, (True, 4))
     # Both roles at once need 8 new groups: the plan says to roll them one at a time.
     assert any("not both in one update" in w for w in warnings_of(run)), warnings_of(run)
 
@@ -296,12 +305,12 @@ def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(codel
 
 
 def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
-    rollouts = {r["key"]: r for r in dev.outputs["capacityPlan"]["rollouts"]}
-    assert sorted(rollouts) == ["serving.decode", "serving.prefill"]
-    for role, r in rollouts.items():
-        assert (r["createFirst"], r["surge"], r["waitFor"], r["preempts"]) == (True, 4, 4, ["demos.subslicing"])
-        # ... and the object waits for what the plan says.
-        assert waits_for(dev, role.split(".", 1)[1], r["replicas"]) == r["waitFor"]
+    rollouts = dev.outputs["capacityPlan"]["rollouts"]
+    assert [(r["key"], r["surge"], r["preempts"]) for r in rollouts] == [
+        (f"serving.{role}", 4, ["demos.subslicing"]) for role in ROLES
+    ]
+    # ... and the objects roll as the plan says.
+    assert planned(dev) == dict.fromkeys(ROLES, (True, 4))
 
 
 def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_sub_block() -> None:
@@ -318,11 +327,7 @@ def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_su
     degraded.cluster_pools = running_pools(tpu_pools(first))
     run = ok(NO_DEMOS, mocks=Mocks(reservation=degraded))
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
-    for r in run.outputs["capacityPlan"]["rollouts"]:
-        role = r["key"].split(".", 1)[1]
-        assert r["createFirst"] is False, r
-        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
-        assert waits_for(run, role, r["replicas"]) == r["waitFor"]
+    assert planned(run) == dict.fromkeys(ROLES, (False, 4))
 
 
 NAMES_SCRIPT = """
