@@ -135,26 +135,27 @@ SIDECAR_FLAGS_V0_10_0 = {
 SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0 = 8200
 
 
-def test_group_size_tp_and_tpu_requests_derive_from_the_slice(dev: Run) -> None:
-    for role in ROLES:
-        obj = lws(dev, role)
-        assert obj["spec"]["replicas"] == 4
-        assert obj["spec"]["leaderWorkerTemplate"]["size"] == 2  # 2x2x2 = 8 chips / 4 per VM
-        assert flag(vllm_args(obj), "--tensor-parallel-size") == "16"  # 8 chips x 2 TensorCores
-        for template in templates(obj).values():
-            for kind in ("requests", "limits"):
-                resources = template["spec"]["containers"][0]["resources"][kind]
-                assert resources == {"google.com/tpu": "4", "cpu": "220", "memory": "850Gi"}
-            assert template["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == "2x2x2"
+# A role's slice -> its groups, hosts per group (4 chips per VM), tensor parallelism (2 TensorCores per chip).
+SHAPES = {
+    "dev prefill": ({}, "prefill", "2x2x2", 4, 2, "16"),
+    "dev decode": ({}, "decode", "2x2x2", 4, 2, "16"),
+    "bigger decode": ({"decode": {"topology": "2x2x4", "replicas": 2}}, "decode", "2x2x4", 2, 4, "32"),
+    "single-host prefill": ({"prefill": {"topology": "2x2x1"}}, "prefill", "2x2x1", 4, 1, "8"),
+}
 
 
-def test_other_slice_shapes_re_derive() -> None:
-    run = with_serving({"decode": {"topology": "2x2x4", "replicas": 2}, "prefill": {"topology": "2x2x1"}})
-    decode, prefill = lws(run, "decode"), lws(run, "prefill")
-    assert (decode["spec"]["replicas"], decode["spec"]["leaderWorkerTemplate"]["size"]) == (2, 4)
-    assert flag(vllm_args(decode), "--tensor-parallel-size") == "32"
-    assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 1
-    assert flag(vllm_args(prefill), "--tensor-parallel-size") == "8"
+@pytest.mark.parametrize(("settings", "role", "topology", "replicas", "size", "tp"), SHAPES.values(), ids=SHAPES.keys())
+def test_group_size_tp_and_tpu_requests_derive_from_the_slice(
+    settings: dict, role: str, topology: str, replicas: int, size: int, tp: str
+) -> None:
+    obj = lws(with_serving(settings), role)
+    assert (obj["spec"]["replicas"], obj["spec"]["leaderWorkerTemplate"]["size"]) == (replicas, size)
+    assert flag(vllm_args(obj), "--tensor-parallel-size") == tp
+    for template in templates(obj).values():
+        for kind in ("requests", "limits"):
+            resources = template["spec"]["containers"][0]["resources"][kind]
+            assert resources == {"google.com/tpu": "4", "cpu": "220", "memory": "850Gi"}
+        assert template["metadata"]["annotations"]["cloud.google.com/gke-tpu-slice-topology"] == topology
 
 
 def test_prefill_and_decode_differ_only_by_role(dev: Run) -> None:
