@@ -1,18 +1,9 @@
 """Serving changes roll instead of being refused, a scale-down leaves no Slice behind, and the pods stop cleanly.
 
-Upstream facts the tests stand on (cited in components/model/serving/rollout.py, components/serving.py):
-
-* Kueue v0.17.4 refuses an update of a queued, running LWS whose leader or worker `SpecShape` differs
-  (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go `ValidateUpdate`; pkg/util/pod/pod.go) and any
-  change of its queue-name label; `kueue_refuses_in_place` below is that check on our objects.
-* pulumi-kubernetes replaces an object whose `.metadata.name` changes (provider/pkg/provider/provider.go
-  `forceNewFields`); the engine creates a replacement first unless `deleteBeforeReplace`, and deletes the
-  replaced resource at the end of the update, after every create (pulumi/pulumi#9979). `replacement_steps`
-  is that rule applied to two recorded runs.
-* pulumi-kubernetes awaits a custom resource through `pulumi.com/waitFor`, an RFC 9535 JSONPath (v4.24.0 on),
-  for `pulumi.com/timeoutSeconds`; its parser splits on a single `=` (provider/pkg/jsonpath/jsonpath.go).
-* The slice controller deletes a group's Slices once every pod of its LWS has finished, or the LWS is gone
-  (AI-Hypercomputer/xpk slice/internal/controller/workload_controller.go@b75b6c17 `ownerPodsFinished`).
+The upstream rules these tests model are cited once, in components/model/serving/rollout.py: Kueue v0.17.4's
+in-place check of a queued LWS (`kueue_refuses_in_place` below), pulumi-kubernetes' replacement on a name change and
+the engine's order of it (`replacement_steps`), its RFC 9535 `pulumi.com/waitFor` and the parser's single `=`
+(`ready`), and the slice controller's Slice cleanup.
 """
 
 from __future__ import annotations

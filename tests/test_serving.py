@@ -604,13 +604,11 @@ def test_startup_budget_covers_the_pods_own_waits() -> None:
 
 def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidecar(dev: Run) -> None:
     keep_alives: set[str] = set()
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     for role in ROLES:
         obj = lws(dev, role)
         for container in (vllm_leader(obj), worker(obj)["containers"][0]):
-            assert env_of(container)["POD_IP"] == {
-                "name": "POD_IP",
-                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
-            }
+            assert env_of(container)["POD_IP"] == pod_ip
         # Kubernetes expands $(POD_IP) from the container's env in command strings
         assert json.loads(flag(vllm_args(obj), "--kv-transfer-config"))["kv_ip"] == "$(POD_IP)"
         # Both vLLM servers sit behind the decode sidecar's pooled connections (to prefill, and to decode's own
