@@ -79,15 +79,9 @@ def test_priorities_and_names_are_configurable() -> None:
 
 def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> None:
     """The pinned Kueue CRD decides: the storage version, not a deprecated one; old stacks update in place."""
-    crd_dir = upstream.path("schemas/crds")
-    (crd,) = [
-        doc
-        for path in sorted(crd_dir.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc
-        and doc.get("kind") == "CustomResourceDefinition"
-        and doc["spec"]["names"]["kind"] == "WorkloadPriorityClass"
-    ]
+    docs = [d for p in sorted(upstream.path("schemas/crds").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+    crds = [d for d in docs if d and d.get("kind") == "CustomResourceDefinition"]
+    (crd,) = [d for d in crds if d["spec"]["names"]["kind"] == "WorkloadPriorityClass"]
     (storage,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     assert storage["served"] and not storage.get("deprecated")
     api = f"{crd['spec']['group']}/{storage['name']}"
