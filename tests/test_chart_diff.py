@@ -6,21 +6,27 @@ import io
 
 import pytest
 
-from components.cli import chart_diff, diff
+from components.cli import chart_diff, charts, diff
+from components.cli.render import redact
+from components.model.diff import engine
 from tests import upstream
-from tests.harness import set_arguments
+from tests.harness import ok, set_arguments
 
 
-def preview(*changes: str) -> tuple[dict[str, diff.engine.Change], str]:
+def changed_objects(*changes: str) -> tuple[list[engine.Change], str]:
+    """What `python -m components diff --stack dev --change ...` finds changed (charts' objects too), and its notes."""
     upstream.require("charts")
-    args = diff._parser().parse_args(
-        ["--stack", "dev", *set_arguments("dev"), *(a for c in changes for a in ("--change", c))]
-    )
+    args = diff._parser().parse_args(["--stack", "dev", *set_arguments("dev"), *(f"--change={c}" for c in changes)])
     args.dir = diff.ROOT
     notes: list[str] = []
     result = diff.compute(args, notes)
+    return [c for c in result.changes if c.action != engine.SAME], "\n".join(notes)
+
+
+def preview(*changes: str) -> tuple[dict[str, engine.Change], str]:
+    changed, notes = changed_objects(*changes)
     # By name: none of the objects these tests look at shares its name with another kind's.
-    return {c.name: c for c in result.changes if c.action != diff.engine.SAME}, "\n".join(notes)
+    return {c.name: c for c in changed}, notes
 
 
 def test_type_tokens_and_child_names_follow_the_provider() -> None:
@@ -67,15 +73,10 @@ def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.Mo
 
 def test_every_kind_inside_the_charts_is_in_the_model() -> None:
     """As for the program's own types (tests/test_diff_engine.py): no chart object is decided as an unknown type."""
-    from components.cli import charts
-    from components.cli.render import redact
-    from components.model.diff import engine
-    from tests.harness import run_program
-
     upstream.require("charts")
     types = {
         chart_diff.type_token(o["apiVersion"], o["kind"])
-        for r in charts.releases(run_program().registrations, redact)
+        for r in charts.releases(ok().registrations, redact)
         for o in charts.render_release(r).objects
     }
     assert sorted(t for t in types if engine.facts_of(t) is None) == []

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from components.model.diff import engine
-from tests.harness import CHART, CODELAB_MIX, JOBSET, P, Run, kueue_objects, merge, ok, preview, run_program, tpu_pools
+from tests.harness import CHART, CODELAB_MIX, JOBSET, P, Run, kueue_objects, merge, ok, preview, tpu_pools
 
 
 def test_jobsets_wait_for_jobset_kueue_objects_and_pools(dev: Run) -> None:
@@ -44,8 +44,7 @@ def test_every_jobset_change_replaces_it_delete_first(codelab: Run, demo: str, o
     conflicts with Kueue's; and Kueue refuses a new queue name on a running job (jobframework/validation.go:151).
     A priority change, a label alone, was an in-place update; now it is a replacement like the rest, deleted first
     (the JobSet's name is fixed), and only that JobSet moves."""
-    changed = run_program(merge(CODELAB_MIX, {f"{P}:demos": {demo: override}}))
-    assert changed.error is None, changed.error
+    changed = ok(merge(CODELAB_MIX, {f"{P}:demos": {demo: override}}))
     result = preview(codelab, changed).by_name()
     jobset = result[f"{demo}-jobset"]
     assert (jobset.action, jobset.delete_first) == (engine.REPLACE, True), jobset

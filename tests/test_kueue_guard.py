@@ -17,9 +17,8 @@ from components.kueue_guard import ImmutableFieldsProvider, refusals
 from components.model.diff import dependents, engine
 from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
-from tests.harness import Registration, Run, run_program, unwrap
+from tests.harness import P, Registration, Run, ok, unwrap
 
-P = "gke-tpu-slicing"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
 NO_WORKLOADS = {
@@ -44,29 +43,39 @@ def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
     return [*reversed(found), root]
 
 
+def kind_of(reg: Registration) -> str:
+    return reg.type.rsplit(":", 1)[-1]
+
+
 def blockers(run: Run, reg: Registration) -> list[Registration]:
     """The objects whose existence keeps Kueue's in-use finalizer on `reg` (kubernetes-sigs/kueue@v0.17.4):
     a Topology's ResourceFlavors (tas/topology_controller.go), a ResourceFlavor's ClusterQueues
     (core/resourceflavor_controller.go), a ClusterQueue's admitted workloads (core/clusterqueue_controller.go)."""
-    kind = reg.type.rsplit(":", 1)[-1]
-    name = reg.plain("metadata")["name"]
+    kind, name = kind_of(reg), reg.plain("metadata")["name"]
     if kind == "Topology":
         return [r for r in run.of_type(f"{KUEUE}:ResourceFlavor") if r.plain("spec").get("topologyName") == name]
     if kind == "ResourceFlavor":
         cqs = run.of_type(f"{KUEUE}:ClusterQueue")
         return [
-            cq for cq in cqs if any(f["name"] == name for g in cq.plain("spec")["resourceGroups"] for f in g["flavors"])
+            cq for cq in cqs if name in [f["name"] for g in cq.plain("spec")["resourceGroups"] for f in g["flavors"]]
         ]
     if kind == "ClusterQueue":
         return [r for r in run.registrations if r.type.endswith((":JobSet", ":LeaderWorkerSet"))]
     return []
 
 
+def assert_finalizers_release(run: Run, order: list[Registration]) -> None:
+    """Deleting `order` in turn, nothing is deleted while an object keeps its in-use finalizer."""
+    deleted: set[str] = set()
+    for reg in order:
+        waiting = [b.name for b in blockers(run, reg) if b.urn not in deleted]
+        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
+        deleted.add(reg.urn)
+
+
 @pytest.fixture(scope="module")
 def idle() -> Run:
-    run = run_program(NO_WORKLOADS)
-    assert run.error is None, run.error
-    return run
+    return ok(NO_WORKLOADS)
 
 
 def test_objects_with_immutable_fields_replace_delete_first(dev: Run) -> None:
@@ -87,14 +96,9 @@ def test_objects_with_immutable_fields_replace_delete_first(dev: Run) -> None:
 @pytest.mark.parametrize("root", ["Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"])
 def test_each_replacement_deletes_in_the_order_kueues_finalizers_release(idle: Run, root: str) -> None:
     order = dependent_replacements(idle, kueue(idle, root))
-    kinds = [r.type.rsplit(":", 1)[-1] for r in order]
     expected = ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"]
-    assert kinds == expected[: expected.index(root) + 1]
-    deleted: set[str] = set()
-    for reg in order:
-        waiting = [b.name for b in blockers(idle, reg) if b.urn not in deleted]
-        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
-        deleted.add(reg.urn)
+    assert [kind_of(r) for r in order] == expected[: expected.index(root) + 1]
+    assert_finalizers_release(idle, order)
 
 
 def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(dev: Run) -> None:
@@ -102,17 +106,13 @@ def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(d
     `metadata` names the LocalQueue by Output; wholly unknown, pulumi-kubernetes replaces them whatever their
     `replaceOnChanges`), so it finishes, at the cost of serving and the demos."""
     order = dependent_replacements(dev, kueue(dev, "Topology"))
-    kinds = [r.type.rsplit(":", 1)[-1] for r in order]
+    kinds = [kind_of(r) for r in order]
     assert kinds[-4:] == ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"], kinds
     workloads = {r.name for r in order if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
     assert workloads == {"subslicing-jobset", "serving-prefill", "serving-decode"}  # dev runs no super-slice demo
     # Neither LeaderWorkerSet has a replaceOnChanges path: the provider's own diff replaces it.
     assert not any(r.options["replaceOnChanges"] for r in order if r.type.endswith(":LeaderWorkerSet"))
-    deleted: set[str] = set()
-    for reg in order:
-        waiting = [b.name for b in blockers(dev, reg) if b.urn not in deleted]
-        assert not waiting, f"{reg.name} is deleted while {waiting} keep its finalizer"
-        deleted.add(reg.urn)
+    assert_finalizers_release(dev, order)
 
 
 def test_a_wholly_unknown_input_replaces_a_kubernetes_object_as_the_provider_answers() -> None:
@@ -134,7 +134,7 @@ def test_a_wholly_unknown_input_replaces_a_kubernetes_object_as_the_provider_ans
 
 def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them_first(dev: Run) -> None:
     """The change preview of the same update: no refusal, and each workload deleted before the Topology."""
-    off = run_program({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})
+    off = ok({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})
     result = engine.diff(records(dev.registrations), records(off.registrations), checks=CHECKS).by_name()
     assert not [c for c in result.values() if c.action == engine.REJECTED]
     for name in ("subslicing-jobset", "serving-prefill", "serving-decode"):
@@ -142,16 +142,8 @@ def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them
 
 
 def guard_inputs(run: Run) -> dict[str, Any]:
-    assert run.error is None, run.error
     (guard,) = run.of_type(GUARD)
     return unwrap(guard.inputs)
-
-
-CHANGES = [
-    ("kueue.clusterQueue", {f"{P}:kueue": {"clusterQueue": "cq2"}}, "LocalQueue.spec.clusterQueue"),
-    ("kueue.topologyName", {f"{P}:kueue": {"topologyName": "slice-topology-2"}}, "ResourceFlavor.spec.topologyName"),
-    ("kueue.flavorName", {f"{P}:kueue": {"flavorName": "slice-rf-2"}}, "ResourceFlavor.metadata.name"),
-]
 
 
 RENAMES = {
@@ -161,6 +153,16 @@ RENAMES = {
     "kueue.localQueue": ("localQueue", "lq-2"),
     "kueue.admissionCheckName": ("admissionCheckName", "ac-2"),
 }
+# The renames refused while workloads run, and the immutable field each would change.
+REFUSED = {
+    "kueue.clusterQueue": "LocalQueue.spec.clusterQueue",
+    "kueue.topologyName": "ResourceFlavor.spec.topologyName",
+    "kueue.flavorName": "ResourceFlavor.metadata.name",
+}
+
+
+def renamed(key: str) -> dict[str, Any]:
+    return {f"{P}:kueue": dict([RENAMES[key]])}
 
 
 @pytest.mark.parametrize("key", sorted(RENAMES))
@@ -169,25 +171,21 @@ def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_work
     deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
     calculateDependentReplacements), the queued workloads among them: a rename that deletes the ClusterQueue
     first is refused while they run; a LocalQueue's alone is not (docs/changes.md, "local-queue")."""
-    setting, value = RENAMES[key]
-    renamed = run_program({f"{P}:kueue": {setting: value}})
-    assert renamed.error is None, renamed.error
+    after = ok(renamed(key))
     deleted_first: list[str] = []
     for reg in dev.registrations:
         if not reg.type.startswith(KUEUE) or not reg.options.get("deleteBeforeReplace"):
             continue
-        new = renamed.get(reg.type, reg.name)
-        if new.plain("metadata")["name"] != reg.plain("metadata")["name"]:
-            deleted_first += [r.type.rsplit(":", 1)[-1] for r in dependent_replacements(dev, reg)]
-    refused = [f.property for f in refusals(guard_inputs(dev), guard_inputs(renamed))]
+        if after.get(reg.type, reg.name).plain("metadata")["name"] != reg.plain("metadata")["name"]:
+            deleted_first += [kind_of(r) for r in dependent_replacements(dev, reg)]
+    refused = [f.property for f in refusals(guard_inputs(dev), guard_inputs(after))]
     assert bool(refused) == ("ClusterQueue" in deleted_first), (deleted_first, refused)
 
 
-@pytest.mark.parametrize(("key", "overrides", "field"), CHANGES, ids=[c[0] for c in CHANGES])
-def test_a_change_is_refused_at_preview_while_workloads_run(
-    codelab: Run, key: str, overrides: dict, field: str
-) -> None:
-    before, after = guard_inputs(codelab), guard_inputs(run_program(overrides))
+@pytest.mark.parametrize(("key", "field"), REFUSED.items())
+def test_a_change_is_refused_at_preview_while_workloads_run(codelab: Run, key: str, field: str) -> None:
+    overrides = renamed(key)
+    before, after = guard_inputs(codelab), guard_inputs(ok(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
     # codelab runs 4 queued workloads, the changed (dev) program 3: those 3 would be deleted and re-created.
@@ -197,8 +195,8 @@ def test_a_change_is_refused_at_preview_while_workloads_run(
     assert [f.property for f in ImmutableFieldsProvider().check(before, after).failures] == [field]
     # Turning the workloads off in the same update goes through: the replacement deletes them first (tested above),
     # and the user asked for it; so does the change once they are gone, and turning them on with it.
-    after_idle = guard_inputs(run_program({**overrides, **NO_WORKLOADS}))
-    idle = guard_inputs(run_program(NO_WORKLOADS))
+    after_idle = guard_inputs(ok({**overrides, **NO_WORKLOADS}))
+    idle = guard_inputs(ok(NO_WORKLOADS))
     assert refusals(before, after_idle) == refusals(idle, after_idle) == refusals(idle, after) == []
 
 
@@ -218,7 +216,7 @@ def test_what_is_not_an_immutable_field_is_not_refused(dev: Run) -> None:
     before = guard_inputs(dev)
     assert refusals({}, before) == []  # the first `up`
     for overrides in ({f"{P}:tpu": {"cubes": 3}}, {f"{P}:kueue": {"cpuQuota": "20000"}}, NO_WORKLOADS):
-        assert refusals(before, guard_inputs(run_program(overrides))) == [], overrides
+        assert refusals(before, guard_inputs(ok(overrides))) == [], overrides
 
 
 def test_every_guarded_field_is_an_immutable_field_of_the_model(dev: Run) -> None:

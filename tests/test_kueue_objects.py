@@ -22,7 +22,6 @@ from tests.harness import (
     kueue_objects,
     normalize,
     ok,
-    run_program,
     shape,
 )
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
@@ -54,8 +53,8 @@ def test_every_kueue_object_waits_for_the_kueue_chart(dev: Run) -> None:
     for obj in objects:
         assert kueue.urn in obj.dependencies, obj.name
     check = dev.get(f"{KUEUE}/v1beta2:AdmissionCheck", "queues-admission-check")
-    assert dev.depends_on(check, dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest"))
     slice_controller = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+    assert dev.depends_on(check, slice_controller)
     assert dev.depends_on(slice_controller, kueue) and dev.depends_on(slice_controller, dev.get(CHART, "jobset-chart"))
 
 
@@ -80,15 +79,9 @@ def test_priorities_and_names_are_configurable() -> None:
 
 def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> None:
     """The pinned Kueue CRD decides: the storage version, not a deprecated one; old stacks update in place."""
-    crd_dir = upstream.path("schemas/crds")
-    (crd,) = [
-        doc
-        for path in sorted(crd_dir.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc
-        and doc.get("kind") == "CustomResourceDefinition"
-        and doc["spec"]["names"]["kind"] == "WorkloadPriorityClass"
-    ]
+    docs = [d for p in sorted(upstream.path("schemas/crds").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+    crds = [d for d in docs if d and d.get("kind") == "CustomResourceDefinition"]
+    (crd,) = [d for d in crds if d["spec"]["names"]["kind"] == "WorkloadPriorityClass"]
     (storage,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     assert storage["served"] and not storage.get("deprecated")
     api = f"{crd['spec']['group']}/{storage['name']}"
@@ -124,7 +117,5 @@ def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:
         kueue = pulumi.ComponentResource("test:index:Kueue", "kueue")
         SliceQueues("queues", program.queues_args(s, provider, kueue, kueue))
 
-    alone, whole = declare(body), run_program()
-    assert whole.error is None, whole.error
-    mine, theirs = shape(alone, types), shape(whole.registrations, types)
+    mine, theirs = shape(declare(body), types), shape(ok().registrations, types)
     assert len(mine) == 3 and mine == theirs

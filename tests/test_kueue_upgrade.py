@@ -19,24 +19,26 @@ import yaml
 from components.cli import charts, diff
 from components.cli.render import redact
 from tests import cel_rules, conformance, upstream
-from tests.harness import normalize, run_program, set_arguments
+from tests.harness import P, Run, normalize, ok
+from tests.test_chart_diff import changed_objects
 
-P = "gke-tpu-slicing"
 NEW = "0.19.2"
+CHECKED = {"Topology", "ClusterQueue", "LocalQueue", "ResourceFlavor", "AdmissionCheck", "JobSet", "LeaderWorkerSet"}
+
+
+def kueue_rendered(run: Run) -> charts.Rendered:
+    """The objects of the run's Kueue chart, rendered from the pinned chart sources."""
+    return charts.render_release(
+        next(r for r in charts.releases(run.registrations, redact) if r.resource == "kueue-chart")
+    )
 
 
 @pytest.fixture(scope="module")
 def upgraded() -> dict[tuple[str, str], diff.engine.Change]:
     """(kind, name) -> change: two kinds of a chart may share a name (the manager's Deployment and account)."""
-    upstream.require("charts")
-    args = diff._parser().parse_args(
-        ["--stack", "dev", *set_arguments("dev"), "--change", f"addons.kueue.version={NEW}"]
-    )
-    args.dir = diff.ROOT
-    notes: list[str] = []
-    result = diff.compute(args, notes)
-    assert notes == []
-    return {(c.type.rsplit(":", 1)[-1], c.name): c for c in result.changes if c.action != diff.engine.SAME}
+    changed, notes = changed_objects(f"addons.kueue.version={NEW}")
+    assert notes == ""
+    return {(c.type.rsplit(":", 1)[-1], c.name): c for c in changed}
 
 
 def test_every_kueue_object_updates_in_place_and_nothing_else_moves(
@@ -65,9 +67,7 @@ def test_the_upgrade_scopes_two_webhooks_0_17_4_left_cluster_wide(
         "webhooks[15].namespaceSelector",
         "webhooks[18].namespaceSelector",
     ]
-    run = run_program()
-    release = next(r for r in charts.releases(run.registrations, redact) if r.resource == "kueue-chart")
-    (old,) = [o for o in charts.render_release(release).objects if o["kind"] == "MutatingWebhookConfiguration"]
+    (old,) = [o for o in kueue_rendered(ok()).objects if o["kind"] == "MutatingWebhookConfiguration"]
     assert {old["webhooks"][i]["name"] for i in (15, 18)} == {"msparkapplication.kb.io", "mtrainjob.kb.io"}
     assert all("namespaceSelector" not in old["webhooks"][i] for i in (15, 18))
 
@@ -77,11 +77,8 @@ def test_the_manager_configuration_keys_the_upgrade_changes() -> None:
     base = upstream.path("charts")
 
     def config(tag: str) -> dict:
-        return yaml.safe_load(
-            yaml.safe_load((base / f"kueue-{tag}/values.yaml").read_text())["managerConfig"][
-                "controllerManagerConfigYaml"
-            ]
-        )
+        values = yaml.safe_load((base / f"kueue-{tag}/values.yaml").read_text())
+        return yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
 
     old, new = config("v0.17.4"), config("v0.19.2")
     changed = sorted(
@@ -103,11 +100,8 @@ def test_the_programs_objects_pass_the_0_19_2_crds(tmp_path: Path) -> None:
     for path in (base / "schemas/crds").iterdir():
         if not path.name.startswith("kueue-"):
             shutil.copy(path, crds / path.name)
-    run = run_program({f"{P}:addons": {"kueue": {"version": NEW}}})
-    assert run.error is None, run.error
-    release = next(r for r in charts.releases(run.registrations, redact) if r.resource == "kueue-chart")
-    rendered = charts.render_release(release)
-    kueue_crds = [o for o in rendered.objects if o["kind"] == "CustomResourceDefinition"]
+    run = ok({f"{P}:addons": {"kueue": {"version": NEW}}})
+    kueue_crds = [o for o in kueue_rendered(run).objects if o["kind"] == "CustomResourceDefinition"]
     (crds / "kueue-v0.19.2.yaml").write_text(yaml.safe_dump_all(kueue_crds))
     registry = conformance.SchemaRegistry(crds, base / "schemas/monitoring")
     failures, checked = {}, []
@@ -124,13 +118,5 @@ def test_the_programs_objects_pass_the_0_19_2_crds(tmp_path: Path) -> None:
             failures[reg.name] = errors
         checked.append(obj["kind"])
     assert failures == {}
-    assert {
-        "Topology",
-        "ClusterQueue",
-        "LocalQueue",
-        "ResourceFlavor",
-        "AdmissionCheck",
-        "JobSet",
-        "LeaderWorkerSet",
-    } <= set(checked)
+    assert set(checked) >= CHECKED
     assert "kueue-v0.19.2" in registry.source("kueue.x-k8s.io/v1beta2", "Topology").name

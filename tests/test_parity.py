@@ -17,7 +17,7 @@ import yaml
 
 from components.vllm_containers import weights_check
 from tests import upstream
-from tests.harness import CODELAB_MIX, Run, normalize, run_program
+from tests.harness import CODELAB_MIX, P, Run, normalize, ok
 
 NAMESPACE = "llm-d-pd-disaggregation"
 BUCKET = "gemma3-weights"
@@ -26,15 +26,22 @@ BUCKET = "gemma3-weights"
 # `name` are addressed by it (`env[POD_IP]`). Instead of a value, `ours` may be a predicate f(ours, reference)
 # and `reference` a predicate f(reference).
 Expected = Any | Callable[[Any], bool]
+SKIP_WEBHOOK = "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)"
+
+
+def added(ours: Expected, why: str) -> tuple[Expected, Any, str]:
+    """A field the reference lacks."""
+    return ours, "<absent>", why
+
+
 IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
     "ClusterQueue/cq:spec.resourceGroups[0].flavors[slice-rf].resources[google.com/tpu].nominalQuota": (
         "128",
         "999999",
         "TPU quota = chips the node pools provide (2 x 64), so Kueue's quota preemption matches the hardware",
     ),
-    "ClusterQueue/cq:metadata.annotations": (
+    "ClusterQueue/cq:metadata.annotations": added(
         {"gke-tpu-slicing/resource-flavor": "slice-rf"},
-        "<absent>",
         "names the ResourceFlavor by Output, so a delete-first replacement of the flavor replaces the ClusterQueue "
         "first, the order Kueue's in-use finalizer allows (components/kueue_objects.py)",
     ),
@@ -48,20 +55,14 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
     },
     **{
         f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.spec.nodeSelector."
-        f"cloud.google.com/gke-tpu-partition-{shape}-state": (
-            "HEALTHY",
-            "<absent>",
-            "only healthy partitions: the slice's own (sub-slice) or each cube's (super-slice)",
+        f"cloud.google.com/gke-tpu-partition-{shape}-state": added(
+            "HEALTHY", "only healthy partitions: the slice's own (sub-slice) or each cube's (super-slice)"
         )
         for name, shape in (("kueue-jobset-simple-subslicing", "2x2x2"), ("kueue-jobset-simple-superslicing", "4x4x4"))
     },
     **{
         f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.metadata.annotations."
-        "cloud.google.com/skip-tpu-webhook-check": (
-            "true",
-            "<absent>",
-            "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)",
-        )
+        "cloud.google.com/skip-tpu-webhook-check": added("true", SKIP_WEBHOOK)
         for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
     },
 }
@@ -73,6 +74,7 @@ REVISION = re.compile(r"-[0-9a-f]{5}$")
 def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
     out: dict[str, tuple[Expected, Any, str]] = {}
     fuse = "gcs-fuse-csi-ephemeral"
+    why_fuse = "weights stream from gs://: the FUSE volume is declared only with serving.weightsVia=mount"
     for role, kv_role, port in (("prefill", "kv_producer", 8000), ("decode", "kv_consumer", 8200)):
         base = f"kueue-vllm-{role}-model-streamer"
         meta = f"LeaderWorkerSet/{base}:metadata"
@@ -81,23 +83,18 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             base,
             "the name carries the revision of the pod shape, so a change Kueue refuses in place rolls to a new LWS",
         )
-        why_wait = "Pulumi awaits the new LWS's groups once, through a patch of its own, not on every update of the set"
-        out[f"{meta}.annotations.pulumi.com/skipAwait"] = ("true", "<absent>", why_wait)
+        out[f"{meta}.annotations.pulumi.com/skipAwait"] = added(
+            "true",
+            "Pulumi awaits the new LWS's groups once, through a patch of its own, not on every update of the set",
+        )
         lws = f"LeaderWorkerSet/{base}:spec.leaderWorkerTemplate"
         for template, container in (("leaderTemplate", "vllm-leader"), ("workerTemplate", "vllm-worker")):
             pod = f"{lws}.{template}"
             c = f"{pod}.spec.containers[{container}]"
-            out[f"{pod}.metadata.annotations.cloud.google.com/skip-tpu-webhook-check"] = (
-                "true",
-                "<absent>",
-                "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)",
+            out[f"{pod}.metadata.annotations.cloud.google.com/skip-tpu-webhook-check"] = added("true", SKIP_WEBHOOK)
+            out[f"{pod}.spec.terminationGracePeriodSeconds"] = added(
+                360, "a stopping pod may finish requests up to the Gateway's 300 s timeout (workers serve the leader)"
             )
-            out[f"{pod}.spec.terminationGracePeriodSeconds"] = (
-                360,
-                "<absent>",
-                "a stopping pod may finish requests up to the Gateway's 300 s timeout (workers serve the leader)",
-            )
-            why_fuse = "weights stream from gs://: the FUSE volume is declared only with serving.weightsVia=mount"
             out[f"{pod}.metadata.annotations.gke-gcsfuse/volumes"] = ("<absent>", "true", why_fuse)
             out[f"{pod}.spec.volumes[{fuse}]"] = (
                 "<absent>",
@@ -105,19 +102,16 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 why_fuse,
             )
             out[f"{c}.volumeMounts[{fuse}]"] = ("<absent>", {"name": fuse, "mountPath": "/data"}, why_fuse)
-            out[f"{pod}.spec.nodeSelector.cloud.google.com/gke-tpu-partition-2x2x2-state"] = (
-                "HEALTHY",
-                "<absent>",
-                "only healthy partitions (the reference has it commented out)",
+            out[f"{pod}.spec.nodeSelector.cloud.google.com/gke-tpu-partition-2x2x2-state"] = added(
+                "HEALTHY", "only healthy partitions (the reference has it commented out)"
             )
             out[f"{c}.env[VLLM_XLA_CACHE_PATH].value"] = (
                 lambda ours, ref: re.fullmatch(r"gs://xla-cache-[0-9a-f]{20}/xla_cache", ours) is not None,
                 "gs://gemma3-weights/xla_cache",
                 "the XLA cache goes to the stack's own bucket, the one the pods may write; the weights are read-only",
             )
-            out[f"{c}.env[POD_IP]"] = (
+            out[f"{c}.env[POD_IP]"] = added(
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                "<absent>",
                 "the pod IP for the KV transfer config, as llm-d's TPU7x recipe",
             )
         leader = f"{lws}.leaderTemplate.spec.containers[vllm-leader]"
@@ -126,9 +120,8 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             ("readinessProbe", "/v1/models"),
             ("livenessProbe", "/health"),
         ):
-            out[f"{leader}.{probe}"] = (
+            out[f"{leader}.{probe}"] = added(
                 lambda ours, ref, path=path, port=port: ours["httpGet"] == {"path": path, "port": port},
-                "<absent>",
                 "leaders join the pool only once vLLM serves the model (llm-d's probes)",
             )
         kv = f'"kv_role":"{kv_role}"}}'
@@ -143,9 +136,8 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             "first the weights check (the snapshot is in the bucket, or one line naming it and exit 1)",
         )
         for name in ("WEIGHTS_BUCKET", "WEIGHTS_PREFIX"):
-            out[f"{leader}.env[{name}]"] = (
+            out[f"{leader}.env[{name}]"] = added(
                 lambda ours, ref, name=name: ours["name"] == name and bool(ours["value"]),
-                "<absent>",
                 "where the leader's weights check lists the snapshot (serving.weightsBucket, serving.modelPath)",
             )
         worker = f"{lws}.workerTemplate.spec.containers[vllm-worker]"
@@ -173,19 +165,14 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 ["--port=8000", "--vllm-port=8200", "--connector=nixlv2", "--zap-log-level=1", "--secure-proxy=false"],
                 why,
             )
-            out[f"{sidecar}.ports[sidecar]"] = (
-                {"containerPort": 8000, "name": "sidecar", "protocol": "TCP"},
-                "<absent>",
-                why,
-            )
+            out[f"{sidecar}.ports[sidecar]"] = added({"containerPort": 8000, "name": "sidecar", "protocol": "TCP"}, why)
             out[f"{sidecar}.ports[modelserver]"] = (
                 "<absent>",
                 {"containerPort": 8000, "name": "modelserver", "protocol": "TCP"},
                 why,
             )
-        out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = (
+        out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = added(
             {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},
-            "<absent>",
             "vLLM's 5 s keep-alive is shorter than the decode sidecar's 90 s idle timeout (llm-d sets 120 s)",
         )
     return out
@@ -236,9 +223,7 @@ def diff(ours: Any, ref: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
 def dev_with_token() -> Run:
     # The reference always mounts HF_TOKEN; with a token configured the program does too.
     # The codelab's whole mix: its manifests include the super-slicing JobSet, which dev runs as a step of its own.
-    run = run_program(CODELAB_MIX, secrets={"gke-tpu-slicing:hfToken": "hf_parity_token"})
-    assert run.error is None, run.error
-    return run
+    return ok(CODELAB_MIX, secrets={f"{P}:hfToken": "hf_parity_token"})
 
 
 def ours_by_kind_and_name(run: Run) -> dict[tuple[str, str], dict[str, Any]]:

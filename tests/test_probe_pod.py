@@ -62,6 +62,7 @@ class FakeApiServer:
     seen: list[tuple[str, str]] = field(default_factory=list)
     created: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    url: str = ""  # where it listens, once served
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         self.seen.append((method, path))
@@ -89,34 +90,39 @@ class FakeApiServer:
 
 
 @pytest.fixture
-def api() -> Iterator[tuple[FakeApiServer, str]]:
+def api() -> Iterator[FakeApiServer]:
     fake = FakeApiServer()
     server = fake.serve()
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}"
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield fake
     server.shutdown()
 
 
-def kubeconfig(tmp_path: Path, server: str) -> str:
-    return str(fakes.write_kubeconfig(tmp_path / "kubeconfig", server, TOKEN, context="ctx"))
+@pytest.fixture
+def no_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Outside a cluster, with KUBECONFIG naming a file that does not exist."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    return tmp_path / "none"
 
 
-def verify_via(api: tuple[FakeApiServer, str], tmp_path: Path, *extra: str) -> tuple[int, Clock]:
+def verify_via(api: FakeApiServer, tmp_path: Path, *extra: str) -> tuple[int, Clock]:
     """verify against the fake API server's Gateway ns/gw, on a fake clock: its exit code and the clock."""
     clock = Clock()
-    argv = ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, *extra]
-    return verify.main([*argv, "--kubeconfig", kubeconfig(tmp_path, api[1])], sleep=clock.sleep, clock=clock), clock
+    kubeconfig = fakes.write_kubeconfig(tmp_path / "kubeconfig", api.url, TOKEN, context="ctx")
+    argv = ["--namespace", "ns", "--gateway-name", "gw", "--model", MODEL, "--kubeconfig", str(kubeconfig), *extra]
+    return verify.main(argv, sleep=clock.sleep, clock=clock), clock
 
 
 def test_requests_go_out_from_a_pod_whose_log_is_the_answer(
-    api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake = api[0]
     code, clock = verify_via(api, tmp_path)
 
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
-    (pod,) = fake.created
-    assert fake.deleted == [pod["metadata"]["name"]]
+    (pod,) = api.created
+    assert api.deleted == [pod["metadata"]["name"]]
     # the pod runs the image pinned by exact tag, POSTs both bodies to the Gateway's own address
     (container,) = pod["spec"]["containers"]
     assert container["image"] == probe_pod.CURL_IMAGE
@@ -130,8 +136,8 @@ def test_requests_go_out_from_a_pod_whose_log_is_the_answer(
     assert lines[1].endswith('first_tokens="I am fine, thank you"')
     assert lines[2].startswith("chat        OK   status=200 attempts=3 ")
     assert clock.sleeps  # polled until Succeeded
-    methods = [m for m, _ in fake.seen]
-    assert methods.index("DELETE") > max(i for i, (m, p) in enumerate(fake.seen) if p.endswith("/log"))
+    methods = [m for m, _ in api.seen]
+    assert methods.index("DELETE") > max(i for i, (m, p) in enumerate(api.seen) if p.endswith("/log"))
 
 
 def test_the_pod_passes_conformance_and_is_locked_down() -> None:
@@ -166,52 +172,43 @@ def test_the_pod_passes_conformance_and_is_locked_down() -> None:
 
 
 def test_a_pod_that_never_ends_is_bounded_and_still_deleted(
-    api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake = api[0]
-    fake.phases = ["Pending"]  # e.g. the image cannot be pulled
+    api.phases = ["Pending"]  # e.g. the image cannot be pulled
     code, clock = verify_via(api, tmp_path, "--attempts", "1")
 
     assert code == 1
-    (pod,) = fake.created
-    assert fake.deleted == [pod["metadata"]["name"]]
+    (pod,) = api.created
+    assert api.deleted == [pod["metadata"]["name"]]
     limit = pod["spec"]["activeDeadlineSeconds"] + 60
     assert f"still Pending after {limit}s" in capsys.readouterr().err
     assert limit <= clock.now < limit + 3
 
 
-def test_a_failed_answer_fails_verify(
-    api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake = api[0]
-    fake.log = answer("completions", 404, "no route", attempts=15) + answer("chat", 200, "<html>proxy</html>")
+def test_a_failed_answer_fails_verify(api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    api.log = answer("completions", 404, "no route", attempts=15) + answer("chat", 200, "<html>proxy</html>")
     code, _ = verify_via(api, tmp_path)
 
     out = capsys.readouterr().out
     assert code == 1
     assert 'completions FAIL status=404 attempts=15 latency_ms=250 error="HTTP 404: no route"' in out
     assert "chat        FAIL status=200 attempts=1" in out and "not JSON" in out
-    assert len(fake.deleted) == 1
+    assert len(api.deleted) == 1
 
 
-def test_a_refused_create_is_named(
-    api: tuple[FakeApiServer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake = api[0]
-    fake.refuse_create = 403
+def test_a_refused_create_is_named(api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    api.refuse_create = 403
     code, _ = verify_via(api, tmp_path)
 
     assert code == 1
     err = capsys.readouterr().err
     assert "cannot create the probe pod default/gke-tpu-slicing-verify-" in err and "HTTP 403" in err
-    assert fake.deleted == []  # nothing was created
+    assert api.deleted == []  # nothing was created
 
 
 def test_without_a_kubeconfig_verify_names_the_stacks_get_credentials_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    no_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     fix = credentials_command(
         "qwen-serving-cluster", "us-central1", "my-project", dns_endpoint=True, private_endpoint=True
     )
@@ -221,7 +218,7 @@ def test_without_a_kubeconfig_verify_names_the_stacks_get_credentials_command(
 
     err = capsys.readouterr().err
     assert code == 1
-    assert f"no usable kubeconfig in {tmp_path / 'none'}" in err
+    assert f"no usable kubeconfig in {no_kubeconfig}" in err
     assert f"get the cluster's credentials first: {fix}\n" in err
     assert fix.endswith(
         "get-credentials qwen-serving-cluster --location us-central1 --project my-project --dns-endpoint"
@@ -231,6 +228,10 @@ def test_without_a_kubeconfig_verify_names_the_stacks_get_credentials_command(
 
 # ---------------------------------------------------------------------------------------------
 # The pod's script, in /bin/sh with a fake curl
+
+POSIX = pytest.mark.skipif(
+    shutil.which("sh") is None or shutil.which("sed") is None, reason="needs a POSIX shell and sed"
+)
 
 
 def run_script(tmp_path: Path, replies: list[tuple[str, str]], attempts: int = 3) -> tuple[str, list[str]]:
@@ -259,7 +260,7 @@ def run_script(tmp_path: Path, replies: list[tuple[str, str]], attempts: int = 3
     return done.stdout, (tmp_path / "calls").read_text().split()
 
 
-@pytest.mark.skipif(shutil.which("sh") is None or shutil.which("sed") is None, reason="needs a POSIX shell and sed")
+@POSIX
 def test_the_script_retries_not_ready_answers_and_stops_on_others(tmp_path: Path) -> None:
     replies = [
         ("curl: (7) Failed to connect", "000 0.001"),  # no response yet: retried
@@ -278,7 +279,7 @@ def test_the_script_retries_not_ready_answers_and_stops_on_others(tmp_path: Path
     assert calls == ["http://gw/v1/completions"] * 3 + ["http://gw/v1/chat/completions"]
 
 
-@pytest.mark.skipif(shutil.which("sh") is None or shutil.which("sed") is None, reason="needs a POSIX shell and sed")
+@POSIX
 def test_the_script_gives_up_after_its_attempts(tmp_path: Path) -> None:
     replies = [("curl: (28) timed out", "000 15.0")] * 2 + [("multi\nline body", "404 0.1")] * 2
 
@@ -308,12 +309,11 @@ def test_the_pages_verify_command_is_the_dev_stacks_output() -> None:
 
 
 def test_the_pages_first_request_is_the_verify_request_to_the_dev_gateway(dev: Run) -> None:
-    run = dev
     block = re.search(r"```bash\n(kubectl run first-request .*?)\n```", serving_page(), re.S)
     assert block, "docs/serving.md: the first request by hand is missing"
     words = shlex.split(block.group(1).replace("\\\n", " "))
     assert f"--image={probe_pod.CURL_IMAGE}" in words and "--rm" in words and "-n" in words
-    outputs = run.outputs
+    outputs = dev.outputs
     url = words[words.index("--max-time") + 2]
     lookup = f"kubectl get gateway {outputs['gatewayName']} -n {outputs['gatewayNamespace']}"
     assert url.startswith(f"http://$({lookup}") and url.endswith("/v1/chat/completions"), url
@@ -322,10 +322,8 @@ def test_the_pages_first_request_is_the_verify_request_to_the_dev_gateway(dev: R
 
 
 def test_verify_reads_the_credentials_command_from_the_stack_outputs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, no_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     outputs = tmp_path / "outputs.json"
     fix = "gcloud container clusters get-credentials c --location r --project p --dns-endpoint"
     outputs.write_text(json.dumps({"gatewayNamespace": "ns", "servedModelName": MODEL, "credentialsCommand": fix}))

@@ -1,18 +1,9 @@
 """Serving changes roll instead of being refused, a scale-down leaves no Slice behind, and the pods stop cleanly.
 
-Upstream facts the tests stand on (cited in components/model/serving/rollout.py, components/serving.py):
-
-* Kueue v0.17.4 refuses an update of a queued, running LWS whose leader or worker `SpecShape` differs
-  (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go `ValidateUpdate`; pkg/util/pod/pod.go) and any
-  change of its queue-name label; `kueue_refuses_in_place` below is that check on our objects.
-* pulumi-kubernetes replaces an object whose `.metadata.name` changes (provider/pkg/provider/provider.go
-  `forceNewFields`); the engine creates a replacement first unless `deleteBeforeReplace`, and deletes the
-  replaced resource at the end of the update, after every create (pulumi/pulumi#9979). `replacement_steps`
-  is that rule applied to two recorded runs.
-* pulumi-kubernetes awaits a custom resource through `pulumi.com/waitFor`, an RFC 9535 JSONPath (v4.24.0 on),
-  for `pulumi.com/timeoutSeconds`; its parser splits on a single `=` (provider/pkg/jsonpath/jsonpath.go).
-* The slice controller deletes a group's Slices once every pod of its LWS has finished, or the LWS is gone
-  (AI-Hypercomputer/xpk slice/internal/controller/workload_controller.go@b75b6c17 `ownerPodsFinished`).
+The upstream rules these tests model are cited once, in components/model/serving/rollout.py: Kueue v0.17.4's
+in-place check of a queued LWS (`kueue_refuses_in_place` below), pulumi-kubernetes' replacement on a name change and
+the engine's order of it (`replacement_steps`), its RFC 9535 `pulumi.com/waitFor` and the parser's single `=`
+(`ready`), and the slice controller's Slice cleanup.
 """
 
 from __future__ import annotations
@@ -24,6 +15,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,35 +24,33 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
-from components.cli.snapshot import records
-from components.model.diff import engine as diff_engine
 from components.model.serving.rollout import pod_spec_shape, revision
-from tests.harness import Mocks, Run, normalize, run_program, set_arguments
+from tests.harness import (
+    JOBSET,
+    LWS,
+    Mocks,
+    P,
+    Run,
+    normalize,
+    ok,
+    preview,
+    run_program,
+    set_arguments,
+    tpu_pools,
+    warnings_of,
+)
+from tests.test_serving import ROLES, lws, templates
 
-P = "gke-tpu-slicing"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 # One cube, serving only: 4 + 4 groups of 2x2x2 fill its 8 partitions.
 FULL = {**NO_DEMOS, f"{P}:tpu": {"cubes": 1}}
 RFC9535 = jsonpath.JSONPathEnvironment(strict=True)
 
 
-@pytest.fixture(scope="module")
-def dev() -> Run:
-    run = run_program()
-    assert run.error is None, run.error
-    return run
-
-
-def lws(run: Run, role: str) -> dict[str, Any]:
-    return normalize(run.get(LWS, f"serving-{role}").plain())
-
-
-def templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    lwt = obj["spec"]["leaderWorkerTemplate"]
-    return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
+def name(run: Run, role: str) -> str:
+    return lws(run, role)["metadata"]["name"]
 
 
 def kueue_refuses_in_place(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -80,9 +70,8 @@ PATCH = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSetPatch"
 
 def ready_patch(run: Run, role: str) -> dict[str, Any]:
     """The leaders-ready patch of a role's current LWS (one per revision)."""
-    name = lws(run, role)["metadata"]["name"]
     (patch,) = [normalize(r.plain()) for r in run.of_type(PATCH) if r.name.startswith(f"serving-{role}-ready-")]
-    assert patch["metadata"]["name"] == name and patch["kind"] == "LeaderWorkerSet"
+    assert patch["metadata"]["name"] == name(run, role) and patch["kind"] == "LeaderWorkerSet"
     return patch
 
 
@@ -124,81 +113,96 @@ def ready(obj: dict[str, Any], groups: int, replicas: int) -> bool:
     return bool(RFC9535.findall(path.group(1), {**obj, "status": status}))
 
 
+def waits_for(run: Run, role: str, replicas: int) -> int:
+    """How many of its `replicas` groups the role's new set waits for: the fewest pulumi-kubernetes counts ready."""
+    obj = awaited(run, role)
+    return next(n for n in range(replicas + 1) if ready(obj, n, replicas))
+
+
+def planned(run: Run) -> dict[str, tuple[bool, int]]:
+    """Per role, (create first, ready groups awaited) as the run's capacity plan says, each checked against the LWS
+    and its patch: replaced delete-first unless created first, and awaited for the plan's groups."""
+    out = {}
+    for r in run.outputs["capacityPlan"]["rollouts"]:
+        role = r["key"].removeprefix("serving.")
+        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is not r["createFirst"], r
+        assert waits_for(run, role, r["replicas"]) == r["waitFor"], r
+        out[role] = (r["createFirst"], r["waitFor"])
+    return out
+
+
+def four_sub_blocks() -> FakeReservation:
+    return FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
+
+
+def running_pools(pools: list[Any]) -> list[dict[str, Any]]:
+    """getCluster's nodePools once GKE runs `pools` (the TPU pools of a recorded run)."""
+    return [
+        {
+            "name": r.inputs["name"],
+            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
+        }
+        for r in pools
+    ]
+
+
 # ------------------------------------------------------------------------------------------------ pod shape
 
 
-def test_kueue_would_refuse_a_resources_change_in_place_so_it_rolls_to_a_new_lws(dev: Run) -> None:
-    bigger = run_program({f"{P}:serving": {"prefill": {"resources": {"cpu": "200", "memory": "800Gi"}}}})
-    old, new = lws(dev, "prefill"), lws(bigger, "prefill")
-    assert kueue_refuses_in_place(old, new) == ["leader: pod shape", "worker: pod shape"]
-    # ... so the new shape is a new object, created first; the old one goes at the end of the update.
-    assert old["metadata"]["name"] != new["metadata"]["name"]
-    assert replacement_steps(dev, bigger, "prefill") == [
-        f"create {new['metadata']['name']} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
+SHAPE = ["leader: pod shape", "worker: pod shape"]
+# A change of one role: what Kueue would refuse of it in place, and how many ready groups the new set is awaited for
+# before the old set goes, at the end of the update. Dev has room for all the new groups beside the old ones
+# (lower-priority demos yield), so the role never has fewer ready leaders than it had.
+ROLLS = {
+    "resources": ({"prefill": {"resources": {"cpu": "200", "memory": "800Gi"}}}, SHAPE, 4),
+    # The HEALTHY-partition selector key follows the shape.
+    "topology": ({"decode": {"topology": "2x2x1"}}, SHAPE, 4),
+    # Kueue's defaulting copies the priority label into both pod templates, which would restart every group in
+    # place; the program rolls it like a shape change instead.
+    "priority": ({"prefill": {"priority": "medium-priority-2000"}}, [], 4),
+    # In place, Kueue would delete the removed groups' Workloads while the slice controller keeps their Slices
+    # until every pod of the LWS has finished: the survivors never do. A new, smaller LWS and the deletion of the
+    # whole old one leave no pod of the old LWS (pods carry their own LWS's name label, which the slice controller
+    # matches), so every one of its Slices is deleted.
+    "scale-down": ({"decode": {"replicas": 2}}, [], 2),
+    "scale-up": ({"prefill": {"replicas": 5}}, [], 5),
+}
+
+
+@pytest.mark.parametrize(("change", "refused", "wait_for"), ROLLS.values(), ids=ROLLS.keys())
+def test_a_change_kueue_refuses_in_place_or_that_leaves_slices_behind_rolls_to_a_new_lws(
+    dev: Run, change: dict[str, Any], refused: list[str], wait_for: int
+) -> None:
+    ((role, settings),) = change.items()
+    after = ok({f"{P}:serving": change})
+    assert kueue_refuses_in_place(lws(dev, role), lws(after, role)) == refused
+    new = lws(after, role)
+    assert new["spec"]["replicas"] == settings.get("replicas", 4)
+    assert new["metadata"]["labels"][PRIORITY_LABEL] == settings.get("priority", "high-priority-3000")
+    assert name(dev, role) != name(after, role)
+    assert replacement_steps(dev, after, role) == [
+        f"create {name(after, role)} and wait for jsonpath={{$[?@.readyReplicas>{wait_for - 1}]}}",
         "... every other create and update of the deployment",
-        f"delete {old['metadata']['name']}",
+        f"delete {name(dev, role)}",
     ]
+    assert waits_for(after, role, new["spec"]["replicas"]) == wait_for
     # The other role is not touched.
-    assert replacement_steps(dev, bigger, "decode") == []
-    # Dev has room for all 4 new groups beside the old ones (lower-priority demos yield): the old set stays until
-    # 4 new leaders are ready, so prefill never has fewer than 4 ready leaders.
-    assert (ready(awaited(bigger, "prefill"), 3, 4), ready(awaited(bigger, "prefill"), 4, 4)) == (False, True)
-
-
-def test_a_topology_change_rolls_to_the_new_partition_shape(dev: Run) -> None:
-    smaller = run_program({f"{P}:serving": {"decode": {"topology": "2x2x1"}}})
-    old, new = lws(dev, "decode"), lws(smaller, "decode")
-    # The HEALTHY-partition selector key follows the shape: Kueue would refuse it in place.
-    assert kueue_refuses_in_place(old, new) == ["leader: pod shape", "worker: pod shape"]
-    assert "cloud.google.com/gke-tpu-partition-2x2x1-state" in templates(new)["leader"]["spec"]["nodeSelector"]
-    assert (old["spec"]["leaderWorkerTemplate"]["size"], new["spec"]["leaderWorkerTemplate"]["size"]) == (2, 1)
-    steps = replacement_steps(dev, smaller, "decode")
-    assert steps[0].startswith(f"create {new['metadata']['name']} and wait") and steps[-1] == (
-        f"delete {old['metadata']['name']}"
-    )
-    assert replacement_steps(dev, smaller, "prefill") == []
+    assert replacement_steps(dev, after, next(r for r in ROLES if r != role)) == []
 
 
 def test_changes_kueue_allows_in_place_keep_the_name(dev: Run) -> None:
     # A new image changes the pods but not their shape: the LWS rolls its groups in place (LWS rolling update).
-    newer = run_program({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:nightly-20260601-aaaaaaa-bbbbbbb"}})
-    for role in ("prefill", "decode"):
+    newer = ok({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:nightly-20260601-aaaaaaa-bbbbbbb"}})
+    for role in ROLES:
         assert kueue_refuses_in_place(lws(dev, role), lws(newer, role)) == []
-        assert replacement_steps(dev, newer, role) == [f"update {lws(dev, role)['metadata']['name']}"]
-
-
-def test_a_priority_change_is_a_rollout_not_a_restart_in_place(dev: Run) -> None:
-    # Kueue's defaulting copies the priority label into both pod templates, which would restart every group in
-    # place; the program rolls it like a shape change instead.
-    medium = run_program({f"{P}:serving": {"prefill": {"priority": "medium-priority-2000"}}})
-    old, new = lws(dev, "prefill"), lws(medium, "prefill")
-    assert new["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "medium-priority-2000"
-    assert old["metadata"]["name"] != new["metadata"]["name"]
-    assert replacement_steps(dev, medium, "prefill")[-1] == f"delete {old['metadata']['name']}"
+        assert replacement_steps(dev, newer, role) == [f"update {name(dev, role)}"]
 
 
 def test_a_new_local_queue_is_a_new_lws(dev: Run) -> None:
-    other = run_program({f"{P}:kueue": {"localQueue": "serving-lq"}})
-    for role in ("prefill", "decode"):
-        old, new = lws(dev, role), lws(other, role)
-        assert "queue-name label" in kueue_refuses_in_place(old, new)
-        assert old["metadata"]["name"] != new["metadata"]["name"]
-
-
-def test_revision_follows_exactly_kueues_pod_shape() -> None:
-    spec = {
-        "containers": [{"name": "c", "image": "a", "env": [], "resources": {"requests": {"cpu": "1"}}, "ports": []}],
-        "nodeSelector": {"k": "v"},
-        "terminationGracePeriodSeconds": 30,
-    }
-    shape = pod_spec_shape(spec)
-    # Outside the shape: image, env, grace period.
-    assert pod_spec_shape({**spec, "terminationGracePeriodSeconds": 60}) == shape
-    assert pod_spec_shape({**spec, "containers": [{**spec["containers"][0], "image": "b"}]}) == shape
-    # Inside: requests, ports, node selector, tolerations.
-    assert pod_spec_shape({**spec, "nodeSelector": {"k": "w"}}) != shape
-    assert pod_spec_shape({**spec, "tolerations": [{"key": "t"}]}) != shape
-    assert pod_spec_shape({**spec, "containers": [{**spec["containers"][0], "ports": [{"containerPort": 1}]}]}) != shape
+    other = ok({f"{P}:kueue": {"localQueue": "serving-lq"}})
+    for role in ROLES:
+        assert "queue-name label" in kueue_refuses_in_place(lws(dev, role), lws(other, role))
+        assert name(dev, role) != name(other, role)
 
 
 @pytest.mark.parametrize("role", ["prefill", "decode"])
@@ -206,11 +210,9 @@ def test_the_longest_configured_name_plus_its_revision_fits_kueues_39(role: str)
     # Kueue v0.17.4 site/content/en/docs/tasks/run/leaderworkerset.md, "Long LeaderWorkerSet names": the
     # pod-group-name label (63 characters) is the LWS name plus a group suffix, so "the effective LWS name
     # limit is 39 characters" (51 only with the alpha WorkloadIdentifierAnnotations gate).
-    name = f"x{role}".ljust(33, "y")
-    run = run_program({f"{P}:serving": {role: {"name": name}}})
-    assert run.error is None, run.error
-    got = lws(run, role)["metadata"]["name"]
-    assert re.fullmatch(re.escape(name) + r"-[0-9a-f]{5}", got) and len(got) == 39
+    configured = f"x{role}".ljust(33, "y")
+    got = name(ok({f"{P}:serving": {role: {"name": configured}}}), role)
+    assert re.fullmatch(re.escape(configured) + r"-[0-9a-f]{5}", got) and len(got) == 39
 
 
 # ------------------------------------------------------------------------------------------------ headroom
@@ -219,20 +221,16 @@ def test_the_longest_configured_name_plus_its_revision_fits_kueues_39(role: str)
 def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    full = run_program(FULL, preview=True)
-    assert full.error is None, full.error
-    warnings = [msg for level, msg in full.logs if level == "warn"]
-    for role in ("prefill", "decode"):
+    full = ok(FULL, preview=True)
+    warnings = warnings_of(full)
+    for role in ROLES:
         assert any(f"{P}:serving.{role} (" in w and "cannot keep it serving" in w for w in warnings), warnings
-        reg = full.get(LWS, f"serving-{role}")
-        assert reg.options["deleteBeforeReplace"] is True
-        # The new set gets the old one's room: `up` still waits for its 4 groups.
-        assert ready(awaited(full, role), 4, 4) and not ready(awaited(full, role), 3, 4)
-    resized = run_program({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
-    old, new = lws(full, "prefill")["metadata"]["name"], lws(resized, "prefill")["metadata"]["name"]
+    # Delete first; the new set gets the old one's room: `up` still waits for its 4 groups.
+    assert planned(full) == dict.fromkeys(ROLES, (False, 4))
+    resized = ok({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
     assert replacement_steps(full, resized, "prefill") == [
-        f"delete {old}",
-        f"create {new} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
+        f"delete {name(full, 'prefill')}",
+        f"create {name(resized, 'prefill')} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
     ]
     # `python -m components plan` prints the same, before anything changes.
     sets = [*set_arguments("dev"), "--set", "tpu.cubes=1"]
@@ -245,15 +243,10 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
 
 def test_with_room_for_some_groups_the_old_set_waits_for_that_many(dev: Run) -> None:
     # Two cubes, serving only, 6 + 6 groups: 4 of 16 partitions stay free, room for 4 new groups of either role.
-    run = run_program({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
-    assert run.error is None, run.error
-    for role in ("prefill", "decode"):
-        obj = awaited(run, role)
-        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is False
-        assert [ready(obj, n, 6) for n in (3, 4, 6)] == [False, True, True]
+    run = ok({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
+    assert planned(run) == dict.fromkeys(ROLES, (True, 4))
     # Both roles at once need 8 new groups: the plan says to roll them one at a time.
-    warnings = [msg for level, msg in run.logs if level == "warn"]
-    assert any("not both in one update" in w for w in warnings), warnings
+    assert any("not both in one update" in w for w in warnings_of(run)), warnings_of(run)
 
 
 def test_dev_rolls_create_first_and_names_the_demos_it_preempts_meanwhile(capsys: pytest.CaptureFixture[str]) -> None:
@@ -264,37 +257,11 @@ def test_dev_rolls_create_first_and_names_the_demos_it_preempts_meanwhile(capsys
     assert "preempting demos.subslicing" in line
 
 
-# ------------------------------------------------------------------------------------------------ scale-down
-
-
-def test_a_scale_down_replaces_the_whole_lws_so_its_slices_are_released(dev: Run) -> None:
-    # In place, Kueue would delete the removed groups' Workloads while the slice controller keeps their Slices
-    # until every pod of the LWS has finished: the survivors never do. A new, smaller LWS and the deletion of the
-    # whole old one leave no pod of the old LWS, so every one of its Slices is deleted.
-    fewer = run_program({f"{P}:serving": {"decode": {"replicas": 2}}})
-    old, new = lws(dev, "decode"), lws(fewer, "decode")
-    assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (4, 2)
-    assert replacement_steps(dev, fewer, "decode") == [
-        f"create {new['metadata']['name']} and wait for jsonpath={{$[?@.readyReplicas>1]}}",
-        "... every other create and update of the deployment",
-        f"delete {old['metadata']['name']}",
-    ]
-    # Pods of the new LWS carry its own name label, which the slice controller matches for the old one.
-    assert old["metadata"]["name"] != new["metadata"]["name"]
-    assert replacement_steps(dev, fewer, "prefill") == []
-
-
-def test_a_scale_up_rolls_the_same_way(dev: Run) -> None:
-    more = run_program({f"{P}:serving": {"prefill": {"replicas": 5}}})
-    steps = replacement_steps(dev, more, "prefill")
-    assert steps[0].endswith("wait for jsonpath={$[?@.readyReplicas>4]}") and steps[-1].startswith("delete ")
-
-
 # ------------------------------------------------------------------------------------------------ pod fields
 
 
 def test_vllm_is_the_leaders_pid_1_and_gets_the_grace_period(dev: Run) -> None:
-    for role in ("prefill", "decode"):
+    for role in ROLES:
         obj = lws(dev, role)
         leader = templates(obj)["leader"]["spec"]
         (vllm,) = [c for c in leader["containers"] if c["name"] == "vllm-leader"]
@@ -307,18 +274,16 @@ def test_vllm_is_the_leaders_pid_1_and_gets_the_grace_period(dev: Run) -> None:
 
 
 def test_the_grace_period_is_a_setting_no_shorter_than_the_gateways_request_timeout() -> None:
-    run = run_program({f"{P}:serving": {"terminationGracePeriodSeconds": 900}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:serving": {"terminationGracePeriodSeconds": 900}})
     assert templates(lws(run, "decode"))["worker"]["spec"]["terminationGracePeriodSeconds"] == 900
     short = run_program({f"{P}:serving": {"terminationGracePeriodSeconds": 299}})
     assert short.error is not None and short.registrations == []
-    message = str(short.error)
-    assert f"{P}:serving.terminationGracePeriodSeconds = 299: at least 300 seconds" in message
+    assert f"{P}:serving.terminationGracePeriodSeconds = 299: at least 300 seconds" in str(short.error)
 
 
 def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(codelab: Run) -> None:
     templates_seen = 0
-    for role in ("prefill", "decode"):
+    for role in ROLES:
         for template in templates(lws(codelab, role)).values():
             assert template["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] == "true"
             templates_seen += 1
@@ -331,13 +296,12 @@ def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(codel
 
 
 def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
-    rollouts = {r["key"]: r for r in dev.outputs["capacityPlan"]["rollouts"]}
-    assert sorted(rollouts) == ["serving.decode", "serving.prefill"]
-    for role, r in rollouts.items():
-        assert (r["createFirst"], r["surge"], r["waitFor"], r["preempts"]) == (True, 4, 4, ["demos.subslicing"])
-        # ... and the object waits for what the plan says.
-        obj = awaited(dev, role.split(".", 1)[1])
-        assert ready(obj, r["waitFor"], r["replicas"]) and not ready(obj, r["waitFor"] - 1, r["replicas"])
+    rollouts = dev.outputs["capacityPlan"]["rollouts"]
+    assert [(r["key"], r["surge"], r["preempts"]) for r in rollouts] == [
+        (f"serving.{role}", 4, ["demos.subslicing"]) for role in ROLES
+    ]
+    # ... and the objects roll as the plan says.
+    assert planned(dev) == dict.fromkeys(ROLES, (True, 4))
 
 
 def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_sub_block() -> None:
@@ -345,35 +309,16 @@ def test_the_lws_rolls_as_the_printed_plan_says_when_a_cube_is_on_an_unusable_su
     # (components/reservation_reads.py), so 4 + 4 serving groups fill the one usable cube and a new set has no room.
     # The LWS must follow that plan (delete first), not one that still counts both cubes (create first into
     # room that is not there: the wait runs out with the old set up, and the preview said otherwise).
-    def reservation(sb_1: dict[str, Any] | None = None) -> FakeReservation:
-        subs = {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)}
-        if sb_1:
-            subs["sb-1"] = {**subs["sb-1"], **sb_1}
-            subs["sb-2"] = {**subs["sb-2"], "inUseCount": 16}
-        return FakeReservation(subs)
-
-    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}, "subslicing": {"enabled": False}}}
-    first = run_program(no_super, mocks=Mocks(reservation=reservation()))
-    assert first.error is None, first.error
-    degraded = reservation({"inUseCount": 16, "healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]})
-    degraded.cluster_pools = [
-        {
-            "name": r.inputs["name"],
-            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
-        }
-        for r in first.of_type("gcp:container/nodePool:NodePool")
-        if r.name != "cluster-system"
-    ]
-    run = run_program(no_super, mocks=Mocks(reservation=degraded))
-    assert run.error is None, run.error
+    first = ok(NO_DEMOS, mocks=Mocks(reservation=four_sub_blocks()))
+    degraded = four_sub_blocks()
+    degraded.sub_blocks["sb-1"].update(
+        inUseCount=16, healthInfos=[{"healthStatus": "DEGRADED", "degradedHostCount": 2}]
+    )
+    degraded.sub_blocks["sb-2"]["inUseCount"] = 16
+    degraded.cluster_pools = running_pools(tpu_pools(first))
+    run = ok(NO_DEMOS, mocks=Mocks(reservation=degraded))
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
-    for r in run.outputs["capacityPlan"]["rollouts"]:
-        role = r["key"].split(".", 1)[1]
-        assert r["createFirst"] is False, r
-        assert run.get(LWS, f"serving-{role}").options["deleteBeforeReplace"] is True
-        assert ready(awaited(run, role), r["waitFor"], r["replicas"]) and not ready(
-            awaited(run, role), r["waitFor"] - 1, 4
-        )
+    assert planned(run) == dict.fromkeys(ROLES, (False, 4))
 
 
 NAMES_SCRIPT = """
@@ -395,7 +340,7 @@ def test_the_lws_names_do_not_depend_on_the_interpreters_hash_seed(dev: Run) -> 
     # A name that changed between two `pulumi up` runs of one configuration would replace both roles every time.
     # str hashes, set and dict orders vary with PYTHONHASHSEED (https://docs.python.org/3/using/cmdline.html
     # #envvar-PYTHONHASHSEED); the revision must not.
-    registered = {role: lws(dev, role)["metadata"]["name"] for role in ("prefill", "decode")}
+    registered = {role: name(dev, role) for role in ROLES}
     root = Path(__file__).resolve().parent.parent
     for seed in ("0", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
@@ -463,25 +408,15 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
     # First `up` of a new stack: no cluster yet, the sub-blocks free. Second: GKE runs the pools, so their
     # sub-blocks report VMs in use and getCluster lists them. The plan, and with it each LWS's name, waitFor,
     # timeout and deleteBeforeReplace, must come out the same, or the second run would update or replace serving.
-    fresh = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
-    first = run_program(mocks=Mocks(reservation=fresh))
-    assert first.error is None, first.error
-    pools = [r for r in first.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
-    deployed = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, 5)})
-    for r in pools:
+    first = ok(mocks=Mocks(reservation=four_sub_blocks()))
+    deployed = four_sub_blocks()
+    for r in tpu_pools(first):
         (value,) = r.inputs["nodeConfig"]["reservationAffinity"]["values"]
         deployed.sub_blocks[value.rsplit("/", 1)[1]]["inUseCount"] = 16
-    deployed.cluster_pools = [
-        {
-            "name": r.inputs["name"],
-            "nodeConfigs": [{"reservationAffinities": [r.inputs["nodeConfig"]["reservationAffinity"]]}],
-        }
-        for r in pools
-    ]
-    second = run_program(mocks=Mocks(reservation=deployed))
-    assert second.error is None, second.error
+    deployed.cluster_pools = running_pools(tpu_pools(first))
+    second = ok(mocks=Mocks(reservation=deployed))
     assert second.outputs["capacityPlan"]["rollouts"] == first.outputs["capacityPlan"]["rollouts"]
-    for role in ("prefill", "decode"):
+    for role in ROLES:
         assert lws(second, role) == lws(first, role)
         assert ready_patch(second, role) == ready_patch(first, role)
         assert "pulumi.com/waitFor" in ready_patch(second, role)["metadata"]["annotations"]
@@ -492,8 +427,6 @@ def test_the_second_up_after_the_first_registers_the_same_lws_and_the_same_repla
 # ------------------------------------------------------------------------------------------------ deployed shape
 # The program reads what serving runs now from the stack's previous outputs (components/preflight.py
 # read_deployed_serving: the stack reads its own outputs, whose Pulumi sources are cited there).
-
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def test_every_update_exports_the_shape_each_lws_gets_and_reads_its_own_stack_back(dev: Run) -> None:
@@ -514,9 +447,7 @@ def test_every_update_exports_the_shape_each_lws_gets_and_reads_its_own_stack_ba
 def test_pulumi_cloud_needs_the_fully_qualified_name_of_the_stack() -> None:
     # pulumi/pulumi pkg/backend/httpstate/backend.go: "a stack reference's name should be of the form
     # '<organization>/<project>/<stack>'"; a diy backend's is 'organization' and takes the bare name.
-    run = run_program(organization="acme")
-    assert run.error is None, run.error
-    assert run.mocks.stack_references == ["acme/gke-tpu-slicing/dev"]
+    assert ok(organization="acme").mocks.stack_references == ["acme/gke-tpu-slicing/dev"]
 
 
 def _deployed(run: Run) -> Mocks:
@@ -530,26 +461,20 @@ def _deployed(run: Run) -> Mocks:
 def test_a_smaller_role_is_planned_beside_the_bigger_set_that_runs(smaller: dict[str, Any]) -> None:
     # One cube, serving only: 4 + 4 groups of 2x2x2 fill it. Shrunk, decode's new set needs room the running
     # (bigger) set still holds: nothing fits beside it, so the old set must go first.
-    full = run_program(FULL)
-    assert full.error is None, full.error
+    full = ok(FULL)
     change = {**FULL, f"{P}:serving": {"decode": smaller}}
-    blind = run_program(change)  # no previous outputs: the running set counted with the new settings
-    assert blind.error is None, blind.error
+    blind = ok(change)  # no previous outputs: the running set counted with the new settings
     assert blind.outputs["capacityPlan"]["rollouts"][1]["createFirst"] is True  # the gap this closes
-    run = run_program(change, mocks=_deployed(full))
-    assert run.error is None, run.error
+    run = ok(change, mocks=_deployed(full))
     (decode,) = [r for r in run.outputs["capacityPlan"]["rollouts"] if r["key"] == "serving.decode"]
     assert (decode["createFirst"], decode["surge"]) == (False, 0), decode
     assert decode["deployed"] == f"4 x 2x2x2 ({lws(full, 'decode')['metadata']['labels'][PRIORITY_LABEL]})"
-    old, new = lws(full, "decode")["metadata"]["name"], lws(run, "decode")["metadata"]["name"]
-    assert replacement_steps(full, run, "decode")[0] == f"delete {old}"
+    assert replacement_steps(full, run, "decode")[0] == f"delete {name(full, 'decode')}"
     # Once the old set is gone, the new one gets the whole room: `up` waits for all its groups.
     replicas = lws(run, "decode")["spec"]["replicas"]
-    assert ready(awaited(run, "decode"), replicas, replicas) and not ready(
-        awaited(run, "decode"), replicas - 1, replicas
-    )
-    assert any("serving.decode (" in m and "cannot keep it serving" in m for lvl, m in run.logs if lvl == "warn")
-    assert new != old
+    assert waits_for(run, "decode", replicas) == replicas
+    assert any("serving.decode (" in m and "cannot keep it serving" in m for m in warnings_of(run))
+    assert name(run, "decode") != name(full, "decode")
     # Prefill is unchanged: the previous shape equals the configured one and changes nothing of its plan.
     assert lws(run, "prefill") == lws(blind, "prefill")
 
@@ -558,31 +483,27 @@ def test_a_smaller_role_waits_for_the_groups_that_fit_beside_the_running_set() -
     # Two cubes (16 partitions), serving only, 6 + 6 groups: 4 free. Decode to 5 replicas: counted with the new
     # settings, 5 would fit (the wait for 5 runs out); beside the 6 that run, 4 do.
     six = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}}
-    running = run_program(six)
-    assert running.error is None, running.error
+    running = ok(six)
     five = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 5}}}
-    blind, run = run_program(five), run_program(five, mocks=_deployed(running))
-    assert ready(awaited(blind, "decode"), 5, 5) and not ready(awaited(blind, "decode"), 4, 5)
-    assert ready(awaited(run, "decode"), 4, 5) and not ready(awaited(run, "decode"), 3, 5)
+    blind, run = ok(five), ok(five, mocks=_deployed(running))
+    assert (waits_for(blind, "decode", 5), waits_for(run, "decode", 5)) == (5, 4)
     assert run.get(LWS, "serving-decode").options["deleteBeforeReplace"] is False
-    assert replacement_steps(running, run, "decode")[-1] == f"delete {lws(running, 'decode')['metadata']['name']}"
+    assert replacement_steps(running, run, "decode")[-1] == f"delete {name(running, 'decode')}"
 
 
 def test_the_preview_reads_the_same_previous_outputs_and_prints_the_deployed_shape() -> None:
-    full = run_program(FULL)
-    preview = run_program({**FULL, f"{P}:serving": {"decode": {"replicas": 2}}}, preview=True, mocks=_deployed(full))
-    assert preview.error is None, preview.error
-    table = next(m for lvl, m in preview.logs if lvl == "info" and "ROLLOUT  serving.decode" in m)
+    full = ok(FULL)
+    shown = ok({**FULL, f"{P}:serving": {"decode": {"replicas": 2}}}, preview=True, mocks=_deployed(full))
+    table = next(m for lvl, m in shown.logs if lvl == "info" and "ROLLOUT  serving.decode" in m)
     line = next(x for x in table.splitlines() if x.startswith("ROLLOUT  serving.decode"))
     assert line.startswith("ROLLOUT  serving.decode: from the deployed 4 x 2x2x2 (") and "0/2 new groups fit" in line
-    assert preview.get(LWS, "serving-decode").options["deleteBeforeReplace"] is True
+    assert shown.get(LWS, "serving-decode").options["deleteBeforeReplace"] is True
 
 
 def test_an_unreadable_previous_shape_is_a_warning_and_the_configured_shape_is_used(dev: Run) -> None:
     bad = Mocks(previous_outputs={"servingShape": {"serving.decode": {"replicas": "four"}}})
-    run = run_program(mocks=bad)
-    assert run.error is None, run.error
-    assert any("servingShape output for serving.decode cannot be read" in m for lvl, m in run.logs if lvl == "warn")
+    run = ok(mocks=bad)
+    assert any("servingShape output for serving.decode cannot be read" in m for m in warnings_of(run))
     assert run.outputs["capacityPlan"]["rollouts"] == dev.outputs["capacityPlan"]["rollouts"]
 
 
@@ -596,9 +517,8 @@ class _RefusingBackend(Mocks):
 
 
 def test_a_refused_read_of_the_previous_outputs_is_a_warning_and_plans_from_the_settings(dev: Run) -> None:
-    run = run_program(mocks=_RefusingBackend())
-    assert run.error is None, run.error
-    (warning,) = [m for lvl, m in run.logs if lvl == "warn" and "could not read the servingShape output" in m]
+    run = ok(mocks=_RefusingBackend())
+    (warning,) = [m for m in warnings_of(run) if "could not read the servingShape output" in m]
     assert "permission denied" in warning and "settings alone" in warning
     assert run.outputs["capacityPlan"]["rollouts"] == dev.outputs["capacityPlan"]["rollouts"]
 
@@ -633,11 +553,21 @@ def _fake_worker(tmp_path: Path, dev: Run) -> tuple[str, dict[str, str]]:
     return script, {**os.environ, "PATH": f"{ray.parent}:{os.environ['PATH']}"}
 
 
-def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
-        if path.exists() or proc.poll() is not None:
-            return
-        time.sleep(0.05)
+def _sigterm_stops_ray(tmp_path: Path, dev: Run, prefix: list[str], pid_1: Callable[[int], int]) -> None:
+    """Runs the fake worker under `prefix`, sends SIGTERM to the pid `pid_1` finds (from the started process's pid)
+    once the helper runs, and checks that the shell stopped Ray and exited 0 within seconds."""
+    script, env = _fake_worker(tmp_path, dev)
+    proc = subprocess.Popen([*prefix, "sh", "-c", script], env=env)
+    try:
+        for _ in range(200):
+            if (tmp_path / "started").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        os.kill(pid_1(proc.pid), 15)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
@@ -646,18 +576,13 @@ def test_the_workers_shell_handles_sigterm_and_stops_ray(dev: Run, tmp_path: Pat
     (pid_namespaces(7)): the kernel drops SIGTERM otherwise, and the kubelet kills the pod at the end of the grace
     period. So the shell must catch SIGTERM (its SigCgt mask in /proc, the kernel's own test) and, on it, stop
     Ray and exit."""
-    script, env = _fake_worker(tmp_path, dev)
-    proc = subprocess.Popen(["sh", "-c", script], env=env)
-    try:
-        _wait_for(tmp_path / "started", proc)
-        status = Path(f"/proc/{proc.pid}/status").read_text()
-        caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M)[1], 16)
+
+    def handled(pid: int) -> int:
+        caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", Path(f"/proc/{pid}/status").read_text(), re.M)[1], 16)
         assert caught & (1 << (15 - 1)), "the worker's shell has no SIGTERM handler: as PID 1 it ignores SIGTERM"
-        proc.terminate()
-        assert proc.wait(timeout=10) == 0
-    finally:
-        proc.kill()
-    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+        return pid
+
+    _sigterm_stops_ray(tmp_path, dev, [], handled)
 
 
 def test_the_worker_stops_on_sigterm_as_pid_1(dev: Run, tmp_path: Path) -> None:
@@ -666,17 +591,13 @@ def test_the_worker_stops_on_sigterm_as_pid_1(dev: Run, tmp_path: Path) -> None:
     probe = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip("unshare --pid needs root")
-    script, env = _fake_worker(tmp_path, dev)
-    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script], env=env)
-    try:
-        _wait_for(tmp_path / "started", proc)
-        (child,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+
+    def namespaced(pid: int) -> int:
+        (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         assert re.search(r"^NSpid:\s+\d+\s+1$", Path(f"/proc/{child}/status").read_text(), re.M)  # PID 1 in there
-        os.kill(int(child), 15)
-        assert proc.wait(timeout=10) == 0
-    finally:
-        proc.kill()
-    assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+        return int(child)
+
+    _sigterm_stops_ray(tmp_path, dev, ["unshare", "--pid", "--fork", "--kill-child"], namespaced)
 
 
 def awaited_after(inputs: dict[str, Any], live: dict[str, Any]) -> str | None:
@@ -693,14 +614,12 @@ def test_an_in_place_update_of_a_serving_set_awaits_nothing(dev: Run) -> None:
     awaits the live object's waitFor after an update too (await.go:504), so with the wait on the LWS an `up` blocked
     for the startup budget + 30 min and failed. The wait is on the new set's leaders-ready patch, applied once;
     the set's own inputs skip the await, and the patch does not change."""
-    fixed = run_program({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:fixed"}})
-    assert fixed.error is None, fixed.error
-    for role in ("prefill", "decode"):
-        assert replacement_steps(dev, fixed, role) == [f"update {lws(dev, role)['metadata']['name']}"]
+    fixed = ok({f"{P}:serving": {"image": "docker.io/vllm/vllm-tpu:fixed"}})
+    result = {c.name: c for c in preview(dev, fixed).changes}
+    for role in ROLES:
+        assert replacement_steps(dev, fixed, role) == [f"update {name(dev, role)}"]
         assert awaited_after(lws(fixed, role), awaited(dev, role)) is None
         assert ready_patch(fixed, role) == ready_patch(dev, role)
-    result = {c.name: c for c in diff_engine.diff(records(dev.registrations), records(fixed.registrations)).changes}
-    for role in ("prefill", "decode"):
         update = result[f"serving-{role}"]
         assert (update.action, update.reason.split(":", 1)[0]) == ("update", "not awaited")
         patches = [c for n, c in result.items() if n.startswith(f"serving-{role}-ready-")]
@@ -711,15 +630,15 @@ def test_a_new_set_is_awaited_once_by_its_own_patch(dev: Run) -> None:
     """The creation keeps the rollout's guarantee: the new set's patch awaits its ready groups (the patch's own
     inputs have no skipAwait; its annotations land on the live set), and it is a new resource per revision, so it
     is created with each new set and never updated into a new wait (its annotations are ignored after the create)."""
-    bigger = run_program({f"{P}:serving": {"prefill": {"replicas": 5}}})
+    bigger = ok({f"{P}:serving": {"prefill": {"replicas": 5}}})
     patch = ready_patch(bigger, "prefill")
     assert awaited_after(patch, awaited(bigger, "prefill")) == "jsonpath={$[?@.readyReplicas>4]}"
     regs = {r.name: r for r in bigger.of_type(PATCH)}
-    (name,) = [n for n in regs if n.startswith("serving-prefill-ready-")]
-    assert name.endswith(lws(bigger, "prefill")["metadata"]["name"].rsplit("-", 1)[1])
-    assert regs[name].options["ignoreChanges"] == ["metadata.annotations"]
-    assert bigger.depends_on(regs[name], bigger.get(LWS, "serving-prefill"))
-    result = {c.name: c for c in diff_engine.diff(records(dev.registrations), records(bigger.registrations)).changes}
-    assert result[name].action == "create"
-    (old,) = [n for n in result if n.startswith("serving-prefill-ready-") and n != name]
+    (created,) = [n for n in regs if n.startswith("serving-prefill-ready-")]
+    assert created.endswith(name(bigger, "prefill").rsplit("-", 1)[1])
+    assert regs[created].options["ignoreChanges"] == ["metadata.annotations"]
+    assert bigger.depends_on(regs[created], bigger.get(LWS, "serving-prefill"))
+    result = {c.name: c for c in preview(dev, bigger).changes}
+    assert result[created].action == "create"
+    (old,) = [n for n in result if n.startswith("serving-prefill-ready-") and n != created]
     assert result[old].action == "delete"

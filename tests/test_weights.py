@@ -19,13 +19,27 @@ import yaml
 
 from components.model.config.serving_settings import ServingSettings
 from components.model.serving import weights
-from tests.harness import ROOT, Mocks, Run, contains_secret, ok, run_program, stack_file_config
+from tests.harness import (
+    CHART,
+    LWS,
+    POOL,
+    ROOT,
+    Mocks,
+    P,
+    Run,
+    assert_rejected,
+    contains_secret,
+    ok,
+    run_program,
+    stack_file_config,
+    tpu_pools,
+    warnings_of,
+)
+from tests.test_serving import lws, vllm_leader
 
-P = "gke-tpu-slicing"
 JOB = "kubernetes:batch/v1:Job"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
-POOL = "gcp:container/nodePool:NodePool"
+SECRET = "kubernetes:core/v1:Secret"
 TOKEN = "hf_weights_test_token_5678"
 ON = {f"{P}:serving": {"weightsDownload": {"enabled": True}}}
 
@@ -67,12 +81,12 @@ def test_the_snapshot_is_read_from_model_path_and_model() -> None:
 
 
 def test_the_download_needs_the_cache_layout_and_names_the_key() -> None:
-    run = run_program({f"{P}:serving": {"weightsDownload": {"enabled": True}, "modelPath": "weights/qwen"}})
-    assert run.error is not None and not run.registrations
-    assert f"{P}:serving.modelPath = 'weights/qwen'" in str(run.error)
-    assert "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<40-hex revision>" in str(run.error)
+    assert_rejected(
+        {f"{P}:serving": {"weightsDownload": {"enabled": True}, "modelPath": "weights/qwen"}},
+        [f"{P}:serving.modelPath = 'weights/qwen'", "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<40-hex revision>"],
+    )
     # Without the download any object path is still accepted (the bucket may hold the files elsewhere).
-    assert run_program({f"{P}:serving": {"modelPath": "weights/qwen"}}).error is None
+    ok({f"{P}:serving": {"modelPath": "weights/qwen"}})
 
 
 def test_the_listing_problem_names_the_place_and_what_is_missing() -> None:
@@ -89,21 +103,16 @@ def test_the_listing_problem_names_the_place_and_what_is_missing() -> None:
 # ------------------------------------------------------------------------------------------------ at preview
 
 
-def test_an_empty_prefix_stops_the_preview_naming_bucket_and_prefix() -> None:
+@pytest.mark.parametrize("cached", [[], ["config.json", "model-1.safetensors"]], ids=["empty", "one level too high"])
+def test_an_empty_or_wrong_prefix_stops_the_preview_naming_bucket_and_prefix(cached: list[str]) -> None:
     bucket, path = dev_serving()
-    run = run_program(mocks=Mocks(weights={bucket: []}))
+    # one level too high: the files were copied without snapshots/<revision>
+    cache = path.split("/snapshots/")[0]
+    run = run_program(mocks=Mocks(weights={bucket: [f"{cache}/{name}" for name in cached]}))
     assert run.error is not None and not run.registrations
     message = str(run.error)
     assert f"gs://{bucket}/{path}/ holds no objects" in message
     assert weights.PREPARE_DOC in message and "serving.weightsDownload.enabled true" in message
-
-
-def test_a_wrong_prefix_stops_the_preview() -> None:
-    bucket, path = dev_serving()
-    # The files were copied one level too high (without snapshots/<revision>).
-    cache = path.split("/snapshots/")[0]
-    run = run_program(mocks=Mocks(weights={bucket: [f"{cache}/config.json", f"{cache}/model-1.safetensors"]}))
-    assert run.error is not None and f"gs://{bucket}/{path}/ holds no objects" in str(run.error)
 
 
 def test_a_filled_prefix_passes_and_the_listing_asks_for_that_prefix() -> None:
@@ -118,7 +127,7 @@ def test_a_refused_read_warns_and_does_not_block() -> None:
     # The bucket is not readable (here: missing) for whoever runs the preview: the leaders check again.
     run = ok(mocks=Mocks(weights={}))
     bucket, path = dev_serving()
-    (warning,) = [m for level, m in run.logs if level == "warn" and "could not list" in m]
+    (warning,) = [m for m in warnings_of(run) if "could not list" in m]
     assert f"gs://{bucket}/{path}/" in warning and "Error 404" in warning
 
 
@@ -173,25 +182,22 @@ def test_only_the_job_may_write_to_the_weights_bucket() -> None:
     assert job["metadata"]["namespace"] == "model-weights"
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "weights-writer"
     # Not the namespace the serving pods run in: no serving pod can name the writer's account.
-    lws = run.of_type(LWS)[0].plain()
-    assert lws["metadata"]["namespace"] != "model-weights"
+    assert run.of_type(LWS)[0].plain()["metadata"]["namespace"] != "model-weights"
 
 
 def test_the_job_waits_only_for_the_cluster_and_the_leaders_wait_for_it() -> None:
     run = with_download()
     job = run.get(JOB, "serving-weights-job")
-    pools = [p for p in run.of_type(POOL) if p.inputs.get("nodeConfig", {}).get("machineType", "").startswith("tpu")]
+    pools, charts = tpu_pools(run), run.of_type(CHART)
     assert pools and not any(run.depends_on(job, pool) for pool in pools)
-    charts = run.of_type("kubernetes:helm.sh/v4:Chart")
     assert charts and not any(run.depends_on(job, chart) for chart in charts)
-    system = [p for p in run.of_type(POOL) if p not in pools]
-    assert system and run.depends_on(job, system[0])
-    assert all(job.urn in lws.dependencies for lws in run.of_type(LWS))
+    assert run.depends_on(job, run.get(POOL, "cluster-system"))
+    assert all(job.urn in reg.dependencies for reg in run.of_type(LWS))
 
 
 def test_the_token_reaches_the_job_as_a_secret_only() -> None:
     run = with_download()
-    secret = run.get("kubernetes:core/v1:Secret", "serving-weights-hf-token")
+    secret = run.get(SECRET, "serving-weights-hf-token")
     assert contains_secret(secret.inputs) and secret.plain()["metadata"]["namespace"] == "model-weights"
     for reg in run.registrations:
         if TOKEN in json.dumps(reg.inputs, default=str):
@@ -203,19 +209,14 @@ def test_without_a_token_the_job_has_no_secret() -> None:
     run = ok(ON)
     pod = run.get(JOB, "serving-weights-job").plain()["spec"]["template"]["spec"]
     assert "HF_TOKEN" not in {e["name"] for e in pod["containers"][0]["env"]}
-    assert not [r for r in run.of_type("kubernetes:core/v1:Secret") if r.name == "serving-weights-hf-token"]
+    assert not [r for r in run.of_type(SECRET) if r.name == "serving-weights-hf-token"]
 
 
 # ------------------------------------------------------------------------------------------------ the leader's check
 
 
-def leader(run: Run) -> dict[str, Any]:
-    lws = run.of_type(LWS)[0].plain()
-    return lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
-
-
 def test_the_leader_checks_the_snapshot_before_vllm_starts(dev: Run) -> None:
-    container = leader(dev)
+    container = vllm_leader(lws(dev, "prefill"))
     command = container["command"][2]
     check = f"python3 -c {shlex.quote(weights.CHECK_SCRIPT.read_text())} || exit 1\n"
     assert command.startswith(check) and "exec vllm serve" in command[len(check) :]
@@ -420,7 +421,7 @@ def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only(dev:
     job = on.get(JOB, "serving-weights-job")
     patches = on.of_type(patch_type)
     assert patches and all(on.depends_on(p, job) for p in patches)
-    assert all(on.depends_on(lws, job) for lws in on.of_type(LWS))
+    assert all(on.depends_on(reg, job) for reg in on.of_type(LWS))
     waits = {p.inputs["metadata"]["annotations"].get(timeout) for p in patches}
     assert waits == {p.inputs["metadata"]["annotations"].get(timeout) for p in off.of_type(patch_type)}
     job_wait = int(job.inputs["metadata"]["annotations"][timeout])
