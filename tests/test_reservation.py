@@ -104,9 +104,10 @@ def on(run: Run) -> dict[str, str]:
     return out
 
 
-def rejected(run: Run, *fragments: str) -> str:
+def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
     assert run.error is not None, "accepted"
     message = str(run.error)
+    assert message.startswith(prefix), message
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message}"
     assert run.registrations == [], "resources registered before the error"
