@@ -17,7 +17,9 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
+from components.cli.snapshot import records
 from components.model.config.settings import ConfigError, load
+from components.model.diff import engine, readback
 from tests.harness import (
     CODELAB_MIX,
     REQUIRED_KEYS,
@@ -383,98 +385,36 @@ def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
 # The second `up`: what GKE returns for the pools against what the program declares
 
 
-# terraform-provider-google-beta (HEAD 93c65b2d60 on the 8.0 line that pulumi-gcp 10.x bridges; the same
-# in v7.45.0), resource_container_node_pool.go and node_config.go. A ForceNew list block forces a
-# replacement only when its item count changes (terraform-plugin-sdk helper/schema/schema.go diffList:
-# the count attribute takes the block's ForceNew, nested fields keep their own); these leaves are ForceNew.
-FORCE_NEW_BLOCKS = ("placementPolicy", "nodeConfig.reservationAffinity", "nodeConfig.advancedMachineFeatures")
-FORCE_NEW_LEAVES = (
-    "placementPolicy.policyName",
-    "nodeConfig.reservationAffinity.consumeReservationType",
-    "nodeConfig.reservationAffinity.key",
-    "nodeConfig.reservationAffinity.values",  # a TypeSet: order does not matter
-    "nodeConfig.advancedMachineFeatures.threadsPerCore",
-    "nodeConfig.advancedMachineFeatures.enableNestedVirtualization",
-)
-
-
-def gke_returns(inputs: dict[str, Any], cube_topology: str) -> dict[str, Any]:
-    """The pool as flattenNodePool / flattenNodeConfig read it back from GKE.
-
-    placementPolicy: policyName and tpuTopology, no type (vllm-project/ci-infra#547, live cluster);
-    reservationAffinity: the values as sent (flattenGKEReservationAffinity copies them); TPU hosts report
-    advancedMachineFeatures with SMT off (ci-infra terraform/gcp_old/tpu-inference/k8s/workers.tf).
-    """
-    state = copy.deepcopy(inputs)
-    state["placementPolicy"] = {
-        "type": "",
-        "policyName": inputs["placementPolicy"]["policyName"],
-        "tpuTopology": cube_topology,
-    }
-    state["nodeConfig"]["advancedMachineFeatures"] = {
-        "threadsPerCore": 1,
-        "enableNestedVirtualization": False,
-        "performanceMonitoringUnit": "",
-    }
-    return state
-
-
-def dig(value: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def differences(config: dict[str, Any], state: dict[str, Any], ignored: list[str]) -> dict[str, bool]:
-    """Changed path -> whether it forces a replacement, after the pool's ignoreChanges."""
-    out: dict[str, bool] = {}
-
-    def walk(c: Any, s: Any, path: str) -> None:
-        if any(path == i or path.startswith(i + ".") for i in ignored):
-            return
-        if isinstance(c, dict) or isinstance(s, dict):
-            c, s = c or {}, s or {}
-            if path in FORCE_NEW_BLOCKS and (not c) != (not s):
-                out[path] = True
-                return
-            for key in sorted(set(c) | set(s)):
-                walk(c.get(key), s.get(key), f"{path}.{key}" if path else key)
-            return
-        same = sorted(c or []) == sorted(s or []) if isinstance(c, list) or isinstance(s, list) else c == s
-        if not same:
-            out[path] = path in FORCE_NEW_LEAVES
-
-    walk(config, state, "")
-    return out
-
-
 def test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks() -> None:
+    # The pools as GKE stores them (components/model/diff/readback.py, its sources there) against what the program
+    # declares, through the change preview's ForceNew table (checked against the provider's schema by
+    # tests/test_provider_schema.py).
     run = run_with(fake(3))
-    for reg in tpu_pools(run):
-        inputs = reg.plain()
-        state = gke_returns(inputs, "4x4x4")
-        ignored = reg.options["ignoreChanges"]
-        assert ignored == ["nodeConfig.advancedMachineFeatures"]
-        found = differences(inputs, state, ignored)
-        assert found == {}, f"{reg.name}: {found}"
-        # The controls: the earlier declaration differs (type, missing tpuTopology), and without the
-        # ignore GKE's advanced machine features replace the pool.
-        old = {**inputs, "placementPolicy": {"type": "COMPACT", "policyName": inputs["placementPolicy"]["policyName"]}}
-        assert differences(old, state, ignored) == {"placementPolicy.tpuTopology": False, "placementPolicy.type": False}
-        assert differences(inputs, state, []) == {"nodeConfig.advancedMachineFeatures": True}
-        assert differences(
-            inputs,
-            {
-                **state,
-                "nodeConfig": {
-                    **state["nodeConfig"],
-                    "reservationAffinity": {**state["nodeConfig"]["reservationAffinity"], "values": [BLOCK_PATH]},
-                },
-            },
-            ignored,
-        ) == {"nodeConfig.reservationAffinity.values": True}
+    (policy,) = run.of_type(readback.POLICY)
+    for pool in tpu_pools(run):
+        assert pool.options["ignoreChanges"] == ["nodeConfig.advancedMachineFeatures"]
+        declared = records([policy, pool])
+
+        def second_up(config: list[Any], state: list[Any]) -> list[tuple[str, list[str]]]:
+            changes = engine.diff(state, config, readback.SUPPRESSORS).changes
+            return [(c.action, c.properties) for c in changes if c.action != "same"]
+
+        assert second_up(declared, readback.read_back(declared)) == [], pool.name
+        # The controls: the earlier declaration differs (type, missing tpuTopology) in place, and without the
+        # ignore GKE's advanced machine features replace the pool, as another sub-block does.
+        old = copy.deepcopy(declared)
+        old[1]["inputs"]["placementPolicy"] = {"type": "COMPACT", "policyName": policy.inputs["name"]}
+        assert second_up(old, readback.read_back(declared)) == [
+            ("update", ["placementPolicy.tpuTopology", "placementPolicy.type"])
+        ]
+        unignored = copy.deepcopy(declared)
+        unignored[1]["options"]["ignoreChanges"] = []
+        assert second_up(unignored, readback.read_back(unignored)) == [
+            ("replace", ["nodeConfig.advancedMachineFeatures"])
+        ]
+        moved = readback.read_back(declared)
+        moved[1]["inputs"]["nodeConfig"]["reservationAffinity"]["values"] = [BLOCK_PATH]
+        assert second_up(declared, moved) == [("replace", ["nodeConfig.reservationAffinity.values[0]"])]
 
 
 # ---------------------------------------------------------------------------------------------
