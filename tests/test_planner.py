@@ -11,8 +11,6 @@ import dataclasses
 import functools
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -403,18 +401,6 @@ def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert plan_main(["plan", "--stack", "pr", "--dir", str(d)]) == 1
     assert f"{P}:demos.subslicing.topology = '2x2x3'" in capsys.readouterr().err
     assert plan_main(["plan", "--stack", "missing", "--dir", str(d)]) == 2
-
-
-def test_python_dash_m_components_plan() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "components", "plan", "--stack", "dev", *set_arguments("dev")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "demos.subslicing" in done.stdout and "HEADROOM  0 of 2 cubes idle" in done.stdout
 
 
 @pytest.mark.parametrize(

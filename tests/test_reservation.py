@@ -487,17 +487,6 @@ def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
     assert "tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)" in err
 
 
-def test_the_offline_render_says_the_sub_blocks_are_markers() -> None:
-    from components.cli.mockrun import execute
-    from tests.harness import CLOCK, stack_file_config
-
-    run = execute(stack_file_config("dev"), stack="dev", now=CLOCK)
-    assert run.error is None, run.error
-    (table,) = [msg for level, msg in run.logs if level == "info" and "SUB-BLOCKS" in msg]
-    assert "read from no API (offline render: the sub-blocks are markers, taken as ready and free)" in table
-    assert "<sub-block 001>  tpu7-pool-1" in table
-
-
 @pytest.mark.parametrize(
     ("value", "expected"),
     [

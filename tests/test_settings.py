@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.model.config.settings import ConfigError, load
-from tests.harness import P, assert_rejected, run_program
+from tests.harness import P, assert_rejected
 from tests.test_reference import BASE as SMALLEST
 from tests.test_reference import NOW, PROJECT_ID, merge, with_value
 
@@ -240,9 +240,3 @@ BAD_CONFIG = [
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD_CONFIG, ids=[c[0] for c in BAD_CONFIG])
 def test_bad_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
-
-
-def test_all_problems_are_reported_together() -> None:
-    run = run_program({f"{P}:network": {"mtu": 1}, f"{P}:tpu": {"cubes": -2}})
-    assert "(2 problems)" in str(run.error)
-    assert run.registrations == []
