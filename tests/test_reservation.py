@@ -37,12 +37,7 @@ SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 
 
 def fake(
-    count: int,
-    running: Run | None = None,
-    *,
-    exists: bool = True,
-    blocks: tuple[str, ...] = ("block-0",),
-    **changes: Any,
+    count: int, running: Run | None = None, *, exists: bool = True, blocks: tuple = ("block-0",), **changes: Any
 ) -> FakeReservation:
     """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields); GKE runs the
     pools of `running`; `exists=False` or `blocks=()`: the reservation or its block is missing."""
@@ -133,11 +128,6 @@ def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_m
     assert [c["subBlock"] for c in plan["cubes"]] == ["sb-1", "sb-2"]
 
 
-def test_one_unhealthy_among_more_sub_blocks_than_cubes_is_skipped() -> None:
-    run = run_with(fake(4, sb_1=DEGRADED))
-    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
-
-
 def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_block() -> None:
     run = run_with(fake(3, sb_1=DEGRADED, sb_3=MAINTENANCE))
     message = rejected(
@@ -153,22 +143,18 @@ def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_blo
     assert message.startswith("TPU reservation cannot hold the cubes (1 problem)")
 
 
-def test_a_sub_block_in_use_by_something_else_is_skipped_or_refused_when_pinned() -> None:
-    run = run_with(fake(3, sb_1=IN_USE))
-    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
-    pinned = run_with(fake(3, sb_1=IN_USE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
-    rejected(
-        pinned,
-        f"{P}:tpu.subBlocks = ['sb-1', 'sb-2']",
-        "tpu7-pool-1 (cube 0) on sub-block sb-1: in use (16 VMs) by something other than this stack's pools",
-    )
-
-
-def test_pending_maintenance_is_skipped_or_refused_when_pinned() -> None:
-    run = run_with(fake(3, sb_2=MAINTENANCE))
-    assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-3"}
-    pinned = run_with(fake(3, sb_2=MAINTENANCE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
-    rejected(pinned, "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until it is done")
+@pytest.mark.parametrize(
+    ("bad", "first", "pinned"),
+    [
+        ({"sb_1": DEGRADED}, "sb-2", "tpu7-pool-1 (cube 0) on sub-block sb-1: health DEGRADED"),
+        ({"sb_1": IN_USE}, "sb-2", "tpu7-pool-1 (cube 0) on sub-block sb-1: in use (16 VMs) by something other than"),
+        ({"sb_2": MAINTENANCE}, "sb-1", "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until"),
+    ],
+)
+def test_an_unusable_sub_block_is_skipped_or_refused_when_pinned(bad: dict[str, Any], first: str, pinned: str) -> None:
+    assert on(run_with(fake(4, **bad))) == {"tpu7-pool-1": first, "tpu7-pool-2": "sb-3"}
+    refused = run_with(fake(4, **bad), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
+    rejected(refused, f"{P}:tpu.subBlocks = ['sb-1', 'sb-2']", pinned)
 
 
 @pytest.mark.parametrize(
