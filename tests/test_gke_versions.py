@@ -90,37 +90,63 @@ def test_the_harness_answers_like_the_data_source() -> None:
 
 def test_a_prefix_resolves_to_the_newest_version_the_channel_offers_for_the_region() -> None:
     mocks = Mocks()
-    run = at("1.36", mocks)
-    assert version_of(run) == "1.36.2-gke.1500000"
+    assert version_of(at("1.36", mocks)) == "1.36.2-gke.1500000"
     (call,) = [c for c in mocks.calls if c.token == INVOKE]
     # The region of the regional cluster, the stack's project, and "1.36." (a bare "1.3" would match 1.30).
     assert call.args == {"location": "us-central1", "project": "my-tpu-project", "versionPrefix": "1.36."}
-    patch = at("1.36.1")
-    assert version_of(patch) == "1.36.1-gke.2000000"
 
 
-def test_default_follows_the_channels_default() -> None:
-    run = at("default")
-    assert version_of(run) == SERVER_CONFIG["channels"]["RAPID"]["defaultVersion"]
+@pytest.mark.parametrize(
+    ("version", "sections", "resolved"),
+    [
+        ("1.36.1", {}, "1.36.1-gke.2000000"),
+        ("default", {}, SERVER_CONFIG["channels"]["RAPID"]["defaultVersion"]),
+        ("1.36.0-gke.3712000", {}, "1.36.0-gke.3712000"),  # an exact version the channel offers: as given
+        # Offered on RAPID and above the slicing floor, below the sub-slicing one: fine without sub-slices.
+        ("1.35.3-gke.1100000", NO_SUBSLICES, "1.35.3-gke.1100000"),
+    ],
+)
+def test_a_version_the_channel_offers_is_resolved(version: str, sections: dict[str, Any], resolved: str) -> None:
+    assert version_of(at(version, **sections)) == resolved
 
 
-def test_an_exact_version_the_channel_offers_is_used_as_given() -> None:
-    assert version_of(at("1.36.0-gke.3712000")) == "1.36.0-gke.3712000"
+OLD_DAY = later_day(defaultVersion="1.35.3-gke.1100000", validVersions=["1.36.0-gke.2459000", "1.35.3-gke.1100000"])
+FORMS = ["'default'", "prefix such as 1.36", "1.36.0-gke.3712000"]
 
 
-def test_an_exact_version_the_channel_no_longer_offers_is_refused_with_what_it_offers() -> None:
-    # Above every floor, but (no longer) on the RAPID channel's list.
-    run = at("1.36.0-gke.4000000")
-    rejected(
-        run,
-        "gke-tpu-slicing:cluster.version = '1.36.0-gke.4000000'",
-        "RAPID channel offers in us-central1",
-        "the newest 1.36 on RAPID: 1.36.2-gke.1500000",
-        "RAPID's default: 1.36.1-gke.2000000",
-    )
-    # 1.35.2-gke.1842000 is a valid master version of the location, but no RAPID one any more.
-    gone = at(SLICING_FLOOR, **NO_SUBSLICES)
-    rejected(gone, f"cluster.version = '{SLICING_FLOOR}'", "is not offered")
+@pytest.mark.parametrize(
+    ("version", "sections", "server", "fragments"),
+    [
+        # Above every floor, but (no longer) on the RAPID channel's list.
+        (
+            "1.36.0-gke.4000000",
+            {},
+            SERVER_CONFIG,
+            [
+                "RAPID channel offers in us-central1",
+                "the newest 1.36 on RAPID: 1.36.2-gke.1500000",
+                "RAPID's default: 1.36.1-gke.2000000",
+            ],
+        ),
+        # A valid master version of the location, but no RAPID one any more.
+        (SLICING_FLOOR, NO_SUBSLICES, SERVER_CONFIG, ["is not offered"]),
+        # Offered, above the slicing floor, below the sub-slicing one: the error names who needs the floor.
+        (
+            "1.35.3-gke.1100000",
+            {},
+            SERVER_CONFIG,
+            [SUBSLICING_FLOOR, "use-gke-dynamic-slicing", "demos.subslicing", "serving.prefill"],
+        ),
+        ("1.36", {}, OLD_DAY, ["resolves to 1.36.0-gke.2459000", f"older than {SUBSLICING_FLOOR}"]),
+        ("default", {}, OLD_DAY, ["resolves to 1.35.3-gke.1100000"]),
+        ("1.37", {}, SERVER_CONFIG, ["a prefix of a version the RAPID channel offers", "RAPID's default"]),
+        *((version, {}, SERVER_CONFIG, FORMS) for version in ["latest", "1.36.x", "v1.36", "1", "1.36.0-gke", ""]),
+    ],
+)
+def test_a_version_the_channel_does_not_offer_or_below_a_floor_is_refused(
+    version: str, sections: dict[str, Any], server: dict[str, Any], fragments: list[str]
+) -> None:
+    rejected(at(version, Mocks(server_config=server), **sections), f"{P}:cluster.version = {version!r}", *fragments)
 
 
 def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
@@ -145,15 +171,6 @@ def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
 # GKE's floors, as errors naming the key
 
 
-def test_the_subslicing_floor_is_an_error_when_a_workload_uses_a_sub_slice() -> None:
-    # 1.35.3-gke.1100000 is offered on RAPID, and above the slicing floor, but below the sub-slicing one.
-    run = at("1.35.3-gke.1100000")
-    message = rejected(run, "cluster.version = '1.35.3-gke.1100000'", SUBSLICING_FLOOR, "use-gke-dynamic-slicing")
-    assert "demos.subslicing" in message and "serving.prefill" in message, "names who needs the floor"
-    # Without sub-slices only the slicing floor applies: the same version is fine.
-    assert version_of(at("1.35.3-gke.1100000", **NO_SUBSLICES)) == ("1.35.3-gke.1100000")
-
-
 @pytest.mark.parametrize(
     ("version", "floor", "overrides"),
     [
@@ -169,22 +186,6 @@ def test_a_version_that_can_never_reach_the_floor_is_refused_before_gke_is_asked
     mocks = Mocks()
     rejected(at(version, mocks, **overrides), f"gke-tpu-slicing:cluster.version = '{version}'", floor)
     assert [c for c in mocks.calls if c.token == INVOKE] == []
-
-
-def test_a_prefix_or_default_that_resolves_below_the_floor_is_refused() -> None:
-    old = later_day(defaultVersion="1.35.3-gke.1100000", validVersions=["1.36.0-gke.2459000", "1.35.3-gke.1100000"])
-    run = at("1.36", Mocks(server_config=old))
-    rejected(run, "cluster.version = '1.36'", "resolves to 1.36.0-gke.2459000", f"older than {SUBSLICING_FLOOR}")
-    default = at("default", Mocks(server_config=old))
-    rejected(default, "cluster.version = 'default'", "resolves to 1.35.3-gke.1100000")
-    missing = at("1.37")
-    rejected(missing, "cluster.version = '1.37'", "a prefix of a version the RAPID channel offers", "RAPID's default")
-
-
-@pytest.mark.parametrize("version", ["latest", "1.36.x", "v1.36", "1", "1.36.0-gke", ""])
-def test_a_version_of_no_known_form_is_refused_with_the_forms(version: str) -> None:
-    run = at(version)
-    rejected(run, f"cluster.version = {version!r}", "'default'", "prefix such as 1.36", "1.36.0-gke.3712000")
 
 
 def test_a_failing_invoke_stops_with_what_to_do() -> None:
