@@ -165,12 +165,6 @@ def test_a_legal_edge_value_is_accepted(path: str) -> None:
         pytest.fail(f"{config_key(path)} = {rule.accepted!r} is legal but was refused:\n{err}")
 
 
-def test_the_base_configuration_is_valid() -> None:
-    load(BASE, PROJECT_ID, now=NOW)
-    assert "weightsBucket" in BASE["serving"] and BASE["observability"]["notifyNobody"] is True
-    assert BASE["cluster"]["controlPlane"]["authorizedNetworks"]
-
-
 def test_a_new_key_of_any_shape_is_picked_up_from_its_model() -> None:
     from typing import Literal
 
