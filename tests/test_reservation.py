@@ -80,6 +80,7 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]}
 IN_USE = {"inUseCount": 16}
 MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3}]}
+NO_SUPER = {f"{P}:demos": {"superslicing": {"enabled": False}}}
 
 
 def run_with(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
@@ -255,10 +256,8 @@ def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
 
 
 def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved() -> None:
-    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}}}
-    first = run_with(fake(4), no_super)
-    state = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    run = run_with(state, no_super)
+    first = run_with(fake(4), NO_SUPER)
+    run = run_with(fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE), NO_SUPER)
     assert pools(run) == pools(first), "nothing moves by itself"
     warnings = [msg for level, msg in run.logs if level == "warn"]
     (warning,) = [w for w in warnings if "tpu7-pool-1" in w and "sb-1" in w]
@@ -268,7 +267,7 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
     # Following the advice moves exactly that pool.
     moved = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    after = run_with(moved, {**no_super, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
+    after = run_with(moved, {**NO_SUPER, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
     assert on(after) == {"tpu7-pool-1": "sb-3", "tpu7-pool-2": "sb-2"}
     assert pools(after)["tpu7-pool-2"] == pools(first)["tpu7-pool-2"]
     assert any("tpu7-pool-1 runs on sub-block sb-1 and is bound to sub-block sb-3" in m for _, m in after.logs)
@@ -332,12 +331,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
     rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
     # ... onto a free one, announced as the replacement it is.
     moved = run_with(
-        deployed(),
-        {
-            f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]},
-            f"{P}:demos": {"superslicing": {"enabled": False}},
-            f"{P}:serving": {"enabled": False},
-        },
+        deployed(), {**NO_SUPER, f"{P}:serving": {"enabled": False}, f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]}}
     )
     assert any(
         "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
