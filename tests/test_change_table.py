@@ -160,13 +160,8 @@ def verdict(result: dict[str, Any] | str) -> str:
     return "updates" if "update" in actions else "nothing"
 
 
-def rows_by_anchor() -> dict[str, str]:
-    found = re.findall(r'^\| <a id="([\w-]+)"></a>(.*)$', PAGE.read_text(), flags=re.M)
-    return dict(found)
-
-
 def test_the_hand_written_rows_say_what_the_command_reports() -> None:
-    rows = rows_by_anchor()
+    rows = dict(re.findall(r'^\| <a id="([\w-]+)"></a>(.*)$', PAGE.read_text(), flags=re.M))
     for stack, sets, change, anchor in EXAMPLES:
         assert anchor in rows, f"docs/changes.md has no row <a id={anchor!r}>"
         if stack != "dev":

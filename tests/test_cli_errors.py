@@ -5,15 +5,15 @@ from __future__ import annotations
 import io
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from components.cli import import_file, plan, render
 from tests.harness import ROOT, fill_placeholders, set_arguments
-
-COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
+from tests.test_secrets import COMMANDS
 
 # (--set argument, the key the error names, what it says is wrong)
 BAD_SETS = [
@@ -45,13 +45,10 @@ def test_a_bad_set_is_one_line_naming_the_key_and_exits_2(
     command: str, assignment: str, key: str, problem: str, tmp_path: Path
 ) -> None:
     code, out, err = run(command, ["--stack", "dev", "--set", assignment], tmp_path)
-    assert code == 2, err
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"error: --set {key}:"), err
-    assert problem in lines[0], err
-    assert "e.g." in lines[0] or "; " in lines[0], f"no fix in {err!r}"
+    assert (code, out) == (2, ""), err
+    (line,) = err.splitlines()
+    assert line.startswith(f"error: --set {key}:") and problem in line, err
+    assert "e.g." in line or "; " in line, f"no fix in {err!r}"
     assert not (tmp_path / "out").exists()
 
 
@@ -107,9 +104,6 @@ def test_the_reference_command_is_listed() -> None:
 
 def test_the_real_process_prints_one_line_and_exits_2() -> None:
     # The whole path a user runs, python -m components, in a process of its own: no traceback, no token.
-    import subprocess
-    import sys
-
     token = "hf_" + "Q" * 34
     proc = subprocess.run(
         [sys.executable, "-m", "components", "plan", "--stack", "dev", "--set", f"hfToken=@{token}"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from functools import partial
 from typing import Any
 
 import pulumi
@@ -17,15 +18,31 @@ from pulumi_gcp.container import GetEngineVersionsResult
 from pydantic.alias_generators import to_camel
 
 from components.cli import mockrun
-from tests.harness import SERVER_CONFIG, Mocks, Run, engine_versions, run_program, stack_file_config
+from tests.harness import CLUSTER, POOL, SERVER_CONFIG, Mocks, P, Run, engine_versions, run_program, stack_file_config
+from tests.test_reservation import rejected as any_rejected
+from tests.test_stacks import inputs_of
 
-P = "gke-tpu-slicing"
-CLUSTER = "gcp:container/cluster:Cluster"
-POOL = "gcp:container/nodePool:NodePool"
 INVOKE = "gcp:container/getEngineVersions:getEngineVersions"
 SLICING_FLOOR = "1.35.2-gke.1842000"  # super-slicing (topologies of whole 4x4x4 cubes)
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"  # sub-slicing (topologies smaller than 4x4x4)
-NO_SUBSLICES = {f"{P}:demos": {"subslicing": {"enabled": False}}, f"{P}:serving": {"enabled": False}}
+rejected = partial(any_rejected, prefix="invalid stack configuration (1 problem)")
+NO_SUBSLICES = {"demos": {"subslicing": {"enabled": False}}, "serving": {"enabled": False}}
+
+
+def at(version: str, mocks: Mocks | None = None, *, cluster: dict[str, Any] | None = None, **sections: Any) -> Run:
+    """A run with `cluster.version` = `version`, other `cluster` keys and other `sections` of the configuration."""
+    config = {f"{P}:cluster": {"version": version, **(cluster or {})}, **{f"{P}:{k}": v for k, v in sections.items()}}
+    return run_program(config, mocks=mocks)
+
+
+def failing(token: str, field: str, message: str) -> Mocks:
+    """Mocks whose invoke `token` fails with `message`, as a provider's error reaches the program."""
+
+    class Failing(Mocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+            return ({}, [(field, message)]) if args.token == token else super().call(args)
+
+    return Failing()
 
 
 def version_of(run: Run) -> str:
@@ -41,16 +58,6 @@ def later_day(**rapid: Any) -> dict[str, Any]:
         set(server["validMasterVersions"]) | set(server["channels"]["RAPID"]["validVersions"]), reverse=True
     )
     return server
-
-
-def rejected(run: Run, *fragments: str) -> str:
-    assert run.error is not None, "accepted"
-    message = str(run.error)
-    assert message.startswith("invalid stack configuration (1 problem)"), message
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
-    assert run.registrations == [], "nothing may be registered before the error"
-    return message
 
 
 # ------------------------------------------------------------------------------------------------
@@ -83,37 +90,63 @@ def test_the_harness_answers_like_the_data_source() -> None:
 
 def test_a_prefix_resolves_to_the_newest_version_the_channel_offers_for_the_region() -> None:
     mocks = Mocks()
-    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=mocks)
-    assert version_of(run) == "1.36.2-gke.1500000"
+    assert version_of(at("1.36", mocks)) == "1.36.2-gke.1500000"
     (call,) = [c for c in mocks.calls if c.token == INVOKE]
     # The region of the regional cluster, the stack's project, and "1.36." (a bare "1.3" would match 1.30).
     assert call.args == {"location": "us-central1", "project": "my-tpu-project", "versionPrefix": "1.36."}
-    patch = run_program({f"{P}:cluster": {"version": "1.36.1"}})
-    assert version_of(patch) == "1.36.1-gke.2000000"
 
 
-def test_default_follows_the_channels_default() -> None:
-    run = run_program({f"{P}:cluster": {"version": "default"}})
-    assert version_of(run) == SERVER_CONFIG["channels"]["RAPID"]["defaultVersion"]
+@pytest.mark.parametrize(
+    ("version", "sections", "resolved"),
+    [
+        ("1.36.1", {}, "1.36.1-gke.2000000"),
+        ("default", {}, SERVER_CONFIG["channels"]["RAPID"]["defaultVersion"]),
+        ("1.36.0-gke.3712000", {}, "1.36.0-gke.3712000"),  # an exact version the channel offers: as given
+        # Offered on RAPID and above the slicing floor, below the sub-slicing one: fine without sub-slices.
+        ("1.35.3-gke.1100000", NO_SUBSLICES, "1.35.3-gke.1100000"),
+    ],
+)
+def test_a_version_the_channel_offers_is_resolved(version: str, sections: dict[str, Any], resolved: str) -> None:
+    assert version_of(at(version, **sections)) == resolved
 
 
-def test_an_exact_version_the_channel_offers_is_used_as_given() -> None:
-    assert version_of(run_program({f"{P}:cluster": {"version": "1.36.0-gke.3712000"}})) == "1.36.0-gke.3712000"
+OLD_DAY = later_day(defaultVersion="1.35.3-gke.1100000", validVersions=["1.36.0-gke.2459000", "1.35.3-gke.1100000"])
+FORMS = ["'default'", "prefix such as 1.36", "1.36.0-gke.3712000"]
 
 
-def test_an_exact_version_the_channel_no_longer_offers_is_refused_with_what_it_offers() -> None:
-    # Above every floor, but (no longer) on the RAPID channel's list.
-    run = run_program({f"{P}:cluster": {"version": "1.36.0-gke.4000000"}})
-    rejected(
-        run,
-        "gke-tpu-slicing:cluster.version = '1.36.0-gke.4000000'",
-        "RAPID channel offers in us-central1",
-        "the newest 1.36 on RAPID: 1.36.2-gke.1500000",
-        "RAPID's default: 1.36.1-gke.2000000",
-    )
-    # 1.35.2-gke.1842000 is a valid master version of the location, but no RAPID one any more.
-    gone = run_program({f"{P}:cluster": {"version": SLICING_FLOOR}, **NO_SUBSLICES})
-    rejected(gone, f"cluster.version = '{SLICING_FLOOR}'", "is not offered")
+@pytest.mark.parametrize(
+    ("version", "sections", "server", "fragments"),
+    [
+        # Above every floor, but (no longer) on the RAPID channel's list.
+        (
+            "1.36.0-gke.4000000",
+            {},
+            SERVER_CONFIG,
+            [
+                "RAPID channel offers in us-central1",
+                "the newest 1.36 on RAPID: 1.36.2-gke.1500000",
+                "RAPID's default: 1.36.1-gke.2000000",
+            ],
+        ),
+        # A valid master version of the location, but no RAPID one any more.
+        (SLICING_FLOOR, NO_SUBSLICES, SERVER_CONFIG, ["is not offered"]),
+        # Offered, above the slicing floor, below the sub-slicing one: the error names who needs the floor.
+        (
+            "1.35.3-gke.1100000",
+            {},
+            SERVER_CONFIG,
+            [SUBSLICING_FLOOR, "use-gke-dynamic-slicing", "demos.subslicing", "serving.prefill"],
+        ),
+        ("1.36", {}, OLD_DAY, ["resolves to 1.36.0-gke.2459000", f"older than {SUBSLICING_FLOOR}"]),
+        ("default", {}, OLD_DAY, ["resolves to 1.35.3-gke.1100000"]),
+        ("1.37", {}, SERVER_CONFIG, ["a prefix of a version the RAPID channel offers", "RAPID's default"]),
+        *((version, {}, SERVER_CONFIG, FORMS) for version in ["latest", "1.36.x", "v1.36", "1", "1.36.0-gke", ""]),
+    ],
+)
+def test_a_version_the_channel_does_not_offer_or_below_a_floor_is_refused(
+    version: str, sections: dict[str, Any], server: dict[str, Any], fragments: list[str]
+) -> None:
+    rejected(at(version, Mocks(server_config=server), **sections), f"{P}:cluster.version = {version!r}", *fragments)
 
 
 def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
@@ -122,17 +155,13 @@ def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
     today = run_program()
     later = run_program(mocks=Mocks(server_config=later_day(validVersions=["1.36.3-gke.100000", "1.36.2-gke.1500000"])))
     assert (version_of(today), version_of(later)) == ("1.36.2-gke.1500000", "1.36.3-gke.100000")
-    before = {(r.type, r.name): r.inputs for r in today.registrations}
-    after = {(r.type, r.name): r.inputs for r in later.registrations}
+    before, after = inputs_of(today), inputs_of(later)
     assert before.keys() == after.keys()
-    changed = {key for key in before if before[key] != after[key]}
-    assert changed == {(CLUSTER, "cluster-gke")}
-    diff = {
-        k
-        for k in before[(CLUSTER, "cluster-gke")]
-        if before[(CLUSTER, "cluster-gke")][k] != after[(CLUSTER, "cluster-gke")].get(k)
-    }
-    assert diff == {"minMasterVersion"}
+    assert {key for key in before if before[key] != after[key]} == {(CLUSTER, "cluster-gke")}
+    cluster_before, cluster_after = before[(CLUSTER, "cluster-gke")], after[(CLUSTER, "cluster-gke")]
+    assert {
+        k for k in cluster_before.keys() | cluster_after.keys() if cluster_before.get(k) != cluster_after.get(k)
+    } == {"minMasterVersion"}
     # Node versions are never set: pools take the control plane's version at creation (Optional+Computed).
     assert all("version" not in p.inputs for p in today.of_type(POOL))
     assert "nodeVersion" not in today.get(CLUSTER, "cluster-gke").inputs
@@ -140,17 +169,6 @@ def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
 
 # ------------------------------------------------------------------------------------------------
 # GKE's floors, as errors naming the key
-
-
-def test_the_subslicing_floor_is_an_error_when_a_workload_uses_a_sub_slice() -> None:
-    # 1.35.3-gke.1100000 is offered on RAPID, and above the slicing floor, but below the sub-slicing one.
-    run = run_program({f"{P}:cluster": {"version": "1.35.3-gke.1100000"}})
-    message = rejected(run, "cluster.version = '1.35.3-gke.1100000'", SUBSLICING_FLOOR, "use-gke-dynamic-slicing")
-    assert "demos.subslicing" in message and "serving.prefill" in message, "names who needs the floor"
-    # Without sub-slices only the slicing floor applies: the same version is fine.
-    assert version_of(run_program({f"{P}:cluster": {"version": "1.35.3-gke.1100000"}, **NO_SUBSLICES})) == (
-        "1.35.3-gke.1100000"
-    )
 
 
 @pytest.mark.parametrize(
@@ -166,39 +184,18 @@ def test_a_version_that_can_never_reach_the_floor_is_refused_before_gke_is_asked
     version: str, floor: str, overrides: dict[str, Any]
 ) -> None:
     mocks = Mocks()
-    run = run_program({f"{P}:cluster": {"version": version}, **overrides}, mocks=mocks)
-    rejected(run, f"gke-tpu-slicing:cluster.version = '{version}'", floor)
+    rejected(at(version, mocks, **overrides), f"gke-tpu-slicing:cluster.version = '{version}'", floor)
     assert [c for c in mocks.calls if c.token == INVOKE] == []
 
 
-def test_a_prefix_or_default_that_resolves_below_the_floor_is_refused() -> None:
-    old = later_day(defaultVersion="1.35.3-gke.1100000", validVersions=["1.36.0-gke.2459000", "1.35.3-gke.1100000"])
-    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=old))
-    rejected(run, "cluster.version = '1.36'", "resolves to 1.36.0-gke.2459000", f"older than {SUBSLICING_FLOOR}")
-    default = run_program({f"{P}:cluster": {"version": "default"}}, mocks=Mocks(server_config=old))
-    rejected(default, "cluster.version = 'default'", "resolves to 1.35.3-gke.1100000")
-    missing = run_program({f"{P}:cluster": {"version": "1.37"}})
-    rejected(missing, "cluster.version = '1.37'", "a prefix of a version the RAPID channel offers", "RAPID's default")
-
-
-@pytest.mark.parametrize("version", ["latest", "1.36.x", "v1.36", "1", "1.36.0-gke", ""])
-def test_a_version_of_no_known_form_is_refused_with_the_forms(version: str) -> None:
-    run = run_program({f"{P}:cluster": {"version": version}})
-    rejected(run, f"cluster.version = {version!r}", "'default'", "prefix such as 1.36", "1.36.0-gke.3712000")
-
-
 def test_a_failing_invoke_stops_with_what_to_do() -> None:
-    class NoApi(Mocks):
-        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-            if args.token == INVOKE:  # how a provider's error reaches the program: the invoke fails
-                return {}, [("location", "googleapi: Error 403: Kubernetes Engine API has not been used")]
-            return super().call(args)
-
-    run = run_program(mocks=NoApi())
-    assert run.error is not None and run.registrations == []
-    message = str(run.error)
-    assert "could not read the GKE versions offered in us-central1" in message
-    assert "cluster.version = '1.36'" in message and "container.googleapis.com" in message
+    no_api = failing(INVOKE, "location", "googleapi: Error 403: Kubernetes Engine API has not been used")
+    any_rejected(
+        run_program(mocks=no_api),
+        "could not read the GKE versions offered in us-central1",
+        "cluster.version = '1.36'",
+        "container.googleapis.com",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,8 +235,7 @@ def test_only_the_rapid_channel_is_accepted_with_the_slice_controller(channel: s
 
 def test_every_problem_of_the_cluster_is_reported_together() -> None:
     run = run_program({f"{P}:cluster": {"releaseChannel": "STABLE", "version": "v1"}})
-    assert run.error is not None and "(2 problems)" in str(run.error)
-    assert "cluster.releaseChannel" in str(run.error) and "cluster.version" in str(run.error)
+    any_rejected(run, "cluster.releaseChannel", "cluster.version", prefix="invalid stack configuration (2 problems)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -267,7 +263,7 @@ def exclusion_warnings(run: Run) -> list[str]:
 def test_a_version_that_would_upgrade_during_the_exclusion_is_warned(
     version: str, exclusion: dict[str, Any], expected: str
 ) -> None:
-    run = run_program({f"{P}:cluster": {"version": version, "maintenanceExclusion": exclusion}})
+    run = at(version, cluster={"maintenanceExclusion": exclusion})
     (warning,) = exclusion_warnings(run)
     assert f"cluster.version = '{version}'" in warning and exclusion["scope"] in warning
     assert expected in warning and f"now {version_of(run)}" in warning
@@ -282,7 +278,7 @@ def test_a_version_that_would_upgrade_during_the_exclusion_is_warned(
     ],
 )
 def test_a_version_the_exclusion_allows_is_not_warned(version: str, exclusion: dict[str, Any] | None) -> None:
-    run = run_program({f"{P}:cluster": {"version": version, "maintenanceExclusion": exclusion}})
+    run = at(version, cluster={"maintenanceExclusion": exclusion})
     assert exclusion_warnings(run) == []
 
 
@@ -305,16 +301,16 @@ def test_a_version_the_channel_dropped_under_a_running_cluster_sends_the_running
     1.36.0-gke.N, a pre-release, below a bare 1.36.0, so `1.36.0` would read as newer than what runs and be
     requested (GKE: 400 "No valid versions with the prefix"). Only a fresh stack is refused."""
     moved_on = later_day(validVersions=["1.37.1-gke.100000", "1.37.0-gke.200000"], defaultVersion="1.37.0-gke.200000")
-    fresh = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=moved_on))
+    fresh = at("1.36", Mocks(server_config=moved_on))
     rejected(fresh, "gke-tpu-slicing:cluster.version = '1.36'", "a prefix of a version the RAPID channel offers")
     running = running_cluster(moved_on, "1.37.0-gke.200000")
     for spec in ("1.36", "1.36.2", "1.36.2-gke.1500000"):
-        run = run_program({f"{P}:cluster": {"version": spec}}, mocks=running)
+        run = at(spec, running)
         assert version_of(run) == "1.37.0-gke.200000", spec
         (warning,) = [m for level, m in run.logs if level == "warn" and f"cluster.version = '{spec}'" in m]
         assert "running cluster is not affected" in warning and "rebuild or a new environment" in warning
     # A floor is never waived: the workloads need it whatever runs.
-    low = run_program({f"{P}:cluster": {"version": "1.35"}}, mocks=running)
+    low = at("1.35", running)
     assert low.error is not None and "1.36.0-gke.3712000" in str(low.error)
 
 
@@ -326,28 +322,20 @@ def test_a_cluster_gke_upgraded_past_the_resolved_version_is_never_asked_to_go_b
     second run sends the same, so nothing changes; below the running version the resolved one is sent."""
     newer_patch = later_day(validVersions=["1.37.0-gke.200000", "1.36.3-gke.100000", "1.36.2-gke.1500000"])
     upgraded = running_cluster(newer_patch, "1.37.0-gke.200000")
-    run = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=upgraded)
+    run = at("1.36", upgraded)
     assert version_of(run) == "1.37.0-gke.200000"
     assert any("already runs 1.37.0-gke.200000" in m for level, m in run.logs if level == "info")
-    again = run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=upgraded)
+    again = at("1.36", upgraded)
     assert version_of(again) == version_of(run)
     # An older control plane: the resolved patch is the minimum (a requested upgrade, as before).
     behind = running_cluster(newer_patch, "1.36.2-gke.1500000")
-    assert version_of(run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=behind)) == "1.36.3-gke.100000"
+    assert version_of(at("1.36", behind)) == "1.36.3-gke.100000"
     # A fresh stack (no cluster yet): the resolved version.
-    assert version_of(run_program({f"{P}:cluster": {"version": "1.36"}}, mocks=Mocks(server_config=newer_patch))) == (
-        "1.36.3-gke.100000"
-    )
+    assert version_of(at("1.36", Mocks(server_config=newer_patch))) == ("1.36.3-gke.100000")
 
 
 def test_the_cluster_read_failing_stops_with_what_was_read() -> None:
-    class Refused(Mocks):
-        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-            if args.token == "gcp:container/getCluster:getCluster":
-                return {}, [("name", "googleapi: Error 403: Permission denied on container.clusters.get")]
-            return super().call(args)
-
+    denied = "googleapi: Error 403: Permission denied on container.clusters.get"
+    refused = failing("gcp:container/getCluster:getCluster", "name", denied)
     # No specific reservation to read: the version is the first to read the cluster.
-    run = run_program({f"{P}:tpu": {"reservation": {"block": ""}}}, mocks=Refused())
-    assert run.error is not None and run.registrations == []
-    assert "could not read cluster" in str(run.error) and "403" in str(run.error)
+    any_rejected(at("1.36", refused, tpu={"reservation": {"block": ""}}), "could not read cluster", "403")

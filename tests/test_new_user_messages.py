@@ -5,7 +5,6 @@ commands alike."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
@@ -18,12 +17,9 @@ from tests.harness import set_arguments
 from tests.test_settings import BASE, NOW, REQUIRED, P, merge, problems
 
 
-def plan_error(*assignments: str, tmp_path: Path | None = None) -> str:
-    args = [*set_arguments("dev")]
-    for assignment in assignments:
-        args += ["--set", assignment]
-    out, err = io.StringIO(), io.StringIO()
-    assert plan.main(["--stack", "dev", *args], stdout=out, stderr=err) != 0
+def plan_error(assignment: str) -> str:
+    err = io.StringIO()
+    assert plan.main(["--stack", "dev", *set_arguments("dev"), "--set", assignment], stdout=io.StringIO(), stderr=err)
     return err.getvalue()
 
 
@@ -74,7 +70,11 @@ def test_a_channel_of_the_wrong_shape_gets_the_form() -> None:
 
 
 @pytest.mark.parametrize(
-    "machine", ["n2-standard-7", "e2-highmem-32", "n2-highcpu-128", "c2-highmem-8", "c3-standard-2", "n1-standard-3"]
+    "machine",
+    [
+        *("n2-standard-7", "e2-highmem-32", "n2-highcpu-128", "c2-highmem-8", "c3-standard-2", "n1-standard-3"),
+        *("c4-standard-64", "c4-highmem-1", "c4-standard-384"),  # sizes the documented tables lack
+    ],
 )
 def test_a_machine_type_that_does_not_exist_is_refused_with_the_sizes_there_are(machine: str) -> None:
     """GCE's predefined machine types come in fixed sizes per series (the Compute documentation's tables, kept in
@@ -86,19 +86,6 @@ def test_a_machine_type_that_does_not_exist_is_refused_with_the_sizes_there_are(
     if series in MACHINE_SERIES:
         assert f"{series}-<vCPUs> comes in {', '.join(map(str, MACHINE_SERIES[series].vcpus))}" in line
     assert "cloud.google.com/compute/docs/" in line
-
-
-@pytest.mark.parametrize(
-    ("machine", "vcpus", "memory"),
-    [
-        ("n2-standard-32", 32, 128.0),
-        ("n1-standard-96", 96, 360.0),
-        ("c4-standard-2", 2, 7.0),
-        ("e2-highcpu-32", 32, 32.0),
-    ],
-)
-def test_a_machine_type_that_exists_is_accepted_with_its_shape(machine: str, vcpus: int, memory: float) -> None:
-    assert machine_shape(machine) == (vcpus, memory)
 
 
 def test_every_series_has_its_documented_source_and_sizes_in_order() -> None:
@@ -147,6 +134,10 @@ def test_an_empty_model_name_is_refused(key: str) -> None:
 @pytest.mark.parametrize(
     ("machine", "vcpus", "memory"),
     [  # transcribed from the Compute Engine documentation's tables, not from components/model/config/machines.py
+        ("n2-standard-32", 32, 128.0),
+        ("n1-standard-96", 96, 360.0),
+        ("c4-standard-2", 2, 7.0),
+        ("e2-highcpu-32", 32, 32.0),
         ("c4-standard-4", 4, 15.0),  # general-purpose-machines, "C4 standard"
         ("c4-standard-192", 192, 720.0),
         ("c4-standard-288", 288, 1080.0),
@@ -161,9 +152,3 @@ def test_an_empty_model_name_is_refused(key: str) -> None:
 )
 def test_machine_shapes_match_the_documented_tables(machine: str, vcpus: int, memory: float) -> None:
     assert machine_shape(machine) == (vcpus, memory)
-
-
-@pytest.mark.parametrize("machine", ["c4-standard-64", "c4-highmem-1", "c4-standard-384", "n2-highcpu-128"])
-def test_sizes_the_documented_tables_lack_are_refused(machine: str) -> None:
-    (line,) = problems({**BASE, "cluster": {"systemMachineType": machine}})
-    assert line.startswith(f"{P}:cluster.systemMachineType = '{machine}': "), line

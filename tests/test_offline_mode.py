@@ -9,7 +9,7 @@ from components.cli.mocks import FakeReservation, SymbolicMocks
 from tests.harness import CLOCK, Mocks, run_program, stack_file_config
 
 VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
-MARKERS = "offline render: the sub-blocks are markers"
+MARKERS = "read from no API (offline render: the sub-blocks are markers, taken as ready and free)"
 
 
 class CountingMocks(SymbolicMocks):
@@ -32,7 +32,8 @@ def test_the_offline_run_asks_gke_nothing_and_says_its_sub_blocks_are_markers() 
     run = mockrun.execute(stack_file_config("dev"), stack="dev", mocks=mocks, now=CLOCK)
     assert run.error is None, run.error
     assert VERSIONS not in mocks.tokens and mocks.tokens  # the reservation and the bucket are still read
-    assert MARKERS in sub_block_table(run.logs)
+    table = sub_block_table(run.logs)
+    assert MARKERS in table and "<sub-block 001>  tpu7-pool-1" in table
 
 
 def test_a_run_under_other_mocks_is_online_whatever_its_answers_look_like() -> None:

@@ -8,10 +8,9 @@ P/D serving 8 x 8 = 64 (high).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +24,15 @@ from components.model.tpu import planner
 from components.model.tpu.geometry import SliceKind, Topology
 from components.model.tpu.partitions import PartitionTree
 from components.model.tpu.planner import Plan, Status, Workload, plan_workloads
-from tests.harness import REQUIRED_KEYS, merge, set_arguments
+from tests.harness import REQUIRED_KEYS, ROOT, P, merge, set_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
-P = "gke-tpu-slicing"
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED_KEYS}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
 
 
 def settings(*overrides: dict[str, Any]) -> Settings:
-    raw = BASE
-    for o in overrides:
-        raw = merge(raw, o)
-    return load(raw, "my-project-123")
+    return load(functools.reduce(merge, overrides, BASE), "my-project-123")
 
 
 def cubes(n: int) -> dict[str, Any]:
@@ -210,10 +204,8 @@ def test_lws_replica_groups_are_admitted_one_by_one() -> None:
 def test_lws_partial_admission_is_a_warning_when_each_role_fits() -> None:
     plan = run_plan(NO_DEMOS, cubes(2), {"serving": {"prefill": {"replicas": 10}, "decode": {"replicas": 8}}})
     assert plan.errors == ()
-    assert (plan.workload("serving.prefill").status, plan.workload("serving.decode").admitted_slices) == (
-        Status.ADMITTED,
-        6,
-    )
+    assert plan.workload("serving.prefill").status is Status.ADMITTED
+    assert plan.workload("serving.decode").admitted_slices == 6
     (warning,) = [w for w in plan.warnings if "stay pending" in w]
     assert "serving.decode" in warning and "2 of 8 replica groups (serving.decode[6-7]) will stay pending" in warning
     # The reservation is full: neither role could roll to a new set without deleting its running groups first.
@@ -386,22 +378,17 @@ def test_cli_on_the_dev_stack(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out)["totals"]["chipsProvisioned"] == 128
 
 
-def _stack_dir(tmp_path: Path, config: dict[str, Any]) -> Path:
+def _stack_dir(tmp_path: Path, **config: Any) -> Path:
+    """A project directory with the stack file Pulumi.pr.yaml: BASE and `config`, keys without the namespace."""
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    (tmp_path / "Pulumi.pr.yaml").write_text(yaml.safe_dump({"config": config}))
+    raw = {"gcp:project": "my-project-123", **{f"{P}:{k}": v for k, v in merge(BASE, config).items()}}
+    (tmp_path / "Pulumi.pr.yaml").write_text(yaml.safe_dump({"config": raw}))
     return tmp_path
 
 
 def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _stack_dir(
-        tmp_path,
-        {
-            "gcp:project": "my-project-123",
-            f"{P}:tpu": {"cubes": 2, "reservation": {"name": "r"}},
-            **{f"{P}:{k}": v for k, v in REQUIRED_KEYS.items()},
-            f"{P}:demos": {"superslicing": {"topology": "4x4x12"}},
-            f"{P}:hfToken": {"secure": "v1:abc"},
-        },
+        tmp_path, tpu={"cubes": 2}, demos={"superslicing": {"topology": "4x4x12"}}, hfToken={"secure": "v1:abc"}
     )
     assert plan_main(["--stack", "pr", "--dir", str(d)]) == 1
     captured = capsys.readouterr()
@@ -410,30 +397,10 @@ def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = _stack_dir(
-        tmp_path,
-        {
-            "gcp:project": "my-project-123",
-            f"{P}:tpu": {"reservation": {"name": "r"}},
-            **{f"{P}:{k}": v for k, v in REQUIRED_KEYS.items()},
-            f"{P}:demos": {"subslicing": {"topology": "2x2x3"}},
-        },
-    )
+    d = _stack_dir(tmp_path, demos={"subslicing": {"topology": "2x2x3"}})
     assert plan_main(["plan", "--stack", "pr", "--dir", str(d)]) == 1
     assert f"{P}:demos.subslicing.topology = '2x2x3'" in capsys.readouterr().err
     assert plan_main(["plan", "--stack", "missing", "--dir", str(d)]) == 2
-
-
-def test_python_dash_m_components_plan() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "components", "plan", "--stack", "dev", *set_arguments("dev")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "demos.subslicing" in done.stdout and "HEADROOM  0 of 2 cubes idle" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import CODELAB_MIX, P, Run, assert_rejected, run_program, warnings_of
+from tests.harness import CODELAB_MIX, P, Run, assert_rejected, ok, warnings_of
+
+
+def statuses(run: Run) -> dict[str, str]:
+    return {w["key"]: w["status"] for w in run.outputs["capacityPlan"]["workloads"]}
 
 
 def test_codelab_mix_warns_and_exports_the_plan() -> None:
-    run = run_program(CODELAB_MIX)
-    assert run.error is None, run.error
-    warnings = [m for level, m in run.logs if level == "warn" and "will be preempted" in m]
+    run = ok(CODELAB_MIX)
+    warnings = [m for m in warnings_of(run) if "will be preempted" in m]
     assert any(m.startswith(f"{P}:demos.superslicing") and "stay pending" in m for m in warnings), warnings
     assert any(m.startswith(f"{P}:demos.subslicing") and "then readmitted" in m for m in warnings), warnings
     tables = [m for level, m in run.logs if level == "info" and m.startswith("TPU plan:")]
@@ -19,34 +22,25 @@ def test_codelab_mix_warns_and_exports_the_plan() -> None:
     plan = run.outputs["capacityPlan"]
     assert plan["totals"]["chipsProvisioned"] == 128
     assert plan["totals"]["chipsRequested"] == 48 + 128 + 64
-    statuses = {w["key"]: w["status"] for w in plan["workloads"]}
-    assert statuses == {
-        "demos.subslicing": "admitted",
-        "demos.superslicing": "preempted",
-        "serving.prefill": "admitted",
-        "serving.decode": "admitted",
-    }
+    everything = ["demos.subslicing", "demos.superslicing", "serving.prefill", "serving.decode"]
+    assert statuses(run) == {**dict.fromkeys(everything, "admitted"), "demos.superslicing": "preempted"}
 
 
 def test_dev_as_shipped_previews_without_a_single_warning() -> None:
     # Serving and the sub-slicing demo fit side by side; the super-slicing demo is the tour's own step. With
     # private nodes and the DNS endpoint, nothing about exposure to warn of either.
-    run = run_program()
-    assert run.error is None, run.error
-    assert [m for level, m in run.logs if level == "warn"] == []
-    statuses = {w["key"]: w["status"] for w in run.outputs["capacityPlan"]["workloads"]}
-    assert statuses == {"demos.subslicing": "admitted", "serving.prefill": "admitted", "serving.decode": "admitted"}
+    run = ok()
+    assert warnings_of(run) == []
+    assert statuses(run) == dict.fromkeys(["demos.subslicing", "serving.prefill", "serving.decode"], "admitted")
 
 
 def test_the_tours_super_slicing_step_runs_the_demo() -> None:
     # docs/stacks.md, "The dev tour", step 1: serving off, the super-slicing demo on. It runs, and preempts the
     # sub-slicing demo (lower priority), which waits while the super-slice holds both cubes: the codelab's
     # preemption demo, and the step's only warning.
-    run = run_program({f"{P}:serving": {"enabled": False}, f"{P}:demos": {"superslicing": {"enabled": True}}})
-    assert run.error is None, run.error
-    statuses = {w["key"]: w["status"] for w in run.outputs["capacityPlan"]["workloads"]}
-    assert statuses == {"demos.subslicing": "preempted", "demos.superslicing": "admitted"}
-    (warning,) = [m for level, m in run.logs if level == "warn"]
+    run = ok({f"{P}:serving": {"enabled": False}, f"{P}:demos": {"superslicing": {"enabled": True}}})
+    assert statuses(run) == {"demos.subslicing": "preempted", "demos.superslicing": "admitted"}
+    (warning,) = warnings_of(run)
     assert warning.startswith(f"{P}:demos.subslicing") and "preempted by demos.superslicing" in warning
 
 

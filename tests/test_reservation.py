@@ -17,23 +17,41 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
+from components.cli.snapshot import records
 from components.model.config.settings import ConfigError, load
-from tests.harness import CODELAB_MIX, POOL, REQUIRED_KEYS, Mocks, P, Run, assert_rejected, run_program, set_arguments
+from components.model.diff import engine, readback
+from tests.harness import (
+    CODELAB_MIX,
+    REQUIRED_KEYS,
+    Mocks,
+    P,
+    Run,
+    assert_rejected,
+    run_program,
+    set_arguments,
+    tpu_pools,
+)
 
 BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 
 
-def fake(count: int, running: Run | None = None, **changes: dict[str, Any]) -> FakeReservation:
+def fake(
+    count: int, running: Run | None = None, *, exists: bool = True, blocks: tuple = ("block-0",), **changes: Any
+) -> FakeReservation:
     """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields); GKE runs the
-    pools of `running`."""
-    reservation = FakeReservation({f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)})
+    pools of `running`; `exists=False` or `blocks=()`: the reservation or its block is missing."""
+    reservation = FakeReservation(
+        {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)}, exists, blocks
+    )
     for name, patch in changes.items():
-        reservation.sub_blocks[name.replace("_", "-")] = deep_merge(
-            reservation.sub_blocks[name.replace("_", "-")], patch
-        )
+        name = name.replace("_", "-")
+        reservation.sub_blocks[name] = deep_merge(reservation.sub_blocks[name], patch)
     if running is not None:
-        reservation.cluster_pools = cluster_pools_of(running)
+        reservation.cluster_pools = [
+            {"name": name, "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}]}
+            for name, inputs in pools(running).items()
+        ]
     return reservation
 
 
@@ -46,7 +64,7 @@ def failing(invoke: str, message: str) -> FakeReservation:
                 raise InvokeError(token, message)
             return super().call(token, args)
 
-    return Failing(FakeReservation.healthy(2).sub_blocks)
+    return Failing(fake(2).sub_blocks)
 
 
 def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -62,19 +80,15 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]}
 IN_USE = {"inUseCount": 16}
 MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3}]}
+NO_SUPER = {f"{P}:demos": {"superslicing": {"enabled": False}}}
 
 
 def run_with(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
     return run_program(overrides, mocks=Mocks(reservation=reservation))
 
 
-def ran(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
-    run = run_with(reservation, overrides)
-    return run
-
-
 def pools(run: Run) -> dict[str, dict[str, Any]]:
-    return {r.inputs["name"]: r.inputs for r in run.of_type(POOL) if r.name != "cluster-system"}
+    return {r.inputs["name"]: r.inputs for r in tpu_pools(run)}
 
 
 def on(run: Run) -> dict[str, str]:
@@ -88,21 +102,14 @@ def on(run: Run) -> dict[str, str]:
     return out
 
 
-def rejected(run: Run, *fragments: str) -> str:
+def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
     assert run.error is not None, "accepted"
     message = str(run.error)
+    assert message.startswith(prefix), message
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message}"
     assert run.registrations == [], "resources registered before the error"
     return message
-
-
-def cluster_pools_of(run: Run) -> list[dict[str, Any]]:
-    """getCluster's nodePools as GKE would report the pools `run` created (values stored as sent)."""
-    return [
-        {"name": name, "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}]}
-        for name, inputs in pools(run).items()
-    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +118,7 @@ def cluster_pools_of(run: Run) -> list[dict[str, Any]]:
 
 def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_mapping() -> None:
     reservation = fake(6)
-    run = ran(reservation)
+    run = run_with(reservation)
     assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
     assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
     # Read lazily: only the sub-blocks a cube needs, through the invokes with the reservation's zone.
@@ -120,11 +127,6 @@ def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_m
     assert all(a["zone"] == "us-central1-ai1a" and a["reservationBlock"] == "block-0" for a in read)
     plan = run.outputs["capacityPlan"]["subBlocks"]
     assert [c["subBlock"] for c in plan["cubes"]] == ["sb-1", "sb-2"]
-
-
-def test_one_unhealthy_among_more_sub_blocks_than_cubes_is_skipped() -> None:
-    run = ran(fake(4, sb_1=DEGRADED))
-    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
 
 
 def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_block() -> None:
@@ -142,22 +144,18 @@ def test_fewer_healthy_than_cubes_fails_naming_the_key_and_listing_every_sub_blo
     assert message.startswith("TPU reservation cannot hold the cubes (1 problem)")
 
 
-def test_a_sub_block_in_use_by_something_else_is_skipped_or_refused_when_pinned() -> None:
-    run = ran(fake(3, sb_1=IN_USE))
-    assert on(run) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
-    pinned = run_with(fake(3, sb_1=IN_USE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
-    rejected(
-        pinned,
-        f"{P}:tpu.subBlocks = ['sb-1', 'sb-2']",
-        "tpu7-pool-1 (cube 0) on sub-block sb-1: in use (16 VMs) by something other than this stack's pools",
-    )
-
-
-def test_pending_maintenance_is_skipped_or_refused_when_pinned() -> None:
-    run = ran(fake(3, sb_2=MAINTENANCE))
-    assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-3"}
-    pinned = run_with(fake(3, sb_2=MAINTENANCE), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
-    rejected(pinned, "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until it is done")
+@pytest.mark.parametrize(
+    ("bad", "first", "pinned"),
+    [
+        ({"sb_1": DEGRADED}, "sb-2", "tpu7-pool-1 (cube 0) on sub-block sb-1: health DEGRADED"),
+        ({"sb_1": IN_USE}, "sb-2", "tpu7-pool-1 (cube 0) on sub-block sb-1: in use (16 VMs) by something other than"),
+        ({"sb_2": MAINTENANCE}, "sb-1", "tpu7-pool-2 (cube 1) on sub-block sb-2: maintenance pending (3): wait until"),
+    ],
+)
+def test_an_unusable_sub_block_is_skipped_or_refused_when_pinned(bad: dict[str, Any], first: str, pinned: str) -> None:
+    assert on(run_with(fake(4, **bad))) == {"tpu7-pool-1": first, "tpu7-pool-2": "sb-3"}
+    refused = run_with(fake(4, **bad), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-2"]}})
+    rejected(refused, f"{P}:tpu.subBlocks = ['sb-1', 'sb-2']", pinned)
 
 
 @pytest.mark.parametrize(
@@ -172,55 +170,39 @@ def test_other_states_that_keep_a_cube_off_a_sub_block(patch: dict[str, Any], wo
     rejected(run_with(fake(2, sb_1=patch)), "sb-1: ", f"-> - (not usable: {words}")
 
 
-def test_a_missing_reservation_or_block_is_one_clear_error() -> None:
-    missing = FakeReservation.healthy(4)
-    missing.exists = False
-    rejected(
-        run_with(missing),
-        f"{P}:tpu.reservation.name = 'tpu7x-reservation': no such reservation in project my-tpu-project, "
-        "zone us-central1-ai1a",
-    )
-    rejected(
-        run_with(FakeReservation.healthy(4), {f"{P}:tpu": {"reservation": {"block": "block-9"}}}),
-        f"{P}:tpu.reservation.block = 'block-9': not a block of reservation tpu7x-reservation",
-        "its blocks: block-0",
-    )
-    # A reservation that lists no block names: the block read's 404 says it.
-    unlisted = FakeReservation.healthy(4)
-    unlisted.blocks = ()
-    rejected(run_with(unlisted), f"{P}:tpu.reservation.block = 'block-0': no such block")
-
-
 AI_ZONES_ONCE = (
     "gcloud compute preview-features update ai-zones-visibility --activation-status=enabled "
     "--rollout-plan=fast-rollout --project=my-tpu-project"
 )
 
 
-def test_a_reservation_not_seen_in_an_ai_zone_names_the_one_time_ai_zones_command() -> None:
-    """The reads run at preview, before `pulumi up` enables the `ai-zones-visibility` preview feature, and
-    Google's documentation does not settle that they see an AI zone's reservation without it ("Manage access
-    to AI zones": "To use AI zones, you must turn them on for your Google Cloud project"; its later "Manage AI
-    zone visibility": visibility hides AI zones from listings, API endpoints are not restricted once the parent
-    region is active; https://cloud.google.com/compute/docs/regions-zones/manage-ai-zones). So in an AI zone a
-    reservation not found, or a read refused, names the command a fresh project runs once (the codelab's
-    first step); elsewhere nothing is added."""
-    missing = FakeReservation.healthy(4)
-    missing.exists = False
-    message = rejected(run_with(missing), "no such reservation", "us-central1-ai1a is an AI zone", AI_ZONES_ONCE)
+def test_a_missing_or_unreadable_reservation_is_one_clear_error() -> None:
+    # The reads run at preview, before `pulumi up` enables the `ai-zones-visibility` preview feature, and Google's
+    # documentation does not settle that they see an AI zone's reservation without it ("Manage access to AI
+    # zones": "To use AI zones, you must turn them on for your Google Cloud project"; its later "Manage AI zone
+    # visibility": visibility hides AI zones from listings, API endpoints are not restricted once the parent region
+    # is active; https://cloud.google.com/compute/docs/regions-zones/manage-ai-zones). So in an AI zone a
+    # reservation not found, or a read refused, names the command a fresh project runs once (the codelab's first
+    # step); elsewhere nothing is added.
+    missing = fake(4, exists=False)
+    message = rejected(
+        run_with(missing),
+        f"{P}:tpu.reservation.name = 'tpu7x-reservation': no such reservation in project my-tpu-project, "
+        "zone us-central1-ai1a",
+        "us-central1-ai1a is an AI zone",
+        AI_ZONES_ONCE,
+    )
     assert message.count("preview-features") == 1
-    unlisted = FakeReservation.healthy(4)
-    unlisted.blocks = ()
-    rejected(run_with(unlisted), "no such block", AI_ZONES_ONCE)
-
+    assert "preview-features" not in rejected(run_with(missing, {f"{P}:zone": "us-central1-a"}), "no such reservation")
+    # A reservation that lists no block names: the block read's 404 says it.
+    rejected(run_with(fake(4, blocks=())), f"{P}:tpu.reservation.block = 'block-0': no such block", AI_ZONES_ONCE)
+    rejected(
+        run_with(fake(4), {f"{P}:tpu": {"reservation": {"block": "block-9"}}}),
+        f"{P}:tpu.reservation.block = 'block-9': not a block of reservation tpu7x-reservation",
+        "its blocks: block-0",
+    )
     refused = failing("getReservation", "googleapi: Error 400: Invalid value for field 'zone'")
     rejected(run_with(refused), "Invalid value for field", AI_ZONES_ONCE)
-    standard = run_with(missing, {f"{P}:zone": "us-central1-a"})
-    assert standard.error is not None and "no such reservation" in str(standard.error)
-    assert "preview-features" not in str(standard.error)
-
-
-def test_a_read_refused_for_lack_of_permission_names_the_permissions() -> None:
     rejected(
         run_with(failing("getReservation", "googleapi: Error 403: Required 'compute.reservations.get' permission")),
         "could not read the reservation of reservation tpu7x-reservation",
@@ -252,7 +234,7 @@ def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fr
     run = run_with(failing("gcp:container/getCluster:getCluster", message))
     if fresh:  # the first preview of a new stack: nothing runs yet, the pools take the first sub-blocks
         assert run.error is None, run.error
-        assert on(run) == {"tpu7-pool-1": "subblock-1", "tpu7-pool-2": "subblock-2"}
+        assert on(run) == {"tpu7-pool-1": "sb-1", "tpu7-pool-2": "sb-2"}
     else:  # a cluster read as "none" would move its running pools to other sub-blocks: stop instead
         rejected(run, "could not read cluster qwen-serving-cluster", message.split(":")[0])
 
@@ -267,17 +249,15 @@ def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
     assert on(first) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
     # GKE now runs the two pools (their sub-blocks full), and sb-1 has been freed meanwhile.
     grown = fake(5, first, sb_2=IN_USE, sb_3=IN_USE)
-    second = ran(grown, {f"{P}:tpu": {"cubes": 3}})
+    second = run_with(grown, {f"{P}:tpu": {"cubes": 3}})
     assert on(second) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3", "tpu7-pool-3": "sb-1"}
     for name in ("tpu7-pool-1", "tpu7-pool-2"):
         assert pools(second)[name] == pools(first)[name], f"{name} would change"
 
 
 def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved() -> None:
-    no_super = {f"{P}:demos": {"superslicing": {"enabled": False}}}
-    first = run_with(fake(4), no_super)
-    state = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    run = ran(state, no_super)
+    first = run_with(fake(4), NO_SUPER)
+    run = run_with(fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE), NO_SUPER)
     assert pools(run) == pools(first), "nothing moves by itself"
     warnings = [msg for level, msg in run.logs if level == "warn"]
     (warning,) = [w for w in warnings if "tpu7-pool-1" in w and "sb-1" in w]
@@ -287,7 +267,7 @@ def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved()
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
     # Following the advice moves exactly that pool.
     moved = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    after = ran(moved, {**no_super, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
+    after = run_with(moved, {**NO_SUPER, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
     assert on(after) == {"tpu7-pool-1": "sb-3", "tpu7-pool-2": "sb-2"}
     assert pools(after)["tpu7-pool-2"] == pools(first)["tpu7-pool-2"]
     assert any("tpu7-pool-1 runs on sub-block sb-1 and is bound to sub-block sb-3" in m for _, m in after.logs)
@@ -307,7 +287,7 @@ def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up(
     # is done, nor ask to replace the pool: the cube still counts and the preview says what is coming.
     first = run_with(fake(4), CODELAB_MIX)
     state = fake(4, first, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
-    run = ran(state, CODELAB_MIX)
+    run = run_with(state, CODELAB_MIX)
     assert pools(run) == pools(first)
     assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
     warnings = [msg for level, msg in run.logs if level == "warn"]
@@ -336,7 +316,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
         ]
         return state
 
-    run = ran(deployed(), {f"{P}:tpu": {"cubes": 3}})
+    run = run_with(deployed(), {f"{P}:tpu": {"cubes": 3}})
     inputs = pools(run)
     for name in ("tpu7-pool-1", "tpu7-pool-2"):  # not replaced: the same block-level binding, no label
         assert inputs[name]["nodeConfig"]["reservationAffinity"]["values"] == [BLOCK_PATH]
@@ -350,13 +330,8 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
     refused = run_with(deployed(), {f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
     rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
     # ... onto a free one, announced as the replacement it is.
-    moved = ran(
-        deployed(),
-        {
-            f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]},
-            f"{P}:demos": {"superslicing": {"enabled": False}},
-            f"{P}:serving": {"enabled": False},
-        },
+    moved = run_with(
+        deployed(), {**NO_SUPER, f"{P}:serving": {"enabled": False}, f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]}}
     )
     assert any(
         "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
@@ -366,7 +341,7 @@ def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
 
 
 def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reservation() -> None:
-    run = ran(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
+    run = run_with(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
     assert on(run) == {"tpu7-pool-1": "sb-5", "tpu7-pool-2": "sb-3"}
     rejected(
         run_with(fake(3), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-7"]}}),
@@ -376,170 +351,85 @@ def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reserva
 
 
 def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
-    base = {"reservation": {"name": "r"}}
-    with pytest.raises(ConfigError, match=r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"):
-        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a"]}}, "my-tpu-project")
-    with pytest.raises(ConfigError, match="distinct sub-block names"):
-        load({**REQUIRED_KEYS, "tpu": {**base, "subBlocks": ["a", "a"]}}, "my-tpu-project")
+    for sub_blocks, refused in [
+        (["a"], r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"),
+        (["a", "a"], "distinct sub-block names"),
+    ]:
+        with pytest.raises(ConfigError, match=refused):
+            load({**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r"}, "subBlocks": sub_blocks}}, "my-tpu-project")
     with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
-        load(
-            {**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}},
-            "my-tpu-project",
-        )
-
-
-@pytest.mark.parametrize(
-    ("key", "value", "ok"),
-    [
-        ("name", "tpu7x-reservation", True),
-        ("name", "a" * 63, True),
-        ("name", "1234567890123456789", True),  # a resource ID (uint64)
-        ("name", "a" * 64, False),
-        ("name", "Tpu7x", False),
-        ("name", "tpu7x-", False),
-        ("name", "7x-reservation", False),
-        ("block", "block-0", True),
-        ("block", "", True),
-        ("block", "block_0", False),
-        ("block", "99999999999999999999", False),  # above uint64
-    ],
-)
-def test_reservation_and_block_names_follow_compute_engines_grammar(key: str, value: str, ok: bool) -> None:
-    # Compute API reference, reservationBlocks.get: "Name should conform to RFC1035 or be a resource ID";
-    # RFC 1035 names are 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?.
-    reservation = {"name": "r", key: value}
-    if ok:
-        load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
-    else:
-        with pytest.raises(ConfigError, match=rf"tpu.reservation.{key} = .*RFC 1035"):
-            load({**REQUIRED_KEYS, "tpu": {"reservation": reservation}}, "my-tpu-project")
+        load({**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}}, "p-1234")
 
 
 # ---------------------------------------------------------------------------------------------
 # The second `up`: what GKE returns for the pools against what the program declares
 
 
-# terraform-provider-google-beta (HEAD 93c65b2d60 on the 8.0 line that pulumi-gcp 10.x bridges; the same
-# in v7.45.0), resource_container_node_pool.go and node_config.go. A ForceNew list block forces a
-# replacement only when its item count changes (terraform-plugin-sdk helper/schema/schema.go diffList:
-# the count attribute takes the block's ForceNew, nested fields keep their own); these leaves are ForceNew.
-FORCE_NEW_BLOCKS = ("placementPolicy", "nodeConfig.reservationAffinity", "nodeConfig.advancedMachineFeatures")
-FORCE_NEW_LEAVES = (
-    "placementPolicy.policyName",
-    "nodeConfig.reservationAffinity.consumeReservationType",
-    "nodeConfig.reservationAffinity.key",
-    "nodeConfig.reservationAffinity.values",  # a TypeSet: order does not matter
-    "nodeConfig.advancedMachineFeatures.threadsPerCore",
-    "nodeConfig.advancedMachineFeatures.enableNestedVirtualization",
-)
-
-
-def gke_returns(inputs: dict[str, Any], cube_topology: str) -> dict[str, Any]:
-    """The pool as flattenNodePool / flattenNodeConfig read it back from GKE.
-
-    placementPolicy: policyName and tpuTopology, no type (vllm-project/ci-infra#547, live cluster);
-    reservationAffinity: the values as sent (flattenGKEReservationAffinity copies them); TPU hosts report
-    advancedMachineFeatures with SMT off (ci-infra terraform/gcp_old/tpu-inference/k8s/workers.tf).
-    """
-    state = copy.deepcopy(inputs)
-    state["placementPolicy"] = {
-        "type": "",
-        "policyName": inputs["placementPolicy"]["policyName"],
-        "tpuTopology": cube_topology,
-    }
-    state["nodeConfig"]["advancedMachineFeatures"] = {
-        "threadsPerCore": 1,
-        "enableNestedVirtualization": False,
-        "performanceMonitoringUnit": "",
-    }
-    return state
-
-
-def dig(value: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def differences(config: dict[str, Any], state: dict[str, Any], ignored: list[str]) -> dict[str, bool]:
-    """Changed path -> whether it forces a replacement, after the pool's ignoreChanges."""
-    out: dict[str, bool] = {}
-
-    def walk(c: Any, s: Any, path: str) -> None:
-        if any(path == i or path.startswith(i + ".") for i in ignored):
-            return
-        if isinstance(c, dict) or isinstance(s, dict):
-            c, s = c or {}, s or {}
-            if path in FORCE_NEW_BLOCKS and (not c) != (not s):
-                out[path] = True
-                return
-            for key in sorted(set(c) | set(s)):
-                walk(c.get(key), s.get(key), f"{path}.{key}" if path else key)
-            return
-        same = sorted(c or []) == sorted(s or []) if isinstance(c, list) or isinstance(s, list) else c == s
-        if not same:
-            out[path] = path in FORCE_NEW_LEAVES
-
-    walk(config, state, "")
-    return out
-
-
 def test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks() -> None:
-    run = ran(fake(3))
-    for reg in (r for r in run.of_type(POOL) if r.name != "cluster-system"):
-        inputs = reg.plain()
-        state = gke_returns(inputs, "4x4x4")
-        ignored = reg.options["ignoreChanges"]
-        assert ignored == ["nodeConfig.advancedMachineFeatures"]
-        found = differences(inputs, state, ignored)
-        assert found == {}, f"{reg.name}: {found}"
-        # The controls: the earlier declaration differs (type, missing tpuTopology), and without the
-        # ignore GKE's advanced machine features replace the pool.
-        old = {**inputs, "placementPolicy": {"type": "COMPACT", "policyName": inputs["placementPolicy"]["policyName"]}}
-        assert differences(old, state, ignored) == {"placementPolicy.tpuTopology": False, "placementPolicy.type": False}
-        assert differences(inputs, state, []) == {"nodeConfig.advancedMachineFeatures": True}
-        assert differences(
-            inputs,
-            {
-                **state,
-                "nodeConfig": {
-                    **state["nodeConfig"],
-                    "reservationAffinity": {**state["nodeConfig"]["reservationAffinity"], "values": [BLOCK_PATH]},
-                },
-            },
-            ignored,
-        ) == {"nodeConfig.reservationAffinity.values": True}
+    # The pools as GKE stores them (components/model/diff/readback.py, its sources there) against what the program
+    # declares, through the change preview's ForceNew table (checked against the provider's schema by
+    # tests/test_provider_schema.py).
+    run = run_with(fake(3))
+    (policy,) = run.of_type(readback.POLICY)
+    for pool in tpu_pools(run):
+        assert pool.options["ignoreChanges"] == ["nodeConfig.advancedMachineFeatures"]
+        declared = records([policy, pool])
+
+        def second_up(config: list[Any], state: list[Any]) -> list[tuple[str, list[str]]]:
+            changes = engine.diff(state, config, readback.SUPPRESSORS).changes
+            return [(c.action, c.properties) for c in changes if c.action != "same"]
+
+        assert second_up(declared, readback.read_back(declared)) == [], pool.name
+        # The controls: the earlier declaration differs (type, missing tpuTopology) in place, and without the
+        # ignore GKE's advanced machine features replace the pool, as another sub-block does.
+        old = copy.deepcopy(declared)
+        old[1]["inputs"]["placementPolicy"] = {"type": "COMPACT", "policyName": policy.inputs["name"]}
+        assert second_up(old, readback.read_back(declared)) == [
+            ("update", ["placementPolicy.tpuTopology", "placementPolicy.type"])
+        ]
+        unignored = copy.deepcopy(declared)
+        unignored[1]["options"]["ignoreChanges"] = []
+        assert second_up(unignored, readback.read_back(unignored)) == [
+            ("replace", ["nodeConfig.advancedMachineFeatures"])
+        ]
+        moved = readback.read_back(declared)
+        moved[1]["inputs"]["nodeConfig"]["reservationAffinity"]["values"] = [BLOCK_PATH]
+        assert second_up(declared, moved) == [("replace", ["nodeConfig.reservationAffinity.values[0]"])]
 
 
 # ---------------------------------------------------------------------------------------------
 # The offline plan
 
 
-def invoke_file(tmp_path: Path, reservation: FakeReservation) -> Path:
-    """The invoke results as a file, exactly as the fake (the provider's wire shape) answers them."""
-    args = {"name": "tpu7x-reservation", "project": "my-tpu-project", "zone": "us-central1-ai1a"}
-    data = {
-        "getReservation": reservation.call("gcp:compute/getReservation:getReservation", args),
-        "getReservationBlock": reservation.call(
-            "gcp:compute/getReservationBlock:getReservationBlock",
-            {**args, "name": "block-0", "reservation": args["name"]},
-        ),
-        "getReservationSubBlock": list(reservation.sub_blocks.values()),
-        "getCluster": None,
-    }
+def plan(capsys: pytest.CaptureFixture[str], tmp_path: Path, state: FakeReservation | None, *argv: str) -> tuple:
+    """`plan --stack dev` with the invoke results of `state` as a file, exactly as the fake (the provider's wire
+    shape) answers them: (exit code, stdout, stderr, the file)."""
     path = tmp_path / "reservation.json"
-    path.write_text(json.dumps(data))
-    return path
+    if state is not None:
+        args = {"name": "tpu7x-reservation", "project": "my-tpu-project", "zone": "us-central1-ai1a"}
+        data = {
+            "getReservation": state.call("gcp:compute/getReservation:getReservation", args),
+            "getReservationBlock": state.call(
+                "gcp:compute/getReservationBlock:getReservationBlock",
+                {**args, "name": "block-0", "reservation": args["name"]},
+            ),
+            "getReservationSubBlock": list(state.sub_blocks.values()),
+            "getCluster": None
+            if state.cluster_pools is None
+            else {"name": "qwen-serving-cluster", "nodePools": state.cluster_pools},
+        }
+        path.write_text(json.dumps(data))
+        argv = (*argv, "--reservation", str(path))
+    code = plan_main(["plan", "--stack", "dev", *set_arguments("dev"), *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err, path
 
 
 def test_offline_plan_shows_sub_blocks_and_plans_on_usable_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = invoke_file(tmp_path, fake(3, sb_1=DEGRADED))
-    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev"), "--reservation", str(path)]) == 0
-    out = capsys.readouterr().out
+    code, out, _, path = plan(capsys, tmp_path, fake(3, sb_1=DEGRADED))
+    assert code == 0
     assert "SUB-BLOCKS: reservation tpu7x-reservation block block-0" in out
     assert f"read from the file {path}" in out
     assert "sb-2       tpu7-pool-1  READY, HEALTHY" in out
@@ -548,15 +438,17 @@ def test_offline_plan_shows_sub_blocks_and_plans_on_usable_ones(
 
 
 def test_offline_plan_refuses_what_cannot_come_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = invoke_file(tmp_path, fake(2, sb_2=MAINTENANCE))
-    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev"), "--reservation", str(path)]) == 1
-    err = capsys.readouterr().err
+    code, _, err, _ = plan(capsys, tmp_path, fake(2, sb_2=MAINTENANCE))
+    assert code == 1
     assert "gke-tpu-slicing:tpu.cubes = 2" in err and "sb-2: READY, HEALTHY, 16 hosts, 0 in use, maintenance" in err
 
 
-def test_offline_plan_without_data_says_what_it_did_not_read(capsys: pytest.CaptureFixture[str]) -> None:
-    assert plan_main(["plan", "--stack", "dev", "--json", *set_arguments("dev")]) == 0
-    data = json.loads(capsys.readouterr().out)["subBlocks"]
+def test_offline_plan_without_data_says_what_it_did_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _, _ = plan(capsys, tmp_path, None, "--json")
+    assert code == 0
+    data = json.loads(out)["subBlocks"]
     assert data["read"] is False
     assert "not read (offline, no --reservation file)" in data["source"]
     assert [c["usable"] for c in data["cubes"]] == [True, True]
@@ -566,30 +458,13 @@ def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Two pools run; the sub-block under one turned bad: a super-slice of both cubes cannot be admitted.
-    first = run_with(fake(3))
-    state = fake(3, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    path = invoke_file(tmp_path, state)
-    data = json.loads(path.read_text())
-    data["getCluster"] = {"name": "qwen-serving-cluster", "nodePools": state.cluster_pools}
-    path.write_text(json.dumps(data))
-    argv = ["plan", "--stack", "dev", "--json", *set_arguments("dev"), "--set", "demos.superslicing.enabled=true"]
-    assert plan_main([*argv, "--reservation", str(path)]) == 1
-    captured = capsys.readouterr()
-    plan = json.loads(captured.out)
-    assert plan["totals"]["cubes"] == 1 and plan["totals"]["chipsProvisioned"] == 64
-    assert [c["pool"] for c in plan["cubes"]] == ["tpu7-pool-2"]
-    assert "tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)" in captured.err
-
-
-def test_the_offline_render_says_the_sub_blocks_are_markers() -> None:
-    from components.cli.mockrun import execute
-    from tests.harness import CLOCK, stack_file_config
-
-    run = execute(stack_file_config("dev"), stack="dev", now=CLOCK)
-    assert run.error is None, run.error
-    (table,) = [msg for level, msg in run.logs if level == "info" and "SUB-BLOCKS" in msg]
-    assert "read from no API (offline render: the sub-blocks are markers, taken as ready and free)" in table
-    assert "<sub-block 001>  tpu7-pool-1" in table
+    state = fake(3, run_with(fake(3)), sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
+    code, out, err, _ = plan(capsys, tmp_path, state, "--json", "--set", "demos.superslicing.enabled=true")
+    assert code == 1
+    totals = json.loads(out)
+    assert totals["totals"]["cubes"] == 1 and totals["totals"]["chipsProvisioned"] == 64
+    assert [c["pool"] for c in totals["cubes"]] == ["tpu7-pool-2"]
+    assert "tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)" in err
 
 
 @pytest.mark.parametrize(

@@ -3,30 +3,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from components.model.config.settings import ConfigError, load
-from tests.harness import P, assert_rejected, run_program
+from tests.harness import P, assert_rejected
+from tests.test_reference import BASE as SMALLEST
+from tests.test_reference import NOW, PROJECT_ID, merge, with_value
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}}
+BASE: dict[str, Any] = {"tpu": SMALLEST["tpu"]}
 # Keys without a default the tests do not vary: merged under every configuration below.
-REQUIRED: dict[str, Any] = {
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
-}
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = merge(out[key], value) if both else value
-    return out
+REQUIRED: dict[str, Any] = {key: value for key, value in SMALLEST.items() if key != "tpu"}
 
 
 def ok(raw: dict[str, Any], project: str = "my-tpu-project") -> None:
@@ -131,48 +119,42 @@ def test_vllm_batched_tokens_at_least_sequences() -> None:
     ]
 
 
-@pytest.mark.parametrize("interval", ["1m30s", "1500ms", "2h", "1w", "1d12h", "90s"])
-def test_every_prometheus_duration_is_accepted(interval: str) -> None:
-    ok({**BASE, "observability": {"scrapeInterval": interval}})
-
-
-@pytest.mark.parametrize("interval", ["1m 30s", "30", "1.5m", "30s1m", "0s", "1y", ""])
-def test_what_the_consumer_refuses_is_refused(interval: str) -> None:
-    found = problems({**BASE, "observability": {"scrapeInterval": interval}})
-    assert found[0].startswith(f"{P}:observability.scrapeInterval = "), found
-
-
+# Values at the edges of a key's grammar, beyond the one refused and one accepted value of its Rule
+# (tests/test_reference.py): None = accepted, else a fragment of the problem, which names the key.
 @pytest.mark.parametrize(
-    "image",
+    ("path", "value", "refused"),
     [
-        "vllm/vllm-tpu:nightly",  # Docker Hub short form
-        "ubuntu",  # no tag: the runtime pulls :latest
-        "localhost:5000/a/b",
-        "[::1]:5000/a/b:t",
-        "Registry.Example.COM/a__b/c-d.e:TAG_1.0",
-        "gcr.io/p/i@sha256:" + "a" * 64,
+        *(("observability.scrapeInterval", v, None) for v in ["1m30s", "1500ms", "2h", "1w", "1d12h", "90s"]),
+        *(("observability.scrapeInterval", v, "") for v in ["1m 30s", "30", "1.5m", "30s1m", "0s", "1y", ""]),
+        ("serving.image", "vllm/vllm-tpu:nightly", None),  # Docker Hub short form
+        ("serving.image", "ubuntu", None),  # no tag: the runtime pulls :latest
+        *(
+            ("serving.image", v, None)
+            for v in ["localhost:5000/a/b", "[::1]:5000/a/b:t", "Registry.Example.COM/a__b/c-d.e:TAG_1.0"]
+        ),
+        ("serving.image", "gcr.io/p/i@sha256:" + "a" * 64, None),
+        *(
+            ("serving.image", v, "")
+            for v in ["vllm/vLLM", "vllm/vllm:", "vllm/vllm:-tag", "a/b@sha256:abc", "a//b", "-a/b", "a/b:" + "t" * 129]
+        ),
+        ("serving.image", "a/b@md5:" + "a" * 32, ""),
+        # Compute API reference, reservationBlocks.get: "Name should conform to RFC1035 or be a resource ID";
+        # RFC 1035 names are 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?.
+        *(("tpu.reservation.name", v, None) for v in ["tpu7x-reservation", "a" * 63]),
+        ("tpu.reservation.name", "1234567890123456789", None),  # a resource ID (uint64)
+        *(("tpu.reservation.name", v, "RFC 1035") for v in ["a" * 64, "Tpu7x", "tpu7x-", "7x-reservation"]),
+        *(("tpu.reservation.block", v, None) for v in ["block-0", ""]),
+        ("tpu.reservation.block", "block_0", "RFC 1035"),
+        ("tpu.reservation.block", "99999999999999999999", "RFC 1035"),  # above uint64
     ],
 )
-def test_every_oci_reference_is_accepted(image: str) -> None:
-    ok({**BASE, "serving": {"image": image}})
-
-
-@pytest.mark.parametrize(
-    "image",
-    [
-        "vllm/vLLM",
-        "vllm/vllm:",
-        "vllm/vllm:-tag",
-        "a/b@sha256:abc",
-        "a/b@md5:" + "a" * 32,
-        "a//b",
-        "-a/b",
-        "a/b:" + "t" * 129,
-    ],
-)
-def test_what_the_oci_grammar_refuses_is_refused(image: str) -> None:
-    found = problems({**BASE, "serving": {"image": image}})
-    assert found[0].startswith(f"{P}:serving.image = "), found
+def test_values_at_the_edges_of_a_keys_grammar(path: str, value: str, refused: str | None) -> None:
+    raw, _ = with_value(path, value, {})
+    if refused is None:
+        load(raw, PROJECT_ID, now=NOW)
+    else:
+        (line,) = problems(raw)
+        assert line.startswith(f"{P}:{path} = ") and refused in line, line
 
 
 def test_unknown_keys_hint_the_close_or_misplaced_key_without_the_value() -> None:
@@ -223,10 +205,6 @@ BAD_CONFIG = [
         {f"{P}:tpu": {"reservation": {"consumeType": "ANY"}}},
         ["tpu.reservation.consumeType", "'ANY'", "PROVISION_ONLY", "SPECIFIC"],
     ),
-]
-
-
-BAD = [
     (
         "system pool too small for the controllers",
         {
@@ -262,14 +240,3 @@ BAD = [
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD_CONFIG, ids=[c[0] for c in BAD_CONFIG])
 def test_bad_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
-
-
-def test_all_problems_are_reported_together() -> None:
-    run = run_program({f"{P}:network": {"mtu": 1}, f"{P}:tpu": {"cubes": -2}})
-    assert "(2 problems)" in str(run.error)
-    assert run.registrations == []
-
-
-@pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[b[0] for b in BAD])
-def test_bad_layer_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
-    assert_rejected(overrides, expected)

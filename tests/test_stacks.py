@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +27,6 @@ from tests.harness import (
     STACKS,
     Mocks,
     P,
-    Registration,
     Run,
     contains_secret,
     is_secret,
@@ -36,6 +34,7 @@ from tests.harness import (
     placeholders,
     run_program,
     stack_file_config,
+    tpu_pools,
 )
 
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
@@ -67,10 +66,6 @@ def test_the_three_environments_exist() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Invariants: true in every environment
-
-
-def tpu_pools(run: Run) -> list[Registration]:
-    return [r for r in run.of_type(POOL) if r.name.startswith("capacity-")]
 
 
 def test_tpu_network_uses_the_largest_mtu(stack: tuple[str, Run]) -> None:
@@ -173,14 +168,16 @@ def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
     assert "endTime" not in exclusion
 
 
+def inputs_of(run: Run) -> dict[tuple[str, str], Any]:
+    return {(r.type, r.name): r.inputs for r in run.registrations}
+
+
 def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> None:
     """The program's clock a year ahead: no date in a stack file expires (the first would have on 2027-02-26)."""
     name, today = stack
     later = ok(stack=name, secrets={f"{P}:hfToken": "hf_stack_test_token"}, now=CLOCK + timedelta(days=366))
     # ...and registers exactly what it registers today (registration order is not deterministic).
-    assert {(r.type, r.name): r.inputs for r in later.registrations} == {
-        (r.type, r.name): r.inputs for r in today.registrations
-    }
+    assert inputs_of(later) == inputs_of(today)
 
 
 def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> None:
@@ -189,9 +186,7 @@ def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> Non
     assert first is not again and first.registrations[0] is not again.registrations[0]
     first.registrations[0].inputs["changed"] = True
     assert "changed" not in again.registrations[0].inputs and "changed" not in run_program().registrations[0].inputs
-    assert {(r.type, r.name): r.inputs for r in again.registrations} == {
-        (r.type, r.name): r.inputs for r in fresh.registrations
-    }
+    assert inputs_of(again) == inputs_of(fresh)
     assert (again.outputs, again.secret_outputs, again.logs) == (fresh.outputs, fresh.secret_outputs, fresh.logs)
     # Fakes of the same state share a recording too: the caller's fakes hear the calls the run made.
     fakes = [Mocks(cluster_hash="0a0a0a0a0a0a"), Mocks(cluster_hash="0a0a0a0a0a0a")]
@@ -202,42 +197,29 @@ def test_a_recorded_run_is_a_private_copy_of_what_a_fresh_run_registers() -> Non
 
 # The one reader of the stack's name: it addresses the stack itself (a read of its own previous outputs,
 # components/preflight.py read_deployed_serving), and returns the name without looking at it.
-OWN_REFERENCE = ("components/preflight.py", "own_stack_reference")
-
-
-def _functions(path: Path) -> dict[int, str]:
-    """Line number -> the name of the function around it."""
-    out: dict[int, str] = {}
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.FunctionDef):
-            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                out[line] = node.name
-    return out
+OWN_REFERENCE = ROOT / "components" / "preflight.py"
 
 
 def test_no_code_branches_on_the_stack_name() -> None:
     """Differences live in stack files only: nothing reads the stack's name or names an environment."""
-    sources = [ROOT / "__main__.py", *sorted((ROOT / "components").rglob("*.py"))]
+    reader = next(
+        n
+        for n in ast.walk(ast.parse(OWN_REFERENCE.read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name == "own_stack_reference"
+    )
     offenders = []
-    for path in sources:
-        functions = _functions(path)
+    for path in [ROOT / "__main__.py", *sorted((ROOT / "components").rglob("*.py"))]:
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if "get_stack(" in line and (str(path.relative_to(ROOT)), functions.get(number)) == OWN_REFERENCE:
+            if "get_stack(" in line and path == OWN_REFERENCE and reader.lineno <= number <= (reader.end_lineno or 0):
                 continue
             # `plan --stack` defaulting to dev picks a file to read; it is not a branch on the name.
             if "get_stack(" in line or (re.search(r"""["'](dev|staging|prod)["']""", line) and "--stack" not in line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
     # ... and that reader hands the name on untouched: no comparison with it.
-    source = ast.get_source_segment(
-        (ROOT / OWN_REFERENCE[0]).read_text(),
-        next(
-            n
-            for n in ast.walk(ast.parse((ROOT / OWN_REFERENCE[0]).read_text()))
-            if isinstance(n, ast.FunctionDef) and n.name == OWN_REFERENCE[1]
-        ),
-    )
-    assert source is not None and not re.search(r"\bstack\s*(==|!=|\bin\b)", source), source
+    source = ast.get_source_segment(OWN_REFERENCE.read_text(), reader)
+    assert source is not None and "get_stack(" in source, "the reader moved: point OWN_REFERENCE at it"
+    assert not re.search(r"\bstack\s*(==|!=|\bin\b)", source), source
 
 
 # ---------------------------------------------------------------------------------------------
