@@ -26,6 +26,8 @@ Here: the real host (`python -u -m pulumi.dynamic`), from the project's director
 
 from __future__ import annotations
 
+import base64
+import copyreg
 import json
 import os
 import shutil
@@ -48,7 +50,8 @@ from components.cluster import kubeconfig
 from components.kueue_guard import ImmutableFieldsProvider
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import SliceGateProvider
+from components.package import dynamic_host
+from components.teardown import PoolReplacementsProvider, SliceGateProvider
 from tests import fakes
 from tests.harness import Run, unwrap
 
@@ -136,9 +139,11 @@ def host_in(tmp_path: Path) -> Iterator[Any]:
     """Starts the dynamic provider host as the engine does, in a given directory, with a fake auth plugin."""
     started: list[Host] = []
 
-    def start(cwd: Path, path: str | None = None) -> Host:
+    def start(cwd: Path, path: str | None = None, pythonpath: Path | None = None) -> Host:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["PATH"] = path if path is not None else f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        if pythonpath is not None:
+            env["PYTHONPATH"] = str(pythonpath)
         process = subprocess.Popen(
             [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
             cwd=cwd,
@@ -192,13 +197,50 @@ def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in:
         server.shutdown()
 
 
-def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, tmp_path: Path) -> None:
-    """Why the engine's working directory matters: the providers are stored as references to this checkout."""
+def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, dev: Run, tmp_path: Path) -> None:
+    """Why the engine's working directory matters: the providers are stored as references to this checkout,
+    pickled as they always were (existing stacks unpickle them), importable elsewhere only on PYTHONPATH."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with pytest.raises(grpc.RpcError) as err:
         host_in(elsewhere).delete(gate_state("127.0.0.1:9", timeout=0))
     assert "No module named 'components'" in (err.value.details() or "")
+    (guard,) = dev.of_type("pulumi-python:dynamic/queues:ImmutableFields")
+    pickled = serialize_provider(ImmutableFieldsProvider())
+    assert b"exec" not in base64.b64decode(pickled) and b"components.kueue_guard" in base64.b64decode(pickled)
+    news = {**unwrap(guard.inputs), "__provider": pickled}
+    assert host_in(elsewhere, pythonpath=ROOT).check(news, news) == []
+    with pytest.raises(grpc.RpcError) as err:
+        host_in(elsewhere).check(news, news)
+    assert "No module named 'components'" in (err.value.details() or "")
+
+
+def _plugin_serialized(provider: Any) -> str:
+    """`provider` pickled as in the plugin's process (its entry point calls carry_the_checkout)."""
+    dynamic_host.carry_the_checkout()
+    try:
+        return serialize_provider(provider)
+    finally:
+        for cls in dynamic_host.PROVIDERS:  # the program's own pickling in this process stays as it is
+            copyreg.dispatch_table.pop(cls, None)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kind"),
+    [
+        (ImmutableFieldsProvider, "ImmutableFields"),
+        (SliceGateProvider, "SliceGate"),
+        (PoolReplacementsProvider, "PoolReplacements"),
+    ],
+)
+def test_the_plugins_dynamic_providers_run_from_a_consumers_project_without_pythonpath(
+    host_in: Any, dev: Run, tmp_path: Path, cls: type, kind: str
+) -> None:
+    """Pickled in the plugin's process, a provider carries its checkout: the host in the consumer's directory runs
+    it with no PYTHONPATH (components/package/dynamic_host.py)."""
+    registration = next(r for r in dev.registrations if r.type.endswith(f":{kind}"))
+    news = {**unwrap(registration.inputs), "__provider": _plugin_serialized(cls())}
+    assert host_in(tmp_path).check(news, news) == []
 
 
 def test_the_guard_checks_on_the_wire_and_never_refuses_a_no_op(host_in: Any, dev: Run) -> None:
