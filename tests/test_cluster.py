@@ -93,6 +93,20 @@ def kubeconfig_cluster(run: Run) -> dict[str, Any]:
     return json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
 
 
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
+    return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+
+
+def authorized(cidr_blocks: list[dict[str, str]], enforced_on_the_internal_endpoint: bool) -> dict[str, Any]:
+    """The authorized networks GKE is sent: only the listed ranges, not Google Cloud's public addresses (GKE's
+    default decides when the flag is left out, the provider sends it only when set)."""
+    return {
+        "cidrBlocks": cidr_blocks,
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": enforced_on_the_internal_endpoint,
+    }
+
+
 def _exclusion(exclusion: dict[str, Any]) -> dict[str, Any]:
     return {f"{P}:cluster": {"maintenanceExclusion": exclusion}}
 
@@ -181,6 +195,7 @@ def test_cluster_flags(dev: Run) -> None:
     # `cluster.version` defaults to the prefix 1.36: the newest 1.36 the Rapid channel offers (the harness's
     # SERVER_CONFIG lists 1.36.2-gke.1500000 first), not a pinned patch that goes stale.
     assert c["minMasterVersion"] == "1.36.2-gke.1500000"
+    assert gke_version_tuple(c["minMasterVersion"]) >= gke_version_tuple(SUBSLICING_FLOOR)
     assert c["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
     assert c["datapathProvider"] == "ADVANCED_DATAPATH"
     assert c["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
@@ -217,10 +232,15 @@ def test_cluster_flags(dev: Run) -> None:
     assert sub.urn in dev.get(CLUSTER, "cluster-gke").property_dependencies["subnetwork"]
 
 
-def test_kubernetes_provider(dev: Run) -> None:
+def test_kubernetes_provider_and_its_identity_which_changes_with_the_cluster_instance_only(dev: Run) -> None:
     provider = dev.get(K8S, "cluster-k8s")
     # The cluster instance: its id and GKE's per-cluster DNS endpoint (its replacement: below).
     assert provider.inputs["clusterIdentifier"] == IDENTIFIER
+    assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
+    # A cluster replaced under the same name gets a new DNS endpoint: a new provider, new objects.
+    assert identifier(run_program(mocks=Mocks(cluster_hash="0f0f0f0f0f0f"))) != identifier(dev)
+    # An IP rotation of the same cluster does not replace every Kubernetes object.
+    assert identifier(run_program(mocks=RotatedIp())) == identifier(dev)
     assert is_secret(provider.inputs["kubeconfig"])
     kubeconfig = json.loads(provider.inputs["kubeconfig"]["value"])
     # dev reaches the control plane through GKE's DNS-based endpoint (it has no public IP endpoint), which
@@ -262,15 +282,6 @@ def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
     # The model: node_config.machine_type is not ForceNew on google_container_node_pool, nothing else changes.
     (pool,) = [c for c in preview(dev, bigger).changes if c.action != engine.SAME]
     assert (pool.name, pool.action, pool.properties) == ("cluster-system", engine.UPDATE, ["nodeConfig.machineType"])
-
-
-def test_provider_identity_changes_with_the_cluster_instance_only(dev: Run) -> None:
-    provider = dev.get(K8S, "cluster-k8s")
-    assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
-    # A cluster replaced under the same name gets a new DNS endpoint: a new provider, new objects.
-    assert identifier(run_program(mocks=Mocks(cluster_hash="0f0f0f0f0f0f"))) != identifier(dev)
-    # An IP rotation of the same cluster does not replace every Kubernetes object.
-    assert identifier(run_program(mocks=RotatedIp())) == identifier(dev)
 
 
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
@@ -323,11 +334,6 @@ def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
     ]
 
 
-def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
-    version = dev.get(CLUSTER, "cluster-gke").inputs["minMasterVersion"]
-    assert gke_version_tuple(version) >= gke_version_tuple(SUBSLICING_FLOOR)
-
-
 def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke")
     assert cluster.inputs["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
@@ -356,13 +362,9 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
 
 def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke").inputs
-    # Only the listed range: not Google Cloud's public addresses (GKE's default decides when the flag is left
-    # out, the provider sends it only when set); the public endpoint's list leaves in-VPC clients alone.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": False,
-    }
+    # The public endpoint's list leaves in-VPC clients alone.
+    deployers = [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}]
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized(deployers, False)
     assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
 
 
@@ -384,6 +386,13 @@ def test_the_public_opt_ins_say_what_is_exposed() -> None:
     cluster = public.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": False, "enablePrivateEndpoint": False}
     assert "masterAuthorizedNetworksConfig" not in cluster
+    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
+    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
+    assert kubeconfig_cluster(public) == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": "Q0EtY2VydA==",
+    }
     assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": False} for p in public.of_type(POOL))
     assert public.of_type(ROUTER) == [] and public.of_type(NAT) == []
     warnings = warnings_of(public)
@@ -403,12 +412,11 @@ def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them() -
     after = {p.name: p.inputs for p in private.of_type(POOL)}
     assert before.keys() == after.keys()
     for name in before:
-        changed = {k for k in before[name].keys() | after[name].keys() if before[name].get(k) != after[name].get(k)}
+        changed = changed_keys(before[name], after[name])
         assert changed == {"networkConfig"}, (name, changed)
         assert after[name]["networkConfig"] == {"enablePrivateNodes": True}
     c0, c1 = dev.get(CLUSTER, "cluster-gke").inputs, private.get(CLUSTER, "cluster-gke").inputs
-    changed = {k for k in c0.keys() | c1.keys() if c0.get(k) != c1.get(k)}
-    assert changed == {"privateClusterConfig", "masterAuthorizedNetworksConfig"}
+    assert changed_keys(c0, c1) == {"privateClusterConfig", "masterAuthorizedNetworksConfig"}
     assert "masterIpv4CidrBlock" not in c1["privateClusterConfig"], "ForceNew, and the legacy peering model"
     assert len(private.of_type(NAT)) == 1
 
@@ -418,24 +426,8 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
     # With only the internal endpoint, the list is enforced there too: not every address in the VPC gets in.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": True,
-    }
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized(OFFICE, True)
     assert not any("unrestricted" in w for w in warnings_of(run))
-
-
-def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic() -> None:
-    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
-    public = run_program(PUBLIC_DEV)
-    cluster = public.get(CLUSTER, "cluster-gke").inputs
-    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
-    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
-    assert kubeconfig_cluster(public) == {
-        "server": "https://203.0.113.10",
-        "certificate-authority-data": "Q0EtY2VydA==",
-    }
 
 
 def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
@@ -446,11 +438,7 @@ def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_aut
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
     # Authorized networks still sent (empty, enforced on the internal endpoint): only GKE's own ranges reach the
     # IP endpoint; people and CI come in through the DNS endpoint.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": True,
-    }
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized([], True)
     # The kubeconfig targets GKE's per-cluster DNS name; no cluster CA (the DNS endpoint's certificate is
     # publicly trusted, and a pinned cluster CA would refuse it).
     assert kubeconfig_cluster(run) == DNS_SERVER
@@ -478,14 +466,11 @@ def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfi
     gates = {key for key in changed if key[0] == GATE}
     assert len(gates) == len(staging.of_type(GATE)) > 0  # the teardown gates carry the kubeconfig too
     assert changed - gates == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
-
-    def keys_changed(key: tuple[str, str]) -> set[str]:
-        old, new = before[key], after[key]
-        return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
-
-    assert keys_changed((CLUSTER, "cluster-gke")) == {"controlPlaneEndpointsConfig"}
+    assert changed_keys(*(inputs[CLUSTER, "cluster-gke"] for inputs in (before, after))) == {
+        "controlPlaneEndpointsConfig"
+    }
     # Only the kubeconfig: the provider's identity stays, and a gate replaces only on its pool or cluster.
-    assert all(keys_changed(key) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
+    assert all(changed_keys(before[key], after[key]) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
     assert not {"kubeconfig"} & set(REPLACE_KEYS)
 
 
