@@ -168,21 +168,19 @@ def test_policy_requirements_pin_the_repository_versions() -> None:
 # The real program passes every rule
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_stack_file_passes_every_rule_under_its_own_name(stack: str) -> None:
-    assert all_violations(run(stack), stack=stack) == []
-
-
-def test_the_dev_stack_with_an_hf_token_passes_every_rule(with_token: Run) -> None:
-    assert [s.name for s in with_token.of_type(rules.K8S_SECRET) if s.name.startswith("serving-")] == [
-        "serving-hf-token"
-    ]
-    assert all_violations(with_token) == []
-
-
-def test_a_protected_stack_with_deletion_protection_and_protect_passes() -> None:
-    protected = run(overrides={"gke-tpu-slicing:cluster": {"deletionProtection": True}})
-    assert all_violations(protected, stack="prod", protect=True) == []
+@pytest.mark.parametrize(
+    ("stack", "kwargs", "changes"),
+    [
+        *((stack, {"stack": stack}, {}) for stack in STACKS),
+        ("dev", {"secrets": HF_TOKEN}, {}),  # the only run that declares the HF token Secret
+        ("prod", {"overrides": {"gke-tpu-slicing:cluster": {"deletionProtection": True}}}, {"protect": True}),
+    ],
+    ids=[*STACKS, "dev-with-hf-token", "protected-with-deletion-protection-and-protect"],
+)
+def test_the_program_passes_every_rule_under_the_stacks_name(
+    stack: str, kwargs: dict[str, Any], changes: dict[str, Any]
+) -> None:
+    assert all_violations(run(**kwargs), stack=stack, **changes) == []
 
 
 def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) -> None:
