@@ -8,6 +8,7 @@ as floats, the token as a secret Output) and must register what the program regi
 from __future__ import annotations
 
 import ast
+import copyreg
 import functools
 import importlib.util
 import json
@@ -21,12 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pulumi
 import pytest
 import yaml
 from pulumi.errors import InputPropertiesError
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel, SecretStr
 
 from components.cli import package_args
@@ -34,6 +37,7 @@ from components.cli.mockrun import contains_secret, execute, normalize, unwrap
 from components.model.config.checks import PROJECT, REDACTED
 from components.model.config.root_settings import Settings
 from components.package import NAME, VERSION
+from components.package.dynamic_host import PROVIDERS
 from components.package.inputs import settings_from
 from components.package.provider import PackageProvider
 from components.package.schema import schema, schema_text
@@ -47,22 +51,18 @@ TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
 
 def args_of(config: dict[str, Any]) -> dict[str, Any]:
     """A stack's configuration as the component's inputs: the same tree, `project` for gcp:project."""
-    out = {"project": config["gcp:project"]}
-    out.update({k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")})
-    return out
+    return {"project": config["gcp:project"]} | {
+        k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")
+    }
 
 
 def wire(value: Any) -> Any:
     """Inputs as `construct` receives them: Pulumi's wire has only doubles."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return float(value)
     if isinstance(value, dict):
         return {k: wire(v) for k, v in value.items()}
     if isinstance(value, list):
         return [wire(v) for v in value]
-    return value
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def construct(config: dict[str, Any], *, token: str | None = None, plain_token: bool = False, stack: str = "dev"):
@@ -445,10 +445,6 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
     runpy.run_path(str(ROOT / "plugin" / "__main__.py"), run_name="__main__")
     ((provider, args),) = served
     assert isinstance(provider, PackageProvider) and args == ["127.0.0.1:1234"]
-    import copyreg
-
-    from components.package.dynamic_host import PROVIDERS
-
     # The entry point made the dynamic providers carry the checkout (undone: this process also runs the program).
     assert all(copyreg.dispatch_table.pop(cls, None) is not None for cls in PROVIDERS)
     assert json.loads(provider.schema)["version"] == VERSION
@@ -457,9 +453,6 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
 def test_the_plugin_started_as_the_language_host_starts_it_serves_the_committed_schema(tmp_path: Path) -> None:
     """`python <plugin dir> <engine address>` from another directory (the consumer's project), as the Python
     language host runs a plugin without a pyproject: it prints its port and answers GetSchema."""
-    import grpc
-    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
-
     plugin = subprocess.Popen(
         [sys.executable, str(ROOT / "plugin"), "127.0.0.1:1"],
         stdout=subprocess.PIPE,

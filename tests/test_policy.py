@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import empty_pb2, struct_pb2
+from google.protobuf import empty_pb2
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy import EnforcementLevel, PolicyProviderResource, PolicyResourceOptions, ResourceValidationArgs
@@ -29,6 +29,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from components.serving import HF_SECRET
 from policy import rules
 from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
+from tests.test_dynamic_provider_host import struct
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
@@ -354,19 +355,13 @@ def test_non_kubernetes_resources_need_no_kubernetes_provider(dev: Run) -> None:
 # The pack as the Pulumi CLI runs it: `python policy/`, then gRPC calls from the engine
 
 
-def to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
-
-
 def analyze_request(reg: Registration, inputs: dict[str, Any] | None = None) -> analyzer_pb2.AnalyzeRequest:
     """The request the engine sends for one resource (secrets as signature objects, provider and options)."""
     request = analyzer_pb2.AnalyzeRequest(
         type=reg.type,
         name=reg.name,
         urn=reg.urn,
-        properties=to_struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
+        properties=struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
         options=analyzer_pb2.AnalyzerResourceOptions(
             parent=reg.parent,
             protect=PROTECTED.get(reg.urn, False),
@@ -457,7 +452,7 @@ class TestPackOverGrpc:
         pack = Pack("prod")
         try:
             config = analyzer_pb2.PolicyConfig(
-                enforcementLevel=analyzer_pb2.MANDATORY, properties=to_struct({"protectedStacks": ["staging"]})
+                enforcementLevel=analyzer_pb2.MANDATORY, properties=struct({"protectedStacks": ["staging"]})
             )
             cluster = analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))
             assert {d.policyName for d in pack.analyze(cluster)} == set(STACK_POLICIES)
