@@ -134,15 +134,10 @@ def test_stack_outputs(dev: Run) -> None:
 def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
     components = [r for r in dev.registrations if not r.custom and not r.remote]
     tokens = {r.type for r in components}
-    assert {
-        "gke-tpu-slicing:project:ProjectServices",
-        "gke-tpu-slicing:network:Network",
-        "gke-tpu-slicing:identity:NodeIdentity",
-        "gke-tpu-slicing:cluster:Cluster",
-        "gke-tpu-slicing:capacity:TpuCapacity",
-    } <= tokens
+    some = ["project:ProjectServices", "network:Network", "identity:NodeIdentity", "cluster:Cluster"]
+    assert {f"{P}:{t}" for t in [*some, "capacity:TpuCapacity"]} <= tokens
     for token in tokens:
-        assert token.startswith("gke-tpu-slicing:") and token.count(":") == 2, token
+        assert token.startswith(f"{P}:") and token.count(":") == 2, token
     component_urns = {r.urn for r in components}
     for reg in dev.registrations:
         if reg.custom or reg.remote:
