@@ -190,6 +190,10 @@ def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) 
     assert len(tpu_pools(dev)) == 2  # the dev stack's cubes
     assert len(dev.of_type(rules.CLUSTER)) == 1
     assert any(r.type.startswith("kubernetes:") for r in dev.registrations)
+    # The HF token run declares the one Secret of serving, which the secret rules are about.
+    assert [s.name for s in with_token.of_type(rules.K8S_SECRET) if s.name.startswith("serving-")] == [
+        "serving-hf-token"
+    ]
     secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
     assert unwrap(secret.inputs["metadata"])["name"] == rules.HF_SECRET == HF_SECRET
 
