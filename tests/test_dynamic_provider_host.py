@@ -164,6 +164,15 @@ def host_in(tmp_path: Path) -> Iterator[Any]:
         host.process.wait()
 
 
+@pytest.fixture
+def api() -> Iterator[tuple[FakeApiServer, str]]:
+    """A fake API server and its address."""
+    fake = FakeApiServer()
+    server, address = fake.serve()
+    yield fake, address
+    server.shutdown()
+
+
 def gate_state(server: str, timeout: int) -> dict[str, Any]:
     config = json.loads(kubeconfig("c", "placeholder", None))
     config["clusters"][0]["cluster"]["server"] = f"http://{server}"  # the real user entry; plain HTTP to the fake
@@ -176,25 +185,21 @@ def gate_state(server: str, timeout: int) -> dict[str, Any]:
     }
 
 
-def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in: Any, tmp_path: Path) -> None:
-    api = FakeApiServer()
-    server, address = api.serve()
-    try:
-        host = host_in(ROOT)
-        with pytest.raises(grpc.RpcError) as err:
-            host.delete(gate_state(address, timeout=0))
-        details = err.value.details() or ""
-        assert f"node pool {POOL}: 1 TPU Slice(s) still use its nodes" in details, details
-        assert "wl-sub-abc (ACTIVE, workload ns/wl)" in details
-        # The credential plugin was found on PATH, told the cluster (provideClusterInfo), not interactive.
-        info = json.loads((tmp_path / "exec-info.json").read_text())
-        assert info["spec"]["cluster"]["server"] == f"http://{address}" and info["spec"]["interactive"] is False
-        assert {auth for _path, auth in api.seen} == {f"Bearer {TOKEN}"}
-        assert "/api/v1/nodes" in {path for path, _auth in api.seen}
-        api.slices = []  # GKE has dismantled the Slice: the same delete now returns
+def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in: Any, api: Any, tmp_path: Path) -> None:
+    fake, address = api
+    host = host_in(ROOT)
+    with pytest.raises(grpc.RpcError) as err:
         host.delete(gate_state(address, timeout=0))
-    finally:
-        server.shutdown()
+    details = err.value.details() or ""
+    assert f"node pool {POOL}: 1 TPU Slice(s) still use its nodes" in details, details
+    assert "wl-sub-abc (ACTIVE, workload ns/wl)" in details
+    # The credential plugin was found on PATH, told the cluster (provideClusterInfo), not interactive.
+    info = json.loads((tmp_path / "exec-info.json").read_text())
+    assert info["spec"]["cluster"]["server"] == f"http://{address}" and info["spec"]["interactive"] is False
+    assert {auth for _path, auth in fake.seen} == {f"Bearer {TOKEN}"}
+    assert "/api/v1/nodes" in {path for path, _auth in fake.seen}
+    fake.slices = []  # GKE has dismantled the Slice: the same delete now returns
+    host.delete(gate_state(address, timeout=0))
 
 
 def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, dev: Run, tmp_path: Path) -> None:
@@ -273,20 +278,15 @@ def test_a_pools_delete_first_replacement_reaches_its_gate_through_the_host(host
     assert updated.changes == provider_pb2.DiffResponse.DIFF_SOME and not updated.replaces
 
 
-def test_without_the_credential_plugin_the_gate_says_so(host_in: Any, tmp_path: Path) -> None:
+def test_without_the_credential_plugin_the_gate_says_so(host_in: Any, api: Any, tmp_path: Path) -> None:
     """The kubernetes client logs a failed credential plugin and carries on anonymously; the gate stops first."""
-    api = FakeApiServer()
-    server, address = api.serve()
-    try:
-        (tmp_path / "bin" / "gke-gcloud-auth-plugin").unlink()
-        path = str(tmp_path / "bin")  # nothing else: this machine may have the real plugin
-        assert shutil.which("gke-gcloud-auth-plugin", path=path) is None
-        host = host_in(ROOT, path)
-        with pytest.raises(grpc.RpcError) as err:
-            host.delete(gate_state(address, timeout=0))
-        details = err.value.details() or ""
-        assert "credential plugin gke-gcloud-auth-plugin gave no credential" in details, details
-        assert "gcloud components install gke-gcloud-auth-plugin" in details  # the kubeconfig's installHint
-        assert api.seen == []  # nothing was asked anonymously
-    finally:
-        server.shutdown()
+    fake, address = api
+    (tmp_path / "bin" / "gke-gcloud-auth-plugin").unlink()
+    path = str(tmp_path / "bin")  # nothing else: this machine may have the real plugin
+    assert shutil.which("gke-gcloud-auth-plugin", path=path) is None
+    with pytest.raises(grpc.RpcError) as err:
+        host_in(ROOT, path).delete(gate_state(address, timeout=0))
+    details = err.value.details() or ""
+    assert "credential plugin gke-gcloud-auth-plugin gave no credential" in details, details
+    assert "gcloud components install gke-gcloud-auth-plugin" in details  # the kubeconfig's installHint
+    assert fake.seen == []  # nothing was asked anonymously

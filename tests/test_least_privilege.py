@@ -25,10 +25,7 @@ GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 # storage.buckets.get + storage.objects.list). objectUser, objectCreator, objectAdmin, admin, legacyBucketWriter and
 # legacyBucketOwner all carry storage.objects.create or storage.objects.delete.
 READ_ONLY_ROLES = {
-    "roles/storage.bucketViewer",
-    "roles/storage.objectViewer",
-    "roles/storage.legacyObjectReader",
-    "roles/storage.legacyBucketReader",
+    f"roles/storage.{r}" for r in ("bucketViewer", "objectViewer", "legacyObjectReader", "legacyBucketReader")
 }
 
 
