@@ -54,30 +54,31 @@ class RotatedIp(Mocks):
 
 def identifier(run: Run) -> str:
     assert run.error is None, run.error
-    return run.get("pulumi:providers:kubernetes", "cluster-k8s").inputs["clusterIdentifier"]
+    return run.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
 
 
 LASTING = {"name": "no-minor", "start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}
 ROUTER = "gcp:compute/router:Router"
 NAT = "gcp:compute/routerNat:RouterNat"
+K8S = "pulumi:providers:kubernetes"
+GATE = "pulumi-python:dynamic/teardown:SliceGate"
 OFFICE = [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}]
-# Keys dev's control plane sets, removed (None) so that a test starts from the program's defaults.
-NO_DEV_CONTROL_PLANE = {"unrestrictedPublicEndpoint": None, "privateEndpoint": None, "dnsEndpoint": None}
+DNS_SERVER = {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+IDENTIFIER = "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
+
+
+def _cp(control_plane: dict[str, Any], private_nodes: bool = False) -> dict[str, Any]:
+    """The program's control-plane defaults (dev's keys removed) plus `control_plane`; public nodes by default
+    (the stricter range limit)."""
+    defaults = {"unrestrictedPublicEndpoint": None, "privateEndpoint": None, "dnsEndpoint": None}
+    return {f"{P}:cluster": {"privateNodes": private_nodes, "controlPlane": {**defaults, **control_plane}}}
 
 
 # The codelab's public deployment: nodes with external IPs, an IP endpoint open to every address (both opt-ins).
-PUBLIC_DEV = {
-    f"{P}:cluster": {
-        "privateNodes": False,
-        "controlPlane": {**NO_DEV_CONTROL_PLANE, "unrestrictedPublicEndpoint": True},
-    }
-}
-
-
+PUBLIC_DEV = _cp({"unrestrictedPublicEndpoint": True})
 # Private nodes and one authorized network instead of the public opt-ins.
-PRIVATE_DEV = {
-    f"{P}:cluster": {"privateNodes": True, "controlPlane": {**NO_DEV_CONTROL_PLANE, "authorizedNetworks": OFFICE}}
-}
+PRIVATE_DEV = _cp({"authorizedNetworks": OFFICE}, private_nodes=True)
+DNS_ONLY = _cp({"privateEndpoint": True, "dnsEndpoint": True}, private_nodes=True)
 
 
 @pytest.fixture(scope="module", params=["staging", "prod"])
@@ -87,26 +88,27 @@ def private(request: pytest.FixtureRequest) -> Run:
     return run
 
 
-K8S = "pulumi:providers:kubernetes"
-GATE = "pulumi-python:dynamic/teardown:SliceGate"
-
-
-DNS_ONLY = {
-    f"{P}:cluster": {
-        "privateNodes": True,
-        "controlPlane": {"unrestrictedPublicEndpoint": None, "privateEndpoint": True, "dnsEndpoint": True},
-    }
-}
-
-
 def kubeconfig_cluster(run: Run) -> dict[str, Any]:
     provider = run.get(K8S, "cluster-k8s")
     return json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]
 
 
-def _cp(control_plane: dict[str, Any]) -> dict[str, Any]:
-    """The program's control-plane defaults with public nodes (the stricter range limit), plus `control_plane`."""
-    return {f"{P}:cluster": {"privateNodes": False, "controlPlane": {**NO_DEV_CONTROL_PLANE, **control_plane}}}
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
+    return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+
+
+def authorized(cidr_blocks: list[dict[str, str]], enforced_on_the_internal_endpoint: bool) -> dict[str, Any]:
+    """The authorized networks GKE is sent: only the listed ranges, not Google Cloud's public addresses (GKE's
+    default decides when the flag is left out, the provider sends it only when set)."""
+    return {
+        "cidrBlocks": cidr_blocks,
+        "gcpPublicCidrsAccessEnabled": False,
+        "privateEndpointEnforcementEnabled": enforced_on_the_internal_endpoint,
+    }
+
+
+def _exclusion(exclusion: dict[str, Any]) -> dict[str, Any]:
+    return {f"{P}:cluster": {"maintenanceExclusion": exclusion}}
 
 
 BAD = [
@@ -151,6 +153,37 @@ BAD = [
         ["cluster.controlPlane.authorizedNetworks = '51 ranges'", "at most 50", "public nodes"],
     ),
     ("unknown key", _cp({"authorisedNetworks": OFFICE}), ["controlPlane.authorisedNetworks", "authorizedNetworks"]),
+    (
+        "more ranges than GKE allows with private nodes",
+        _cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(101)]}, private_nodes=True),
+        ["cluster.controlPlane.authorizedNetworks = '101 ranges'", "at most 100", "private nodes"],
+    ),
+    (
+        "a past maintenance exclusion",
+        _exclusion({"start": "2026-05-18T00:00:00Z", "end": "2026-08-15T00:00:00Z"}),
+        ["gke-tpu-slicing:cluster.maintenanceExclusion.end", "2026-08-15T00:00:00Z", "in the future"],
+    ),
+    # Exclusions GKE would not take.
+    (
+        "end of support with no upgrades",
+        _exclusion({**LASTING, "scope": "NO_UPGRADES"}),
+        ["maintenanceExclusion.endTimeBehavior", "NO_MINOR_UPGRADES"],
+    ),
+    (
+        "end of support with an end",
+        _exclusion({**LASTING, "scope": "NO_MINOR_UPGRADES", "end": "2027-01-01T00:00:00Z"}),
+        ["maintenanceExclusion.end = '2027-01-01T00:00:00Z'", "unset when endTimeBehavior"],
+    ),
+    (
+        "no end",
+        _exclusion({"start": "2026-12-01T00:00:00Z"}),
+        ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"],
+    ),
+    (
+        "unknown end behaviour",
+        _exclusion({**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"}),
+        ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
+    ),
 ]
 
 
@@ -162,6 +195,7 @@ def test_cluster_flags(dev: Run) -> None:
     # `cluster.version` defaults to the prefix 1.36: the newest 1.36 the Rapid channel offers (the harness's
     # SERVER_CONFIG lists 1.36.2-gke.1500000 first), not a pinned patch that goes stale.
     assert c["minMasterVersion"] == "1.36.2-gke.1500000"
+    assert gke_version_tuple(c["minMasterVersion"]) >= gke_version_tuple(SUBSLICING_FLOOR)
     assert c["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
     assert c["datapathProvider"] == "ADVANCED_DATAPATH"
     assert c["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
@@ -198,26 +232,20 @@ def test_cluster_flags(dev: Run) -> None:
     assert sub.urn in dev.get(CLUSTER, "cluster-gke").property_dependencies["subnetwork"]
 
 
-def test_system_pool_is_the_default_pool_of_the_reference(dev: Run) -> None:
-    pool = dev.get(POOL, "cluster-system").inputs
-    assert pool["nodeCount"] == 1
-    assert pool["nodeConfig"]["machineType"] == "n2-standard-32"
-    assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
-    assert dev.get(CLUSTER, "cluster-gke").inputs["removeDefaultNodePool"] is True
-
-
-def test_kubernetes_provider(dev: Run) -> None:
-    provider = dev.get("pulumi:providers:kubernetes", "cluster-k8s")
+def test_kubernetes_provider_and_its_identity_which_changes_with_the_cluster_instance_only(dev: Run) -> None:
+    provider = dev.get(K8S, "cluster-k8s")
     # The cluster instance: its id and GKE's per-cluster DNS endpoint (its replacement: below).
-    assert provider.inputs["clusterIdentifier"] == "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
+    assert provider.inputs["clusterIdentifier"] == IDENTIFIER
     assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
+    # A cluster replaced under the same name gets a new DNS endpoint: a new provider, new objects.
+    assert identifier(run_program(mocks=Mocks(cluster_hash="0f0f0f0f0f0f"))) != identifier(dev)
+    # An IP rotation of the same cluster does not replace every Kubernetes object.
+    assert identifier(run_program(mocks=RotatedIp())) == identifier(dev)
     assert is_secret(provider.inputs["kubeconfig"])
     kubeconfig = json.loads(provider.inputs["kubeconfig"]["value"])
     # dev reaches the control plane through GKE's DNS-based endpoint (it has no public IP endpoint), which
     # presents a publicly trusted certificate: no CA in the kubeconfig.
-    assert kubeconfig["clusters"][0]["cluster"] == {
-        "server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
-    }
+    assert kubeconfig["clusters"][0]["cluster"] == DNS_SERVER
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["kubeconfig"]
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
@@ -226,14 +254,14 @@ def test_kubernetes_provider(dev: Run) -> None:
 
 def test_first_preview_of_a_fresh_stack_with_unknown_kubeconfig() -> None:
     run = ok(preview=True, mocks=Mocks(known_cluster=False))
-    provider = run.get("pulumi:providers:kubernetes", "cluster-k8s")
+    provider = run.get(K8S, "cluster-k8s")
     assert is_unknown(provider.inputs.get("kubeconfig", UNKNOWN))
     # The identifier names a cluster instance, so it is unknown until the cluster exists.
     assert is_unknown(provider.inputs.get("clusterIdentifier", UNKNOWN))
-    assert {r.type for r in run.registrations} >= {CLUSTER, POOL, "pulumi:providers:kubernetes"}
+    assert {r.type for r in run.registrations} >= {CLUSTER, POOL, K8S}
 
 
-def test_cluster_ignores_what_only_shapes_the_default_pool(dev: Run) -> None:
+def test_cluster_ignores_what_only_shapes_the_default_pool_and_the_system_pool_replaces_it(dev: Run) -> None:
     cluster = dev.get(CLUSTER, "cluster-gke")
     # node_config is ForceNew and GKE stops returning it once the default pool is removed: only its identity
     # (the dedicated node account, tests/test_diff_gcp.py), ignored after creation.
@@ -241,8 +269,11 @@ def test_cluster_ignores_what_only_shapes_the_default_pool(dev: Run) -> None:
     assert cluster.inputs["removeDefaultNodePool"] is True
     assert cluster.inputs["initialNodeCount"] == 1  # the provider requires it with remove_default_node_pool
     assert cluster.options["ignoreChanges"] == ["initialNodeCount", "nodeConfig"]
-    # The system machine type lives on the system pool only.
-    assert dev.get(POOL, "cluster-system").inputs["nodeConfig"]["machineType"] == "n2-standard-32"
+    # The system pool is the reference's default pool; its machine type lives on it only.
+    pool = dev.get(POOL, "cluster-system").inputs
+    assert pool["nodeCount"] == 1
+    assert pool["nodeConfig"]["machineType"] == "n2-standard-32"
+    assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert "n2-standard-32" not in json.dumps(cluster.inputs)
 
 
@@ -253,45 +284,23 @@ def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
     assert (pool.name, pool.action, pool.properties) == ("cluster-system", engine.UPDATE, ["nodeConfig.machineType"])
 
 
-def test_provider_identity_changes_with_the_cluster_instance_only(dev: Run) -> None:
-    provider = dev.get("pulumi:providers:kubernetes", "cluster-k8s")
-    assert dev.get(CLUSTER, "cluster-gke").urn in provider.property_dependencies["clusterIdentifier"]
-    # A cluster replaced under the same name gets a new DNS endpoint: a new provider, new objects.
-    assert identifier(run_program(mocks=Mocks(cluster_hash="0f0f0f0f0f0f"))) != identifier(dev)
-    # An IP rotation of the same cluster does not replace every Kubernetes object.
-    assert identifier(run_program(mocks=RotatedIp())) == identifier(dev)
-
-
-def test_a_past_maintenance_exclusion_is_an_error() -> None:
-    assert_rejected(
-        {f"{P}:cluster": {"maintenanceExclusion": {"start": "2026-05-18T00:00:00Z", "end": "2026-08-15T00:00:00Z"}}},
-        ["gke-tpu-slicing:cluster.maintenanceExclusion.end", "2026-08-15T00:00:00Z", "in the future"],
-        prefix="invalid stack configuration (1 problem)",
-    )
-
-
 @pytest.mark.parametrize("year", [2020, 2026, 2031, 2099])
 def test_the_defaults_are_valid_on_any_day(year: int) -> None:
     now = datetime(year, 6, 1, tzinfo=UTC)
     # Keys with no default: the bucket, who hears of alerts, who may reach the control plane.
-    required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
     access = {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}}
-    settings = load({"tpu": {"reservation": {"name": "r"}}, "cluster": access, **required}, "my-tpu-project", now=now)
-    assert settings.cluster.maintenance_exclusion is None
+
+    def settings(**cluster: Any) -> Any:
+        required = {"serving": {"weightsBucket": "my-weights"}, "observability": {"notifyNobody": True}}
+        config = {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **cluster}, **required}
+        return load(config, "my-tpu-project", now=now)
+
+    assert settings().cluster.maintenance_exclusion is None
     # ...while an explicit window is judged against that day.
-    window = {"maintenanceExclusion": {"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"}}
     with pytest.raises(ConfigError, match=r"maintenanceExclusion\.end"):
-        load(
-            {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **window}, **required},
-            "my-tpu-project",
-            now=now,
-        )
+        settings(maintenanceExclusion={"start": f"{year}-05-01T00:00:00Z", "end": f"{year}-05-20T00:00:00Z"})
     # An end-of-support exclusion has no end date for any day to pass.
-    lasting = {"maintenanceExclusion": {"start": "2026-12-01T00:00:00Z", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}
-    lasting["maintenanceExclusion"]["scope"] = "NO_MINOR_UPGRADES"
-    load(
-        {"tpu": {"reservation": {"name": "r"}}, "cluster": {**access, **lasting}, **required}, "my-tpu-project", now=now
-    )
+    settings(maintenanceExclusion={**LASTING, "scope": "NO_MINOR_UPGRADES"})
 
 
 def test_a_daily_maintenance_start_without_an_exclusion_is_applied() -> None:
@@ -325,34 +334,6 @@ def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("exclusion", "expected"),
-    [
-        ({**LASTING, "scope": "NO_UPGRADES"}, ["maintenanceExclusion.endTimeBehavior", "NO_MINOR_UPGRADES"]),
-        (
-            {**LASTING, "scope": "NO_MINOR_UPGRADES", "end": "2027-01-01T00:00:00Z"},
-            ["maintenanceExclusion.end = '2027-01-01T00:00:00Z'", "unset when endTimeBehavior"],
-        ),
-        ({"start": "2026-12-01T00:00:00Z"}, ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"]),
-        (
-            {**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"},
-            ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
-        ),
-    ],
-)
-def test_an_exclusion_gke_would_not_take_is_refused(exclusion: dict[str, Any], expected: list[str]) -> None:
-    assert_rejected(
-        {f"{P}:cluster": {"maintenanceExclusion": exclusion}},
-        expected,
-        prefix="invalid stack configuration (1 problem)",
-    )
-
-
-def test_default_version_meets_the_subslicing_floor(dev: Run) -> None:
-    version = dev.get(CLUSTER, "cluster-gke").inputs["minMasterVersion"]
-    assert gke_version_tuple(version) >= gke_version_tuple(SUBSLICING_FLOOR)
-
-
 def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke")
     assert cluster.inputs["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
@@ -381,13 +362,9 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
 
 def test_staging_and_prod_control_planes_accept_only_their_authorized_networks(private: Run) -> None:
     cluster = private.get(CLUSTER, "cluster-gke").inputs
-    # Only the listed range: not Google Cloud's public addresses (GKE's default decides when the flag is left
-    # out, the provider sends it only when set); the public endpoint's list leaves in-VPC clients alone.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": False,
-    }
+    # The public endpoint's list leaves in-VPC clients alone.
+    deployers = [{"cidrBlock": "198.51.100.0/24", "displayName": "deployers"}]
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized(deployers, False)
     assert not any("unrestrictedPublicEndpoint" in w or "privateNodes" in w for w in warnings_of(private))
 
 
@@ -399,7 +376,7 @@ def test_dev_is_private_reached_through_the_dns_endpoint_and_its_preview_warns_o
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
     assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": True} for p in dev.of_type(POOL))
     assert len(dev.of_type(NAT)) == 1
-    assert kubeconfig_cluster(dev) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+    assert kubeconfig_cluster(dev) == DNS_SERVER
     # The settings' warnings (what is exposed); the capacity plan's and the version's are about other things.
     assert not [w for w in warnings_of(dev) if w.startswith(f"{P}:cluster.")], warnings_of(dev)
 
@@ -409,6 +386,13 @@ def test_the_public_opt_ins_say_what_is_exposed() -> None:
     cluster = public.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": False, "enablePrivateEndpoint": False}
     assert "masterAuthorizedNetworksConfig" not in cluster
+    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
+    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
+    assert kubeconfig_cluster(public) == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": "Q0EtY2VydA==",
+    }
     assert all(p.inputs["networkConfig"] == {"enablePrivateNodes": False} for p in public.of_type(POOL))
     assert public.of_type(ROUTER) == [] and public.of_type(NAT) == []
     warnings = warnings_of(public)
@@ -428,46 +412,22 @@ def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them() -
     after = {p.name: p.inputs for p in private.of_type(POOL)}
     assert before.keys() == after.keys()
     for name in before:
-        changed = {k for k in before[name].keys() | after[name].keys() if before[name].get(k) != after[name].get(k)}
+        changed = changed_keys(before[name], after[name])
         assert changed == {"networkConfig"}, (name, changed)
         assert after[name]["networkConfig"] == {"enablePrivateNodes": True}
     c0, c1 = dev.get(CLUSTER, "cluster-gke").inputs, private.get(CLUSTER, "cluster-gke").inputs
-    changed = {k for k in c0.keys() | c1.keys() if c0.get(k) != c1.get(k)}
-    assert changed == {"privateClusterConfig", "masterAuthorizedNetworksConfig"}
+    assert changed_keys(c0, c1) == {"privateClusterConfig", "masterAuthorizedNetworksConfig"}
     assert "masterIpv4CidrBlock" not in c1["privateClusterConfig"], "ForceNew, and the legacy peering model"
     assert len(private.of_type(NAT)) == 1
 
 
 def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
-    run = run_program(
-        {
-            f"{P}:cluster": {
-                "privateNodes": True,
-                "controlPlane": {**NO_DEV_CONTROL_PLANE, "privateEndpoint": True, "authorizedNetworks": OFFICE},
-            }
-        }
-    )
+    run = run_program(_cp({"privateEndpoint": True, "authorizedNetworks": OFFICE}, private_nodes=True))
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
     # With only the internal endpoint, the list is enforced there too: not every address in the VPC gets in.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "198.51.100.0/24", "displayName": "office"}],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": True,
-    }
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized(OFFICE, True)
     assert not any("unrestricted" in w for w in warnings_of(run))
-
-
-def test_every_stack_says_whether_the_dns_endpoint_takes_user_traffic() -> None:
-    # Always sent: its parent blocks are Computed, so leaving it out would keep what GKE last had.
-    public = run_program(PUBLIC_DEV)
-    cluster = public.get(CLUSTER, "cluster-gke").inputs
-    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
-    # Without it the program connects to the IP endpoint and trusts the cluster's CA.
-    assert kubeconfig_cluster(public) == {
-        "server": "https://203.0.113.10",
-        "certificate-authority-data": "Q0EtY2VydA==",
-    }
 
 
 def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
@@ -478,20 +438,12 @@ def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_aut
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
     # Authorized networks still sent (empty, enforced on the internal endpoint): only GKE's own ranges reach the
     # IP endpoint; people and CI come in through the DNS endpoint.
-    assert cluster["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [],
-        "gcpPublicCidrsAccessEnabled": False,
-        "privateEndpointEnforcementEnabled": True,
-    }
+    assert cluster["masterAuthorizedNetworksConfig"] == authorized([], True)
     # The kubeconfig targets GKE's per-cluster DNS name; no cluster CA (the DNS endpoint's certificate is
     # publicly trusted, and a pinned cluster CA would refuse it).
-    assert kubeconfig_cluster(run) == {"server": "https://gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"}
+    assert kubeconfig_cluster(run) == DNS_SERVER
     # The identity is the same one the IP-endpoint stacks have: switching endpoints replaces no Kubernetes object.
-    assert (
-        run.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
-        == dev.get(K8S, "cluster-k8s").inputs["clusterIdentifier"]
-        == "cluster-gke-id@gke-a1b2c3d4e5f6-123456789012.us-central1.gke.goog"
-    )
+    assert identifier(run) == identifier(dev) == IDENTIFIER
 
 
 def test_offline_the_kubeconfig_names_the_dns_endpoint_as_a_marker() -> None:
@@ -514,33 +466,21 @@ def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfi
     gates = {key for key in changed if key[0] == GATE}
     assert len(gates) == len(staging.of_type(GATE)) > 0  # the teardown gates carry the kubeconfig too
     assert changed - gates == {(CLUSTER, "cluster-gke"), (K8S, "cluster-k8s")}
-
-    def keys_changed(key: tuple[str, str]) -> set[str]:
-        old, new = before[key], after[key]
-        return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
-
-    assert keys_changed((CLUSTER, "cluster-gke")) == {"controlPlaneEndpointsConfig"}
+    assert changed_keys(*(inputs[CLUSTER, "cluster-gke"] for inputs in (before, after))) == {
+        "controlPlaneEndpointsConfig"
+    }
     # Only the kubeconfig: the provider's identity stays, and a gate replaces only on its pool or cluster.
-    assert all(keys_changed(key) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
+    assert all(changed_keys(before[key], after[key]) == {"kubeconfig"} for key in {(K8S, "cluster-k8s"), *gates})
     assert not {"kubeconfig"} & set(REPLACE_KEYS)
 
 
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD, ids=[c[0] for c in BAD])
-def test_control_plane_settings_that_cannot_work_are_refused_by_name(
+def test_cluster_settings_that_cannot_work_are_refused_by_name(
     case: str, overrides: dict[str, Any], expected: list[str]
 ) -> None:
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
 
 
 def test_a_hundred_ranges_are_allowed_with_private_nodes() -> None:
-    ranges = [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]
-    private = {"privateNodes": True, "controlPlane": NO_DEV_CONTROL_PLANE}
-    run = run_program(
-        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": ranges}}}
-    )
+    run = run_program(_cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]}, True))
     assert run.error is None, run.error
-    too_many = [*ranges, {"cidrBlock": "10.200.0.0/16"}]
-    assert_rejected(
-        {f"{P}:cluster": {**private, "controlPlane": {**private["controlPlane"], "authorizedNetworks": too_many}}},
-        ["cluster.controlPlane.authorizedNetworks = '101 ranges'", "at most 100", "private nodes"],
-    )

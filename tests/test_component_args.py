@@ -2,6 +2,8 @@
 declared alone from its args registering what the whole program does is checked beside it: tests/test_network.py,
 tests/test_kueue_objects.py.)"""
 
+import importlib
+import pkgutil
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,21 +12,13 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.provider.experimental.analyzer import Analyzer
 
+import components
 from components import graph_args
-from components.addons import HelmAddon, InferenceExtensionCrds, SliceController
 from components.cli.mockrun import PROJECT
-from components.cluster import Cluster
-from components.demo_jobsets import SlicingJobSet
-from components.kueue_objects import SliceQueues
+from components.component import Component
 from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
-from components.network import Egress, InternalFirewall, Network
-from components.node_service_account import NodeIdentity
-from components.observability import Observability
-from components.project_services import ProjectServices
 from components.serving import Serving
-from components.teardown import SliceGates
 from components.tpu_node_pools import TpuCapacity
-from components.weights_download_job import WeightsDownload
 from tests.harness import Registration, declare, dev_settings, run_program, shape
 
 
@@ -76,24 +70,11 @@ def test_serving_from_its_args_alone_registers_as_in_the_program() -> None:
     assert len(mine) >= 10 and mine == theirs
 
 
-COMPONENTS = [
-    ProjectServices,
-    Network,
-    Egress,
-    InternalFirewall,
-    NodeIdentity,
-    Cluster,
-    TpuCapacity,
-    SliceGates,
-    HelmAddon,
-    SliceController,
-    InferenceExtensionCrds,
-    SliceQueues,
-    SlicingJobSet,
-    WeightsDownload,
-    Serving,
-    Observability,
-]
+# Every component the program declares: each module's subclasses of the components' base class.
+for _module in pkgutil.iter_modules(components.__path__):
+    if not _module.ispkg and _module.name != "__main__":
+        importlib.import_module(f"components.{_module.name}")
+COMPONENTS = sorted(Component.__subclasses__(), key=lambda c: c.__name__)
 
 
 @pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
@@ -104,16 +85,21 @@ def test_pulumis_analyzer_infers_every_components_inputs_with_a_description(comp
     assert definition.inputs and all(p.description for p in definition.inputs.values()), component
 
 
-def test_graph_shaping_values_are_plain_and_other_resources_values_are_inputs() -> None:
-    inputs = Analyzer(PROJECT).analyze([TpuCapacity])["component_definitions"]["TpuCapacity"].inputs
-    assert inputs["nodesPerPool"].plain and inputs["pools"].plain and inputs["cubeTopology"].plain
-    assert not inputs["cluster"].plain and not inputs["nodeServiceAccount"].plain
-
-
-def test_servings_counts_and_names_are_plain_and_its_namespace_and_token_inputs() -> None:
-    analyzed = Analyzer(PROJECT).analyze([Serving])
-    inputs = analyzed["component_definitions"]["Serving"].inputs
-    assert inputs["roles"].plain and inputs["modelServer"].plain and inputs["gatewayName"].plain
-    assert not inputs["namespace"].plain and not inputs["hfToken"].plain and not inputs["proxySubnet"].plain
-    role = analyzed["type_definitions"]["ServingRoleArgs"].properties
-    assert role["replicas"].plain and role["vms"].plain and role["topology"].plain and role["tensorParallelSize"].plain
+@pytest.mark.parametrize(
+    ("component", "plain", "inputs"),
+    [
+        # The graph's shape: counts and names decide what is registered.
+        (TpuCapacity, ["nodesPerPool", "pools", "cubeTopology"], ["cluster", "nodeServiceAccount"]),
+        (Serving, ["roles", "modelServer", "gatewayName"], ["namespace", "hfToken", "proxySubnet"]),
+    ],
+    ids=["TpuCapacity", "Serving"],
+)
+def test_graph_shaping_values_are_plain_and_other_resources_values_are_inputs(
+    component: type, plain: list[str], inputs: list[str]
+) -> None:
+    analyzed = Analyzer(PROJECT).analyze([component])
+    properties = analyzed["component_definitions"][component.__name__].inputs
+    assert [k for k in plain if not properties[k].plain] == [] and [k for k in inputs if properties[k].plain] == []
+    if component is Serving:
+        role = analyzed["type_definitions"]["ServingRoleArgs"].properties
+        assert all(role[k].plain for k in ("replicas", "vms", "topology", "tensorParallelSize"))

@@ -26,6 +26,8 @@ Here: the real host (`python -u -m pulumi.dynamic`), from the project's director
 
 from __future__ import annotations
 
+import base64
+import copyreg
 import json
 import os
 import shutil
@@ -48,7 +50,8 @@ from components.cluster import kubeconfig
 from components.kueue_guard import ImmutableFieldsProvider
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import SliceGateProvider
+from components.package import dynamic_host
+from components.teardown import PoolReplacementsProvider, SliceGateProvider
 from tests import fakes
 from tests.harness import Run, unwrap
 
@@ -136,9 +139,11 @@ def host_in(tmp_path: Path) -> Iterator[Any]:
     """Starts the dynamic provider host as the engine does, in a given directory, with a fake auth plugin."""
     started: list[Host] = []
 
-    def start(cwd: Path, path: str | None = None) -> Host:
+    def start(cwd: Path, path: str | None = None, pythonpath: Path | None = None) -> Host:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["PATH"] = path if path is not None else f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        if pythonpath is not None:
+            env["PYTHONPATH"] = str(pythonpath)
         process = subprocess.Popen(
             [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
             cwd=cwd,
@@ -159,6 +164,15 @@ def host_in(tmp_path: Path) -> Iterator[Any]:
         host.process.wait()
 
 
+@pytest.fixture
+def api() -> Iterator[tuple[FakeApiServer, str]]:
+    """A fake API server and its address."""
+    fake = FakeApiServer()
+    server, address = fake.serve()
+    yield fake, address
+    server.shutdown()
+
+
 def gate_state(server: str, timeout: int) -> dict[str, Any]:
     config = json.loads(kubeconfig("c", "placeholder", None))
     config["clusters"][0]["cluster"]["server"] = f"http://{server}"  # the real user entry; plain HTTP to the fake
@@ -171,34 +185,67 @@ def gate_state(server: str, timeout: int) -> dict[str, Any]:
     }
 
 
-def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in: Any, tmp_path: Path) -> None:
-    api = FakeApiServer()
-    server, address = api.serve()
-    try:
-        host = host_in(ROOT)
-        with pytest.raises(grpc.RpcError) as err:
-            host.delete(gate_state(address, timeout=0))
-        details = err.value.details() or ""
-        assert f"node pool {POOL}: 1 TPU Slice(s) still use its nodes" in details, details
-        assert "wl-sub-abc (ACTIVE, workload ns/wl)" in details
-        # The credential plugin was found on PATH, told the cluster (provideClusterInfo), not interactive.
-        info = json.loads((tmp_path / "exec-info.json").read_text())
-        assert info["spec"]["cluster"]["server"] == f"http://{address}" and info["spec"]["interactive"] is False
-        assert {auth for _path, auth in api.seen} == {f"Bearer {TOKEN}"}
-        assert "/api/v1/nodes" in {path for path, _auth in api.seen}
-        api.slices = []  # GKE has dismantled the Slice: the same delete now returns
+def test_a_gates_delete_runs_in_pulumis_host_from_the_project_directory(host_in: Any, api: Any, tmp_path: Path) -> None:
+    fake, address = api
+    host = host_in(ROOT)
+    with pytest.raises(grpc.RpcError) as err:
         host.delete(gate_state(address, timeout=0))
-    finally:
-        server.shutdown()
+    details = err.value.details() or ""
+    assert f"node pool {POOL}: 1 TPU Slice(s) still use its nodes" in details, details
+    assert "wl-sub-abc (ACTIVE, workload ns/wl)" in details
+    # The credential plugin was found on PATH, told the cluster (provideClusterInfo), not interactive.
+    info = json.loads((tmp_path / "exec-info.json").read_text())
+    assert info["spec"]["cluster"]["server"] == f"http://{address}" and info["spec"]["interactive"] is False
+    assert {auth for _path, auth in fake.seen} == {f"Bearer {TOKEN}"}
+    assert "/api/v1/nodes" in {path for path, _auth in fake.seen}
+    fake.slices = []  # GKE has dismantled the Slice: the same delete now returns
+    host.delete(gate_state(address, timeout=0))
 
 
-def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, tmp_path: Path) -> None:
-    """Why the engine's working directory matters: the providers are stored as references to this checkout."""
+def test_outside_the_project_directory_the_reference_does_not_import(host_in: Any, dev: Run, tmp_path: Path) -> None:
+    """Why the engine's working directory matters: the providers are stored as references to this checkout,
+    pickled as they always were (existing stacks unpickle them), importable elsewhere only on PYTHONPATH."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with pytest.raises(grpc.RpcError) as err:
         host_in(elsewhere).delete(gate_state("127.0.0.1:9", timeout=0))
     assert "No module named 'components'" in (err.value.details() or "")
+    (guard,) = dev.of_type("pulumi-python:dynamic/queues:ImmutableFields")
+    pickled = serialize_provider(ImmutableFieldsProvider())
+    assert b"exec" not in base64.b64decode(pickled) and b"components.kueue_guard" in base64.b64decode(pickled)
+    news = {**unwrap(guard.inputs), "__provider": pickled}
+    assert host_in(elsewhere, pythonpath=ROOT).check(news, news) == []
+    with pytest.raises(grpc.RpcError) as err:
+        host_in(elsewhere).check(news, news)
+    assert "No module named 'components'" in (err.value.details() or "")
+
+
+def _plugin_serialized(provider: Any) -> str:
+    """`provider` pickled as in the plugin's process (its entry point calls carry_the_checkout)."""
+    dynamic_host.carry_the_checkout()
+    try:
+        return serialize_provider(provider)
+    finally:
+        for cls in dynamic_host.PROVIDERS:  # the program's own pickling in this process stays as it is
+            copyreg.dispatch_table.pop(cls, None)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kind"),
+    [
+        (ImmutableFieldsProvider, "ImmutableFields"),
+        (SliceGateProvider, "SliceGate"),
+        (PoolReplacementsProvider, "PoolReplacements"),
+    ],
+)
+def test_the_plugins_dynamic_providers_run_from_a_consumers_project_without_pythonpath(
+    host_in: Any, dev: Run, tmp_path: Path, cls: type, kind: str
+) -> None:
+    """Pickled in the plugin's process, a provider carries its checkout: the host in the consumer's directory runs
+    it with no PYTHONPATH (components/package/dynamic_host.py)."""
+    registration = next(r for r in dev.registrations if r.type.endswith(f":{kind}"))
+    news = {**unwrap(registration.inputs), "__provider": _plugin_serialized(cls())}
+    assert host_in(tmp_path).check(news, news) == []
 
 
 def test_the_guard_checks_on_the_wire_and_never_refuses_a_no_op(host_in: Any, dev: Run) -> None:
@@ -231,20 +278,15 @@ def test_a_pools_delete_first_replacement_reaches_its_gate_through_the_host(host
     assert updated.changes == provider_pb2.DiffResponse.DIFF_SOME and not updated.replaces
 
 
-def test_without_the_credential_plugin_the_gate_says_so(host_in: Any, tmp_path: Path) -> None:
+def test_without_the_credential_plugin_the_gate_says_so(host_in: Any, api: Any, tmp_path: Path) -> None:
     """The kubernetes client logs a failed credential plugin and carries on anonymously; the gate stops first."""
-    api = FakeApiServer()
-    server, address = api.serve()
-    try:
-        (tmp_path / "bin" / "gke-gcloud-auth-plugin").unlink()
-        path = str(tmp_path / "bin")  # nothing else: this machine may have the real plugin
-        assert shutil.which("gke-gcloud-auth-plugin", path=path) is None
-        host = host_in(ROOT, path)
-        with pytest.raises(grpc.RpcError) as err:
-            host.delete(gate_state(address, timeout=0))
-        details = err.value.details() or ""
-        assert "credential plugin gke-gcloud-auth-plugin gave no credential" in details, details
-        assert "gcloud components install gke-gcloud-auth-plugin" in details  # the kubeconfig's installHint
-        assert api.seen == []  # nothing was asked anonymously
-    finally:
-        server.shutdown()
+    fake, address = api
+    (tmp_path / "bin" / "gke-gcloud-auth-plugin").unlink()
+    path = str(tmp_path / "bin")  # nothing else: this machine may have the real plugin
+    assert shutil.which("gke-gcloud-auth-plugin", path=path) is None
+    with pytest.raises(grpc.RpcError) as err:
+        host_in(ROOT, path).delete(gate_state(address, timeout=0))
+    details = err.value.details() or ""
+    assert "credential plugin gke-gcloud-auth-plugin gave no credential" in details, details
+    assert "gcloud components install gke-gcloud-auth-plugin" in details  # the kubeconfig's installHint
+    assert fake.seen == []  # nothing was asked anonymously

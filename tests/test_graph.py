@@ -13,6 +13,7 @@ from tests.harness import (
     KUEUE,
     POOL,
     P,
+    Registration,
     Run,
     addon_charts,
     changes,
@@ -47,56 +48,50 @@ def partition(shape: str) -> str:
     return f"cloud.google.com/gke-tpu-partition-{shape}-id"
 
 
+def moved(*changed: str, added: tuple[str, ...] = (), removed: tuple[str, ...] = ()) -> tuple[set[str], ...]:
+    return set(added), set(removed), set(changed)
+
+
 # One key changed at a time -> exactly the resources whose inputs may differ (added, removed, changed).
 ONE_KEY = [
-    (
-        "another system machine type",
-        {f"{P}:cluster": {"systemMachineType": "n2-standard-48"}},
-        (set(), set(), {"cluster-system"}),
-    ),
+    ("another system machine type", {f"{P}:cluster": {"systemMachineType": "n2-standard-48"}}, moved("cluster-system")),
     (
         "more cubes",
         {f"{P}:tpu": {"cubes": 3}},
         # a new pool and its teardown gate; the ClusterQueue's TPU quota (chips provisioned) grows with it,
-        # and so do the dashboard's provisioned-chips line and the quota-full alert's threshold
-        (
-            {"capacity-tpu7-pool-3", "teardown-tpu7-pool-3"},
-            set(),
-            {"queues-cluster-queue", "observability-dashboard", "observability-tpu-quota-full"}
-            | {"teardown-pool-replacements"},  # the record of the pools' ids that refuses their replacement
+        # and so do the dashboard's provisioned-chips line and the quota-full alert's threshold, and the record
+        # of the pools' ids that refuses their replacement
+        moved(
+            "queues-cluster-queue",
+            "observability-dashboard",
+            "observability-tpu-quota-full",
+            "teardown-pool-replacements",
+            added=("capacity-tpu7-pool-3", "teardown-tpu7-pool-3"),
         ),
     ),
-    ("a newer add-on version", {f"{P}:addons": {"kueue": {"version": "0.17.5"}}}, (set(), set(), {"kueue-chart"})),
+    ("a newer add-on version", {f"{P}:addons": {"kueue": {"version": "0.17.5"}}}, moved("kueue-chart")),
     (
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
         # the new set's leaders-ready patch (named per revision) replaces the old set's
-        ({"serving-decode-ready-<new>"}, {"serving-decode-ready-<old>"}, {"serving-decode"}),
+        moved("serving-decode", added=("serving-decode-ready-<new>",), removed=("serving-decode-ready-<old>",)),
     ),
     (
         # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
         "another weights bucket",
         {f"{P}:serving": {"weightsBucket": "other-weights"}},
-        (
-            set(),
-            set(),
-            {"serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"},
-        ),
+        moved("serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"),
     ),
     (
         # the cache bucket (name is ForceNew: replaced delete-first), its members, the pods' VLLM_XLA_CACHE_PATH
         "another XLA cache bucket",
         {f"{P}:serving": {"xlaCacheBucket": "my-xla-cache"}},
-        (
-            set(),
-            set(),
-            {
-                "serving-xla-cache",
-                "serving-xla-cache-bucketviewer",
-                "serving-xla-cache-objectuser",
-                "serving-prefill",
-                "serving-decode",
-            },
+        moved(
+            "serving-xla-cache",
+            "serving-xla-cache-bucketviewer",
+            "serving-xla-cache-objectuser",
+            "serving-prefill",
+            "serving-decode",
         ),
     ),
 ]
@@ -139,15 +134,10 @@ def test_stack_outputs(dev: Run) -> None:
 def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
     components = [r for r in dev.registrations if not r.custom and not r.remote]
     tokens = {r.type for r in components}
-    assert {
-        "gke-tpu-slicing:project:ProjectServices",
-        "gke-tpu-slicing:network:Network",
-        "gke-tpu-slicing:identity:NodeIdentity",
-        "gke-tpu-slicing:cluster:Cluster",
-        "gke-tpu-slicing:capacity:TpuCapacity",
-    } <= tokens
+    some = ["project:ProjectServices", "network:Network", "identity:NodeIdentity", "cluster:Cluster"]
+    assert {f"{P}:{t}" for t in [*some, "capacity:TpuCapacity"]} <= tokens
     for token in tokens:
-        assert token.startswith("gke-tpu-slicing:") and token.count(":") == 2, token
+        assert token.startswith(f"{P}:") and token.count(":") == 2, token
     component_urns = {r.urn for r in components}
     for reg in dev.registrations:
         if reg.custom or reg.remote:
@@ -159,25 +149,20 @@ def test_components_have_type_tokens_and_own_their_children(dev: Run) -> None:
 
 
 def test_names_flow_as_outputs_not_literals(codelab: Run) -> None:
-    def urn(type_: str, name: str) -> str:
-        return codelab.get(type_, name).urn
+    def queue(kind: str, name: str) -> Registration:
+        return codelab.get(f"{KUEUE}/v1beta2:{kind}", f"queues-{name}")
 
-    topology = urn(f"{KUEUE}/v1beta2:Topology", "queues-topology")
-    flavor = urn(f"{KUEUE}/v1beta2:ResourceFlavor", "queues-flavor")
-    check = urn(f"{KUEUE}/v1beta2:AdmissionCheck", "queues-admission-check")
-    cq = urn(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue")
-    lq = urn(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue")
-    ns = urn("kubernetes:core/v1:Namespace", "queues-namespace")
-    assert topology in codelab.get(f"{KUEUE}/v1beta2:ResourceFlavor", "queues-flavor").property_dependencies["spec"]
-    assert {check, flavor} <= set(
-        codelab.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").property_dependencies["spec"]
+    ns = codelab.get("kubernetes:core/v1:Namespace", "queues-namespace").urn
+    assert queue("Topology", "topology").urn in queue("ResourceFlavor", "flavor").property_dependencies["spec"]
+    cq = queue("ClusterQueue", "cluster-queue")
+    assert {queue("AdmissionCheck", "admission-check").urn, queue("ResourceFlavor", "flavor").urn} <= set(
+        cq.property_dependencies["spec"]
     )
-    local = codelab.get(f"{KUEUE}/v1beta2:LocalQueue", "queues-local-queue").property_dependencies
-    assert cq in local["spec"] and ns in local["metadata"]
-    low = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-low-priority-1000")
-    medium = urn(f"{KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-medium-priority-2000")
-    assert {lq, ns, low} <= set(codelab.get(JOBSET, "subslicing-jobset").property_dependencies["metadata"])
-    assert {lq, ns, medium} <= set(codelab.get(JOBSET, "superslicing-jobset").property_dependencies["metadata"])
+    local = queue("LocalQueue", "local-queue")
+    assert cq.urn in local.property_dependencies["spec"] and ns in local.property_dependencies["metadata"]
+    for demo, priority in (("subslicing", "low-priority-1000"), ("superslicing", "medium-priority-2000")):
+        wanted = {local.urn, ns, queue("WorkloadPriorityClass", f"priority-{priority}").urn}
+        assert wanted <= set(codelab.get(JOBSET, f"{demo}-jobset").property_dependencies["metadata"])
     for chart in addon_charts(codelab):
         namespace = codelab.get("kubernetes:core/v1:Namespace", chart.name.replace("-chart", "-namespace"))
         assert namespace.urn in chart.property_dependencies["namespace"]

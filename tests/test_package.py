@@ -8,10 +8,10 @@ as floats, the token as a secret Output) and must register what the program regi
 from __future__ import annotations
 
 import ast
-import base64
+import copyreg
+import functools
 import importlib.util
 import json
-import os
 import re
 import runpy
 import subprocess
@@ -22,12 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pulumi
 import pytest
 import yaml
 from pulumi.errors import InputPropertiesError
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel, SecretStr
 
 from components.cli import package_args
@@ -35,6 +37,8 @@ from components.cli.mockrun import contains_secret, execute, normalize, unwrap
 from components.model.config.checks import PROJECT, REDACTED
 from components.model.config.root_settings import Settings
 from components.package import NAME, VERSION
+from components.package.dynamic_host import PROVIDERS
+from components.package.inputs import settings_from
 from components.package.provider import PackageProvider
 from components.package.schema import schema, schema_text
 from components.package.stack import OUTPUTS, TYPE, TpuSlicingStack
@@ -47,22 +51,18 @@ TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
 
 def args_of(config: dict[str, Any]) -> dict[str, Any]:
     """A stack's configuration as the component's inputs: the same tree, `project` for gcp:project."""
-    out = {"project": config["gcp:project"]}
-    out.update({k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")})
-    return out
+    return {"project": config["gcp:project"]} | {
+        k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")
+    }
 
 
 def wire(value: Any) -> Any:
     """Inputs as `construct` receives them: Pulumi's wire has only doubles."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return float(value)
     if isinstance(value, dict):
         return {k: wire(v) for k, v in value.items()}
     if isinstance(value, list):
         return [wire(v) for v in value]
-    return value
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def construct(config: dict[str, Any], *, token: str | None = None, plain_token: bool = False, stack: str = "dev"):
@@ -334,17 +334,24 @@ def test_an_output_in_an_integer_input_crashes_the_sdk_and_is_named_by_the_packa
 # --- construct: the program's graph, its errors, its secrets ----------------------------------------------------
 
 
+@functools.cache
+def constructed(stack: str) -> Any:
+    return construct(stack_file_config(stack), stack=stack)
+
+
 @pytest.fixture(scope="module")
 def dev_runs():
-    config = stack_file_config("dev")
-    return run_program(), construct(config)
+    return run_program(), constructed("dev")
 
 
-@pytest.mark.parametrize("stack", ["staging", "prod"])
-def test_construct_registers_what_the_program_registers_for_every_stack(stack: str) -> None:
-    program, component = run_program(stack=stack), construct(stack_file_config(stack), stack=stack)
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_construct_registers_what_the_program_registers(stack: str) -> None:
+    program, component = run_program(stack=stack), constructed(stack)
     assert program.error is None and component.error is None, component.error
-    assert _graph(component.registrations) == _graph(program.registrations)
+    assert len(program.registrations) > 50
+    ours, theirs = _graph(component.registrations), _graph(program.registrations)
+    assert set(ours) == set(theirs)
+    assert [k for k in theirs if ours[k] != theirs[k]] == []
 
 
 def test_the_outputs_schema_types_are_the_programs_values(dev_runs) -> None:
@@ -354,15 +361,6 @@ def test_the_outputs_schema_types_are_the_programs_values(dev_runs) -> None:
     for key, value in program.outputs.items():
         expected = properties[key].get("type", "object")
         assert isinstance(value, kinds[expected]) or "<" in json.dumps(value), (key, value)
-
-
-def test_construct_registers_what_the_program_registers(dev_runs) -> None:
-    program, component = dev_runs
-    assert program.error is None and component.error is None, component.error
-    assert len(program.registrations) > 50
-    ours, theirs = _graph(component.registrations), _graph(program.registrations)
-    assert set(ours) == set(theirs)
-    assert [k for k in theirs if ours[k] != theirs[k]] == []
 
 
 def test_the_component_parents_the_graph_and_returns_the_programs_outputs(dev_runs) -> None:
@@ -387,88 +385,6 @@ def _no_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _no_nulls(v) for k, v in value.items() if v is not None}
     return [_no_nulls(v) for v in value] if isinstance(value, list) else value
-
-
-def _dynamic_host_check(tmp_path: Path, provider: str, checkout_on_path: bool, inputs: dict[str, Any]) -> list[Any]:
-    """Check on Pulumi's Python dynamic provider host, started as the engine starts it: in the consumer's project
-    directory (`python3 -u -m pulumi.dynamic`, or the virtualenv of PULUMI_RUNTIME_VIRTUALENV: pulumi/pulumi
-    sdk/python/dist/pulumi-resource-pulumi-python@332a620f). Raises grpc.RpcError when it cannot run the provider."""
-    import grpc
-    from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
-
-    news = struct_pb2.Struct()
-    news.update({**inputs, "__provider": provider})
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if checkout_on_path:
-        env["PYTHONPATH"] = str(ROOT)
-    host = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert host.stdout is not None
-        port = int(host.stdout.readline())
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = provider_pb2_grpc.ResourceProviderStub(channel)
-            request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=news, news=news)
-            return list(stub.Check(request).failures)
-    finally:
-        host.kill()
-        host.wait()
-
-
-def _plugin_serialized(provider: Any) -> str:
-    """`provider` pickled as in the plugin's process (its entry point calls carry_the_checkout)."""
-    import copyreg
-
-    from pulumi.dynamic.dynamic import serialize_provider
-
-    from components.package import dynamic_host
-
-    dynamic_host.carry_the_checkout()
-    try:
-        return serialize_provider(provider)
-    finally:
-        for cls in dynamic_host.PROVIDERS:  # the program's own pickling in this process stays as it is
-            copyreg.dispatch_table.pop(cls, None)
-
-
-def test_the_programs_dynamic_providers_need_the_checkout_on_the_host_path(dev_runs, tmp_path: Path) -> None:
-    """The program's own providers are references into this checkout, pickled as they always were (existing stacks
-    unpickle them): the host imports them only with the checkout on PYTHONPATH."""
-    import grpc
-    from pulumi.dynamic.dynamic import serialize_provider
-
-    from components.kueue_guard import ImmutableFieldsProvider
-
-    _, component = dev_runs
-    (guard,) = [r for r in component.registrations if r.type == "pulumi-python:dynamic/queues:ImmutableFields"]
-    pickled = serialize_provider(ImmutableFieldsProvider())
-    assert b"exec" not in base64.b64decode(pickled) and b"components.kueue_guard" in base64.b64decode(pickled)
-    assert _dynamic_host_check(tmp_path, pickled, True, unwrap(guard.inputs)) == []
-    with pytest.raises(grpc.RpcError) as err:
-        _dynamic_host_check(tmp_path, pickled, False, unwrap(guard.inputs))
-    assert "No module named 'components'" in (err.value.details() or "")
-
-
-@pytest.mark.parametrize("provider", ["ImmutableFieldsProvider", "SliceGateProvider", "PoolReplacementsProvider"])
-def test_the_plugins_dynamic_providers_run_from_a_consumers_project_without_pythonpath(
-    dev_runs, tmp_path: Path, provider: str
-) -> None:
-    """Pickled in the plugin's process, a provider carries its checkout: the host in the consumer's directory runs
-    it with no PYTHONPATH (components/package/dynamic_host.py)."""
-    from components import kueue_guard, teardown
-
-    cls = getattr(kueue_guard, provider, None) or getattr(teardown, provider)
-    kind = {"ImmutableFieldsProvider": "ImmutableFields", "SliceGateProvider": "SliceGate"}.get(provider, provider[:-8])
-    _, component = dev_runs
-    registration = next(r for r in component.registrations if r.type.endswith(f":{kind}"))
-    pickled = _plugin_serialized(cls())
-    assert _dynamic_host_check(tmp_path, pickled, False, unwrap(registration.inputs)) == []
 
 
 def _problems(err: BaseException | None) -> list[str]:
@@ -529,10 +445,6 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
     runpy.run_path(str(ROOT / "plugin" / "__main__.py"), run_name="__main__")
     ((provider, args),) = served
     assert isinstance(provider, PackageProvider) and args == ["127.0.0.1:1234"]
-    import copyreg
-
-    from components.package.dynamic_host import PROVIDERS
-
     # The entry point made the dynamic providers carry the checkout (undone: this process also runs the program).
     assert all(copyreg.dispatch_table.pop(cls, None) is not None for cls in PROVIDERS)
     assert json.loads(provider.schema)["version"] == VERSION
@@ -541,9 +453,6 @@ def test_the_plugin_serves_the_package_provider(monkeypatch: pytest.MonkeyPatch)
 def test_the_plugin_started_as_the_language_host_starts_it_serves_the_committed_schema(tmp_path: Path) -> None:
     """`python <plugin dir> <engine address>` from another directory (the consumer's project), as the Python
     language host runs a plugin without a pyproject: it prints its port and answers GetSchema."""
-    import grpc
-    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
-
     plugin = subprocess.Popen(
         [sys.executable, str(ROOT / "plugin"), "127.0.0.1:1"],
         stdout=subprocess.PIPE,
@@ -597,21 +506,17 @@ def _object(value: Any, props: dict, required: list, types: dict, path: str, pro
             _check(item, props[k], types, f"{path}.{k}".lstrip("."), problems)
 
 
-def _yaml_example() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
-
-
-def _schema_problems(properties: dict[str, Any]) -> list[str]:
+def _schema_problems(properties: dict[str, Any], resource: str = TYPE) -> list[str]:
     spec = schema()
     types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
-    resource = spec["resources"][TYPE]
+    block = spec["resources"][resource]
     problems: list[str] = []
-    _object(properties, resource["inputProperties"], resource["requiredInputs"], types, "", problems)
+    _object(properties, block["inputProperties"], block["requiredInputs"], types, "", problems)
     return problems
 
 
-def test_the_yaml_example_declares_the_stack_with_inputs_the_schema_accepts() -> None:
-    program = _yaml_example()
+def test_the_yaml_example_declares_the_stack_with_inputs_the_schema_and_the_validation_accept() -> None:
+    program = yaml.safe_load((ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
     assert program["runtime"] == "yaml" and NAME in program["packages"]
     (resource,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:TpuSlicingStack"]
     assert _schema_problems(resource["properties"]) == []
@@ -619,12 +524,7 @@ def test_the_yaml_example_declares_the_stack_with_inputs_the_schema_accepts() ->
     bad = {**resource["properties"], "tpu": {"cubs": 2, "cubes": "2"}}
     bad.pop("project")
     assert _schema_problems(bad) == ["project: required", "tpu.cubs: unknown input", "tpu.cubes: '2' is not a integer"]
-
-
-def test_the_yaml_examples_inputs_are_a_valid_configuration() -> None:
-    """With its configuration's values filled in, the example's inputs pass the program's own validation."""
-    program = _yaml_example()
-    (resource,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:TpuSlicingStack"]
+    # With its configuration's values filled in, the inputs pass the program's own validation.
     filled = {"projectId": "my-tpu-project", "reservation": "my-reservation", "weightsBucket": "my-weights"}
     assert set(filled) <= set(program["config"])
 
@@ -634,8 +534,6 @@ def test_the_yaml_examples_inputs_are_a_valid_configuration() -> None:
         if isinstance(value, dict):
             return {k: fill(v) for k, v in value.items() if k != "hfToken"}
         return [fill(v) for v in value] if isinstance(value, list) else value
-
-    from components.package.inputs import settings_from
 
     settings = settings_from(fill(resource["properties"]), now=CLOCK)
     assert settings.tpu.cubes >= 1 and settings.tpu.reservation.name == "my-reservation"

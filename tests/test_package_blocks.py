@@ -1,19 +1,23 @@
 """The package's building blocks (components/package/blocks.py): their schema, and `construct` under Pulumi's mocks
 with the dev stack's values registering what the program's own components register, and their one-line errors."""
 
+import json
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pytest
+import yaml
 from pulumi.errors import InputPropertiesError
 
-from components.cli.mockrun import execute, normalize, unwrap
+from components.cli.mockrun import contains_secret, execute, normalize, unwrap
 from components.model.config.checks import PROJECT
 from components.package import NAME
+from components.package.blocks import SliceQueues
 from components.package.provider import PackageProvider
 from components.package.schema import schema
 from tests.harness import CLOCK, Mocks, run_program, stack_file_config
-from tests.test_package import wire
+from tests.test_package import ROOT, TOKEN, _schema_problems, args_of, wire
 
 BLOCKS = ("TpuCapacity", "SliceQueues", "Serving")
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")
@@ -56,18 +60,33 @@ def _by_type(run: Any, types: tuple[str, ...], prefix: str = "", only: str = "")
     return out
 
 
-def _construct(block: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions | None = None, name: str = "b"):
+def _construct(block: str, inputs: dict[str, Any], name: str = "b", existing: bool = False, token: str = "") -> Any:
+    """`construct` of a block; `existing`: through the caller's Kubernetes provider of that name."""
     provider = PackageProvider()
 
     def program() -> None:
-        provider.construct(name, f"{NAME}:index:{block}", wire(inputs), opts or pulumi.ResourceOptions())
+        opts = pulumi.ResourceOptions()
+        if existing:
+            opts = pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
+        args = {**wire(inputs), "hfToken": pulumi.Output.secret(token)} if token else wire(inputs)
+        provider.construct(name, f"{NAME}:index:{block}", args, opts)
 
     return execute(stack_file_config("dev"), stack="dev", mocks=Mocks(), now=CLOCK, program=program)
 
 
+def _names_and_inputs(by_type: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return {t: [(n, i) for n, i, _ in v] for t, v in by_type.items()}
+
+
+def _through_existing(run: Any) -> None:
+    """Every Kubernetes object of `run` goes through the caller's provider."""
+    existing = next(r for r in run.registrations if r.name == "existing")
+    in_cluster = [r for r in run.registrations if r.type.startswith("kubernetes:") and r.custom and r is not existing]
+    assert in_cluster and all(r.provider.startswith(existing.urn) for r in in_cluster)
+
+
 def _dev() -> tuple[dict[str, Any], Any]:
-    config = stack_file_config("dev")
-    return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")}, run_program()
+    return args_of(stack_file_config("dev")), run_program()
 
 
 def test_the_capacity_block_registers_the_programs_pools_policy_and_gates() -> None:
@@ -76,7 +95,7 @@ def test_the_capacity_block_registers_the_programs_pools_policy_and_gates() -> N
     pool = next(r for r in program.registrations if r.type == CAPACITY[1])
     gate = next(r for r in program.registrations if r.type == GATES[0])
     inputs = {
-        "project": stack_file_config("dev")["gcp:project"],
+        "project": values["project"],
         "zone": values.get("zone", "us-central1-ai1a"),
         "tpu": values["tpu"],
         # The values the program's cluster has under the same mocks: equivalent inputs.
@@ -104,29 +123,15 @@ def test_the_queues_block_registers_the_programs_kueue_objects_through_the_calle
     values, program = _dev()
     tpu = {k: values["tpu"][k] for k in ("machineType", "cubeTopology", "cubes") if k in values["tpu"]}
     tpu.setdefault("cubes", 2)
-
-    def opts() -> pulumi.ResourceOptions:
-        import pulumi_kubernetes as k8s
-
-        return pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
-
-    provider = PackageProvider()
-    inputs = {"tpu": tpu, "kueue": values.get("kueue", {}), "queuedWorkloads": 3}
-
-    def body() -> None:
-        provider.construct("queues", f"{NAME}:index:SliceQueues", wire(inputs), opts())
-
-    run = execute(stack_file_config("dev"), stack="dev", mocks=Mocks(), now=CLOCK, program=body)
+    run = _construct(
+        "SliceQueues", {"tpu": tpu, "kueue": values.get("kueue", {}), "queuedWorkloads": 3}, "queues", True
+    )
     assert run.error is None, run.error
     mine, theirs = _by_type(run, QUEUES), _by_type(program, QUEUES, only="queues-")
     guard = QUEUES[1]
     assert mine.pop(guard)[0][1]["queuedWorkloads"] == 3 and theirs.pop(guard)
-    assert {t: [(n, i) for n, i, _ in v] for t, v in mine.items()} == {
-        t: [(n, i) for n, i, _ in v] for t, v in theirs.items()
-    }
-    existing = next(r for r in run.registrations if r.name == "existing")
-    k8s_objects = [r for r in run.registrations if r.type in QUEUES[2:] or r.type == QUEUES[0]]
-    assert k8s_objects and all(r.provider.startswith(existing.urn) for r in k8s_objects)
+    assert _names_and_inputs(mine) == _names_and_inputs(theirs)
+    _through_existing(run)
 
 
 @pytest.mark.parametrize(
@@ -175,93 +180,53 @@ def test_bad_block_inputs_get_one_line_errors_naming_the_input_before_any_resour
 def test_the_serving_block_registers_the_programs_serving_stack_through_the_callers_provider() -> None:
     """The adapter (components/package/serving_block.py serving_settings) gives the program's Serving the same
     values: every resource it declares has the program's inputs, with the caller's Kubernetes provider."""
-    import pulumi_kubernetes as k8s
-
     values, program = _dev()
-    config = stack_file_config("dev")
     tpu = {k: values["tpu"][k] for k in ("machineType", "cubeTopology", "cubes") if k in values["tpu"]}
     inputs = {
-        "project": config["gcp:project"],
+        "project": values["project"],
         "zone": values.get("zone", "us-central1-ai1a"),
         "clusterName": values.get("cluster", {}).get("name", "qwen-serving-cluster"),
         "tpu": tpu,
         "serving": values["serving"],
         "kueue": values.get("kueue", {}),
     }
-    provider = PackageProvider()
-
-    def body() -> None:
-        opts = pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
-        provider.construct("serving", f"{NAME}:index:Serving", wire(inputs), opts)
-
-    run = execute(config, stack="dev", mocks=Mocks(), now=CLOCK, program=body)
+    run = _construct("Serving", inputs, "serving", True)
     assert run.error is None, run.error
     (serving,) = [r for r in program.registrations if r.type == "gke-tpu-slicing:serving:Serving"]
     types = tuple({r.type for r in program.registrations if r.parent == serving.urn})
     assert len(types) >= 6
     mine, theirs = _by_type(run, types, only="serving-"), _by_type(program, types, only="serving-")
-    assert {t: [(n, i) for n, i, _ in v] for t, v in mine.items()} == {
-        t: [(n, i) for n, i, _ in v] for t, v in theirs.items()
-    }
-    existing = next(r for r in run.registrations if r.name == "existing")
-    in_cluster = [r for r in run.registrations if r.type.startswith("kubernetes:") and r.custom and r is not existing]
-    assert in_cluster and all(r.provider.startswith(existing.urn) for r in in_cluster)
+    assert _names_and_inputs(mine) == _names_and_inputs(theirs)
+    _through_existing(run)
     (block,) = [r for r in run.registrations if r.type == f"{NAME}:index:Serving"]
     assert set(run.component_outputs[block.urn]) >= {"gatewayName", "verifyCommand", "servingShape"}
 
 
 def test_the_existing_cluster_example_declares_a_block_with_inputs_the_schema_accepts() -> None:
-    from pathlib import Path
-
-    import yaml
-
-    from tests.test_package import _object
-
-    root = Path(__file__).resolve().parent.parent / "examples" / "yaml-existing-cluster"
+    root = ROOT / "examples" / "yaml-existing-cluster"
     program = yaml.safe_load((root / "Pulumi.yaml").read_text())
     assert program["runtime"] == "yaml" and NAME in program["packages"] and (root / "README.md").exists()
     (queues,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:SliceQueues"]
-    spec = schema()
-    types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
-    block = spec["resources"][f"{NAME}:index:SliceQueues"]
-    problems: list[str] = []
-    _object(queues["properties"], block["inputProperties"], block["requiredInputs"], types, "", problems)
-    assert problems == []
+    assert _schema_problems(queues["properties"], f"{NAME}:index:SliceQueues") == []
+    block = schema()["resources"][f"{NAME}:index:SliceQueues"]
     assert set(program["outputs"].values()) <= {f"${{queues.{k}}}" for k in block["properties"]}
     # Its values pass the block's validation, and its provider is the one it declares.
-    from components.package.blocks import SliceQueues
-
     args = {"tpu": queues["properties"]["tpu"], "kueue": queues["properties"]["kueue"]}
     assert SliceQueues.input_problems(args) == []  # type: ignore[arg-type]
     assert queues["options"]["providers"]["kubernetes"] == "${cluster}"
 
 
 def test_the_serving_blocks_token_stays_a_secret() -> None:
-    import json
-
-    import pulumi_kubernetes as k8s
-
-    from components.cli.mockrun import contains_secret
-
-    token = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
     values, _ = _dev()
     inputs = {
-        "project": stack_file_config("dev")["gcp:project"],
+        "project": values["project"],
         "zone": "us-central1-ai1a",
         "clusterName": "qwen-serving-cluster",
         "tpu": {"cubes": values["tpu"].get("cubes", 2)},
         "serving": values["serving"],
     }
-    provider = PackageProvider()
-
-    def body() -> None:
-        opts = pulumi.ResourceOptions(providers={"kubernetes": k8s.Provider("existing", kubeconfig="{}")})
-        provider.construct(
-            "serving", f"{NAME}:index:Serving", {**wire(inputs), "hfToken": pulumi.Output.secret(token)}, opts
-        )
-
-    run = execute(stack_file_config("dev"), stack="dev", mocks=Mocks(), now=CLOCK, program=body)
+    run = _construct("Serving", inputs, "serving", True, token=TOKEN)
     assert run.error is None, run.error
     secrets = [r for r in run.registrations if r.type == "kubernetes:core/v1:Secret"]
     assert secrets and all(contains_secret(r.inputs["stringData"]) for r in secrets)
-    assert not any(token in json.dumps(unwrap(r.inputs)) for r in run.registrations if not contains_secret(r.inputs))
+    assert not any(TOKEN in json.dumps(unwrap(r.inputs)) for r in run.registrations if not contains_secret(r.inputs))

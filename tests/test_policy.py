@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import empty_pb2, struct_pb2
+from google.protobuf import empty_pb2
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy import EnforcementLevel, PolicyProviderResource, PolicyResourceOptions, ResourceValidationArgs
@@ -29,6 +29,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from components.serving import HF_SECRET
 from policy import rules
 from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
+from tests.test_dynamic_provider_host import struct
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
@@ -122,12 +123,9 @@ def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:
     ]
 
 
-def mutated(reg: Registration, edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    return mutated_inputs(reg.inputs, edit)
-
-
-def mutated_inputs(inputs: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    out = copy.deepcopy(inputs)
+def mutated(source: Registration | dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """A registration's inputs (or these inputs) after `edit`."""
+    out = copy.deepcopy(source.inputs if isinstance(source, Registration) else source)
     edit(out)
     return out
 
@@ -171,21 +169,19 @@ def test_policy_requirements_pin_the_repository_versions() -> None:
 # The real program passes every rule
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_stack_file_passes_every_rule_under_its_own_name(stack: str) -> None:
-    assert all_violations(run(stack), stack=stack) == []
-
-
-def test_the_dev_stack_with_an_hf_token_passes_every_rule(with_token: Run) -> None:
-    assert [s.name for s in with_token.of_type(rules.K8S_SECRET) if s.name.startswith("serving-")] == [
-        "serving-hf-token"
-    ]
-    assert all_violations(with_token) == []
-
-
-def test_a_protected_stack_with_deletion_protection_and_protect_passes() -> None:
-    protected = run(overrides={"gke-tpu-slicing:cluster": {"deletionProtection": True}})
-    assert all_violations(protected, stack="prod", protect=True) == []
+@pytest.mark.parametrize(
+    ("stack", "kwargs", "changes"),
+    [
+        *((stack, {"stack": stack}, {}) for stack in STACKS),
+        ("dev", {"secrets": HF_TOKEN}, {}),  # the only run that declares the HF token Secret
+        ("prod", {"overrides": {"gke-tpu-slicing:cluster": {"deletionProtection": True}}}, {"protect": True}),
+    ],
+    ids=[*STACKS, "dev-with-hf-token", "protected-with-deletion-protection-and-protect"],
+)
+def test_the_program_passes_every_rule_under_the_stacks_name(
+    stack: str, kwargs: dict[str, Any], changes: dict[str, Any]
+) -> None:
+    assert all_violations(run(**kwargs), stack=stack, **changes) == []
 
 
 def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) -> None:
@@ -194,6 +190,10 @@ def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) 
     assert len(tpu_pools(dev)) == 2  # the dev stack's cubes
     assert len(dev.of_type(rules.CLUSTER)) == 1
     assert any(r.type.startswith("kubernetes:") for r in dev.registrations)
+    # The HF token run declares the one Secret of serving, which the secret rules are about.
+    assert [s.name for s in with_token.of_type(rules.K8S_SECRET) if s.name.startswith("serving-")] == [
+        "serving-hf-token"
+    ]
     secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
     assert unwrap(secret.inputs["metadata"])["name"] == rules.HF_SECRET == HF_SECRET
 
@@ -202,30 +202,57 @@ def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) 
 # One mutation of a real resource per rule
 
 
-def test_mtu_other_than_8896_violates(dev: Run) -> None:
-    network = dev.get(rules.NETWORK, "network-main")
-    p = policy("tpu-network-mtu")
-    assert violations(p, args_for(network, mutated(network, lambda i: i.update(mtu=1460)))) != []
-    assert violations(p, args_for(network, mutated(network, lambda i: i.pop("mtu")))) != []
-    assert violations(p, args_for(network)) == []
+def _literal_token(inputs: dict[str, Any]) -> None:
+    env = inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["env"]
+    entry = next(e for e in env if e["name"] == rules.HF_ENV)
+    assert "valueFrom" in entry  # the program reads it from the Secret
+    entry.pop("valueFrom")
+    entry["value"] = "hf_literal"
 
 
-@pytest.mark.parametrize("kind", ["ANY_RESERVATION", "NO_RESERVATION"])
-def test_tpu_pool_without_a_specific_reservation_violates(dev: Run, kind: str) -> None:
-    pool = tpu_pools(dev)[0]
-    p = policy("tpu-node-pool-specific-reservation")
-    edit = lambda i: i["nodeConfig"]["reservationAffinity"].update(consumeReservationType=kind)  # noqa: E731
-    assert violations(p, args_for(pool, mutated(pool, edit))) != []
-    assert violations(p, args_for(pool, mutated(pool, lambda i: i["nodeConfig"].pop("reservationAffinity")))) != []
-    unnamed = mutated(pool, lambda i: i["nodeConfig"]["reservationAffinity"].update(values=[]))
-    assert violations(p, args_for(pool, unnamed)) != []
+def _reservation(kind: str) -> Callable[[dict[str, Any]], None]:
+    return lambda i: i["nodeConfig"]["reservationAffinity"].update(consumeReservationType=kind)
 
 
-def test_tpu_pool_without_the_workload_policy_violates(dev: Run) -> None:
-    pool = tpu_pools(dev)[0]
-    p = policy("tpu-node-pool-workload-policy")
-    assert violations(p, args_for(pool, mutated(pool, lambda i: i.pop("placementPolicy")))) != []
-    assert violations(p, args_for(pool, mutated(pool, lambda i: i["placementPolicy"].pop("policyName")))) != []
+NETWORK = ("tpu-network-mtu", lambda run: run.get(rules.NETWORK, "network-main"))
+RESERVATION = ("tpu-node-pool-specific-reservation", lambda run: tpu_pools(run)[0])
+WORKLOAD_POLICY = ("tpu-node-pool-workload-policy", lambda run: tpu_pools(run)[0])
+NODE_ACCOUNT = ("node-pool-not-default-service-account", lambda run: run.get(rules.CLUSTER, "cluster-gke"))
+SECRET_REF = (
+    "hf-token-from-secret-ref",
+    lambda run: run.get("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "serving-decode"),
+)
+
+
+@pytest.mark.parametrize(
+    ("rule", "pick", "edit"),
+    [
+        pytest.param(*NETWORK, lambda i: i.update(mtu=1460), id="mtu-1460"),
+        pytest.param(*NETWORK, lambda i: i.pop("mtu"), id="no-mtu"),
+        pytest.param(*RESERVATION, _reservation("ANY_RESERVATION"), id="any-reservation"),
+        pytest.param(*RESERVATION, _reservation("NO_RESERVATION"), id="no-reservation"),
+        pytest.param(*RESERVATION, lambda i: i["nodeConfig"].pop("reservationAffinity"), id="no-affinity"),
+        pytest.param(*RESERVATION, lambda i: i["nodeConfig"]["reservationAffinity"].update(values=[]), id="unnamed"),
+        pytest.param(*WORKLOAD_POLICY, lambda i: i.pop("placementPolicy"), id="no-placement-policy"),
+        pytest.param(*WORKLOAD_POLICY, lambda i: i["placementPolicy"].pop("policyName"), id="no-policy-name"),
+        # GKE creates the default pool before the provider removes it (resource_container_cluster.go lines
+        # 3515-3535): without a nodeConfig its nodes run as the Compute Engine default account for that while,
+        # or fail where the account is disabled.
+        pytest.param(*NODE_ACCOUNT, lambda i: i.pop("nodeConfig"), id="removed-default-pool-bare"),
+        pytest.param(
+            *NODE_ACCOUNT,
+            lambda i: i.update(nodePools=[{"name": "extra", "nodeConfig": {"machineType": "e2"}}]),
+            id="inline-node-pool",
+        ),
+        pytest.param(*SECRET_REF, _literal_token, id="literal-hf-token"),
+    ],
+)
+def test_one_mutation_of_a_real_resource_violates_the_rule(
+    with_token: Run, rule: str, pick: Callable[[Run], Registration], edit: Callable[[dict[str, Any]], None]
+) -> None:
+    reg = pick(with_token)
+    assert violations(policy(rule), args_for(reg)) == []
+    assert violations(policy(rule), args_for(reg, mutated(reg, edit))) != []
 
 
 def test_reservation_rules_ignore_non_tpu_pools(dev: Run) -> None:
@@ -264,25 +291,7 @@ def test_default_compute_service_account_violates(dev: Run, account: str | None,
 
     p = policy("node-pool-not-default-service-account")
     assert violations(p, args_for(reg, inputs)) == []
-    assert violations(p, args_for(reg, mutated(reg, edit) if inputs is None else mutated_inputs(inputs, edit))) != []
-
-
-def test_a_removed_default_pool_is_checked_too(dev: Run) -> None:
-    """GKE creates the default pool before the provider removes it (resource_container_cluster.go lines
-    3515-3535): without a nodeConfig its nodes run as the Compute Engine default account for that while, or
-    fail where the account is disabled. The program's cluster names the node account; one without fails."""
-    cluster = dev.get(rules.CLUSTER, "cluster-gke")
-    assert cluster.inputs["removeDefaultNodePool"] is True
-    p = policy("node-pool-not-default-service-account")
-    assert violations(p, args_for(cluster)) == []
-    bare = mutated(cluster, lambda i: i.pop("nodeConfig"))
-    assert violations(p, args_for(cluster, bare)) != []
-
-
-def test_cluster_inline_node_pools_are_checked_too(dev: Run) -> None:
-    cluster = dev.get(rules.CLUSTER, "cluster-gke")
-    inline = mutated(cluster, lambda i: i.update(nodePools=[{"name": "extra", "nodeConfig": {"machineType": "e2"}}]))
-    assert violations(policy("node-pool-not-default-service-account"), args_for(cluster, inline)) != []
+    assert violations(p, args_for(reg, mutated(reg if inputs is None else inputs, edit))) != []
 
 
 def test_cluster_of_a_protected_stack_without_deletion_protection_violates(dev: Run) -> None:
@@ -329,21 +338,6 @@ def test_hf_token_secret_without_secret_outputs_violates(with_token: Run) -> Non
     assert not any(HF_TOKEN["gke-tpu-slicing:hfToken"] in m for m in found)  # never echoes the token
 
 
-def test_hf_token_as_a_literal_env_value_violates(with_token: Run) -> None:
-    decode = with_token.get("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "serving-decode")
-
-    def literal(inputs: dict[str, Any]) -> None:
-        env = inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["env"]
-        entry = next(e for e in env if e["name"] == rules.HF_ENV)
-        assert "valueFrom" in entry  # the program reads it from the Secret
-        entry.pop("valueFrom")
-        entry["value"] = "hf_literal"
-
-    p = policy("hf-token-from-secret-ref")
-    assert violations(p, args_for(decode)) == []
-    assert violations(p, args_for(decode, mutated(decode, literal))) != []
-
-
 @pytest.mark.parametrize("provider", ["none", "default", "default_4_34_2"])
 def test_kubernetes_resource_without_the_explicit_provider_violates(dev: Run, provider: str) -> None:
     p = policy("kubernetes-explicit-provider")
@@ -365,19 +359,13 @@ def test_non_kubernetes_resources_need_no_kubernetes_provider(dev: Run) -> None:
 # The pack as the Pulumi CLI runs it: `python policy/`, then gRPC calls from the engine
 
 
-def to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
-
-
 def analyze_request(reg: Registration, inputs: dict[str, Any] | None = None) -> analyzer_pb2.AnalyzeRequest:
     """The request the engine sends for one resource (secrets as signature objects, provider and options)."""
     request = analyzer_pb2.AnalyzeRequest(
         type=reg.type,
         name=reg.name,
         urn=reg.urn,
-        properties=to_struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
+        properties=struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
         options=analyzer_pb2.AnalyzerResourceOptions(
             parent=reg.parent,
             protect=PROTECTED.get(reg.urn, False),
@@ -468,7 +456,7 @@ class TestPackOverGrpc:
         pack = Pack("prod")
         try:
             config = analyzer_pb2.PolicyConfig(
-                enforcementLevel=analyzer_pb2.MANDATORY, properties=to_struct({"protectedStacks": ["staging"]})
+                enforcementLevel=analyzer_pb2.MANDATORY, properties=struct({"protectedStacks": ["staging"]})
             )
             cluster = analyze_request(with_token.get(rules.CLUSTER, "cluster-gke"))
             assert {d.policyName for d in pack.analyze(cluster)} == set(STACK_POLICIES)

@@ -12,21 +12,10 @@ from tests.harness import Run, _sync_await, run_program
 
 def test_apis_and_ai_zones_preview_feature(dev: Run) -> None:
     services = sorted(r.inputs["service"] for r in dev.of_type("gcp:projects/service:Service"))
-    assert services == sorted(
-        f"{api}.googleapis.com"
-        # monitoring: the observability section's dashboard and alert policies (on in the dev stack);
-        # storage: serving's XLA cache bucket
-        for api in (
-            "container",
-            "compute",
-            "iam",
-            "cloudresourcemanager",
-            "file",
-            "networkservices",
-            "monitoring",
-            "storage",
-        )
-    )
+    # monitoring: the observability section's dashboard and alert policies (on in the dev stack);
+    # storage: serving's XLA cache bucket
+    apis = ["container", "compute", "iam", "cloudresourcemanager", "file", "networkservices", "monitoring", "storage"]
+    assert services == sorted(f"{api}.googleapis.com" for api in apis)
     assert all(r.inputs["disableOnDestroy"] is False for r in dev.of_type("gcp:projects/service:Service"))
     feature = dev.get("gcp:compute/previewFeature:PreviewFeature", "project-ai-zones-visibility")
     assert feature.inputs["name"] == "ai-zones-visibility"

@@ -8,14 +8,12 @@ import pytest
 from components.model.diff import engine
 from tests.harness import CLUSTER, POOL, P, Run, ok, preview, run_program, tpu_pools
 
-SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
-
-
+POLICY = ("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
 REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
 
 
 def test_workload_policy(dev: Run) -> None:
-    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy").inputs
+    policy = dev.get(*POLICY).inputs
     assert policy["name"] == "superslice-policy"
     assert policy["region"] == "us-central1"
     assert policy["workloadPolicy"] == {
@@ -43,16 +41,15 @@ def test_the_pools_send_the_topology_of_their_workload_policy_beside_its_name(st
     So it stays, and it is always the policy's own `accelerator_topology`, never a second value."""
     run = ok(stack=stack)
     (policy,) = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
-    pools = [r for r in run.of_type(POOL) if r.name != "cluster-system"]
-    assert pools
-    for pool in pools:
+    assert tpu_pools(run)
+    for pool in tpu_pools(run):
         placement = pool.inputs["placementPolicy"]
         assert placement["type"] == "" and placement["policyName"] == policy.inputs["name"]
         assert placement["tpuTopology"] == policy.inputs["workloadPolicy"]["acceleratorTopology"]
 
 
 def test_tpu_node_pools(dev: Run) -> None:
-    pools = sorted((r for r in dev.of_type(POOL) if r.name != "cluster-system"), key=lambda r: r.name)
+    pools = sorted(tpu_pools(dev), key=lambda r: r.name)
     assert [p.inputs["name"] for p in pools] == ["tpu7-pool-1", "tpu7-pool-2"]
     # The harness's block: healthy free sub-blocks subblock-001..; the pools take the first ones in order.
     for pool, sub_block in zip(pools, ["subblock-001", "subblock-002"], strict=True):
@@ -60,8 +57,6 @@ def test_tpu_node_pools(dev: Run) -> None:
         assert p["location"] == "us-central1"
         assert p["nodeLocations"] == ["us-central1-ai1a"]
         assert p["nodeCount"] == 16  # 4x4x4 = 64 chips / 4 chips per VM
-        # What GKE stores for a pool placed by a workload policy: no type (vllm-project/ci-infra#547).
-        assert p["placementPolicy"] == {"type": "", "policyName": "superslice-policy", "tpuTopology": "4x4x4"}
         cfg = p["nodeConfig"]
         assert cfg["machineType"] == "tpu7x-standard-4t"
         assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
@@ -78,7 +73,7 @@ def test_tpu_node_pools(dev: Run) -> None:
 
 def test_node_pools_are_parallel_and_ordered_after_cluster_and_policy(dev: Run) -> None:
     cluster = dev.get(CLUSTER, "cluster-gke")
-    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
+    policy = dev.get(*POLICY)
     p1, p2 = dev.get(POOL, "capacity-tpu7-pool-1"), dev.get(POOL, "capacity-tpu7-pool-2")
     for pool in (p1, p2):
         # Through Output references, so destroy deletes the pool before the policy and the cluster.
@@ -102,7 +97,7 @@ def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
             f"{P}:serving": {"enabled": False},
         }
     run = ok(overrides)
-    assert sorted(r.inputs["name"] for r in run.of_type(POOL) if r.name != "cluster-system") == pools
+    assert sorted(r.inputs["name"] for r in tpu_pools(run)) == pools
 
 
 def test_shared_reservation_without_block_and_other_cube_topology() -> None:
@@ -117,7 +112,7 @@ def test_shared_reservation_without_block_and_other_cube_topology() -> None:
         "projects/shared-resv-project/reservations/tpu7x-reservation"
     ]
     assert pool["nodeCount"] == 8  # 2x4x4 = 32 chips / 4 per VM
-    policy = run.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy").inputs
+    policy = run.get(*POLICY).inputs
     assert policy["workloadPolicy"]["acceleratorTopology"] == "2x4x4"
 
 
@@ -135,24 +130,18 @@ def test_another_reservation_replaces_the_tpu_pools_delete_first(dev: Run) -> No
 
 
 def test_pools_reference_the_policy_so_a_policy_replacement_replaces_them_first(dev: Run) -> None:
-    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
-    for pool in tpu_pools(dev):
-        # Pulumi deletes dependents whose referencing input is ForceNew (placement_policy) before a
-        # delete-first replacement of what they reference.
-        assert policy.urn in pool.property_dependencies["placementPolicy"]
-    # ...and the model says so: a new accelerator topology mode replaces the policy, and with it every pool.
+    # Pulumi deletes dependents whose referencing input is ForceNew (placement_policy; the reference:
+    # test_node_pools_are_parallel_and_ordered_after_cluster_and_policy) before a delete-first replacement of what
+    # they reference, and the model says so: a new accelerator topology mode replaces the policy and every pool.
     other = run_program({f"{P}:tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}})
     result = preview(dev, other).by_name()
     assert result["capacity-policy"].action == engine.REPLACE
     assert all(result[p.name].action == engine.REPLACE for p in tpu_pools(dev))
 
 
-def test_the_pools_wait_for_nothing_in_the_cluster(dev: Run) -> None:
-    """They are created while the add-ons install; only their gates wait for the slice controller."""
-    slice_controller = dev.get(*SLICE_CONTROLLER)
-    for pool in tpu_pools(dev):
-        assert not dev.depends_on(pool, slice_controller), pool.name
-        assert not any(dev.depends_on(pool, r) for r in dev.registrations if r.type.startswith("kubernetes:"))
-        assert not dev.depends_on(slice_controller, pool)
-    policy = dev.get("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
-    assert not dev.depends_on(policy, slice_controller)
+def test_nothing_of_capacity_waits_for_the_slice_controller_nor_it_for_the_pools(dev: Run) -> None:
+    """They are created while the add-ons install; only their gates wait for the slice controller (that the pools
+    wait for nothing in the cluster: test_graph_depth.py)."""
+    slice_controller = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
+    assert not any(dev.depends_on(slice_controller, pool) for pool in tpu_pools(dev))
+    assert not dev.depends_on(dev.get(*POLICY), slice_controller)
