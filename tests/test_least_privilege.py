@@ -113,6 +113,12 @@ def test_the_weights_are_only_read(each_stack: Run) -> None:
             assert writes and all(not v.startswith("gs://gemma3-weights") for v in writes), writes
 
 
+def test_another_weights_bucket_takes_the_read_grants_with_it() -> None:
+    granted = members(ok({f"{P}:serving": {"weightsBucket": "other-weights"}}))
+    assert granted["other-weights"] == {"roles/storage.bucketViewer", "roles/storage.objectViewer"}
+    assert "gemma3-weights" not in granted
+
+
 def test_the_cache_bucket_is_the_one_place_the_pods_write(each_stack: Run) -> None:
     (bucket,) = each_stack.of_type(BUCKET)
     inputs = bucket.inputs
