@@ -41,6 +41,7 @@ from components.model.diff.families import (
 )
 from components.model.diff.kubernetes import update_await
 from components.model.diff.unknowns import UNKNOWN
+from components.model.records import record
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
 ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
@@ -66,14 +67,7 @@ class Change:
     urn: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "action": self.action,
-            "properties": self.properties,
-            "reason": self.reason,
-            "deleteFirst": self.delete_first,
-        }
+        return record(self, "name", "type", "action", "properties", "reason", "delete_first")
 
 
 @dataclass
