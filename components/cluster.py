@@ -225,8 +225,7 @@ class Cluster(Component):
         project, region, protect = args["project"], args["region"], args["protect"]
         node_service_account = args["node_service_account"]
         node_identity = {
-            "service_account": node_service_account,
-            "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+            **default_pool_config(node_service_account),
             "workload_metadata_config": {"mode": "GKE_METADATA"},
         }
         window, exclusion = args.get("maintenance_window_start"), args.get("maintenance_exclusion")
