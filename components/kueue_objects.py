@@ -65,10 +65,6 @@ def kueue_object(kind: str, metadata: dict[str, Any], **body: Any) -> dict[str, 
     return {"apiVersion": KUEUE_V1BETA2, "kind": kind, "metadata": metadata, **body}
 
 
-def priority_description(name: str) -> str:
-    return f"{name.split('-', 1)[0].capitalize()} priority workloads"
-
-
 class SliceQueuesArgs(TypedDict):
     namespace: str
     """The workload namespace (created here), where the LocalQueue is."""
@@ -211,7 +207,10 @@ class SliceQueues(Component):
             priority: KubernetesObject(
                 f"{name}-priority-{priority}",
                 kueue_object(
-                    "WorkloadPriorityClass", {"name": priority}, value=value, description=priority_description(priority)
+                    "WorkloadPriorityClass",
+                    {"name": priority},
+                    value=value,
+                    description=f"{priority.split('-', 1)[0].capitalize()} priority workloads",
                 ),
                 pulumi.ResourceOptions.merge(
                     after_kueue,

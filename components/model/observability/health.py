@@ -146,12 +146,6 @@ class CubeHealth:
             words.append(f"maintenance pending ({sb.maintenance_pending})")
         return ", ".join(words) or "?"
 
-    def slices_text(self) -> str:
-        return _counts(state for _, state, _ in self.slices)
-
-    def workloads_text(self) -> str:
-        return _counts(w.state for w in self.workloads)
-
     def as_dict(self) -> dict[str, Any]:
         state = ("cube", "pool", "sub_block", "health", "sub_block_state", "sub_block_problems", "partitions")
         out = record(self, *state, "degraded_nodes", "slices", "workloads", "status", "action", "move_to")
@@ -229,7 +223,7 @@ class Report:
     def table(self) -> str:
         rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
         for c in self.cubes:
-            cells = [c.partitions, c.slices_text(), c.workloads_text(), c.action]
+            cells = [c.partitions, _counts(s for _, s, _ in c.slices), _counts(w.state for w in c.workloads), c.action]
             rows.append([f"{c.cube} {c.pool}", c.sub_block or "-", c.health, *cells])
         if self.unplaced:
             affected = _counts(w.state for w in self.unplaced)
