@@ -135,6 +135,12 @@ def default_pool_config(node_service_account: pulumi.Input[str]) -> dict[str, ob
     return {"service_account": node_service_account, "oauth_scopes": [CLOUD_PLATFORM_SCOPE]}
 
 
+def node_identity(node_service_account: pulumi.Input[str]) -> dict[str, object]:
+    """Every node pool's identity: the dedicated node account, its scope, and GKE's metadata server (Workload
+    Identity) for the pods."""
+    return {**default_pool_config(node_service_account), "workload_metadata_config": {"mode": "GKE_METADATA"}}
+
+
 class ExclusionOptions(TypedDict):
     scope: str
     """What the exclusion holds: NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES."""
@@ -224,11 +230,6 @@ class Cluster(Component):
         super().__init__("gke-tpu-slicing:cluster:Cluster", name, opts)
         project, region, protect = args["project"], args["region"], args["protect"]
         node_service_account = args["node_service_account"]
-        node_identity = {
-            "service_account": node_service_account,
-            "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
-            "workload_metadata_config": {"mode": "GKE_METADATA"},
-        }
         window, exclusion = args.get("maintenance_window_start"), args.get("maintenance_exclusion")
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
@@ -312,7 +313,7 @@ class Cluster(Component):
             node_count=args["system_pool"]["node_count"],
             # machine_type updates the pool in place (provider: nodePoolNodeConfigUpdate); the identity
             # fields are ForceNew and replace it, delete-first because the name is fixed.
-            node_config={"machine_type": args["system_pool"]["machine_type"], **node_identity},
+            node_config={"machine_type": args["system_pool"]["machine_type"], **node_identity(node_service_account)},
             network_config=node_network_config(args["private_nodes"]),
             opts=self.child(delete_before_replace=True, protect=protect),
         )

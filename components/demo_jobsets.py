@@ -4,7 +4,6 @@ One pod per TPU VM: parallelism = completions = VMs in the slice, each pod reque
 chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.
 """
 
-import copy
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -25,7 +24,7 @@ DEMO_POD = Path(__file__).resolve().parent.parent / "manifests" / "demo-pod.yaml
 
 
 def demo_pod(slice_: Slice) -> dict[str, Any]:
-    pod = copy.deepcopy(yaml.safe_load(DEMO_POD.read_text()))
+    pod = yaml.safe_load(DEMO_POD.read_text())
     pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
     # No static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission webhook otherwise
     # requires; llm-d's TPU7x dynamic-slice recipe sets this on every pod template (llm-d/llm-d@33a21d70

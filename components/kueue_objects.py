@@ -61,8 +61,8 @@ def tpu_quota(settings: Settings) -> int:
     return settings.tpu.cubes * settings.tpu.cube.chips
 
 
-def priority_description(name: str) -> str:
-    return f"{name.split('-', 1)[0].capitalize()} priority workloads"
+def kueue_object(kind: str, metadata: dict[str, Any], **body: Any) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_V1BETA2, "kind": kind, "metadata": metadata, **body}
 
 
 class SliceQueuesArgs(TypedDict):
@@ -132,36 +132,29 @@ class SliceQueues(Component):
         )
         self.topology = KubernetesObject(
             f"{name}-topology",
-            {
-                "apiVersion": KUEUE_V1BETA2,
-                "kind": "Topology",
-                "metadata": {"name": args["topology_name"]},
-                "spec": {"levels": [{"nodeLabel": label} for label in self.levels]},
-            },
+            kueue_object(
+                "Topology", {"name": args["topology_name"]}, spec={"levels": [{"nodeLabel": n} for n in self.levels]}
+            ),
             replaced,
         )
         self.flavor = KubernetesObject(
             f"{name}-flavor",
-            {
-                "apiVersion": KUEUE_V1BETA2,
-                "kind": "ResourceFlavor",
-                "metadata": {"name": args["flavor_name"]},
-                "spec": {
+            kueue_object(
+                "ResourceFlavor",
+                {"name": args["flavor_name"]},
+                spec={
                     "nodeLabels": {ACCELERATOR_LABEL: args["accelerator"]},
                     "topologyName": self.topology.object_name,
                 },
-            },
+            ),
             replaced,
         )
         # The check is only Active once the slice controller runs, so it waits for it too.
         self.admission_check = KubernetesObject(
             f"{name}-admission-check",
-            {
-                "apiVersion": KUEUE_V1BETA2,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": args["admission_check_name"]},
-                "spec": {"controllerName": SLICE_CONTROLLER},
-            },
+            kueue_object(
+                "AdmissionCheck", {"name": args["admission_check_name"]}, spec={"controllerName": SLICE_CONTROLLER}
+            ),
             self.child(provider=provider, depends_on=installed),
         )
         self.cluster_queue = KubernetesObject(
@@ -203,24 +196,22 @@ class SliceQueues(Component):
         )
         self.local_queue = KubernetesObject(
             f"{name}-local-queue",
-            {
-                "apiVersion": KUEUE_V1BETA2,
-                "kind": "LocalQueue",
-                "metadata": {"name": args["local_queue"], "namespace": self.namespace.metadata.name},
-                "spec": {"clusterQueue": self.cluster_queue.object_name},
-            },
+            kueue_object(
+                "LocalQueue",
+                {"name": args["local_queue"], "namespace": self.namespace.metadata.name},
+                spec={"clusterQueue": self.cluster_queue.object_name},
+            ),
             replaced,
         )
         self.priorities = {
             priority: KubernetesObject(
                 f"{name}-priority-{priority}",
-                {
-                    "apiVersion": KUEUE_V1BETA2,
-                    "kind": "WorkloadPriorityClass",
-                    "metadata": {"name": priority},
-                    "value": value,
-                    "description": priority_description(priority),
-                },
+                kueue_object(
+                    "WorkloadPriorityClass",
+                    {"name": priority},
+                    value=value,
+                    description=f"{priority.split('-', 1)[0].capitalize()} priority workloads",
+                ),
                 pulumi.ResourceOptions.merge(
                     after_kueue,
                     pulumi.ResourceOptions(

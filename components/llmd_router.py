@@ -46,6 +46,11 @@ def epp_config(router: RouterArgs) -> dict[str, Any]:
     disagg-headers-handler did). Prefill keeps prefixes on cache-warm pods and picks by queued tokens;
     decode picks the least busy pod.
     """
+
+    def refs(*plugins: str) -> list[dict[str, str]]:
+        """A profile's plugins, then the picker every profile ends with."""
+        return [{"pluginRef": p} for p in (*plugins, "max-score-picker")]
+
     return {
         "apiVersion": epp_config_api(router["version"]),
         "kind": "EndpointPickerConfig",
@@ -65,23 +70,8 @@ def epp_config(router: RouterArgs) -> dict[str, Any]:
             {"type": "max-score-picker"},
         ],
         "schedulingProfiles": [
-            {
-                "name": "prefill",
-                "plugins": [
-                    {"pluginRef": "prefill-filter"},
-                    {"pluginRef": "prefix-cache-affinity-filter"},
-                    {"pluginRef": "token-load-scorer"},
-                    {"pluginRef": "max-score-picker"},
-                ],
-            },
-            {
-                "name": "decode",
-                "plugins": [
-                    {"pluginRef": "decode-filter"},
-                    {"pluginRef": "active-request-scorer"},
-                    {"pluginRef": "max-score-picker"},
-                ],
-            },
+            {"name": "prefill", "plugins": refs("prefill-filter", "prefix-cache-affinity-filter", "token-load-scorer")},
+            {"name": "decode", "plugins": refs("decode-filter", "active-request-scorer")},
         ],
     }
 

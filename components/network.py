@@ -4,7 +4,7 @@ ForceNew facts: components/model/diff/gcp_force_new.py; in-place updates and rea
 readback.py.
 """
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -124,28 +124,23 @@ class Network(Component):
             mtu=args["mtu"],
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
-        self.tpu_subnet = gcp.compute.Subnetwork(
-            f"{name}-tpu",
-            name=args["tpu_subnet_name"],
-            project=project,
-            region=region,
-            network=self.network.id,
-            ip_cidr_range=args["tpu_subnet_cidr"],
-            private_ip_google_access=True,
-            opts=self.child(**REPLACE_DELETE_FIRST),
-        )
+
+        def subnet(kind: str, subnet_name: str, cidr: str, **extra: Any) -> gcp.compute.Subnetwork:
+            return gcp.compute.Subnetwork(
+                f"{name}-{kind}",
+                name=subnet_name,
+                project=project,
+                region=region,
+                network=self.network.id,
+                ip_cidr_range=cidr,
+                opts=self.child(**REPLACE_DELETE_FIRST),
+                **extra,
+            )
+
+        self.tpu_subnet = subnet("tpu", args["tpu_subnet_name"], args["tpu_subnet_cidr"], private_ip_google_access=True)
         # The regional internal L7 Gateway (gke-l7-rilb) runs its Envoy proxies in this range.
-        self.proxy_subnet = gcp.compute.Subnetwork(
-            f"{name}-proxy",
-            name=args["proxy_subnet_name"],
-            project=project,
-            region=region,
-            network=self.network.id,
-            ip_cidr_range=args["proxy_subnet_cidr"],
-            purpose="REGIONAL_MANAGED_PROXY",
-            role="ACTIVE",
-            opts=self.child(**REPLACE_DELETE_FIRST),
-        )
+        proxy = {"purpose": "REGIONAL_MANAGED_PROXY", "role": "ACTIVE"}
+        self.proxy_subnet = subnet("proxy", args["proxy_subnet_name"], args["proxy_subnet_cidr"], **proxy)
         # Private nodes have no external IP: without NAT they could pull nothing but Google-hosted images.
         names = args.get("egress")
         self.egress = (

@@ -55,9 +55,18 @@ def kueue_pod_monitoring(
         # The controller's serving certificate is self-signed (no cert-manager); the chart's own ServiceMonitor
         # sets the same (values.yaml metrics.serviceMonitor.tlsConfig.insecureSkipVerify: true).
         "tls": {"insecureSkipVerify": True},
-        "authorization": {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": TOKEN_KEY}}},
+        "authorization": bearer(secret),
     }
     return pod_monitoring(monitoring.KUEUE_JOB, namespace, monitoring.kueue_selector(release), endpoint)
+
+
+def bearer(secret: pulumi.Input[str]) -> dict[str, Any]:
+    """A scrape's authorization: the token in the Secret named `secret`."""
+    return {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": TOKEN_KEY}}}
+
+
+def _role_ref(kind: str, name: pulumi.Input[str]) -> dict[str, Any]:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
 
 
 class KueueScrape(TypedDict):
@@ -102,32 +111,27 @@ class Scrapes(TypedDict):
     """The vLLM leaders of each serving role."""
 
 
-class MetricAlert(TypedDict):
+class _Alert(TypedDict):
     key: str
     """A short stable name (the policy's resource name derives from it)."""
     display_name: str
     """The policy's and its condition's display name."""
     severity: str
     """The policy's severity."""
+    documentation: str
+    """The policy's documentation (Markdown)."""
+
+
+class MetricAlert(_Alert):
     query: str
     """The PromQL condition."""
     minutes: int
     """How long the condition holds before the policy fires."""
-    documentation: str
-    """The policy's documentation (Markdown)."""
 
 
-class LogAlert(TypedDict):
-    key: str
-    """A short stable name (the policy's resource name derives from it)."""
-    display_name: str
-    """The policy's and its condition's display name."""
-    severity: str
-    """The policy's severity."""
+class LogAlert(_Alert):
     filter: str
     """The log filter that fires it, notified at most once per slice_alerts.RATE_LIMIT."""
-    documentation: str
-    """The policy's documentation (Markdown)."""
 
 
 class ObservabilityArgs(TypedDict):
@@ -190,9 +194,7 @@ class Observability(Component):
         for rule in args["metric_alerts"]:
             self._alert_policy(
                 name,
-                rule["key"],
-                rule["display_name"],
-                rule["severity"],
+                rule,
                 {
                     "condition_prometheus_query_language": {
                         "query": rule["query"],
@@ -202,17 +204,13 @@ class Observability(Component):
                         "disable_metric_validation": True,
                     }
                 },
-                rule["documentation"],
                 after_api,
             )
         for log_rule in args["log_alerts"]:
             self._alert_policy(
                 name,
-                log_rule["key"],
-                log_rule["display_name"],
-                log_rule["severity"],
+                log_rule,
                 {"condition_matched_log": {"filter": log_rule["filter"]}},
-                log_rule["documentation"],
                 after_api,
                 alert_strategy={
                     "notification_rate_limit": {"period": slice_alerts.RATE_LIMIT},
@@ -228,25 +226,17 @@ class Observability(Component):
         )
 
     def _alert_policy(
-        self,
-        name: str,
-        key: str,
-        display_name: str,
-        severity: str,
-        condition: dict[str, Any],
-        documentation: str,
-        opts: pulumi.ResourceOptions | None,
-        **extra: Any,
+        self, name: str, rule: _Alert, condition: dict[str, Any], opts: pulumi.ResourceOptions | None, **extra: Any
     ) -> None:
         """One alert policy of one condition, to the stack's notification channels."""
-        self.alert_policies[key] = gcp.monitoring.AlertPolicy(
-            f"{name}-{key}",
+        self.alert_policies[rule["key"]] = gcp.monitoring.AlertPolicy(
+            f"{name}-{rule['key']}",
             project=self._args["project"],
-            display_name=display_name,
+            display_name=rule["display_name"],
             combiner="OR",
-            severity=severity,
-            conditions=[{"display_name": display_name, **condition}],
-            documentation={"content": documentation, "mime_type": "text/markdown"},
+            severity=rule["severity"],
+            conditions=[{"display_name": rule["display_name"], **condition}],
+            documentation={"content": rule["documentation"], "mime_type": "text/markdown"},
             notification_channels=list(self._args["notification_channels"]),
             # Which deployment the policy watches, when several share a project (a GKE cluster name is
             # already a valid label value: lowercase letters, digits and hyphens, at most 40 characters).
@@ -272,11 +262,7 @@ class Observability(Component):
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-kueue-metrics-reader",
                 metadata={"name": f"{monitoring.KUEUE_METRICS_SA}-metrics-reader"},
-                role_ref={
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": monitoring.kueue_metrics_reader(kueue["release"]),
-                },
+                role_ref=_role_ref("ClusterRole", monitoring.kueue_metrics_reader(kueue["release"])),
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
                 opts=self.child(provider=provider, depends_on=[kueue["chart"]]),
             ),
@@ -329,7 +315,7 @@ class Observability(Component):
         collector = k8s.rbac.v1.RoleBinding(
             f"{prefix}-token-read-collector",
             metadata={"name": f"{gmp_namespace}:{gmp_sa}:{sa_name}-token-read", "namespace": namespace},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": token_read.metadata.name},
+            role_ref=_role_ref("Role", token_read.metadata.name),
             subjects=[{"kind": "ServiceAccount", "name": gmp_sa, "namespace": gmp_namespace}],
             opts=opts,
         )
@@ -366,7 +352,7 @@ class Observability(Component):
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-epp-auth",
                 metadata={"name": f"{router['service_account']}-metrics-auth"},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth.metadata.name},
+                role_ref=_role_ref("ClusterRole", auth.metadata.name),
                 subjects=[{"kind": "ServiceAccount", "name": router["service_account"], "namespace": namespace}],
                 opts=in_namespace,
             ),
@@ -374,7 +360,7 @@ class Observability(Component):
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-epp-metrics-reader",
                 metadata={"name": f"{sa_name}-metrics-reader"},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader.metadata.name},
+                role_ref=_role_ref("ClusterRole", reader.metadata.name),
                 subjects=[{"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}],
                 opts=in_namespace,
             ),
@@ -386,10 +372,7 @@ class Observability(Component):
             "scheme": "http",
             "path": "/metrics",
             "interval": interval,
-            "authorization": {
-                "type": "Bearer",
-                "credentials": {"secret": {"name": self.epp_token.metadata.name, "key": TOKEN_KEY}},
-            },
+            "authorization": bearer(self.epp_token.metadata.name),
         }
         self.pod_monitorings["epp"] = KubernetesObject(
             f"{name}-epp",

@@ -281,22 +281,18 @@ def own_stack_reference() -> str:
 def read_deployed_serving(settings: Settings) -> dict[str, DeployedRole]:
     """The serving roles as the stack's previous update exported them (components/model/serving/deployed.py).
 
-    Read with the builtin provider's `pulumi:pulumi:readStackOutputs` invoke, synchronously through the SDK's
-    public `pulumi.runtime.invoke` (the plan it feeds decides resource options, deleteBeforeReplace, that
-    cannot wait for an Output), as the Node SDK's StackReference reads outputs synchronously (sdk/nodejs
-    stackReference.ts `invokeSync("pulumi:pulumi:readStackOutputs", {name})`). From pulumi/pulumi's source
-    (v3.259.0+, 1b5949891b, the newest at hand; the SDK is 3.272.0): invokes run in previews and updates alike,
-    and the builtin provider answers it (pkg/resource/deploy/builtins.go `readStackReference`) through the backend
-    client both backends hand the engine (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go
-    `BackendClient:`). That client reads the stack's latest checkpoint (pkg/backend/backend.go
-    `backendClient.GetStackOutputs`, the same `SnapshotStackOutputs` as `pulumi stack output`; diy: the stack's
-    file, pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing when it has no deployment yet; Cloud: its
-    latest export, pkg/backend/httpstate/state.go) and returns the root stack's outputs
-    (pkg/resource/stack/deployment.go `DeserializeStackOutputs`, nothing without a root stack). During this stack's
-    own update those are still the previous ones: the root stack is a same step, which keeps the old outputs
-    (step.go `SameStep.Apply`), and new stack outputs are written only when the deployment ends
-    (step_executor.go `executeRegisterResourceOutputs`, `finalizingStackOutputs`), over the old ones after a
-    failed update. So this is what the last update that ended exported, and nothing on a stack's first update.
+    Read synchronously (the plan it feeds decides deleteBeforeReplace, which cannot wait for an Output) with the
+    builtin provider's `pulumi:pulumi:readStackOutputs` through the public `pulumi.runtime.invoke`, as the Node
+    SDK's StackReference does (sdk/nodejs stackReference.ts `invokeSync`). From pulumi/pulumi's source (v3.259.0+,
+    1b5949891b; the SDK is 3.272.0): invokes run in previews and updates alike; the builtin provider answers
+    (pkg/resource/deploy/builtins.go `readStackReference`) through the backend client both backends hand the engine
+    (pkg/backend/diy/backend.go, pkg/backend/httpstate/backend.go `BackendClient:`), which reads the stack's latest
+    checkpoint (pkg/backend/backend.go `backendClient.GetStackOutputs`, as `pulumi stack output`; diy:
+    pkg/backend/diy/state.go `getSnapshotStackOutputs`, nothing before a first deployment; Cloud:
+    pkg/backend/httpstate/state.go) and returns the root stack's outputs (pkg/resource/stack/deployment.go
+    `DeserializeStackOutputs`). During this update those are still the previous ones: the root stack is a same step
+    (step.go `SameStep.Apply`), and new outputs are written when the deployment ends (step_executor.go
+    `executeRegisterResourceOutputs`, `finalizingStackOutputs`), over the old ones after a failed update too.
     """
     if not settings.serving.enabled:
         return {}

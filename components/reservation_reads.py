@@ -25,9 +25,9 @@ from typing import Any, Protocol
 import pulumi_gcp as gcp
 from pulumi.runtime import rpc
 
-from components.model.config.checks import PROJECT
 from components.model.config.settings import Settings
 from components.model.tpu.reservation import Assignment, BlockView, SubBlock, assign, sub_block_of, unread
+from components.model.tpu.reservation import config_key as _key
 from components.project_services import AI_ZONES_FEATURE
 
 # The result types through the packages (importing their modules by path would shadow the functions).
@@ -113,10 +113,6 @@ class Source(Protocol):
     def cluster(self) -> Any | None: ...
 
 
-def _key(path: str) -> str:
-    return f"{PROJECT}:{path}"
-
-
 class LiveSource:
     """The Compute and GKE APIs, through the provider's data sources."""
 
@@ -199,18 +195,15 @@ def sub_block_state(result: Any) -> SubBlock:
     health = _first(result.health_infos)
     maintenance = _first(result.reservation_sub_block_maintenances)
     topo = _first(result.physical_topologies)
-    pending = ongoing = 0
-    if maintenance is not None:
-        pending = (
-            _int(maintenance.maintenance_pending_count)
-            + _int(maintenance.subblock_infra_maintenance_pending_count)
-            + _int(maintenance.instance_maintenance_pending_count)
+
+    def count(kind: str) -> int:
+        """Hosts, the sub-block's infrastructure and instances with `kind` (pending, ongoing) maintenance."""
+        if maintenance is None:
+            return 0
+        return sum(
+            _int(getattr(maintenance, f"{p}maintenance_{kind}_count")) for p in ("", "subblock_infra_", "instance_")
         )
-        ongoing = (
-            _int(maintenance.maintenance_ongoing_count)
-            + _int(maintenance.subblock_infra_maintenance_ongoing_count)
-            + _int(maintenance.instance_maintenance_ongoing_count)
-        )
+
     physical = "/".join(str(topo.get(k) or "?") for k in ("cluster", "block", "sub_block")) if topo else None
     return SubBlock(
         name=result.name,
@@ -218,8 +211,8 @@ def sub_block_state(result: Any) -> SubBlock:
         health=(health.health_status if health else None) or None,
         hosts=result.sub_block_count if result.sub_block_count is not None else None,
         in_use=_int(result.in_use_count),
-        maintenance_pending=pending,
-        maintenance_ongoing=ongoing,
+        maintenance_pending=count("pending"),
+        maintenance_ongoing=count("ongoing"),
         physical=physical,
     )
 

@@ -185,27 +185,13 @@ class Serving(Component):
         )
         # `bucket`, `role`, `member` and `condition` are ForceNew (model/diff/gcp_force_new.py): a new bucket or role
         # is a new member, then the old binding is removed.
+        buckets = (("weights", model["weights_bucket"], WEIGHTS_ROLES), ("xla-cache", self.xla_cache.name, CACHE_ROLES))
         self.bucket_iam = [
-            *(
-                gcp.storage.BucketIAMMember(
-                    f"{name}-weights-{role_suffix(role)}",
-                    bucket=model["weights_bucket"],
-                    role=role,
-                    member=principal,
-                    opts=self.child(),
-                )
-                for role in WEIGHTS_ROLES
-            ),
-            *(
-                gcp.storage.BucketIAMMember(
-                    f"{name}-xla-cache-{role_suffix(role)}",
-                    bucket=self.xla_cache.name,
-                    role=role,
-                    member=principal,
-                    opts=self.child(),
-                )
-                for role in CACHE_ROLES
-            ),
+            gcp.storage.BucketIAMMember(
+                f"{name}-{what}-{role_suffix(role)}", bucket=bucket, role=role, member=principal, opts=self.child()
+            )
+            for what, bucket, bucket_roles in buckets
+            for role in bucket_roles
         ]
         # gke-l7-rilb is a regional internal load balancer: its proxies live in the proxy-only subnet.
         # Routes from this namespace only: the router chart's HTTPRoute is released here, and with `All` anyone who

@@ -1,4 +1,5 @@
-"""Teardown gates: one per TPU pool, whose delete waits until no Slice uses the pool (docs/teardown.md).
+"""Teardown gates: one per TPU pool, whose delete waits until no Slice uses the pool (docs/teardown.md says in
+which order a destroy deletes what, and what each step waits for).
 
 Why: the slice controller releases a Workload's finalizer as soon as it has *issued* the deletes of the
 Workload's Slices (xpk `slice/internal/controller/workload_controller.go@250d4b3c`, `cleanupSlices` returns
@@ -6,36 +7,20 @@ true right after `deleteSlices`, then `finalizeWorkload`), so a workload's delet
 Slices are still DEACTIVATING, and active Slices block the deletion of their node pool (llm-d's
 dynamic-slicing guide). Nothing in Kubernetes or GKE makes Pulumi wait for that; this does.
 
-How: a `pulumi.dynamic.Resource` per pool. Creating it does nothing (the pool is already there); deleting
-it polls the Kubernetes API (the `kubernetes` client, with the cluster's kubeconfig from the gate's
-state, a Pulumi secret) until no Slice is formed from the pool's partitions, bounded by
-`addons.sliceController.drainTimeoutSeconds`, after which it fails naming the Slices and their
-workloads and the pool is left alone. The graph does the rest:
-
-* the gate takes the pool's name and cluster as inputs, so it is created after the pool, and a
-  delete-first replacement of the pool replaces the gate too, deleting it first: Pulumi deletes every
-  dependent whose inputs referencing the pool would replace it (its provider's Diff, asked with those
-  inputs unknown) before the pool (pulumi/pulumi pkg/resource/deploy/step_generator.go,
-  `calculateDependentReplacements`); this provider's Diff replaces on any change of `pool` or `cluster`;
-* workloads depend on the gates, so `pulumi destroy` deletes them first;
-* the gates depend on the slice controller, so it is deleted only after every gate has finished waiting.
-
-But a replacement of a pool deletes first only what its inputs would replace (the gate): the workloads depend
-on the gates through `depends_on` alone, so they stay, and the gate would wait for their Slices until it
-times out. The graph cannot replace only the workloads on that pool either: Kueue places them on any pool
-at run time. So `PoolReplacements` refuses, at preview, a replacement of a pool while the program ran queued
-workloads until now, naming the keys that turn them off (its provider's `check`, as components/kueue_guard.py
-does), even when none of them has a Slice on that pool: the preview reads no cluster, and Kueue may admit one
-onto the pool while its gate waits (docs/health.md, "Move after draining"). It sees a replacement as Pulumi
-does: a replaced pool's `id` is unknown in the preview. A replaced
-cluster is exempt: the Kubernetes provider is replaced with it, and with it every workload, deleted first.
+A delete-first replacement of a pool replaces its gate too, deleting it first: Pulumi deletes every dependent
+whose inputs referencing the pool would replace it (its provider's Diff, asked with those inputs unknown) before
+the pool (pulumi/pulumi pkg/resource/deploy/step_generator.go, `calculateDependentReplacements`); this provider's
+Diff replaces on any change of `pool` or `cluster`. The workloads depend on the gates through `depends_on` alone,
+so they stay, and the gate would wait for their Slices until it times out; nor can the graph replace only the
+workloads on that pool (Kueue places them at run time). So `PoolReplacements` refuses, at preview, a replacement
+of a pool while the program ran queued workloads until now (its provider's `check`, as components/kueue_guard.py
+does), even when none of them has a Slice on that pool: the preview reads no cluster, and Kueue may admit one onto
+the pool while its gate waits (docs/health.md, "Move after draining"). A replaced pool's `id` is unknown in the
+preview. A replaced cluster is exempt: the Kubernetes provider is replaced with it, and with it every workload.
 
 Pulumi runs every dynamic resource of the program in one `python -m pulumi.dynamic` process whose gRPC server
 has four worker threads (`pulumi/dynamic/__main__.py` main, `ThreadPoolExecutor(max_workers=4)`, pulumi
 3.272.0): past four pools the gates' waits queue, each timed from its own start.
-
-The kubeconfig authenticates through gke-gcloud-auth-plugin, as the Kubernetes provider's does: the
-client runs the credential plugin the kubeconfig names, nothing here runs a command.
 """
 
 import time

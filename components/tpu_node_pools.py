@@ -5,7 +5,7 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
-from components.cluster import CLOUD_PLATFORM_SCOPE, node_network_config
+from components.cluster import node_identity, node_network_config
 from components.component import Component
 from components.model.config.settings import Settings
 from components.model.diff import readback
@@ -140,9 +140,7 @@ class TpuCapacity(Component):
                 placement_policy=placement_policy(args["cube_topology"], self.policy.name),
                 node_config={
                     "machine_type": args["machine_type"],
-                    "service_account": args["node_service_account"],
-                    "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
-                    "workload_metadata_config": {"mode": "GKE_METADATA"},
+                    **node_identity(args["node_service_account"]),
                     "reservation_affinity": pool["reservation_affinity"],
                     **({"labels": {SUB_BLOCK_LABEL: pool["sub_block"]}} if pool.get("sub_block") else {}),
                 },

@@ -170,10 +170,15 @@ def vllm_command(model: ModelServerArgs, role: Role, tensor_parallel_size: int, 
     return weights_check() + script + " ".join(["exec", "vllm", "serve", *(shlex.quote(f) for f in flags)]) + "\n"
 
 
+def hf_token_env(secret: pulumi.Input[str]) -> dict[str, Any]:
+    """The Hugging Face token from the Secret named `secret`."""
+    return {"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": secret, "key": HF_SECRET_KEY}}}
+
+
 def env(xla_cache_bucket: str, common: dict[str, str], hf_secret: pulumi.Input[str] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if hf_secret is not None:
-        out.append({"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": HF_SECRET_KEY}}})
+        out.append(hf_token_env(hf_secret))
     out += [{"name": k, "value": v} for k, v in common.items()]
     out += [
         POD_IP_ENV,

@@ -189,27 +189,24 @@ def leader_worker_set(
         {"name": "WEIGHTS_BUCKET", "value": model["weights_bucket"]},
         {"name": "WEIGHTS_PREFIX", "value": model["model_path"]},
     ]
-    leader = {
-        "name": "vllm-leader",
-        "image": model["image"],
-        "imagePullPolicy": "IfNotPresent",
-        "env": leader_env,
-        "command": ["sh", "-c", vllm_command(model, role, spec["tensor_parallel_size"], shared["leaderScript"])],
-        "resources": copy.deepcopy(resources),
-        "ports": [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports],
-        **probes(model, role),
-        "volumeMounts": copy.deepcopy(mounts),
-    }
-    worker = {
-        "name": "vllm-worker",
-        "image": model["image"],
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", shared["workerScript"]],
-        "resources": copy.deepcopy(resources),
-        "env": container_env,
-        "ports": copy.deepcopy(transfer_ports),
-        "volumeMounts": copy.deepcopy(mounts),
-    }
+
+    def container(name: str, script: str, env_: list[dict[str, Any]], ports: list[Any], **extra: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "image": model["image"],
+            "imagePullPolicy": "IfNotPresent",
+            "env": env_,
+            "command": ["sh", "-c", script],
+            "resources": copy.deepcopy(resources),
+            "ports": ports,
+            "volumeMounts": copy.deepcopy(mounts),
+            **extra,
+        }
+
+    vllm = vllm_command(model, role, spec["tensor_parallel_size"], shared["leaderScript"])
+    leader_ports = [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports]
+    leader = container("vllm-leader", vllm, leader_env, leader_ports, **probes(model, role))
+    worker = container("vllm-worker", shared["workerScript"], container_env, copy.deepcopy(transfer_ports))
     sidecar = [
         {
             "name": "routing-proxy",

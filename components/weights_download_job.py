@@ -29,7 +29,7 @@ from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOT
 from components.model.serving import weights
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
-from components.vllm_containers import HF_SECRET, HF_SECRET_KEY
+from components.vllm_containers import HF_SECRET, hf_token_env
 from components.vllm_leaderworkersets import hf_token_secret
 
 NAMESPACE = "model-weights"
@@ -99,15 +99,9 @@ def job_timeout_seconds(model: str) -> int:
 def job_spec(
     args: WeightsDownloadArgs, snapshot: weights.Snapshot, service_account: pulumi.Input[str], with_token: bool
 ) -> dict[str, object]:
-    env: list[dict[str, object]] = [
-        {"name": "WEIGHTS_BUCKET", "value": snapshot.bucket},
-        {"name": "WEIGHTS_CACHE", "value": snapshot.cache},
-        {"name": "HF_REPO", "value": snapshot.repo},
-        {"name": "HF_REVISION", "value": snapshot.revision},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-    ]
-    if with_token:
-        env.append({"name": HF_SECRET_KEY, "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": HF_SECRET_KEY}}})
+    values = {"WEIGHTS_BUCKET": snapshot.bucket, "WEIGHTS_CACHE": snapshot.cache, "HF_REPO": snapshot.repo}
+    values |= {"HF_REVISION": snapshot.revision, "PYTHONUNBUFFERED": "1"}
+    env = [{"name": k, "value": v} for k, v in values.items()] + ([hf_token_env(HF_SECRET)] if with_token else [])
     container = {
         "name": "download",
         "image": args["image"],

@@ -55,10 +55,6 @@ CONTAINER = "manager"  # config/manager/manager.yaml
 FLAG = "--feature-gates="
 
 
-def feature_gates_arg(gates: Sequence[str]) -> str:
-    return FLAG + ",".join(f"{g}=true" for g in gates)
-
-
 def with_feature_gates(deployment: dict[str, Any], gates: Sequence[str]) -> dict[str, Any] | None:
     """The controller's Deployment with `--feature-gates` set on its manager container (replacing one it has);
     None when the object is not that Deployment or has no such container."""
@@ -71,7 +67,7 @@ def with_feature_gates(deployment: dict[str, Any], gates: Sequence[str]) -> dict
     if manager is None:
         return None
     args = [a for a in manager.get("args") or [] if not str(a).startswith(FLAG)]
-    manager["args"] = [*args, feature_gates_arg(gates)]
+    manager["args"] = [*args, FLAG + ",".join(f"{g}=true" for g in gates)]
     return out
 
 

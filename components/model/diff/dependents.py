@@ -35,12 +35,12 @@ from typing import Any
 
 from components.model.diff import facts as F
 from components.model.diff import paths
+from components.model.diff.families import K8S_PROVIDER
 
 Record = dict[str, Any]
 PULUMI = "pulumi/pulumi@1b5949891b3c pkg/resource/deploy/step_generator.go"
 DEPENDENTS = f"{PULUMI}:3268 calculateDependentReplacements"
 PROTECTED_DEPENDENT = f"{PULUMI}:2110-2121"
-K8S_PROVIDER = "pulumi:providers:kubernetes"
 PK = f"{F.PULUMI_KUBERNETES}/provider/provider.go"
 _PROVIDER_UNKNOWN = {
     "kubeconfig": f"{PK}:507",

@@ -41,6 +41,7 @@ from components.model.diff.families import (
 )
 from components.model.diff.kubernetes import update_await
 from components.model.diff.unknowns import UNKNOWN
+from components.model.records import record
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
 ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
@@ -66,14 +67,7 @@ class Change:
     urn: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "action": self.action,
-            "properties": self.properties,
-            "reason": self.reason,
-            "deleteFirst": self.delete_first,
-        }
+        return record(self, "name", "type", "action", "properties", "reason", "delete_first")
 
 
 @dataclass
@@ -253,17 +247,13 @@ def _clauses(reason: str) -> list[str]:
     return [c for c in [*out, reason[start:]] if c]
 
 
-def _clause_key(clause: str) -> str:
-    """What a clause says, without its sources: `pool: unknown, the gate's provider replaces it`."""
-    return clause.split(" (", 1)[0]
-
-
 def _recreated(change: Change, old: Record, why: str) -> Change:
     """A dependent deleted first is re-created when the program registers it again: a delete-first replacement,
     whatever its own diff says (step_generator.go L1482-1505); protected, it stops the update (L2110-2121)."""
     own = change.reason if change.action == REPLACE else ""
-    # Its own diff often names the same unknown input that made it a dependent: say each clause once.
-    own = "; ".join(c for c in _clauses(own) if f"{_clause_key(c)} (" not in why)
+    # Its own diff often names the same unknown input that made it a dependent: say each clause once (a clause
+    # without its sources: `pool: unknown, the gate's provider replaces it`).
+    own = "; ".join(c for c in _clauses(own) if f"{c.split(' (', 1)[0]} (" not in why)
     if old.get("protect"):
         action, reason = REJECTED, f"protected: {why} ({D.PROTECTED_DEPENDENT}, {F.PROTECT})"
     else:

@@ -159,28 +159,19 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck": (
         _cel("kueue-v0.17.4_admissionchecks.yaml", 195, "spec.controllerName", "field is immutable"),
     ),
-    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": (
+    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": tuple(
         _cel(
             "kueue-v0.17.4_resourceflavors.yaml",
-            374,
-            "spec.nodeLabels",
-            "nodeLabels are immutable when topologyName is set",
+            line,
+            f"spec.{field}",
+            f"{what} immutable when topologyName is set",
             "spec.topologyName",
-        ),
-        _cel(
-            "kueue-v0.17.4_resourceflavors.yaml",
-            377,
-            "spec.tolerations",
-            "tolerations are immutable when topologyName is set",
-            "spec.topologyName",
-        ),
-        _cel(
-            "kueue-v0.17.4_resourceflavors.yaml",
-            380,
-            "spec.topologyName",
-            "topologyName is immutable when topologyName is set",
-            "spec.topologyName",
-        ),
+        )
+        for line, field, what in (
+            (374, "nodeLabels", "nodeLabels are"),
+            (377, "tolerations", "tolerations are"),
+            (380, "topologyName", "topologyName is"),
+        )
     ),
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": (),
     "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass": (),

@@ -68,9 +68,7 @@ def values(obj: Any, path: Path) -> list[tuple[Path, Any]]:
             elif isinstance(node, dict):
                 for key, item in node.items():
                     walk(item, tail, (*at, key))
-        elif (isinstance(seg, int) and isinstance(node, list) and seg < len(node)) or (
-            isinstance(seg, str) and isinstance(node, dict) and seg in node
-        ):
+        elif _has(node, seg):
             walk(node[seg], tail, (*at, seg))
         elif isinstance(seg, str) and isinstance(node, list):
             # A block the bridge flattened from a one-item list, or a list of blocks: look into every item.
@@ -85,13 +83,17 @@ def get(obj: Any, path: Path, default: Any = MISSING) -> Any:
     """The value at a concrete path, or `default`."""
     node = obj
     for seg in path:
-        if (isinstance(seg, int) and isinstance(node, list) and seg < len(node)) or (
-            isinstance(seg, str) and isinstance(node, dict) and seg in node
-        ):
-            node = node[seg]
-        else:
+        if not _has(node, seg):
             return default
+        node = node[seg]
     return node
+
+
+def _has(node: Any, seg: str | int) -> bool:
+    """`node[seg]` exists: a list's index or an object's key."""
+    if isinstance(seg, int):
+        return isinstance(node, list) and seg < len(node)
+    return isinstance(node, dict) and seg in node
 
 
 def changed(old: Any, new: Any, at: Path = ()) -> Iterator[Path]:

@@ -17,10 +17,8 @@ UNKNOWN = "<unknown>"  # components/cli/snapshot.py's marker for a value the pre
 
 
 def _leaves(value: Any) -> set[str]:
-    if isinstance(value, dict):
-        return set().union(*(_leaves(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_leaves(v) for v in value)) if value else set()
+    if isinstance(value, dict | list):
+        return set().union(*(_leaves(v) for v in (value.values() if isinstance(value, dict) else value)))
     return {value} if isinstance(value, str) else set()
 
 
@@ -41,7 +39,7 @@ def _is_ref(s: str, refs: set[str]) -> bool:
 
 def _mentions(found: list[tuple[paths.Path, Any]], refs: set[str]) -> bool:
     """A value at a fact's path is (or embeds) one of the replaced resource's identifiers: unknown in the preview."""
-    strings = set().union(*(_leaves(v) for _, v in found)) if found else set()
+    strings = set().union(*(_leaves(v) for _, v in found))
     return any(_is_ref(s, refs) for s in strings)
 
 

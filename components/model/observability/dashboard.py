@@ -37,6 +37,11 @@ class Row:
     charts: tuple[Chart, ...]
 
 
+def chart(title: str, query: str, legend: str = "", unit: str = "") -> Chart:
+    """A chart of one line."""
+    return Chart(title, ((legend, query),), unit)
+
+
 def rows(settings: Settings) -> list[Row]:
     """The dashboard, top to bottom: admission, TPUs (one chart per workload), one row per serving role, router."""
     q = Queries(settings)
@@ -46,10 +51,10 @@ def rows(settings: Settings) -> list[Row]:
             "Admission (Kueue)",
             f"ClusterQueue {settings.kueue.cluster_queue}: what waits, what runs, how much of the TPU quota it holds",
             (
-                Chart("Pending workloads by ClusterQueue", (("", q.pending()),)),
-                Chart("Admitted workloads by ClusterQueue", (("", q.admitted()),)),
+                chart("Pending workloads by ClusterQueue", q.pending()),
+                chart("Admitted workloads by ClusterQueue", q.admitted()),
                 # Slice failures (reason AdmissionCheck: the slice controller's check) beside preemptions.
-                Chart(f"Evicted workloads by reason (per {RATE_WINDOW})", (("", q.evictions()),)),
+                chart(f"Evicted workloads by reason (per {RATE_WINDOW})", q.evictions()),
                 Chart(
                     f"TPU chips: used vs quota ({chips} provisioned)",
                     (("used", q.tpu_usage()), ("quota", q.tpu_quota())),
@@ -63,9 +68,9 @@ def rows(settings: Settings) -> list[Row]:
             "TPU slices",
             "GKE TPU system metrics: TensorCore utilization per node, duty cycle of each workload's pods",
             (
-                Chart("TensorCore utilization by node", (("", q.node_tensorcore()),), unit="%"),
+                chart("TensorCore utilization by node", q.node_tensorcore(), unit="%"),
                 *(
-                    Chart(f"{key} ({name}): TPU duty cycle by pod", (("", q.workload_duty_cycle(name)),), unit="%")
+                    chart(f"{key} ({name}): TPU duty cycle by pod", q.workload_duty_cycle(name), unit="%")
                     for key, name in workload_names(settings).items()
                 ),
             ),
@@ -75,72 +80,49 @@ def rows(settings: Settings) -> list[Row]:
     def latency(title: str, metric: str, role: str) -> Chart:
         return Chart(title, tuple((f"p{round(p * 100)}", q.quantile(p, metric, role)) for p in PERCENTILES), unit="s")
 
+    def epp_rate(by: str, metric: str) -> str:
+        return f"sum by ({by}) (rate({q.epp(metric)}[{RATE_WINDOW}]))"
+
     if settings.serving.enabled:
         for role in settings.serving.roles():
+            queue = tuple((n, f"sum({q.vllm(f'vllm:num_requests_{n}', role)})") for n in ("waiting", "running"))
             out.append(
                 Row(
                     f"Serving: {role}",
                     f"vLLM leaders of {settings.lws_name(role)} (Managed Prometheus job {vllm_job(settings, role)})",
                     (
-                        Chart("Requests per second", (("completed", q.request_rate(role)),), unit="1/s"),
+                        chart("Requests per second", q.request_rate(role), "completed", "1/s"),
                         latency("Time to first token", "vllm:time_to_first_token_seconds", role),
                         latency("Inter-token latency", "vllm:inter_token_latency_seconds", role),
-                        Chart(
-                            "Queue length",
-                            (
-                                ("waiting", f"sum({q.vllm('vllm:num_requests_waiting', role)})"),
-                                ("running", f"sum({q.vllm('vllm:num_requests_running', role)})"),
-                            ),
-                        ),
-                        Chart(
+                        Chart("Queue length", queue),
+                        chart(
                             "KV-cache usage",
-                            (("", f"avg by (pod) ({q.vllm('vllm:kv_cache_usage_perc', role)})"),),
+                            f"avg by (pod) ({q.vllm('vllm:kv_cache_usage_perc', role)})",
                             unit="10^2.%",
                         ),
-                        Chart("Ready leaders (scraped)", (("ready", q.leaders_up(role)),)),
+                        chart("Ready leaders (scraped)", q.leaders_up(role), "ready"),
                     ),
                 )
             )
+        e2e = q.epp("inference_extension_scheduler_e2e_duration_seconds_bucket")
         out.append(
             Row(
                 "Router (endpoint picker)",
                 f"llm-d EPP of release {settings.serving.guide}: scheduling decisions and the pool it picks from",
                 (
-                    Chart(
+                    chart(
                         "Scheduling decisions by result",
-                        (
-                            (
-                                "",
-                                f"sum by (status) (rate({q.epp('inference_extension_scheduler_attempts_total')}"
-                                f"[{RATE_WINDOW}]))",
-                            ),
-                        ),
+                        epp_rate("status", "inference_extension_scheduler_attempts_total"),
                         unit="1/s",
                     ),
-                    Chart(
-                        "Requests by model",
-                        (
-                            (
-                                "",
-                                f"sum by (model_name) (rate({q.epp('inference_objective_request_total')}"
-                                f"[{RATE_WINDOW}]))",
-                            ),
-                        ),
-                        unit="1/s",
-                    ),
-                    Chart(
+                    chart("Requests by model", epp_rate("model_name", "inference_objective_request_total"), unit="1/s"),
+                    chart(
                         "Scheduling latency p99",
-                        (
-                            (
-                                "p99",
-                                "histogram_quantile(0.99, sum by (le) (rate("
-                                f"{q.epp('inference_extension_scheduler_e2e_duration_seconds_bucket')}"
-                                f"[{RATE_WINDOW}])))",
-                            ),
-                        ),
-                        unit="s",
+                        f"histogram_quantile(0.99, sum by (le) (rate({e2e}[{RATE_WINDOW}])))",
+                        "p99",
+                        "s",
                     ),
-                    Chart("Ready pods in the InferencePool", (("", q.epp("inference_pool_ready_pods")),)),
+                    chart("Ready pods in the InferencePool", q.epp("inference_pool_ready_pods")),
                 ),
             )
         )

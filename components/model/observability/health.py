@@ -34,7 +34,8 @@ from typing import Any
 from components.model.config.checks import PROJECT
 from components.model.keys import partition_state_label
 from components.model.observability.monitoring import EVICTED_BY_CHECK  # the eviction reason the alert counts too
-from components.model.tpu.reservation import SubBlock, align
+from components.model.records import align, record
+from components.model.tpu.reservation import SubBlock
 
 PARTITION_STATE_RE = re.compile("^" + re.escape(partition_state_label("S")).replace("S", r"(\d+x\d+x\d+)", 1) + "$")
 PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
@@ -66,6 +67,9 @@ class WorkloadState:
 
     def describe(self) -> str:
         return f"{self.name} ({self.state}{': ' + self.reason if self.reason else ''})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return record(self, "name", "state", "reason")
 
 
 def workload_states(workloads: Iterable[Mapping[str, Any]], check: str) -> list[WorkloadState]:
@@ -142,28 +146,11 @@ class CubeHealth:
             words.append(f"maintenance pending ({sb.maintenance_pending})")
         return ", ".join(words) or "?"
 
-    def slices_text(self) -> str:
-        return _counts(state for _, state, _ in self.slices)
-
-    def workloads_text(self) -> str:
-        return _counts(w.state for w in self.workloads)
-
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "cube": self.cube,
-            "pool": self.pool,
-            "subBlock": self.sub_block,
-            "health": self.health,
-            "subBlockState": self.sub_block_state.as_dict() if self.sub_block_state else None,
-            "subBlockProblems": list(self.sub_block_problems),
-            "partitions": self.partitions,
-            "degradedNodes": self.degraded_nodes,
-            "slices": [{"name": n, "state": s, "owner": o} for n, s, o in self.slices],
-            "workloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.workloads],
-            "status": self.status,
-            "action": self.action,
-            "moveTo": self.move_to,
-        }
+        state = ("cube", "pool", "sub_block", "health", "sub_block_state", "sub_block_problems", "partitions")
+        out = record(self, *state, "degraded_nodes", "slices", "workloads", "status", "action", "move_to")
+        out["slices"] = [{"name": n, "state": s, "owner": o} for n, s, o in self.slices]
+        return out
 
 
 @dataclass
@@ -236,7 +223,7 @@ class Report:
     def table(self) -> str:
         rows = [["CUBE", "SUB-BLOCK", "HEALTH", "PARTITIONS", "SLICES", "WORKLOADS AFFECTED", "ACTION"]]
         for c in self.cubes:
-            cells = [c.partitions, c.slices_text(), c.workloads_text(), c.action]
+            cells = [c.partitions, _counts(s for _, s, _ in c.slices), _counts(w.state for w in c.workloads), c.action]
             rows.append([f"{c.cube} {c.pool}", c.sub_block or "-", c.health, *cells])
         if self.unplaced:
             affected = _counts(w.state for w in self.unplaced)
@@ -274,15 +261,8 @@ class Report:
         return lines
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "actionNeeded": self.action_needed,
-            "nextAction": self.next_action,
-            "drainFirst": list(self.drain_first),
-            "unprotectFirst": list(self.unprotect_first),
-            "steps": self.steps(),
-            "cubes": [c.as_dict() for c in self.cubes],
-            "unplacedWorkloads": [{"name": w.name, "state": w.state, "reason": w.reason} for w in self.unplaced],
+        fields = ("source", "action_needed", "next_action", "drain_first", "unprotect_first", "steps", "cubes")
+        return record(self, *fields, ("unplacedWorkloads", "unplaced")) | {
             "proposal": {"key": SUB_BLOCKS_KEY, "value": self.proposal} if self.proposal is not None else None,
             "notes": list(self.notes),
             "preview": self.preview,

@@ -63,8 +63,6 @@ METRIC_SOURCES = {
     "inference_pool_ready_pods": _GAIE,
     "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
     "kubernetes.io/container/accelerator/duty_cycle": _GKE,
-    # the per-target scrape health series GMP writes (prometheus.googleapis.com/up/gauge,
-    # GoogleCloudPlatform/prometheus-engine BENCHMARK.md@v0.17.2)
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
 }
 RATE_WINDOW = "5m"
@@ -276,8 +274,6 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
             "anything new waits or preempts lower priorities.",
         ),
-    ]
-    rules.append(
         AlertRule(
             "slice-failure-evictions",
             f"{settings.cluster.name}: workloads evicted for TPU slice failures",
@@ -291,8 +287,8 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             "(or deactivated it for a rejected check). Run `python -m components health --stack <stack> --live` for "
             "the cube, its sub-block and the tpu.subBlocks change that moves it; `kubectl get slices` shows the "
             "Slices' states.",
-        )
-    )
+        ),
+    ]
     if settings.serving.enabled:
         for role in settings.serving.roles():
             rules.append(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from components.model.config.settings import PROJECT, Settings
+from components.model.config.settings import Settings
 from components.model.serving.deployed import DeployedRole
 from components.model.tpu.admission import Simulation, Unit
 from components.model.tpu.demand import Workload, workloads_from_settings
@@ -50,6 +50,7 @@ from components.model.tpu.report import (
     ranges,
 )
 from components.model.tpu.reservation import Assignment
+from components.model.tpu.reservation import config_key as _qualified
 
 # The public API of the planner; the types live in demand.py, partitions.py and report.py.
 __all__ = [
@@ -63,10 +64,6 @@ __all__ = [
     "rollouts",
     "workloads_from_settings",
 ]
-
-
-def _qualified(key: str) -> str:
-    return f"{PROJECT}:{key}"
 
 
 def _describe(w: Workload) -> str:

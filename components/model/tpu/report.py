@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from components.model.records import align, record
 from components.model.tpu.demand import Workload
 from components.model.tpu.geometry import Topology
-from components.model.tpu.reservation import Assignment, align
+from components.model.tpu.reservation import Assignment
 
 T = TypeVar("T")
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
@@ -37,15 +38,8 @@ class Placement:
     part: int = 0  # which cube of a super-slice (0 for a sub-slice)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.key,
-            "unit": self.unit,
-            "slice": self.slice_index,
-            "topology": str(self.topology),
-            "offset": list(self.offset),
-            "extent": str(self.extent),
-            "part": self.part,
-        }
+        fields = ("unit", ("slice", "slice_index"), "topology", "offset", "extent", "part")
+        return record(self, ("workload", "key"), *fields)
 
 
 @dataclass(frozen=True)
@@ -57,13 +51,7 @@ class CubePlan:
     placements: tuple[Placement, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "pool": self.pool,
-            "chips": self.chips,
-            "usedChips": self.used_chips,
-            "placements": [p.as_dict() for p in self.placements],
-        }
+        return record(self, "index", "pool", "chips", "used_chips", "placements")
 
 
 @dataclass(frozen=True)
@@ -80,13 +68,7 @@ class Preemption:
     step: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "victim": self.victim,
-            "victimPriority": self.victim_priority,
-            "by": self.by,
-            "byPriority": self.by_priority,
-            "step": self.step,
-        }
+        return record(self, "victim", "victim_priority", "by", "by_priority", "step")
 
 
 @dataclass(frozen=True)
@@ -105,13 +87,7 @@ class UnitPlan:
     waiting_for: str = ""  # why it is not admitted (empty when admitted)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "unit": self.label,
-            "status": self.status.value,
-            "reason": self.reason,
-            "preemptedBy": self.preempted_by,
-            "cubes": list(self.cubes),
-        }
+        return record(self, ("unit", "label"), "status", "reason", "preempted_by", "cubes")
 
 
 @dataclass(frozen=True)
@@ -130,23 +106,9 @@ class WorkloadPlan:
         return self.workload.key
 
     def as_dict(self) -> dict[str, Any]:
-        w = self.workload
-        return {
-            "key": w.key,
-            "name": w.name,
-            "topology": str(w.topology),
-            "kind": w.kind.value,
-            "slices": w.slices,
-            "chips": w.chips,
-            "priority": w.priority,
-            "priorityValue": w.priority_value,
-            "gang": w.gang,
-            "status": self.status.value,
-            "reason": self.reason,
-            "admittedSlices": self.admitted_slices,
-            "admittedChips": self.admitted_chips,
-            "units": [u.as_dict() for u in self.units],
-        }
+        workload = ("key", "name", "topology", "kind", "slices", "chips", "priority", "priority_value", "gang")
+        own = ("status", "reason", "admitted_slices", "admitted_chips", "units")
+        return record(self.workload, *workload) | record(self, *own)
 
 
 @dataclass(frozen=True)
@@ -205,19 +167,8 @@ class RolloutPlan:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "name": self.name,
-            "topology": str(self.topology),
-            "replicas": self.replicas,
-            "surge": self.surge,
-            "running": self.running,
-            "createFirst": self.create_first,
-            "waitFor": self.wait_for,
-            "preempts": list(self.preempts),
-            "waiting": self.waiting,
-            "deployed": self.deployed,
-        }
+        fields = ("key", "name", "topology", "replicas", "surge", "running", "create_first", "wait_for", "preempts")
+        return record(self, *fields, "waiting", "deployed")
 
 
 @dataclass(frozen=True)
@@ -298,14 +249,7 @@ class Plan:
                 "idleCubes": self.idle_cubes,
                 "tpuQuota": self.quota,
             },
-            "cubes": [c.as_dict() for c in self.cubes],
-            "workloads": [w.as_dict() for w in self.workloads],
-            "preemptions": [p.as_dict() for p in self.preemptions],
-            "errors": list(self.errors),
-            "warnings": list(self.warnings),
-            "rollouts": [r.as_dict() for r in self.rollouts],
-            "subBlocks": self.sub_blocks.as_dict() if self.sub_blocks else None,
-        }
+        } | record(self, "cubes", "workloads", "preemptions", "errors", "warnings", "rollouts", "sub_blocks")
 
     def rollout(self, key: str) -> RolloutPlan:
         return _find(self.rollouts, key, lambda r: r.key)

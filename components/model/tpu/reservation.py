@@ -27,19 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.model.config.checks import PROJECT
+from components.model.records import align, record
 
 READY = "READY"
 HEALTHY = "HEALTHY"
 WHOLE_BLOCK = ""  # BlockView.existing: a pool bound to the whole block, not to one of its sub-blocks
 
 
-def align(rows: list[list[str]]) -> list[str]:
-    """Rows of cells as fixed-width text lines (the plan's, the sub-blocks' and the health report's tables)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-
-
-def _key(path: str) -> str:
+def config_key(path: str) -> str:
+    """`path` as Pulumi names the project's key: gke-tpu-slicing:tpu.cubes."""
     return f"{PROJECT}:{path}"
 
 
@@ -103,16 +99,8 @@ class SubBlock:
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "health": self.health,
-            "hosts": self.hosts,
-            "inUse": self.in_use,
-            "maintenancePending": self.maintenance_pending,
-            "maintenanceOngoing": self.maintenance_ongoing,
-            "physicalTopology": self.physical,
-        }
+        fields = ("name", "status", "health", "hosts", "in_use", "maintenance_pending", "maintenance_ongoing")
+        return record(self, *fields, ("physicalTopology", "physical"))
 
 
 @dataclass(frozen=True)
@@ -149,15 +137,7 @@ class CubeBinding:
         return not self.problems
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "cube": self.cube,
-            "pool": self.pool,
-            "subBlock": self.sub_block,
-            "existing": self.existing,
-            "usable": self.usable,
-            "problems": list(self.problems),
-            "state": self.state.as_dict() if self.state else None,
-        }
+        return record(self, "cube", "pool", "sub_block", "existing", "usable", "problems", "state")
 
 
 @dataclass(frozen=True)
@@ -198,14 +178,9 @@ class Assignment:
         return "\n".join([head, *align(rows)])
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "read": self.read,
-            "source": self.note,
-            "cubes": [b.as_dict() for b in self.bindings],
-            "subBlocks": [sb.as_dict() for sb in self.listing],
-            "errors": list(self.errors),
-            "warnings": list(self.warnings),
-        }
+        return record(
+            self, "read", ("source", "note"), ("cubes", "bindings"), ("subBlocks", "listing"), "errors", "warnings"
+        )
 
 
 def unread(pools: Sequence[str], note: str, pinned: Sequence[str] | None = None) -> Assignment:
@@ -234,7 +209,7 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
         for i, name in enumerate(pinned):
             if name not in known:
                 errors.append(
-                    f"{_key(f'tpu.subBlocks[{i}]')} = {name!r}: not a sub-block of {view.where}; "
+                    f"{config_key(f'tpu.subBlocks[{i}]')} = {name!r}: not a sub-block of {view.where}; "
                     f"its sub-blocks: {', '.join(sorted(known)) or 'none'}"
                 )
             else:
@@ -263,7 +238,7 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
             warnings.append(
                 f"{pool} is bound to the whole block {view.block}, not to one sub-block: it stays so (no "
                 f"replacement), and its sub-block's health is not checked; to bind it to one, set "
-                f"{_key('tpu.subBlocks')} (replaces the pool, which stops every slice on it)"
+                f"{config_key('tpu.subBlocks')} (replaces the pool, which stops every slice on it)"
             )
             continue
         if name is None:
@@ -299,7 +274,7 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
     mapping_now = [b.sub_block or "?" for b in bindings]
     for b in kept_bad:
         fix = (
-            f"to move it, set {_key('tpu.subBlocks')}: [{', '.join(_swap(mapping_now, b.cube, spare))}] "
+            f"to move it, set {config_key('tpu.subBlocks')}: [{', '.join(_swap(mapping_now, b.cube, spare))}] "
             f"(replaces {b.pool}: its slices stop)"
             if spare
             else f"no usable free sub-block to move it to in {view.where}"
@@ -309,7 +284,7 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
             f"It is left in place and its capacity is not planned; {fix}"
         )
     if blocked:
-        key = _key("tpu.subBlocks") if pinned is not None else _key("tpu.cubes")
+        key = config_key("tpu.subBlocks") if pinned is not None else config_key("tpu.cubes")
         value = list(pinned) if pinned is not None else len(pools)
         usable = len(bindings) - len(blocked) - len(kept_bad)
         lines = [
@@ -331,7 +306,7 @@ def assign(view: BlockView, pools: Sequence[str], hosts_needed: int, pinned: Seq
         if unread_names:
             lines.append(f"  not read (not needed): {', '.join(unread_names)}")
         lines.append(
-            f"What to do: lower {_key('tpu.cubes')}, pin usable sub-blocks with {_key('tpu.subBlocks')}, "
+            f"What to do: lower {config_key('tpu.cubes')}, pin usable sub-blocks with {config_key('tpu.subBlocks')}, "
             "or wait for the state above to clear and run preview again."
         )
         errors.append("\n    ".join(lines))
