@@ -14,6 +14,7 @@ from components.model.config.checks import (
     DNS_LABEL_MAX,
     QUANTITY_RE,
     Model,
+    accept_if,
     dns1035_label,
     dns_subdomain,
 )
@@ -48,6 +49,8 @@ AddonChart = Annotated[
 ]
 AddonVersion = Annotated[
     str,
+    accept_if(CHART_VERSION_RE.match, "a pinned chart version such as 0.11.1 (no ranges, no 'latest')"),
+    AfterValidator(lambda v: v.removeprefix("v")),
     Field(description="the chart's pinned version"),
     Rule(
         "a pinned chart version, SemVer with an optional v (no ranges, no latest)", SEMVER, "", "^0.11", "v0.0.0-rc.1"
@@ -69,13 +72,6 @@ class HelmAddonSettings(Model):
     controller_resources: ControllerResources
     # Where the chart's values.yaml keeps the controller's resources.
     resources_path: ClassVar[tuple[str, ...]] = ()
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not CHART_VERSION_RE.match(v):
-            raise ValueError("a pinned chart version such as 0.11.1 (no ranges, no 'latest')")
-        return v.removeprefix("v")
 
     def pod_count(self) -> int:
         """Controller pods the chart runs on the system pool (the fit check counts each)."""
@@ -126,6 +122,10 @@ class LwsAddon(HelmAddonSettings):
 class SliceControllerSettings(Model):
     manifest_url: Annotated[
         str,
+        accept_if(
+            lambda v: v.startswith("https://") and not re.search(r"/(latest|main|master|HEAD)/", v),
+            "an https:// URL of a pinned manifest (a tag or commit, not latest/main)",
+        ),
         Rule(
             "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
             THIS_PROGRAM,
@@ -155,6 +155,10 @@ class SliceControllerSettings(Model):
     # since the pinned manifest's build may predate them and an unknown gate stops the controller.
     feature_gates: Annotated[
         list[str],
+        accept_if(
+            lambda v: set(v) <= set(FEATURE_GATES) and len(set(v)) == len(v),
+            f"distinct names among {', '.join(FEATURE_GATES)}",
+        ),
         Rule(
             "distinct names among FailOnUntoleratedDegradedSlice, UseRetryMechanismForSliceCreation (the slice "
             "controller's alpha gates; only for a manifest built from a revision that has them)",
@@ -169,33 +173,17 @@ class SliceControllerSettings(Model):
         "retry Slice creation)",
     )
 
-    @field_validator("feature_gates")
-    @classmethod
-    def _gates(cls, v: list[str]) -> list[str]:
-        unknown = [g for g in v if g not in FEATURE_GATES]
-        if unknown or len(set(v)) != len(v):
-            raise ValueError(f"distinct names among {', '.join(FEATURE_GATES)}")
-        return v
 
-    @field_validator("manifest_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith("https://") or re.search(r"/(latest|main|master|HEAD)/", v):
-            raise ValueError("an https:// URL of a pinned manifest (a tag or commit, not latest/main)")
-        return v
+_TAG = "a released tag such as v1.5.0"
 
 
 class InferenceExtensionSettings(Model):
-    version: Annotated[str, Rule("a released tag such as v1.5.0", THIS_PROGRAM, "manifests", "main", "1.5.0")] = Field(
-        "v1.5.0", description="the Gateway API Inference Extension CRDs' tag"
-    )
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not CHART_VERSION_RE.match(v):
-            raise ValueError("a released tag such as v1.5.0")
-        return v if v.startswith("v") else f"v{v}"
+    version: Annotated[
+        str,
+        accept_if(CHART_VERSION_RE.match, _TAG),
+        AfterValidator(lambda v: v if v.startswith("v") else f"v{v}"),
+        Rule(_TAG, THIS_PROGRAM, "manifests", "main", "1.5.0"),
+    ] = Field("v1.5.0", description="the Gateway API Inference Extension CRDs' tag")
 
 
 _ADDON = Rule(change="addon-version")
@@ -213,6 +201,10 @@ class AddonsSettings(Model):
 
 
 _IMMUTABLE = Rule(change="kueue-immutable")
+Quota = Annotated[
+    str, accept_if(QUANTITY_RE.match, "a Kubernetes quantity such as 999999, 500m or 999999Pi"), QUANTITY_RULE
+]
+_QUOTA = "the ClusterQueue's CPU or memory quota"
 
 
 class KueueSettings(Model):
@@ -234,8 +226,10 @@ class KueueSettings(Model):
         "ac", description="a Kueue object's name"
     )
     cluster_queue: Annotated[Subdomain, _IMMUTABLE] = Field("cq", description="a Kueue object's name")
+    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload.
     local_queue: Annotated[
         str,
+        AfterValidator(lambda v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label")),
         Rule(
             "a DNS-1123 subdomain of at most 63 characters: it is also the kueue.x-k8s.io/queue-name label of "
             "every workload",
@@ -270,15 +264,8 @@ class KueueSettings(Model):
         int | None,
         Rule("an integer of at least 0, or unset for the chips the TPU pools provide", THIS_PROGRAM, "", -1, 0),
     ] = Field(None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota")
-    cpu_quota: Annotated[str, QUANTITY_RULE] = Field("999999", description="the ClusterQueue's CPU or memory quota")
-    memory_quota: Annotated[str, QUANTITY_RULE] = Field(
-        "999999Pi", description="the ClusterQueue's CPU or memory quota"
-    )
-
-    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload.
-    _lq = field_validator("local_queue")(
-        classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label"))
-    )
+    cpu_quota: Quota = Field("999999", description=_QUOTA)
+    memory_quota: Quota = Field("999999Pi", description=_QUOTA)
 
     @field_validator("priorities")
     @classmethod
@@ -293,13 +280,6 @@ class KueueSettings(Model):
                 raise ValueError(f"priority class {name!r}: {err}") from None
             if not -(2**31) <= value < 2**31:
                 raise ValueError(f"priority class {name!r}: a value from -2147483648 to 2147483647 (int32)")
-        return v
-
-    @field_validator("cpu_quota", "memory_quota")
-    @classmethod
-    def _quota(cls, v: str) -> str:
-        if not QUANTITY_RE.match(v):
-            raise ValueError("a Kubernetes quantity such as 999999, 500m or 999999Pi")
         return v
 
 
