@@ -35,6 +35,7 @@ from components.model.config.rules import (
     Rule,
     Subdomain,
     TopologyName,
+    at_least,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -98,12 +99,11 @@ class KueueAddon(HelmAddonSettings):
     # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/addons/kueue_config.py).
     replicas: Annotated[
         int,
-        Rule(
-            "an integer of at least 1; every replica's requests count in the system-pool fit",
+        at_least(
+            1,
+            "; every replica's requests count in the system-pool fit",
             f"{THIS_PROGRAM}; {NODE_SIZES}",
             "kueue-replicas",
-            0,
-            1,
         ),
     ] = Field(2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)")
 
@@ -142,14 +142,7 @@ class SliceControllerSettings(Model):
     # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
     # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
     drain_timeout_seconds: Annotated[
-        int,
-        Rule(
-            "an integer of at least 1 (seconds a pool's deletion waits for its Slices to be gone)",
-            THIS_PROGRAM,
-            "drain-timeout",
-            0,
-            1,
-        ),
+        int, at_least(1, " (seconds a pool's deletion waits for its Slices to be gone)", change="drain-timeout")
     ] = Field(1200, ge=1, description="how long deleting or replacing a TPU pool waits for its Slices")
     # The controller's alpha feature gates to turn on (components/model/addons/slice_controller.py): none by default,
     # since the pinned manifest's build may predate them and an unknown gate stops the controller.
@@ -260,10 +253,9 @@ class KueueSettings(Model):
         description="the WorkloadPriorityClasses",
     )
     # None = the chips the TPU node pools provide, so Kueue's quota preemption matches the hardware.
-    tpu_quota: Annotated[
-        int | None,
-        Rule("an integer of at least 0, or unset for the chips the TPU pools provide", THIS_PROGRAM, "", -1, 0),
-    ] = Field(None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota")
+    tpu_quota: Annotated[int | None, at_least(0, ", or unset for the chips the TPU pools provide")] = Field(
+        None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota"
+    )
     cpu_quota: Quota = Field("999999", description=_QUOTA)
     memory_quota: Quota = Field("999999Pi", description=_QUOTA)
 
@@ -322,11 +314,10 @@ class SubslicingDemo(Model):
     topology: DemoTopology = "2x2x2"
     replicas: Annotated[
         int,
-        Rule(
-            "an integer of at least 1 (slices); the longest Job name bounds it with demos.subslicing.name",
+        at_least(
+            1,
+            " (slices); the longest Job name bounds it with demos.subslicing.name",
             f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
-            refused=0,
-            accepted=1,
         ),
     ] = Field(6, ge=1, description="how many sub-slices the demo asks for")
     priority: DemoPriority = "low-priority-1000"

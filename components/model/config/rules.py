@@ -187,3 +187,8 @@ Namespace = Annotated[str, AfterValidator(dns_label), NAMESPACE]  # k8s Validate
 OciChart = Annotated[str, AfterValidator(oci_chart), OCI_CHART]
 QUANTITY_RULE = Rule("a Kubernetes quantity (full grammar, no sign)", QUANTITY, refused="lots", accepted="1e3")
 MINUTES = Rule("an integer from 1 to 1440", THIS_PROGRAM, refused=1441, accepted=1440)
+
+
+def at_least(n: int, why: str = "", source: str = THIS_PROGRAM, change: str = "", **parts: Any) -> Rule:
+    """The rule of an integer key of at least `n`, which its text and its two test values (n - 1, n) say."""
+    return Rule(f"an integer of at least {n}{why}", source, change, n - 1, n, **parts)
