@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from components.model.config.checks import Model, SettingError
+from components.model.config.checks import Model, SettingError, accept_if
 from components.model.config.rules import CHANNELS_API, MINUTES, PROM_DURATION, THIS_PROGRAM, Flag, Rule
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
@@ -32,6 +32,11 @@ class ObservabilitySettings(Model):
     alerts: Flag = Field(True, description="the alert policies")
     scrape_interval: Annotated[
         str,
+        accept_if(
+            lambda v: _DURATION_RE.match(v) and re.search(r"[1-9]", v),
+            "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest first, such as 30s, 1m30s "
+            "or 1500ms",
+        ),
         Rule(
             "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest unit first (30s, 1m30s, "
             "1500ms); no y, which the CRD's duration format does not know",
@@ -67,16 +72,6 @@ class ObservabilitySettings(Model):
             {"observability": {"notificationChannels": ["projects/123/notificationChannels/1"]}},
         ),
     ] = Field(False, description="the explicit opt-out of alert notifications")
-
-    @field_validator("scrape_interval")
-    @classmethod
-    def _interval(cls, v: str) -> str:
-        if not _DURATION_RE.match(v) or not re.search(r"[1-9]", v):
-            raise ValueError(
-                "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest first, such as 30s, "
-                "1m30s or 1500ms"
-            )
-        return v
 
     @field_validator("notification_channels", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from components.model.config.checks import (
     ZONE_RE,
     Model,
     SettingError,
+    accept_if,
     raise_all,
 )
 from components.model.config.cluster_settings import ClusterSettings
@@ -40,6 +41,7 @@ class Settings(CrossChecks, Model):
     )
     zone: Annotated[
         str,
+        accept_if(ZONE_RE.match, "a zone of the form <region>-<suffix>, such as us-central1-ai1a"),
         Rule(
             "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
             ZONES,
@@ -75,13 +77,6 @@ class Settings(CrossChecks, Model):
         description="the Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); "
         "unset or empty for a public model or preloaded weights",
     )
-
-    @field_validator("zone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        if not ZONE_RE.match(v):
-            raise ValueError("a zone of the form <region>-<suffix>, such as us-central1-ai1a")
-        return v
 
     @field_validator("hf_token")
     @classmethod
