@@ -107,7 +107,7 @@ def all_paths() -> list[str]:
     return [path for path, _ in _fields(Settings, "")]
 
 
-def _config_key(path: str) -> str:
+def config_key(path: str) -> str:
     top = path.split(".", 1)[0]
     return f"gcp:{path}" if top == "project" else f"{PROJECT}:{path}"
 
@@ -134,14 +134,14 @@ def _unknown_key(path: str, parent: type[BaseModel] | None) -> str:
     prefix = path[: -len(name)]
     close = [f"{prefix}{k}" for k in difflib.get_close_matches(name, known, n=1)]
     elsewhere = close or [p for p in all_paths() if p.rsplit(".", 1)[-1] == name and p != path]
-    hint = f"; did you mean {', '.join(_config_key(p) for p in elsewhere)}?" if elsewhere else ""
-    return f"{_config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
+    hint = f"; did you mean {', '.join(config_key(p) for p in elsewhere)}?" if elsewhere else ""
+    return f"{config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
 
 
 def _problem(path: str, value: Any, allowed: str, secret_keys: frozenset[str]) -> str:
     if value is None:  # a key that may be unset, but not here
-        return f"{_config_key(path)} is not set: {allowed}"
-    return f"{_config_key(path)} = {_show(path, value, secret_keys)}: {allowed}"
+        return f"{config_key(path)} is not set: {allowed}"
+    return f"{config_key(path)} = {_show(path, value, secret_keys)}: {allowed}"
 
 
 def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) -> list[str]:
@@ -168,7 +168,7 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         if is_secret_path(path, secret_keys):
             msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
-            lines.append(f"{_config_key(path)} is not set: it is required")
+            lines.append(f"{config_key(path)} is not set: it is required")
         else:
             lines.append(_problem(path, e["input"], msg, secret_keys))
     return lines
@@ -256,7 +256,7 @@ def _plaintext_secrets(data: Mapping[str, Any], secret_keys: frozenset[str]) -> 
         if value in (None, "") or path.split(".", 1)[0] in secret_keys:
             continue
         problems.append(
-            f"{_config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
+            f"{config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
             f"{' --path' if '.' in path else ''} {path}`) and set it encrypted with `{set_command(path, True)}`"
         )
     return problems
@@ -347,11 +347,11 @@ def load(
     for path, value in placeholders:
         path = path.lstrip(".")
         problems.append(_placeholder_problem(path, value, secret_keys))
-        placeholder_keys.append(_config_key(path))
+        placeholder_keys.append(config_key(path))
         # Validation errors spell list items `a.0.b`, placeholders `a[0].b`: drop both forms.
-        placeholder_keys.append(_config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
+        placeholder_keys.append(config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
         # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
-        placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
+        placeholder_keys.append(config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))
     problems += _plaintext_secrets(data, secret_keys)  # after the placeholders: a marker is no secret
     context = {"now": now or datetime.now(UTC)}
