@@ -31,7 +31,6 @@ _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # GCE resource names: RFC 1035, `[a-z]([-a-z0-9]*[a-z0-9])?`, 1-63 characters
 # (https://cloud.google.com/compute/docs/naming-resources#resource-name-format).
 _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-GCE_NAME_MAX = 63
 GKE_CLUSTER_NAME_MAX = 40
 # GKE refuses node pool names over 40 characters (the API's own limit; not in the REST reference, reported in
 # https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67 "limited to 40 symbols by GCP").

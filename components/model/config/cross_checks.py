@@ -188,14 +188,14 @@ class CrossChecks:
         is not a DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go, validateCreate:
         placement.GenJobName(js.Name, rJob.Name, rJob.Replicas-1) through validation.IsDNS1035Label)."""
         errors = []
-        for key, demo in (("demos.subslicing", self.demos.subslicing), ("demos.superslicing", self.demos.superslicing)):
+        for key, demo in self.demos.jobsets().items():
             if not demo.enabled:
                 continue
             job = longest_job_name(demo.name, demo.replicas)
             if len(job) > DNS_LABEL_MAX:
                 errors.append(
                     SettingError(
-                        f"{key}.name",
+                        f"demos.{key}.name",
                         demo.name,
                         f"at most {DNS_LABEL_MAX - (len(job) - len(demo.name))} characters here: JobSet names its "
                         f"Jobs <name>-{DEMO_REPLICATED_JOB}-<index> ({job!r} would be {len(job)}), and a Job name "

@@ -349,3 +349,6 @@ _DEMO = Rule(change="demo-jobsets")
 class DemosSettings(Model):
     subslicing: Annotated[SubslicingDemo, _DEMO] = Field(default_factory=dict)
     superslicing: Annotated[SuperslicingDemo, _DEMO] = Field(default_factory=dict)
+
+    def jobsets(self) -> dict[str, SubslicingDemo | SuperslicingDemo]:
+        return {"subslicing": self.subslicing, "superslicing": self.superslicing}

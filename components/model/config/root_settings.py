@@ -195,10 +195,9 @@ class Settings(CrossChecks, Model):
     def workload_topologies(self) -> dict[str, tuple[str, str]]:
         """Config key -> (topology, priority) of every enabled slice consumer."""
         out: dict[str, tuple[str, str]] = {}
-        if self.demos.subslicing.enabled:
-            out["demos.subslicing"] = (self.demos.subslicing.topology, self.demos.subslicing.priority)
-        if self.demos.superslicing.enabled:
-            out["demos.superslicing"] = (self.demos.superslicing.topology, self.demos.superslicing.priority)
+        for key, demo in self.demos.jobsets().items():
+            if demo.enabled:
+                out[f"demos.{key}"] = (demo.topology, demo.priority)
         if self.serving.enabled:
             for role, spec in self.serving.roles().items():
                 out[f"serving.{role}"] = (spec.topology, spec.priority)

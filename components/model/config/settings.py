@@ -166,7 +166,7 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         if e["type"] in ("model_type", "model_attributes_type", "dict_type"):
             msg = _map_shape(path, _model_at(loc))
         if is_secret_path(path, secret_keys):
-            msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
+            msg = f"a {e['type'].removesuffix('_type').replace('_', ' ')}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
             lines.append(f"{config_key(path)} is not set: it is required")
         else:
@@ -184,10 +184,6 @@ def _map_shape(path: str, model: type[BaseModel] | None) -> str:
     return (
         f"a map with the keys {', '.join(keys)}, not a plain value; set one with `{set_command(f'{path}.{keys[0]}')}`"
     )
-
-
-def _type_word(error_type: str) -> str:
-    return error_type.removesuffix("_type").replace("_", " ")
 
 
 def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
