@@ -121,10 +121,8 @@ class Rule:
 
     @property
     def complete(self) -> bool:
-        return bool(self.allowed.strip() and self.source.strip() and self.change) and UNSET not in (
-            self.refused,
-            self.accepted,
-        )
+        parts = (self.allowed.strip(), self.source.strip(), self.change)
+        return all(parts) and UNSET not in (self.refused, self.accepted)
 
 
 def _unset(value: Any, empty: dict[str, Any], name: str) -> bool:
