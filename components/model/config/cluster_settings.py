@@ -25,7 +25,6 @@ from components.model.config.rules import (
     AUTHORIZED_NETWORKS,
     DNS_ENDPOINT,
     DYNAMIC_SLICING,
-    GKE_CLUSTER_API,
     GKE_NODE_POOL_API,
     ISOLATION,
     MACHINES,
@@ -167,7 +166,8 @@ class ClusterSettings(Model):
         Rule(
             "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
             "digit, 1-40 characters",
-            GKE_CLUSTER_API,
+            "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster; "
+            "googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto:2912 (Cluster.name)",
             "cluster-replace",
             "a" * 41,
             "a" * 40,

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from components.model.config.checks import MTU_MAX, MTU_MIN, Model, SettingError, accept_if, cidr, gce_name
-from components.model.config.rules import GCE_NAMES, PROXY_SUBNETS, SUBNET_RANGES, VPC_MTU, Rule
+from components.model.config.rules import GCE_NAMES, VPC_MTU, Rule
 
 
 def _derived(suffix: str) -> property:
@@ -43,7 +43,7 @@ class NetworkSettings(Model):
         AfterValidator(lambda v: cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
-            SUBNET_RANGES,
+            "https://cloud.google.com/vpc/docs/subnets#valid-ranges",
             "subnets",
             "10.10.0.0/30",
             "10.10.0.0/29",
@@ -54,7 +54,7 @@ class NetworkSettings(Model):
         AfterValidator(lambda v: cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
-            PROXY_SUBNETS,
+            "https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size",
             "subnets",
             "172.16.0.0/27",
             "192.168.0.0/26",

@@ -29,7 +29,7 @@ from components.model.config.k8s_settings import AddonsSettings, DemosSettings, 
 from components.model.config.network_settings import NetworkSettings
 from components.model.config.observability_settings import ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
-from components.model.config.rules import PULUMI_SECRETS, ZONES, ProjectId, Rule
+from components.model.config.rules import ProjectId, Rule
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
 from components.model.tpu.geometry import Slice, SliceKind, Topology
@@ -44,7 +44,7 @@ class Settings(CrossChecks, Model):
         accept_if(ZONE_RE.match, "a zone of the form <region>-<suffix>, such as us-central1-ai1a"),
         Rule(
             "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
-            ZONES,
+            "https://cloud.google.com/compute/docs/regions-zones",
             "cluster-replace",
             "uscentral1",
             "europe-west4-a",
@@ -67,7 +67,7 @@ class Settings(CrossChecks, Model):
         Rule(
             "a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty "
             "= weights preloaded, no Secret",
-            PULUMI_SECRETS,
+            "https://www.pulumi.com/docs/iac/concepts/secrets/",
             "secret",
             "hf_" + "x" * 34,  # the shape of a Hugging Face token (never a real one)
             "",

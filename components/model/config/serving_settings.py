@@ -12,7 +12,6 @@ from components.model.config.checks import K8S_NAMES, Model, SettingError, accep
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
     BUCKET,
-    GCS_OBJECTS,
     LABELS,
     OCI,
     THIS_PROGRAM,
@@ -128,7 +127,7 @@ class ServingSettings(Model):
         ),
         Rule(
             "a Cloud Storage object path inside the bucket: 1-1024 bytes of UTF-8, no line breaks, no leading /",
-            GCS_OBJECTS,
+            "https://cloud.google.com/storage/docs/objects#naming",
             refused="/models",
             accepted="m" * 1024,
         ),
