@@ -8,10 +8,11 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from components.model.config.machines import GENERAL_PURPOSE, MACHINE_SERIES, machine_memory_gb
@@ -30,7 +31,6 @@ _GKE_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 # GCE resource names: RFC 1035, `[a-z]([-a-z0-9]*[a-z0-9])?`, 1-63 characters
 # (https://cloud.google.com/compute/docs/naming-resources#resource-name-format).
 _GCE_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-GCE_NAME_MAX = 63
 GKE_CLUSTER_NAME_MAX = 40
 # GKE refuses node pool names over 40 characters (the API's own limit; not in the REST reference, reported in
 # https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67 "limited to 40 symbols by GCP").
@@ -41,9 +41,7 @@ _PROJECT_ID_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 # Kubernetes names (k8s.io/apimachinery pkg/util/validation/validation.go): a DNS-1123 label (namespaces,
 # most objects), a DNS-1035 label (must start with a letter: Services, and the Jobs and pods JobSet and LWS
 # generate), a DNS-1123 subdomain (up to 253 characters, dots allowed: custom resources in general).
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX = 63, 253
 K8S_NAMES = "https://kubernetes.io/docs/concepts/overview/working-with-objects/names/"
 ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-(?P<suffix>[a-z0-9]+)$")
@@ -90,7 +88,6 @@ def looks_secret(value: Any) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """`text` with every credential-shaped substring replaced by [secret]."""
     return _TOKEN_RE.sub(REDACTED, text)
 
 
@@ -103,7 +100,7 @@ class SettingError(ValueError):
 
 
 class SettingErrors(ValueError):
-    """Several independent bad values found by one validator: each is reported on its own line."""
+    """Several independent bad values found by one validator, each reported on its own line."""
 
     def __init__(self, errors: list[SettingError]) -> None:
         self.errors = errors
@@ -184,34 +181,41 @@ def compute_name(value: str, what: str) -> str:
     return value
 
 
-def dns_label(value: str, max_len: int = DNS_LABEL_MAX, why: str = "") -> str:
-    """A DNS-1123 label: lowercase letters, digits and '-', alphanumeric at both ends."""
-    if len(value) > max_len or not _DNS_LABEL_RE.match(value):
-        raise ValueError(
-            f"a DNS-1123 label: lowercase letters, digits and hyphens, starting and ending with a letter or digit, "
-            f"at most {max_len} characters{why}"
-        )
-    return value
+def _name_check(pattern: str, allowed: str, default_max: int = DNS_LABEL_MAX) -> Callable[..., str]:
+    """A check of a Kubernetes name of `pattern`, refused with `allowed`, its length bound and why."""
+    regex = re.compile(f"^{pattern}$")
+
+    def check(value: str, max_len: int = default_max, why: str = "") -> str:
+        if len(value) > max_len or not regex.match(value):
+            raise ValueError(f"{allowed}, at most {max_len} characters{why}")
+        return value
+
+    return check
 
 
-def dns1035_label(value: str, max_len: int = DNS_LABEL_MAX, why: str = "") -> str:
-    """A DNS-1035 label: as a DNS-1123 label, but starting with a letter (Service, Job and pod names)."""
-    if len(value) > max_len or not _DNS1035_LABEL_RE.match(value):
-        raise ValueError(
-            f"a DNS-1035 label: lowercase letters, digits and hyphens, starting with a letter and ending with a "
-            f"letter or digit, at most {max_len} characters{why}"
-        )
-    return value
+dns_label = _name_check(
+    _DNS_LABEL, "a DNS-1123 label: lowercase letters, digits and hyphens, starting and ending with a letter or digit"
+)
+dns1035_label = _name_check(
+    "[a-z]([-a-z0-9]*[a-z0-9])?",
+    "a DNS-1035 label: lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit",
+)
+dns_subdomain = _name_check(
+    rf"{_DNS_LABEL}(\.{_DNS_LABEL})*",
+    "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+    DNS_SUBDOMAIN_MAX,
+)
 
 
-def dns_subdomain(value: str, max_len: int = DNS_SUBDOMAIN_MAX, why: str = "") -> str:
-    """A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 characters in all."""
-    if len(value) > max_len or not _DNS_SUBDOMAIN_RE.match(value):
-        raise ValueError(
-            "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or "
-            f"digit, at most {max_len} characters{why}"
-        )
-    return value
+def accept_if(ok: Callable[[Any], object], allowed: str) -> AfterValidator:
+    """A field's validator: a set value `ok` refuses is reported with `allowed` (None passes: unset)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and not ok(value):
+            raise ValueError(allowed)
+        return value
+
+    return AfterValidator(check)
 
 
 def project_id(value: str) -> str:
@@ -255,11 +259,8 @@ def gke_version_tuple(version: str) -> tuple[int, int, int, int]:
     return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
 
 
-_SUFFIXES: dict[str, Decimal] = {"Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30)}
-_SUFFIXES.update({"Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60), "": Decimal(1)})
-_SUFFIXES.update({"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10**3)})
-_SUFFIXES.update({"M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15)})
-_SUFFIXES["E"] = Decimal(10**18)
+_SUFFIXES = {s: Decimal(2) ** (10 * i) for i, s in enumerate(("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))}
+_SUFFIXES |= {s: Decimal(10) ** e for s, e in zip("numkMGTPE", (-9, -6, -3, 3, 6, 9, 12, 15, 18), strict=True)}
 GIB = 2**30
 
 

@@ -13,6 +13,7 @@ from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
     Model,
     SettingError,
+    accept_if,
     cidr,
     gce_name,
     gke_version_tuple,
@@ -24,7 +25,6 @@ from components.model.config.rules import (
     AUTHORIZED_NETWORKS,
     DNS_ENDPOINT,
     DYNAMIC_SLICING,
-    GKE_CLUSTER_API,
     GKE_NODE_POOL_API,
     ISOLATION,
     MACHINES,
@@ -33,6 +33,7 @@ from components.model.config.rules import (
     TF_CLUSTER,
     Flag,
     Rule,
+    at_least,
 )
 
 # GKE's limits on authorized networks (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks,
@@ -165,7 +166,8 @@ class ClusterSettings(Model):
         Rule(
             "a GKE cluster name: lowercase letters, digits and '-', starting with a letter, ending with a letter or "
             "digit, 1-40 characters",
-            GKE_CLUSTER_API,
+            "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster; "
+            "googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto:2912 (Cluster.name)",
             "cluster-replace",
             "a" * 41,
             "a" * 40,
@@ -187,9 +189,15 @@ class ClusterSettings(Model):
             "1.36.0-gke.3712000",
         ),
     ] = Field("1.36", description="the control plane's `min_master_version`")
-    # Only RAPID (checked below with the reason); a plain string so that any other value gets that reason.
+    # Only RAPID, since the cluster always enables the slice controller (addons_config.slice_controller_config);
+    # a plain string so that any other value gets that reason.
     release_channel: Annotated[
         str,
+        accept_if(
+            lambda v: v == "RAPID",
+            "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires a Standard cluster on the "
+            f"Rapid channel, {gke_versions.DYNAMIC_SLICING_DOC}",
+        ),
         Rule(
             "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires the Rapid channel; the "
             "provider also takes REGULAR, STABLE, EXTENDED and UNSPECIFIED",
@@ -201,6 +209,7 @@ class ClusterSettings(Model):
     ] = Field("RAPID", description="the cluster's release channel")
     system_machine_type: Annotated[
         str,
+        AfterValidator(lambda v: machine_shape(v) and v),  # refused naming the families or the sizes that exist
         Rule(
             "a predefined GCE machine type <family>-standard|highmem|highcpu-<vCPUs> that exists (the sizes of "
             "each family: e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d) whose nodes fit the controllers' requests",
@@ -210,9 +219,9 @@ class ClusterSettings(Model):
             "n2-standard-8",
         ),
     ] = Field("n2-standard-32", description="machine type of the `system` pool (controllers, router)")
-    system_node_count: Annotated[
-        int, Rule("an integer of at least 1 (nodes per zone)", GKE_NODE_POOL_API, "system-pool", 0, 1)
-    ] = Field(1, ge=1, description="`system` nodes per zone of the regional cluster")
+    system_node_count: Annotated[int, at_least(1, " (nodes per zone)", GKE_NODE_POOL_API, "system-pool")] = Field(
+        1, ge=1, description="`system` nodes per zone of the regional cluster"
+    )
     deletion_protection: Annotated[Flag, Rule(source=TF_CLUSTER, change="cluster")] = Field(
         True, description="GKE's deletion protection on the cluster"
     )
@@ -267,17 +276,6 @@ class ClusterSettings(Model):
             )
         return v
 
-    @field_validator("release_channel")
-    @classmethod
-    def _channel(cls, v: str) -> str:
-        # The cluster always enables the slice controller (addons_config.slice_controller_config).
-        if v != "RAPID":
-            raise ValueError(
-                "RAPID: GKE dynamic slicing (the slice controller this cluster enables) requires a Standard "
-                f"cluster on the Rapid channel, {gke_versions.DYNAMIC_SLICING_DOC}"
-            )
-        return v
-
     @model_validator(mode="after")
     def _authorized_networks_limit(self) -> ClusterSettings:
         count = len(self.control_plane.authorized_networks)
@@ -304,12 +302,6 @@ class ClusterSettings(Model):
     @property
     def version_spec(self) -> gke_versions.VersionSpec:
         return gke_versions.parse(self.version)
-
-    @field_validator("system_machine_type")
-    @classmethod
-    def _machine(cls, v: str) -> str:
-        machine_shape(v)
-        return v
 
     @property
     def system_pool_name(self) -> str:

@@ -26,6 +26,7 @@ from components.model.config.checks import (
 )
 from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_job_name
 from components.model.config.resources_settings import ResourceAmounts
+from components.model.config.rules import LWS_ROOM
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology
 
@@ -131,13 +132,12 @@ class CrossChecks:
                     )
                 )
             name = self.lws_name(role)
-            room = LWS_NAME_MAX - 1 - LWS_REVISION_LEN
-            if len(name) > room:
+            if len(name) > LWS_ROOM:
                 errors.append(
                     SettingError(
                         f"serving.{role}.name",
                         name,
-                        f"at most {room} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
+                        f"at most {LWS_ROOM} characters: the LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit "
                         f"revision of its pod shape>, and Kueue's LeaderWorkerSet integration bounds LWS names to "
                         f"{LWS_NAME_MAX}, because they feed pod and slice names (GKE slice names stop at "
                         f"{SLICE_NAME_MAX})",
@@ -188,14 +188,14 @@ class CrossChecks:
         is not a DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go, validateCreate:
         placement.GenJobName(js.Name, rJob.Name, rJob.Replicas-1) through validation.IsDNS1035Label)."""
         errors = []
-        for key, demo in (("demos.subslicing", self.demos.subslicing), ("demos.superslicing", self.demos.superslicing)):
+        for key, demo in self.demos.jobsets().items():
             if not demo.enabled:
                 continue
             job = longest_job_name(demo.name, demo.replicas)
             if len(job) > DNS_LABEL_MAX:
                 errors.append(
                     SettingError(
-                        f"{key}.name",
+                        f"demos.{key}.name",
                         demo.name,
                         f"at most {DNS_LABEL_MAX - (len(job) - len(demo.name))} characters here: JobSet names its "
                         f"Jobs <name>-{DEMO_REPLICATED_JOB}-<index> ({job!r} would be {len(job)}), and a Job name "
@@ -213,11 +213,7 @@ class CrossChecks:
         Kubernetes' own prefix (kubernetes.io/docs/concepts/overview/working-with-objects/namespaces, "Avoid
         creating namespaces with the prefix kube-"). The program also creates this namespace itself."""
         namespace = self.kueue.namespace
-        addons = {
-            f"addons.{key}.namespace": addon.namespace
-            for key, addon in (("jobset", self.addons.jobset), ("kueue", self.addons.kueue), ("lws", self.addons.lws))
-        }
-        taken = [key for key, value in addons.items() if value == namespace]
+        taken = [f"addons.{key}.namespace" for key, a in self.addons.helm_addons().items() if a.namespace == namespace]
         if taken or namespace.startswith("kube-"):
             why = f"it is {', '.join(taken)}" if taken else "kube- is Kubernetes' own prefix"
             return [

@@ -14,6 +14,7 @@ from components.model.config.checks import (
     DNS_LABEL_MAX,
     QUANTITY_RE,
     Model,
+    accept_if,
     dns1035_label,
     dns_subdomain,
 )
@@ -34,6 +35,7 @@ from components.model.config.rules import (
     Rule,
     Subdomain,
     TopologyName,
+    at_least,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -48,6 +50,8 @@ AddonChart = Annotated[
 ]
 AddonVersion = Annotated[
     str,
+    accept_if(CHART_VERSION_RE.match, "a pinned chart version such as 0.11.1 (no ranges, no 'latest')"),
+    AfterValidator(lambda v: v.removeprefix("v")),
     Field(description="the chart's pinned version"),
     Rule(
         "a pinned chart version, SemVer with an optional v (no ranges, no latest)", SEMVER, "", "^0.11", "v0.0.0-rc.1"
@@ -69,13 +73,6 @@ class HelmAddonSettings(Model):
     controller_resources: ControllerResources
     # Where the chart's values.yaml keeps the controller's resources.
     resources_path: ClassVar[tuple[str, ...]] = ()
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not CHART_VERSION_RE.match(v):
-            raise ValueError("a pinned chart version such as 0.11.1 (no ranges, no 'latest')")
-        return v.removeprefix("v")
 
     def pod_count(self) -> int:
         """Controller pods the chart runs on the system pool (the fit check counts each)."""
@@ -102,12 +99,11 @@ class KueueAddon(HelmAddonSettings):
     # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/addons/kueue_config.py).
     replicas: Annotated[
         int,
-        Rule(
-            "an integer of at least 1; every replica's requests count in the system-pool fit",
+        at_least(
+            1,
+            "; every replica's requests count in the system-pool fit",
             f"{THIS_PROGRAM}; {NODE_SIZES}",
             "kueue-replicas",
-            0,
-            1,
         ),
     ] = Field(2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)")
 
@@ -126,6 +122,10 @@ class LwsAddon(HelmAddonSettings):
 class SliceControllerSettings(Model):
     manifest_url: Annotated[
         str,
+        accept_if(
+            lambda v: v.startswith("https://") and not re.search(r"/(latest|main|master|HEAD)/", v),
+            "an https:// URL of a pinned manifest (a tag or commit, not latest/main)",
+        ),
         Rule(
             "an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path)",
             THIS_PROGRAM,
@@ -142,19 +142,16 @@ class SliceControllerSettings(Model):
     # How long deleting (or replacing) a TPU pool waits for the Slices on it to be gone before it fails
     # (components/teardown.py). An estimate: GKE does not document how long dismantling a Slice takes.
     drain_timeout_seconds: Annotated[
-        int,
-        Rule(
-            "an integer of at least 1 (seconds a pool's deletion waits for its Slices to be gone)",
-            THIS_PROGRAM,
-            "drain-timeout",
-            0,
-            1,
-        ),
+        int, at_least(1, " (seconds a pool's deletion waits for its Slices to be gone)", change="drain-timeout")
     ] = Field(1200, ge=1, description="how long deleting or replacing a TPU pool waits for its Slices")
     # The controller's alpha feature gates to turn on (components/model/addons/slice_controller.py): none by default,
     # since the pinned manifest's build may predate them and an unknown gate stops the controller.
     feature_gates: Annotated[
         list[str],
+        accept_if(
+            lambda v: set(v) <= set(FEATURE_GATES) and len(set(v)) == len(v),
+            f"distinct names among {', '.join(FEATURE_GATES)}",
+        ),
         Rule(
             "distinct names among FailOnUntoleratedDegradedSlice, UseRetryMechanismForSliceCreation (the slice "
             "controller's alpha gates; only for a manifest built from a revision that has them)",
@@ -169,33 +166,17 @@ class SliceControllerSettings(Model):
         "retry Slice creation)",
     )
 
-    @field_validator("feature_gates")
-    @classmethod
-    def _gates(cls, v: list[str]) -> list[str]:
-        unknown = [g for g in v if g not in FEATURE_GATES]
-        if unknown or len(set(v)) != len(v):
-            raise ValueError(f"distinct names among {', '.join(FEATURE_GATES)}")
-        return v
 
-    @field_validator("manifest_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith("https://") or re.search(r"/(latest|main|master|HEAD)/", v):
-            raise ValueError("an https:// URL of a pinned manifest (a tag or commit, not latest/main)")
-        return v
+_TAG = "a released tag such as v1.5.0"
 
 
 class InferenceExtensionSettings(Model):
-    version: Annotated[str, Rule("a released tag such as v1.5.0", THIS_PROGRAM, "manifests", "main", "1.5.0")] = Field(
-        "v1.5.0", description="the Gateway API Inference Extension CRDs' tag"
-    )
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not CHART_VERSION_RE.match(v):
-            raise ValueError("a released tag such as v1.5.0")
-        return v if v.startswith("v") else f"v{v}"
+    version: Annotated[
+        str,
+        accept_if(CHART_VERSION_RE.match, _TAG),
+        AfterValidator(lambda v: v if v.startswith("v") else f"v{v}"),
+        Rule(_TAG, THIS_PROGRAM, "manifests", "main", "1.5.0"),
+    ] = Field("v1.5.0", description="the Gateway API Inference Extension CRDs' tag")
 
 
 _ADDON = Rule(change="addon-version")
@@ -213,6 +194,10 @@ class AddonsSettings(Model):
 
 
 _IMMUTABLE = Rule(change="kueue-immutable")
+Quota = Annotated[
+    str, accept_if(QUANTITY_RE.match, "a Kubernetes quantity such as 999999, 500m or 999999Pi"), QUANTITY_RULE
+]
+_QUOTA = "the ClusterQueue's CPU or memory quota"
 
 
 class KueueSettings(Model):
@@ -234,8 +219,10 @@ class KueueSettings(Model):
         "ac", description="a Kueue object's name"
     )
     cluster_queue: Annotated[Subdomain, _IMMUTABLE] = Field("cq", description="a Kueue object's name")
+    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload.
     local_queue: Annotated[
         str,
+        AfterValidator(lambda v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label")),
         Rule(
             "a DNS-1123 subdomain of at most 63 characters: it is also the kueue.x-k8s.io/queue-name label of "
             "every workload",
@@ -266,19 +253,11 @@ class KueueSettings(Model):
         description="the WorkloadPriorityClasses",
     )
     # None = the chips the TPU node pools provide, so Kueue's quota preemption matches the hardware.
-    tpu_quota: Annotated[
-        int | None,
-        Rule("an integer of at least 0, or unset for the chips the TPU pools provide", THIS_PROGRAM, "", -1, 0),
-    ] = Field(None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota")
-    cpu_quota: Annotated[str, QUANTITY_RULE] = Field("999999", description="the ClusterQueue's CPU or memory quota")
-    memory_quota: Annotated[str, QUANTITY_RULE] = Field(
-        "999999Pi", description="the ClusterQueue's CPU or memory quota"
+    tpu_quota: Annotated[int | None, at_least(0, ", or unset for the chips the TPU pools provide")] = Field(
+        None, ge=0, description="the ClusterQueue's `google.com/tpu` nominal quota"
     )
-
-    # The LocalQueue's name is also the kueue.x-k8s.io/queue-name label the program puts on every workload.
-    _lq = field_validator("local_queue")(
-        classmethod(lambda cls, v: dns_subdomain(v, DNS_LABEL_MAX, ": it is the kueue.x-k8s.io/queue-name label"))
-    )
+    cpu_quota: Quota = Field("999999", description=_QUOTA)
+    memory_quota: Quota = Field("999999Pi", description=_QUOTA)
 
     @field_validator("priorities")
     @classmethod
@@ -293,13 +272,6 @@ class KueueSettings(Model):
                 raise ValueError(f"priority class {name!r}: {err}") from None
             if not -(2**31) <= value < 2**31:
                 raise ValueError(f"priority class {name!r}: a value from -2147483648 to 2147483647 (int32)")
-        return v
-
-    @field_validator("cpu_quota", "memory_quota")
-    @classmethod
-    def _quota(cls, v: str) -> str:
-        if not QUANTITY_RE.match(v):
-            raise ValueError("a Kubernetes quantity such as 999999, 500m or 999999Pi")
         return v
 
 
@@ -342,11 +314,10 @@ class SubslicingDemo(Model):
     topology: DemoTopology = "2x2x2"
     replicas: Annotated[
         int,
-        Rule(
-            "an integer of at least 1 (slices); the longest Job name bounds it with demos.subslicing.name",
+        at_least(
+            1,
+            " (slices); the longest Job name bounds it with demos.subslicing.name",
             f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
-            refused=0,
-            accepted=1,
         ),
     ] = Field(6, ge=1, description="how many sub-slices the demo asks for")
     priority: DemoPriority = "low-priority-1000"
@@ -378,3 +349,6 @@ _DEMO = Rule(change="demo-jobsets")
 class DemosSettings(Model):
     subslicing: Annotated[SubslicingDemo, _DEMO] = Field(default_factory=dict)
     superslicing: Annotated[SuperslicingDemo, _DEMO] = Field(default_factory=dict)
+
+    def jobsets(self) -> dict[str, SubslicingDemo | SuperslicingDemo]:
+        return {"subslicing": self.subslicing, "superslicing": self.superslicing}

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from components.model.config.checks import Model, SettingError
+from components.model.config.checks import Model, SettingError, accept_if
 from components.model.config.rules import MAINTENANCE, TF_CLUSTER, Rule
+
+_AWARE = accept_if(lambda v: v.tzinfo is not None, "an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
 
 
 class MaintenanceExclusion(Model):
@@ -21,8 +23,10 @@ class MaintenanceExclusion(Model):
     diff on every run, so exactly one of the two is allowed.
     """
 
+    # "" is no value to Terraform's SDK: the preview would fail on the cluster instead of here.
     name: Annotated[
         str,
+        accept_if(bool, "a non-empty name: the exclusion's name is required by the provider"),
         Rule(
             "a non-empty string (the provider requires it; its schema has no other rule)",
             f"{TF_CLUSTER}:1434-1436 at 93c65b2d60 (maintenance_exclusion.exclusion_name: Required; it keys the "
@@ -33,6 +37,7 @@ class MaintenanceExclusion(Model):
     ] = Field("no-upgrade-next-month", description="the exclusion's name")
     start: Annotated[
         datetime,
+        _AWARE,
         Rule(
             "an RFC 3339 time with a zone, before end",
             MAINTENANCE,
@@ -42,6 +47,7 @@ class MaintenanceExclusion(Model):
     ] = Field(description="when the exclusion starts")
     end: Annotated[
         datetime | None,
+        _AWARE,
         Rule(
             "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
             "ended)",
@@ -72,21 +78,6 @@ class MaintenanceExclusion(Model):
             accepted="NO_MINOR_OR_NODE_UPGRADES",
         ),
     ] = Field("NO_UPGRADES", description="which upgrades the exclusion holds back")
-
-    @field_validator("name")
-    @classmethod
-    def _named(cls, v: str) -> str:
-        # "" is no value to Terraform's SDK: the preview would fail on the cluster instead of here.
-        if not v:
-            raise ValueError("a non-empty name: the exclusion's name is required by the provider")
-        return v
-
-    @field_validator("start", "end")
-    @classmethod
-    def _aware(cls, v: datetime | None) -> datetime | None:
-        if v is not None and v.tzinfo is None:
-            raise ValueError("an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
-        return v
 
     @model_validator(mode="after")
     def _ordered(self, info: ValidationInfo) -> MaintenanceExclusion:

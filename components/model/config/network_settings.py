@@ -5,10 +5,15 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from components.model.config.checks import MTU_MAX, MTU_MIN, Model, SettingError, cidr, gce_name
-from components.model.config.rules import GCE_NAMES, PROXY_SUBNETS, SUBNET_RANGES, VPC_MTU, Rule
+from components.model.config.checks import MTU_MAX, MTU_MIN, Model, SettingError, accept_if, cidr, gce_name
+from components.model.config.rules import GCE_NAMES, VPC_MTU, Rule
+
+
+def _derived(suffix: str) -> property:
+    """The name `<prefix>-<suffix>` of one of the network's resources."""
+    return property(lambda self: f"{self.prefix}-{suffix}")
 
 
 class NetworkSettings(Model):
@@ -28,15 +33,17 @@ class NetworkSettings(Model):
         "qwen-serving",
         description="names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`",
     )
-    mtu: Annotated[int, Rule("an integer from 1300 to 8896", VPC_MTU, "network", 8897, 1300)] = Field(
-        8896, description="the VPC's MTU (the largest GCE allows, as the codelab sets it)"
-    )
+    mtu: Annotated[
+        int,
+        accept_if(lambda v: MTU_MIN <= v <= MTU_MAX, f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)"),
+        Rule(f"an integer from {MTU_MIN} to {MTU_MAX}", VPC_MTU, "network", MTU_MAX + 1, MTU_MIN),
+    ] = Field(MTU_MAX, description="the VPC's MTU (the largest GCE allows, as the codelab sets it)")
     tpu_subnet_cidr: Annotated[
         str,
         AfterValidator(lambda v: cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
-            SUBNET_RANGES,
+            "https://cloud.google.com/vpc/docs/subnets#valid-ranges",
             "subnets",
             "10.10.0.0/30",
             "10.10.0.0/29",
@@ -47,19 +54,12 @@ class NetworkSettings(Model):
         AfterValidator(lambda v: cidr(v, max_prefix=26, why="a proxy-only subnet needs at least 64 addresses")),
         Rule(
             "an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet",
-            PROXY_SUBNETS,
+            "https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size",
             "subnets",
             "172.16.0.0/27",
             "192.168.0.0/26",
         ),
     ] = Field("172.16.0.0/26", description="the proxy-only subnet the regional internal Gateway needs")
-
-    @field_validator("mtu")
-    @classmethod
-    def _mtu(cls, v: int) -> int:
-        if not MTU_MIN <= v <= MTU_MAX:
-            raise ValueError(f"an MTU from {MTU_MIN} to {MTU_MAX} (the range GCE VPCs allow)")
-        return v
 
     @model_validator(mode="after")
     def _disjoint(self) -> NetworkSettings:
@@ -72,30 +72,10 @@ class NetworkSettings(Model):
             )
         return self
 
-    @property
-    def network_name(self) -> str:
-        return f"{self.prefix}-main"
-
-    @property
-    def tpu_subnet_name(self) -> str:
-        return f"{self.prefix}-tpu"
-
-    @property
-    def proxy_subnet_name(self) -> str:
-        return f"{self.prefix}-proxy"
-
-    @property
-    def firewall_name(self) -> str:
-        return f"{self.prefix}-allow-internal"
-
-    @property
-    def proxy_firewall_name(self) -> str:
-        return f"{self.prefix}-allow-proxy"
-
-    @property
-    def router_name(self) -> str:
-        return f"{self.prefix}-router"
-
-    @property
-    def nat_name(self) -> str:
-        return f"{self.prefix}-nat"
+    network_name = _derived("main")
+    tpu_subnet_name = _derived("tpu")
+    proxy_subnet_name = _derived("proxy")
+    firewall_name = _derived("allow-internal")
+    proxy_firewall_name = _derived("allow-proxy")
+    router_name = _derived("router")
+    nat_name = _derived("nat")

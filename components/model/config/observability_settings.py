@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from components.model.config.checks import Model, SettingError
-from components.model.config.rules import CHANNELS_API, MINUTES, PROM_DURATION, THIS_PROGRAM, Flag, Rule
+from components.model.config.checks import Model, SettingError, accept_if
+from components.model.config.rules import MINUTES, THIS_PROGRAM, Flag, Rule
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
 # (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
@@ -32,10 +32,16 @@ class ObservabilitySettings(Model):
     alerts: Flag = Field(True, description="the alert policies")
     scrape_interval: Annotated[
         str,
+        accept_if(
+            lambda v: _DURATION_RE.match(v) and re.search(r"[1-9]", v),
+            "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest first, such as 30s, 1m30s "
+            "or 1500ms",
+        ),
         Rule(
             "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest unit first (30s, 1m30s, "
             "1500ms); no y, which the CRD's duration format does not know",
-            PROM_DURATION,
+            "prometheus/common model.ParseDuration, as prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/"
+            "common_types.go parses it; kube-openapi strfmt for the CRD's format: duration",
             refused="1.5m",
             accepted="1m30s",
         ),
@@ -49,7 +55,7 @@ class ObservabilitySettings(Model):
         Rule(
             "a list of distinct notification channel names, projects/<project ID or number>/notificationChannels/"
             "<id>; at least one while alerts are on, unless observability.notifyNobody",
-            CHANNELS_API,
+            "https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels",
             "alerts",
             ["projects/p/notificationChannels/1"],
             ["projects/123/notificationChannels/1", "projects/my-tpu-project/notificationChannels/2"],
@@ -67,16 +73,6 @@ class ObservabilitySettings(Model):
             {"observability": {"notificationChannels": ["projects/123/notificationChannels/1"]}},
         ),
     ] = Field(False, description="the explicit opt-out of alert notifications")
-
-    @field_validator("scrape_interval")
-    @classmethod
-    def _interval(cls, v: str) -> str:
-        if not _DURATION_RE.match(v) or not re.search(r"[1-9]", v):
-            raise ValueError(
-                "a positive Prometheus duration: whole numbers of w, d, h, m, s, ms, largest first, such as 30s, "
-                "1m30s or 1500ms"
-            )
-        return v
 
     @field_validator("notification_channels", mode="before")
     @classmethod

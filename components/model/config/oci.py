@@ -17,7 +17,6 @@ OCI_REFERENCE_RE = re.compile(
 )
 # opencontainers/go-digest algorithm.go: the registered algorithms and their hex lengths.
 _DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
-OCI_SOURCE = "https://github.com/distribution/reference/blob/main/regexp.go"
 
 
 def image_reference(v: str) -> str:

@@ -24,9 +24,9 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from components.model.config.checks import PROJECT
 from components.model.config.rules import CHANGES, Rule
-from components.model.config.settings import SECRET_PATHS, Settings, _is_secret
+from components.model.config.settings import SECRET_PATHS, Settings, _is_secret, _models_in
+from components.model.config.settings import config_key as config_key  # tests/test_reference.py
 
 
 @dataclass(frozen=True)
@@ -71,18 +71,13 @@ def _type_name(annotation: Any) -> str:
 
 def _models(annotation: Any) -> list[type[BaseModel]]:
     """The section model a field holds (itself or optional); a list or map of models is one key."""
-    if typing.get_origin(annotation) in (list, dict, tuple, set):
-        return []
-    args = typing.get_args(annotation) or (annotation,)
-    return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    return [] if typing.get_origin(annotation) in (list, dict, tuple, set) else _models_in(annotation)
 
 
 def _show_default(value: Any) -> str:
     if value is PydanticUndefined:
         return "required"
-    if value is None:
-        return "unset"
-    if isinstance(value, SecretStr):
+    if value is None or isinstance(value, SecretStr):
         return "unset"
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -105,10 +100,8 @@ def _walk(
         subs = _models(info.annotation)
         if defaults is not None:
             default = getattr(defaults, name)
-        elif info.default_factory is not None:
-            default = info.get_default(call_default_factory=True, validated_data={})
         else:
-            default = info.default
+            default = info.get_default(call_default_factory=True, validated_data={})
         if subs:
             sub_defaults = default if isinstance(default, BaseModel) else None
             note = optional or (f"unset: {path} is optional" if default is None else "")
@@ -133,10 +126,6 @@ def _walk(
 def keys() -> list[Key]:
     """Every leaf key of the settings model, in model order."""
     return _walk(Settings, "", None, "")
-
-
-def config_key(path: str) -> str:
-    return "gcp:project" if path == "project" else f"{PROJECT}:{path}"
 
 
 def _cell(text: str) -> str:

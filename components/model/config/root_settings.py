@@ -19,6 +19,7 @@ from components.model.config.checks import (
     ZONE_RE,
     Model,
     SettingError,
+    accept_if,
     raise_all,
 )
 from components.model.config.cluster_settings import ClusterSettings
@@ -28,7 +29,7 @@ from components.model.config.k8s_settings import AddonsSettings, DemosSettings, 
 from components.model.config.network_settings import NetworkSettings
 from components.model.config.observability_settings import ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
-from components.model.config.rules import PULUMI_SECRETS, ZONES, ProjectId, Rule
+from components.model.config.rules import ProjectId, Rule
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
 from components.model.tpu.geometry import Slice, SliceKind, Topology
@@ -40,9 +41,10 @@ class Settings(CrossChecks, Model):
     )
     zone: Annotated[
         str,
+        accept_if(ZONE_RE.match, "a zone of the form <region>-<suffix>, such as us-central1-ai1a"),
         Rule(
             "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
-            ZONES,
+            "https://cloud.google.com/compute/docs/regions-zones",
             "cluster-replace",
             "uscentral1",
             "europe-west4-a",
@@ -65,7 +67,7 @@ class Settings(CrossChecks, Model):
         Rule(
             "a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty "
             "= weights preloaded, no Secret",
-            PULUMI_SECRETS,
+            "https://www.pulumi.com/docs/iac/concepts/secrets/",
             "secret",
             "hf_" + "x" * 34,  # the shape of a Hugging Face token (never a real one)
             "",
@@ -75,13 +77,6 @@ class Settings(CrossChecks, Model):
         description="the Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); "
         "unset or empty for a public model or preloaded weights",
     )
-
-    @field_validator("zone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        if not ZONE_RE.match(v):
-            raise ValueError("a zone of the form <region>-<suffix>, such as us-central1-ai1a")
-        return v
 
     @field_validator("hf_token")
     @classmethod
@@ -200,10 +195,9 @@ class Settings(CrossChecks, Model):
     def workload_topologies(self) -> dict[str, tuple[str, str]]:
         """Config key -> (topology, priority) of every enabled slice consumer."""
         out: dict[str, tuple[str, str]] = {}
-        if self.demos.subslicing.enabled:
-            out["demos.subslicing"] = (self.demos.subslicing.topology, self.demos.subslicing.priority)
-        if self.demos.superslicing.enabled:
-            out["demos.superslicing"] = (self.demos.superslicing.topology, self.demos.superslicing.priority)
+        for key, demo in self.demos.jobsets().items():
+            if demo.enabled:
+                out[f"demos.{key}"] = (demo.topology, demo.priority)
         if self.serving.enabled:
             for role, spec in self.serving.roles().items():
                 out[f"serving.{role}"] = (spec.topology, spec.priority)

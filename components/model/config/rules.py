@@ -28,20 +28,13 @@ from components.model.config.oci import oci_chart
 
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
-GKE_CLUSTER_API = (
-    "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster; "
-    "googleapis/googleapis@f8291d2b google/container/v1/cluster_service.proto:2912 (Cluster.name)"
-)
 GKE_NODE_POOL_API = (
     "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools"
 )
 TF_CLUSTER = "hashicorp/terraform-provider-google-beta google-beta/services/container/resource_container_cluster.go"
 TF_POLICY = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_resource_policy.go"
 PROJECT_IDS = "https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin"
-ZONES = "https://cloud.google.com/compute/docs/regions-zones"
 VPC_MTU = "https://cloud.google.com/vpc/docs/mtu"
-SUBNET_RANGES = "https://cloud.google.com/vpc/docs/subnets#valid-ranges"
-PROXY_SUBNETS = "https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size"
 DYNAMIC_SLICING = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
 MAINTENANCE = (
     "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions"
@@ -70,15 +63,8 @@ LLMD_LIMITS = "llm-d TPU guides (LWS names under Kueue <= 39, GKE slice names <=
 OCI = "distribution/reference regexp.go, reference.go (NameTotalLengthMax = 255); opencontainers/go-digest"
 VLLM_SCHEDULER = "vllm-project/vllm vllm/config/scheduler.py (SchedulerConfig._verify_args)"
 VLLM_CACHE = "vllm-project/vllm vllm/config/cache.py (CacheDType)"
-GCS_OBJECTS = "https://cloud.google.com/storage/docs/objects#naming"
 BUCKETS = "https://cloud.google.com/storage/docs/buckets#naming"
 GATEWAY_CLASSES = "https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities"
-PROM_DURATION = (
-    "prometheus/common model.ParseDuration, as prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/"
-    "common_types.go parses it; kube-openapi strfmt for the CRD's format: duration"
-)
-CHANNELS_API = "https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels"
-PULUMI_SECRETS = "https://www.pulumi.com/docs/iac/concepts/secrets/"
 LABELS = "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set"
 ROUTER_RELEASE = "llm-d/llm-d-router v0.10.0 .github/workflows/ci-release.yaml, hack/push-chart.sh"
 THIS_PROGRAM = "this program (see the allowed values)"
@@ -121,10 +107,8 @@ class Rule:
 
     @property
     def complete(self) -> bool:
-        return bool(self.allowed.strip() and self.source.strip() and self.change) and UNSET not in (
-            self.refused,
-            self.accepted,
-        )
+        parts = (self.allowed.strip(), self.source.strip(), self.change)
+        return all(parts) and UNSET not in (self.refused, self.accepted)
 
 
 def _unset(value: Any, empty: dict[str, Any], name: str) -> bool:
@@ -187,3 +171,8 @@ Namespace = Annotated[str, AfterValidator(dns_label), NAMESPACE]  # k8s Validate
 OciChart = Annotated[str, AfterValidator(oci_chart), OCI_CHART]
 QUANTITY_RULE = Rule("a Kubernetes quantity (full grammar, no sign)", QUANTITY, refused="lots", accepted="1e3")
 MINUTES = Rule("an integer from 1 to 1440", THIS_PROGRAM, refused=1441, accepted=1440)
+
+
+def at_least(n: int, why: str = "", source: str = THIS_PROGRAM, change: str = "", **parts: Any) -> Rule:
+    """The rule of an integer key of at least `n`, which its text and its two test values (n - 1, n) say."""
+    return Rule(f"an integer of at least {n}{why}", source, change, n - 1, n, **parts)

@@ -6,9 +6,17 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from components.model.config.checks import K8S_NAMES, LWS_NAME_MAX, LWS_REVISION_LEN, Model, SettingError, dns1035_label
+from components.model.config.checks import (
+    K8S_NAMES,
+    LWS_NAME_MAX,
+    LWS_REVISION_LEN,
+    Model,
+    SettingError,
+    accept_if,
+    dns1035_label,
+)
 from components.model.config.oci import OCI_REFERENCE_RE, image_reference
 from components.model.config.resources_settings import ResourceAmounts, ResourceRequirements, requirements
 from components.model.config.rules import (
@@ -20,7 +28,6 @@ from components.model.config.rules import (
     OCI,
     QUANTITY,
     ROUTER_RELEASE,
-    THIS_PROGRAM,
     TPU7X,
     Flag,
     OciChart,
@@ -28,6 +35,7 @@ from components.model.config.rules import (
     Rule,
     Subdomain,
     TopologyName,
+    at_least,
 )
 
 # What one TPU VM leaves to a serving pod, the bound of its CPU and memory (the TPU VM fit, cross_checks.py).
@@ -60,8 +68,12 @@ class ServingResources(ResourceAmounts):
 
 
 class ServingRole(Model):
+    # LWS names its leader pods' headless Service after the LWS (lws v0.8.0 pkg/controllers: the Service is named
+    # lws.Name): a Service name is a DNS-1035 label. The 39-character bound is a cross-check at the root (it
+    # applies to the default name too).
     name: Annotated[
         str | None,
+        AfterValidator(lambda v: v if v is None else dns1035_label(v, why=": LWS names its headless Service after it")),
         Rule(
             f"a DNS-1035 label of at most {LWS_ROOM} characters, or unset for kueue-vllm-<role>-model-streamer: the "
             f"LeaderWorkerSet is named <name>-<{LWS_REVISION_LEN}-digit revision>, and Kueue bounds LWS names to "
@@ -72,9 +84,9 @@ class ServingRole(Model):
             "x" * LWS_ROOM,
         ),
     ] = Field(None, description="the LeaderWorkerSet's name")
-    replicas: Annotated[
-        int, Rule("an integer of at least 1 (LWS groups, one slice each)", THIS_PROGRAM, "serving-replicas", 0, 1)
-    ] = Field(4, ge=1, description="LWS groups, one slice each")
+    replicas: Annotated[int, at_least(1, " (LWS groups, one slice each)", change="serving-replicas")] = Field(
+        4, ge=1, description="LWS groups, one slice each"
+    )
     topology: Annotated[TopologyName, Rule(refused="2x2")] = Field(
         "2x2x2", description="each group's slice; the group size (its VMs) is derived"
     )
@@ -91,14 +103,6 @@ class ServingRole(Model):
         ),
     ] = Field(None, ge=1, description="set only to assert the derived `--tensor-parallel-size`")
     resources: ServingResources = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str | None) -> str | None:
-        # LWS names its leader pods' headless Service after the LWS (lws v0.8.0 pkg/controllers: the
-        # Service is named lws.Name): a Service name is a DNS-1035 label. The 39-character bound is a
-        # cross-check at the root (it applies to the default name too).
-        return None if v is None else dns1035_label(v, why=": LWS names its headless Service after it")
 
 
 # GKE's single-cluster GatewayClasses and the load balancer each one makes
@@ -127,6 +131,11 @@ class GatewaySettings(Model):
     ] = Field("llm-d-inference-gateway", description="the Gateway's name")
     class_name: Annotated[
         str,
+        accept_if(
+            lambda v: v in INTERNAL_GATEWAY_CLASSES or v in EXTERNAL_GATEWAY_CLASSES,
+            f"one of GKE's single-cluster GatewayClasses: {', '.join(INTERNAL_GATEWAY_CLASSES)} (internal), "
+            f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true)",
+        ),
         Rule(
             "a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, "
             "gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet)",
@@ -147,16 +156,6 @@ class GatewaySettings(Model):
             context={"serving": {"gateway": {"className": "gke-l7-gxlb"}}},
         ),
     ] = Field(False, description="the opt-in an external Gateway class needs")
-
-    @field_validator("class_name")
-    @classmethod
-    def _class(cls, v: str) -> str:
-        if v not in INTERNAL_GATEWAY_CLASSES and v not in EXTERNAL_GATEWAY_CLASSES:
-            raise ValueError(
-                f"one of GKE's single-cluster GatewayClasses: {', '.join(INTERNAL_GATEWAY_CLASSES)} (internal), "
-                f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true)"
-            )
-        return v
 
     @model_validator(mode="after")
     def _exposure(self) -> GatewaySettings:

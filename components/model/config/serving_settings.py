@@ -8,11 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from components.model.config.checks import K8S_NAMES, Model, SettingError, bucket_name, dns1035_label
+from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
     BUCKET,
-    GCS_OBJECTS,
     LABELS,
     OCI,
     THIS_PROGRAM,
@@ -20,6 +19,7 @@ from components.model.config.rules import (
     VLLM_SCHEDULER,
     Flag,
     Rule,
+    at_least,
 )
 from components.model.config.serving_parts_settings import (
     SIDECAR_REPOSITORY,
@@ -47,6 +47,10 @@ POD_STARTUP_WAITS_SECONDS = 1800 + 1800
 # config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
 # values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
+_KV_DTYPE = f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}"
+# Both model names end up in vLLM's command line (--served-model-name=) and serving.model in every pod's
+# llm-d.ai/model label; an empty name would serve a model clients cannot name.
+NON_EMPTY = accept_if(str.strip, "a non-empty model name (unset serving.servedModelName to serve under serving.model)")
 
 
 class ServingSettings(Model):
@@ -71,6 +75,7 @@ class ServingSettings(Model):
     )
     model: Annotated[
         str,
+        NON_EMPTY,
         Rule(
             "a non-empty model name whose last path segment is a label value (at most 63 letters, digits, '-', "
             "'_', '.', alphanumeric at both ends): it labels every pod llm-d.ai/model",
@@ -81,6 +86,7 @@ class ServingSettings(Model):
     ] = Field("Qwen/Qwen3.5-397B-A17B-FP8", description="the model; its last segment labels every pod `llm-d.ai/model`")
     served_model_name: Annotated[
         str | None,
+        NON_EMPTY,
         Rule(
             "a non-empty string (what clients send as `model`), or unset for serving.model",
             "vllm-project/vllm vllm/config/model.py (served_model_name)",
@@ -111,11 +117,17 @@ class ServingSettings(Model):
             accepted="c" * 63,
         ),
     ] = Field(None, description="the bucket this stack creates for vLLM's XLA compilation cache")
+    # A Cloud Storage object name prefix (https://cloud.google.com/storage/docs/objects#naming: 1-1024 bytes of
+    # UTF-8, no carriage return or line feed); vLLM reads gs://<bucket>/<path>, so no leading '/'.
     model_path: Annotated[
         str,
+        accept_if(
+            lambda v: v and len(v.encode()) <= 1024 and not re.search(r"[\r\n]", v) and not v.startswith("/"),
+            "a Cloud Storage object path inside the bucket: 1-1024 bytes, no line breaks, no leading /",
+        ),
         Rule(
             "a Cloud Storage object path inside the bucket: 1-1024 bytes of UTF-8, no line breaks, no leading /",
-            GCS_OBJECTS,
+            "https://cloud.google.com/storage/docs/objects#naming",
             refused="/models",
             accepted="m" * 1024,
         ),
@@ -137,7 +149,7 @@ class ServingSettings(Model):
         "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26",
         description="the vLLM TPU image of prefill and decode",
     )
-    max_model_len: Annotated[int, Rule("an integer of at least 1", VLLM_SCHEDULER, refused=0, accepted=1)] = Field(
+    max_model_len: Annotated[int, at_least(1, source=VLLM_SCHEDULER)] = Field(
         9216, ge=1, description="the vLLM flag of the same name"
     )
     max_num_batched_tokens: Annotated[
@@ -151,12 +163,8 @@ class ServingSettings(Model):
     ] = Field(512, ge=1, description="the vLLM flag of the same name")
     kv_cache_dtype: Annotated[
         str,
-        Rule(
-            "a vLLM --kv-cache-dtype: auto, float16, bfloat16, int8, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla",
-            VLLM_CACHE,
-            refused="fp9",
-            accepted="auto",
-        ),
+        accept_if(VLLM_KV_CACHE_DTYPES.__contains__, _KV_DTYPE),
+        Rule(_KV_DTYPE, VLLM_CACHE, refused="fp9", accepted="auto"),
     ] = Field("fp8", description="vLLM `--kv-cache-dtype`")
     enable_expert_parallel: Flag = Field(True, description="vLLM `--enable-expert-parallel`")
     # "stream" is runai_streamer (the reference's flags); the GCS FUSE volume is declared only for "mount".
@@ -170,22 +178,30 @@ class ServingSettings(Model):
     # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
     startup_timeout_seconds: Annotated[
         int,
-        Rule(
-            "an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine)",
+        accept_if(
+            lambda v: v >= POD_STARTUP_WAITS_SECONDS,
+            f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
+            "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load",
+        ),
+        at_least(
+            POD_STARTUP_WAITS_SECONDS,
+            " (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine)",
             "manifests/vllm-pod.yaml (--ray_init_timeout, VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT)",
-            refused=3599,
-            accepted=3600,
         ),
     ] = Field(14400, description="the leaders' startup-probe budget for loading the model")
     # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
     # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
     termination_grace_period_seconds: Annotated[
         int,
-        Rule(
-            "an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight",
+        accept_if(
+            lambda v: v >= GATEWAY_REQUEST_TIMEOUT_SECONDS,
+            f"at least {GATEWAY_REQUEST_TIMEOUT_SECONDS} seconds, the Gateway's request timeout (the router "
+            "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight",
+        ),
+        at_least(
+            GATEWAY_REQUEST_TIMEOUT_SECONDS,
+            ", the Gateway's request timeout: a pod stopped sooner cuts requests in flight",
             "llm-d/llm-d-router v0.10.0 chart (GCPBackendPolicy timeoutSec 300); components/llmd_router.py",
-            refused=299,
-            accepted=300,
         ),
     ] = Field(360, description="how long a stopping vLLM pod may finish its requests")
     prefill: ServingRole = Field(default_factory=dict)
@@ -194,33 +210,6 @@ class ServingSettings(Model):
     router: Annotated[RouterSettings, Rule(change="router")] = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
     weights_download: Annotated[WeightsDownloadSettings, Rule(change="weights-download")] = Field(default_factory=dict)
-
-    @field_validator("kv_cache_dtype")
-    @classmethod
-    def _kv_dtype(cls, v: str) -> str:
-        if v not in VLLM_KV_CACHE_DTYPES:
-            raise ValueError(f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}")
-        return v
-
-    @field_validator("model", "served_model_name")
-    @classmethod
-    def _not_empty(cls, v: str | None) -> str | None:
-        # Both end up in vLLM's command line (--served-model-name=) and the model one in every pod's llm-d.ai/model
-        # label; an empty name would serve a model clients cannot name.
-        if v is not None and not v.strip():
-            raise ValueError("a non-empty model name (unset serving.servedModelName to serve under serving.model)")
-        return v
-
-    @field_validator("model_path")
-    @classmethod
-    def _model_path(cls, v: str) -> str:
-        # A Cloud Storage object name prefix (https://cloud.google.com/storage/docs/objects#naming: 1-1024
-        # bytes of UTF-8, no carriage return or line feed); vLLM reads gs://<bucket>/<path>, so no leading '/'.
-        if not v or len(v.encode()) > 1024 or re.search(r"[\r\n]", v) or v.startswith("/"):
-            raise ValueError(
-                "a Cloud Storage object path inside the bucket: 1-1024 bytes, no line breaks, no leading /"
-            )
-        return v
 
     @model_validator(mode="after")
     def _vllm_flags(self) -> ServingSettings:
@@ -267,26 +256,6 @@ class ServingSettings(Model):
                 "write there, while they only read the weights"
             )
         return None if v is None else bucket_name(v)
-
-    @field_validator("startup_timeout_seconds")
-    @classmethod
-    def _startup(cls, v: int) -> int:
-        if v < POD_STARTUP_WAITS_SECONDS:
-            raise ValueError(
-                f"at least {POD_STARTUP_WAITS_SECONDS} seconds: the vLLM pod itself waits up to 1800 s for its Ray "
-                "workers and 1800 s for its engine, and a shorter startup probe would restart it mid-load"
-            )
-        return v
-
-    @field_validator("termination_grace_period_seconds")
-    @classmethod
-    def _grace(cls, v: int) -> int:
-        if v < GATEWAY_REQUEST_TIMEOUT_SECONDS:
-            raise ValueError(
-                f"at least {GATEWAY_REQUEST_TIMEOUT_SECONDS} seconds, the Gateway's request timeout (the router "
-                "chart's GCPBackendPolicy timeoutSec): a pod stopped sooner cuts requests that are still in flight"
-            )
-        return v
 
     @property
     def routing_sidecar_image(self) -> str:

@@ -14,11 +14,12 @@ import difflib
 import json
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from components.model.config.checks import (
     PLACEHOLDER_RE,
@@ -33,14 +34,26 @@ from components.model.config.checks import (
 from components.model.config.root_settings import Settings
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def _types_in(annotation: Any, base: type) -> list[type]:
     args = typing.get_args(annotation) or (annotation,)
-    return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    return [a for a in args if isinstance(a, type) and issubclass(a, base)]
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    return _types_in(annotation, BaseModel)
 
 
 def _is_secret(annotation: Any) -> bool:
-    args = typing.get_args(annotation) or (annotation,)
-    return any(isinstance(a, type) and issubclass(a, SecretStr) for a in args)
+    return bool(_types_in(annotation, SecretStr))
+
+
+def _fields(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, FieldInfo]]:
+    """(config path, field) of every field of the model tree, sections included, in model order."""
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        yield path, field
+        for sub in _models_in(field.annotation):
+            yield from _fields(sub, f"{path}.")
 
 
 def secret_paths(model: type[BaseModel] = Settings, prefix: str = "") -> frozenset[str]:
@@ -48,14 +61,7 @@ def secret_paths(model: type[BaseModel] = Settings, prefix: str = "") -> frozens
 
     A new secret key is secret everywhere (redacted, refused in plain text) by its type alone.
     """
-    out: set[str] = set()
-    for name, field in model.model_fields.items():
-        path = f"{prefix}{field.alias or name}"
-        if _is_secret(field.annotation):
-            out.add(path)
-        for sub in _models_in(field.annotation):
-            out |= secret_paths(sub, f"{path}.")
-    return frozenset(out)
+    return frozenset(path for path, field in _fields(model, prefix) if _is_secret(field.annotation))
 
 
 SECRET_PATHS = secret_paths()
@@ -68,49 +74,40 @@ _STRUCTURED = {
 }
 
 
+def _field(model: Any, part: Any) -> FieldInfo | None:
+    """The field `part` names in `model` (by its Python name or its key), if `model` is a section."""
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+    return None
+
+
 def _alias_path(loc: tuple[Any, ...]) -> str:
     """The config path of an error location: pydantic names a field by its Python name when its default is
     what failed (`weights_bucket`), and by its key when a value was given (`weightsBucket`)."""
     parts: list[str] = []
     model: Any = Settings
     for part in loc:
-        field = None
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        if field is None:
-            parts.append(str(part))
-            model = None
-            continue
-        parts.append(field.alias or str(part))
-        model = _model_at(tuple(loc[: len(parts)]))
+        field = _field(model, part)
+        parts.append(field.alias or str(part) if field else str(part))
+        model = _model_at((part,), model) if field else None
     return ".".join(parts)
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: Any = Settings
+def _model_at(loc: tuple[Any, ...], model: Any = Settings) -> type[BaseModel] | None:
     for part in loc:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return None
-        field = next((f for n, f in model.model_fields.items() if n == part or f.alias == part), None)
+        field = _field(model, part)
         if field is None:
             return None
-        subs = _models_in(field.annotation)
-        model = subs[0] if subs else None
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+        model = next(iter(_models_in(field.annotation)), None)
+    return model
 
 
-def all_paths(model: type[BaseModel] = Settings, prefix: str = "") -> list[str]:
+def all_paths() -> list[str]:
     """Every config path of the model tree, sections included (`tpu`, `tpu.reservation`, `tpu.reservation.name`)."""
-    out = []
-    for name, field in model.model_fields.items():
-        path = f"{prefix}{field.alias or name}"
-        out.append(path)
-        for sub in _models_in(field.annotation):
-            out += all_paths(sub, f"{path}.")
-    return out
+    return [path for path, _ in _fields(Settings, "")]
 
 
-def _config_key(path: str) -> str:
+def config_key(path: str) -> str:
     top = path.split(".", 1)[0]
     return f"gcp:{path}" if top == "project" else f"{PROJECT}:{path}"
 
@@ -137,8 +134,14 @@ def _unknown_key(path: str, parent: type[BaseModel] | None) -> str:
     prefix = path[: -len(name)]
     close = [f"{prefix}{k}" for k in difflib.get_close_matches(name, known, n=1)]
     elsewhere = close or [p for p in all_paths() if p.rsplit(".", 1)[-1] == name and p != path]
-    hint = f"; did you mean {', '.join(_config_key(p) for p in elsewhere)}?" if elsewhere else ""
-    return f"{_config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
+    hint = f"; did you mean {', '.join(config_key(p) for p in elsewhere)}?" if elsewhere else ""
+    return f"{config_key(path)}: unknown key{hint} (allowed here: {', '.join(known)})"
+
+
+def _problem(path: str, value: Any, allowed: str, secret_keys: frozenset[str]) -> str:
+    if value is None:  # a key that may be unset, but not here
+        return f"{config_key(path)} is not set: {allowed}"
+    return f"{config_key(path)} = {_show(path, value, secret_keys)}: {allowed}"
 
 
 def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) -> list[str]:
@@ -151,12 +154,9 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
             cause.errors if isinstance(cause, SettingErrors) else [cause] if isinstance(cause, SettingError) else []
         )
         if causes:
-            for c in causes:
-                path = _alias_path(loc + tuple(c.field.split(".")))
-                if c.value is None:
-                    lines.append(f"{_config_key(path)} is not set: {c.allowed}")
-                else:
-                    lines.append(f"{_config_key(path)} = {_show(path, c.value, secret_keys)}: {c.allowed}")
+            lines += [
+                _problem(_alias_path(loc + tuple(c.field.split("."))), c.value, c.allowed, secret_keys) for c in causes
+            ]
             continue
         path = _alias_path(loc)
         if e["type"] == "extra_forbidden":
@@ -166,13 +166,11 @@ def describe(err: ValidationError, secret_keys: frozenset[str] = frozenset()) ->
         if e["type"] in ("model_type", "model_attributes_type", "dict_type"):
             msg = _map_shape(path, _model_at(loc))
         if is_secret_path(path, secret_keys):
-            msg = f"a {_type_word(e['type'])}" if e["type"].endswith("_type") else "invalid"
+            msg = f"a {e['type'].removesuffix('_type').replace('_', ' ')}" if e["type"].endswith("_type") else "invalid"
         if e["type"] == "missing":
-            lines.append(f"{_config_key(path)} is not set: it is required")
-        elif e["input"] is None:  # a key that may be unset, but not here
-            lines.append(f"{_config_key(path)} is not set: {msg}")
+            lines.append(f"{config_key(path)} is not set: it is required")
         else:
-            lines.append(f"{_config_key(path)} = {_show(path, e['input'], secret_keys)}: {msg}")
+            lines.append(_problem(path, e["input"], msg, secret_keys))
     return lines
 
 
@@ -188,10 +186,6 @@ def _map_shape(path: str, model: type[BaseModel] | None) -> str:
     )
 
 
-def _type_word(error_type: str) -> str:
-    return error_type.removesuffix("_type").replace("_", " ")
-
-
 def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
     """(config path, value) of every string holding a `<REPLACE-ME...>` marker, in document order."""
     if isinstance(value, str):
@@ -205,18 +199,15 @@ def _placeholders(value: Any, path: str) -> list[tuple[str, Any]]:
 
 def _without(value: Any, path: list[str | int]) -> Any:
     """A copy of `value` without the item at `path` (so its default, or 'not set', applies instead)."""
-    if not path:
-        return value
     head, rest = path[0], path[1:]
-    if isinstance(value, Mapping) and isinstance(head, str):
-        if not rest:
-            return {k: v for k, v in value.items() if k != head}
-        return {**value, head: _without(value[head], rest)}
-    if isinstance(value, list) and isinstance(head, int):
-        if not rest:
-            return value[:head] + value[head + 1 :]
-        return [*value[:head], _without(value[head], rest), *value[head + 1 :]]
-    return value
+    if not isinstance(value, Mapping | list) or isinstance(head, int) != isinstance(value, list):
+        return value
+    copy = dict(value) if isinstance(value, Mapping) else list(value)
+    if rest:
+        copy[head] = _without(copy[head], rest)
+    else:
+        del copy[head]
+    return copy
 
 
 def _split_path(path: str) -> list[str | int]:
@@ -244,11 +235,12 @@ def set_command(path: str, secret: bool = False) -> str:
 
 
 def _placeholder_problem(path: str, value: Any, secret_keys: frozenset[str]) -> str:
-    key = _config_key(path)
     how = f"`{set_command(path, is_secret_path(path))}`"
-    return (
-        f"{key} = {_show(path, value, secret_keys)}: a placeholder left in the stack file; set this "
-        f"environment's value there or with {how}"
+    return _problem(
+        path,
+        value,
+        f"a placeholder left in the stack file; set this environment's value there or with {how}",
+        secret_keys,
     )
 
 
@@ -260,7 +252,7 @@ def _plaintext_secrets(data: Mapping[str, Any], secret_keys: frozenset[str]) -> 
         if value in (None, "") or path.split(".", 1)[0] in secret_keys:
             continue
         problems.append(
-            f"{_config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
+            f"{config_key(path)} = {REDACTED}: a secret stored in plain text; remove it (`pulumi config rm"
             f"{' --path' if '.' in path else ''} {path}`) and set it encrypted with `{set_command(path, True)}`"
         )
     return problems
@@ -306,17 +298,11 @@ def _independent_problems(
     if any(not e["loc"] for e in err.errors()):
         return []  # the cross-checks themselves ran and failed: already reported
     partial, left_out = _partial(data, set(Settings.model_fields) - failed, context)
-    lines = []
     try:
         errors = partial.cross_check_errors(skip=left_out)
     except Exception:
         return []
-    for c in errors:
-        if c.value is None:
-            lines.append(f"{_config_key(c.field)} is not set: {c.allowed}")
-        else:
-            lines.append(f"{_config_key(c.field)} = {_show(c.field, c.value, secret_keys)}: {c.allowed}")
-    return lines
+    return [_problem(c.field, c.value, c.allowed, secret_keys) for c in errors]
 
 
 def load(
@@ -357,11 +343,11 @@ def load(
     for path, value in placeholders:
         path = path.lstrip(".")
         problems.append(_placeholder_problem(path, value, secret_keys))
-        placeholder_keys.append(_config_key(path))
+        placeholder_keys.append(config_key(path))
         # Validation errors spell list items `a.0.b`, placeholders `a[0].b`: drop both forms.
-        placeholder_keys.append(_config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
+        placeholder_keys.append(config_key(re.sub(r"\[(\d+)\]", r".\1", path)))
         # A placeholder inside a list (`channels[0]`) stands for the whole list's value.
-        placeholder_keys.append(_config_key(re.sub(r"(\[\d+\])+$", "", path)))
+        placeholder_keys.append(config_key(re.sub(r"(\[\d+\])+$", "", path)))
         data = _without(data, _split_path(path))
     problems += _plaintext_secrets(data, secret_keys)  # after the placeholders: a marker is no secret
     context = {"now": now or datetime.now(UTC)}

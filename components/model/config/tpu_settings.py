@@ -24,10 +24,10 @@ from components.model.config.rules import (
     RESERVATION_API,
     RESERVATION_BLOCK_API,
     TF_POLICY,
-    THIS_PROGRAM,
     TPU7X,
     ProjectId,
     Rule,
+    at_least,
 )
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology
@@ -111,15 +111,7 @@ class TpuSettings(Model):
         ),
     ] = Field("4x4x4", description="one node pool's ICI block and the workload policy's accelerator topology")
     cubes: Annotated[
-        int,
-        Rule(
-            "an integer of at least 0 (0 = no TPU pools)",
-            THIS_PROGRAM,
-            "cubes",
-            -1,
-            0,
-            {"demos": {"superslicing": {"enabled": False}}},
-        ),
+        int, at_least(0, " (0 = no TPU pools)", change="cubes", context={"demos": {"superslicing": {"enabled": False}}})
     ] = Field(
         2, ge=0, description="TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling"
     )
