@@ -1,4 +1,5 @@
-"""The dashboard survives the Monitoring API's round trip: the second `pulumi up` shows no change.
+"""The dashboard as the Monitoring API takes it: valid for the API, and unchanged by its round trip (the second
+`pulumi up` shows no change).
 
 What the API stores is its proto (googleapis/googleapis google/monitoring/dashboard/v1/*.proto at f8291d2b, the
 subset below, transcribed with its field types), and what it answers is that message in proto3 JSON: lowerCamelCase
@@ -19,13 +20,14 @@ import copy
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 
 from components.model.observability.dashboard import without_defaults
-from tests.harness import Run, run_program
+from tests.harness import P, Run, run_program
 
-P = "gke-tpu-slicing"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 
 # Enums: their first value (number 0) is the default (proto3 requires it).
 ENUMS: dict[str, tuple[str, ...]] = {
@@ -100,16 +102,109 @@ MESSAGES: dict[str, dict[str, Field]] = {
         "targetAxis": ("enum", "Threshold.TargetAxis", None),
     },
 }
-# proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default) and their JSON form
-# (int64 as a decimal string, https://protobuf.dev/programming-guides/json/).
-SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "int64": 0, "double": 0.0}
+# proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default).
+SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "double": 0.0}
+
+
+# The fields of MESSAGES this program writes; the schema derived from them is closed to every other (the API's
+# reference, https://cloud.google.com/monitoring/api/ref_v3/rest/v1/projects.dashboards). A required field ("!")
+# is never empty: a string of one character or more, a list of one item or more, an int32 of 1 or more (the
+# others, positions, 0 or more). Every chart is PromQL: no filter, no MQL.
+WRITTEN = {
+    "Dashboard": "displayName! labels mosaicLayout!",
+    "MosaicLayout": "columns! tiles!",
+    "MosaicLayout.Tile": "xPos yPos width! height! widget!",
+    "Widget": "title! xyChart sectionHeader",
+    "SectionHeader": "subtitle dividerBelow",
+    "XyChart": "dataSets! thresholds yAxis",
+    "XyChart.DataSet": "timeSeriesQuery! plotType! legendTemplate targetAxis",
+    "XyChart.Axis": "label scale",
+    "TimeSeriesQuery": "prometheusQuery! unitOverride",
+    "Threshold": "value! label targetAxis",
+}
+JSON_TYPES = {"string": "string", "bool": "boolean", "int32": "integer", "double": "number"}
+
+
+def field_schema(kind: str, type_: str, required: bool) -> dict[str, Any]:
+    if kind == "message":
+        return {"$ref": f"#/$defs/{type_}"}
+    if kind == "enum":
+        return {"enum": list(ENUMS[type_][1:])}  # the default, UNSPECIFIED, is dropped by the API (module docstring)
+    if kind == "map":
+        return {"type": "object", "additionalProperties": {"type": JSON_TYPES[type_]}}
+    if kind == "repeated":
+        items = field_schema("message" if type_ in MESSAGES else "scalar", type_, False)
+        return {"type": "array", "items": items, **({"minItems": 1} if required else {})}
+    out: dict[str, Any] = {"type": JSON_TYPES[type_]}
+    if type_ == "string" and required:
+        out["minLength"] = 1
+    if type_ == "int32":
+        out["minimum"] = 1 if required else 0
+    return out
+
+
+def message_schema(message: str) -> dict[str, Any]:
+    names = [name.rstrip("!") for name in WRITTEN[message].split()]
+    required = [name.rstrip("!") for name in WRITTEN[message].split() if name.endswith("!")]
+    fields = {name: MESSAGES[message][name] for name in names}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: field_schema(kind, type_, name in required) for name, (kind, type_, _) in fields.items()},
+        "required": required,
+    }
+    oneofs: dict[str, list[str]] = {}
+    for name, (_, _, oneof) in fields.items():
+        oneofs.setdefault(oneof or "", []).append(name)
+    # A oneof is a union (a widget is exactly one kind); one written member of it is just a field.
+    unions = [
+        {"oneOf": [{"required": [m]} for m in members]} for o, members in oneofs.items() if o and len(members) > 1
+    ]
+    if unions:
+        schema["allOf"] = unions
+    return schema
+
+
+DASHBOARD_SCHEMA = {"$ref": "#/$defs/Dashboard", "$defs": {message: message_schema(message) for message in WRITTEN}}
+DASHBOARD_SCHEMA["$defs"]["MosaicLayout"]["properties"]["columns"]["maximum"] = 48  # the API's grid
+
+
+def tiles(d: dict[str, Any]) -> list[dict[str, Any]]:
+    return d["mosaicLayout"]["tiles"]
+
+
+def dashboard_problems(d: dict[str, Any]) -> list[str]:
+    """Schema errors, then what the schema cannot say: tiles inside the grid, no overlaps, no duplicate charts."""
+    problems = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in jsonschema.Draft202012Validator(DASHBOARD_SCHEMA).iter_errors(d)
+    ]
+    if problems:
+        return problems
+    columns = d["mosaicLayout"]["columns"]
+    cells: dict[tuple[int, int], int] = {}
+    for i, t in enumerate(tiles(d)):
+        x0, y0 = t.get("xPos", 0), t.get("yPos", 0)
+        if x0 + t["width"] > columns:
+            problems.append(f"tile {i} ends at column {x0 + t['width']} > {columns}")
+        overlaps = [(x, y) for x in range(x0, x0 + t["width"]) for y in range(y0, y0 + t["height"]) if (x, y) in cells]
+        if overlaps:
+            problems.append(f"tile {i} overlaps tile {cells[overlaps[0]]} at {overlaps[0]}")
+        cells.update({(x, y): i for x in range(x0, x0 + t["width"]) for y in range(y0, y0 + t["height"])})
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tiles(d)):
+        chart = t["widget"].get("xyChart")
+        if chart:
+            key = json.dumps([ds["timeSeriesQuery"]["prometheusQuery"] for ds in chart["dataSets"]])
+            if key in seen:
+                problems.append(f"tile {i} duplicates the chart of tile {seen[key]}")
+            seen.setdefault(key, i)
+    return problems
 
 
 def _is_default(kind: str, type_: str, value: Any) -> bool:
     if kind == "scalar":
         default = SCALAR_DEFAULTS[type_]
-        if type_ == "int64" and isinstance(value, str):
-            value = int(value)
         return type(value) is type(default) and value == default if type_ == "bool" else value == default
     if kind == "enum":
         return value in (ENUMS[type_][0], 0)
@@ -137,7 +232,7 @@ def defaults_in(value: dict[str, Any], message: str = "Dashboard", path: str = "
 
 
 def api_answer(value: dict[str, Any], message: str = "Dashboard") -> dict[str, Any]:
-    """What the API returns for a message it stored: proto3 JSON, defaults dropped, int64 as strings, enums by name."""
+    """What the API returns for a message it stored: proto3 JSON, defaults dropped, enums by name."""
     out: dict[str, Any] = {}
     for key, item in value.items():
         kind, type_, oneof = MESSAGES[message][key]
@@ -149,8 +244,6 @@ def api_answer(value: dict[str, Any], message: str = "Dashboard") -> dict[str, A
             out[key] = [api_answer(e, type_) for e in item]
         elif kind == "enum":
             out[key] = ENUMS[type_][item] if isinstance(item, int) else item
-        elif kind == "scalar" and type_ == "int64":
-            out[key] = str(item)
         elif kind == "scalar" and type_ == "double":
             out[key] = float(item)
         else:
@@ -206,14 +299,10 @@ def emitted(run: Run) -> dict[str, Any]:
 CASES = {
     "dev": {},
     "no-serving": {f"{P}:serving": {"enabled": False}},
-    "no-demos": {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}},
+    "no-demos": NO_DEMOS,
     "four-cubes": {f"{P}:tpu": {"cubes": 4}},
     # no chips: the provisioned-chips threshold is at 0, the default of its `value`
-    "no-cubes": {
-        f"{P}:tpu": {"cubes": 0},
-        f"{P}:serving": {"enabled": False},
-        f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
-    },
+    "no-cubes": {f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS},
 }
 
 
@@ -224,21 +313,51 @@ def dashboard(request: pytest.FixtureRequest) -> dict[str, Any]:
     return emitted(run_program(stack=request.param))
 
 
-def test_no_field_of_the_dashboard_is_at_its_default(dashboard: dict[str, Any]) -> None:
+def test_the_dashboard_is_valid_and_no_field_is_at_its_default(
+    dashboard: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    problems = dashboard_problems(dashboard)
+    if request.node.callspec.params["dashboard"] == "no-cubes":  # its threshold at 0 leaves the required value out
+        assert len(problems) == 1 and problems[0].endswith("'thresholds', 0]: 'value' is a required property")
+    else:
+        assert problems == []
     assert defaults_in(dashboard) == []
     # Not vacuous: the walk reaches every tile and data set (a dashboard has dozens of fields).
-    tiles = dashboard["mosaicLayout"]["tiles"]
-    assert len(tiles) >= 6 and any("xyChart" in t["widget"] for t in tiles)
+    assert len(tiles(dashboard)) >= 6 and any("xyChart" in t["widget"] for t in tiles(dashboard))
 
 
 def test_what_the_api_returns_shows_no_change_on_the_second_up(dashboard: dict[str, Any]) -> None:
     assert diff_suppressed(stored(dashboard), dashboard)
 
 
+def first_query(d: dict[str, Any]) -> dict[str, Any]:
+    """The first data set's query of tile 1 (tile 0 is a section header)."""
+    return tiles(d)[1]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]
+
+
+BREAKAGES = {
+    "outside-grid": lambda d: tiles(d)[1].update(xPos=40),  # past column 48
+    "overlap": lambda d: tiles(d)[2].update(xPos=0, yPos=tiles(d)[1]["yPos"]),
+    "no-promql": lambda d: first_query(d).pop("prometheusQuery"),
+    "filter-not-promql": lambda d: first_query(d).update(timeSeriesFilter={"filter": "metric.type=x"}),
+    "too-many-columns": lambda d: d["mosaicLayout"].update(columns=64),
+    "duplicate": lambda d: tiles(d).append(copy.deepcopy(tiles(d)[1]) | {"yPos": 10_000}),
+    "two-kinds": lambda d: tiles(d)[0]["widget"].update(xyChart={"dataSets": []}),
+    "extra-layout": lambda d: d.update(gridLayout={}),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES.values(), ids=BREAKAGES.keys())
+def test_a_broken_dashboard_is_caught(dev: Run, breakage: Any) -> None:
+    d = emitted(dev)
+    breakage(d)
+    assert dashboard_problems(d) != []
+
+
 def test_the_model_sees_the_permanent_diff_of_a_zero_position(dev: Run) -> None:
     """The first tile of a row sits at column 0, the first row at line 0: written out, each is a change forever."""
     config = emitted(dev)
-    first = config["mosaicLayout"]["tiles"][0]
+    first = tiles(config)[0]
     assert "xPos" not in first and "yPos" not in first  # at the origin, so left out
     for field in ("xPos", "yPos"):
         broken = copy.deepcopy(config)
