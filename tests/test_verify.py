@@ -97,6 +97,7 @@ class Stub(ThreadingHTTPServer):
         self.received: list[Received] = []
         self.release = threading.Event()  # set at teardown so delayed handlers stop waiting
         self.lock = threading.Lock()
+        self.sleeps: list[float] = []  # handed over as `sleep=stub.sleeps.append`: recorded, not waited
         self.port = self.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -126,14 +127,8 @@ def stub() -> Iterator[Stub]:
     thread.join(timeout=5)
 
 
-@pytest.fixture
-def sleeps() -> list[float]:
-    """Handed over as `sleep=sleeps.append`: the backoff's delays are recorded instead of waited."""
-    return []
-
-
-def probe(stub: Stub, sleeps: list[float], kind: str = "completions", **options: Any) -> verify.ProbeResult:
-    return verify.probe(stub.url, MODEL, kind, sleep=sleeps.append, **{"read_timeout": 2, **options})
+def probe(stub: Stub, kind: str = "completions", **options: Any) -> verify.ProbeResult:
+    return verify.probe(stub.url, MODEL, kind, sleep=stub.sleeps.append, **{"read_timeout": 2, **options})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,16 +189,14 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCustomObjects:
         ),
     ],
 )
-def test_success_sends_the_codelab_request(
-    stub: Stub, sleeps: list[float], kind: str, path: str, request_body: dict[str, Any]
-) -> None:
-    result = probe(stub, sleeps, kind)
+def test_success_sends_the_codelab_request(stub: Stub, kind: str, path: str, request_body: dict[str, Any]) -> None:
+    result = probe(stub, kind)
 
     assert result.ok and result.error is None
     assert (result.status, result.attempts, result.first_tokens) == (200, 1, TWELVE)
     assert result.url == stub.url + path
     assert result.latency_ms is not None and 0 < result.latency_ms < 2000
-    assert sleeps == []
+    assert stub.sleeps == []
     [request] = stub.received
     assert request.path == path
     assert request.headers["Content-Type"] == "application/json"
@@ -211,29 +204,25 @@ def test_success_sends_the_codelab_request(
     assert "OK" in result.line() and json.dumps(TWELVE) in result.line()
 
 
-def test_reasoning_answer_without_content_still_counts(stub: Stub, sleeps: list[float]) -> None:
+def test_reasoning_answer_without_content_still_counts(stub: Stub) -> None:
     message = {"role": "assistant", "content": None, "reasoning_content": "Okay, the user asks how I am."}
     stub.script(CHAT, Step(body={"choices": [{"message": message}]}))
 
-    result = probe(stub, sleeps, "chat")
+    result = probe(stub, "chat")
 
     assert result.ok and result.first_tokens == "Okay, the user asks how I am."
 
 
-def test_5xx_then_success_retries_with_backoff(stub: Stub, sleeps: list[float]) -> None:
+def test_5xx_then_success_retries_with_backoff(stub: Stub) -> None:
     stub.script(COMPLETIONS, Step(503, b"no healthy upstream"), Step())
     retries: list[tuple[int, str, float]] = []
 
     result = probe(
-        stub,
-        sleeps,
-        attempts=5,
-        backoff=Backoff(initial=0.5, factor=2, max_delay=4),
-        on_retry=lambda *a: retries.append(a),
+        stub, attempts=5, backoff=Backoff(initial=0.5, factor=2, max_delay=4), on_retry=lambda *a: retries.append(a)
     )
 
     assert result.ok and (result.status, result.attempts) == (200, 2)
-    assert sleeps == [0.5]
+    assert stub.sleeps == [0.5]
     assert retries == [(1, "HTTP 503 Service Unavailable: no healthy upstream", 0.5)]
     assert stub.paths() == [COMPLETIONS, COMPLETIONS]
 
@@ -272,13 +261,11 @@ SCRIPTED = {
 
 
 @pytest.mark.parametrize(("path", "steps", "options", "expected", "slept"), SCRIPTED.values(), ids=SCRIPTED.keys())
-def test_retries_and_backoff(
-    stub: Stub, sleeps: list[float], path: str, steps: list, options: dict, expected: tuple, slept: list
-) -> None:
+def test_retries_and_backoff(stub: Stub, path: str, steps: list, options: dict, expected: tuple, slept: list) -> None:
     stub.script(path, *steps)
-    result = probe(stub, sleeps, "chat" if path == CHAT else "completions", **options)
+    result = probe(stub, "chat" if path == CHAT else "completions", **options)
     assert (result.ok, result.status, result.attempts, result.error) == expected
-    assert sleeps == slept
+    assert stub.sleeps == slept
     assert stub.paths() == [path] * result.attempts
     assert ("OK" if result.ok else "FAIL") in result.line()
 
@@ -287,30 +274,31 @@ def test_retries_and_backoff(
     ("status", "retried"),
     [(400, False), (401, False), (403, False), (422, False), (404, True), (408, True), (429, True), (500, True)],
 )
-def test_which_statuses_are_retried(stub: Stub, sleeps: list[float], status: int, retried: bool) -> None:
+def test_which_statuses_are_retried(stub: Stub, status: int, retried: bool) -> None:
     stub.script(COMPLETIONS, Step(status, {"object": "error", "message": "nope"}))
 
-    result = probe(stub, sleeps, attempts=3, backoff=Backoff(0.1))
+    result = probe(stub, attempts=3, backoff=Backoff(0.1))
 
     assert not result.ok and result.status == status
     assert result.attempts == (3 if retried else 1)
-    assert len(sleeps) == (2 if retried else 0)
+    assert len(stub.sleeps) == (2 if retried else 0)
     assert result.error is not None and result.error.startswith(f"HTTP {status}") and "nope" in result.error
 
 
-def test_timeout_fails_after_the_configured_attempts(stub: Stub, sleeps: list[float]) -> None:
+def test_timeout_fails_after_the_configured_attempts(stub: Stub) -> None:
     stub.script(COMPLETIONS, Step(delay=5))
 
-    result = probe(stub, sleeps, attempts=2, read_timeout=READ_TIMEOUT, connect_timeout=1)
+    result = probe(stub, attempts=2, read_timeout=READ_TIMEOUT, connect_timeout=1)
 
     assert not result.ok
     assert (result.status, result.attempts, result.latency_ms) == (None, 2, None)
     assert result.error is not None and result.error.startswith("timeout")
-    assert sleeps == [1.0]
+    assert stub.sleeps == [1.0]
     assert len(stub.received) == 2
 
 
-def test_connection_refused_is_retried_then_fails(sleeps: list[float]) -> None:
+def test_connection_refused_is_retried_then_fails() -> None:
+    sleeps: list[float] = []
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
         port = closed.server_address[1]  # bound, then closed: nothing listens there any more
 
@@ -322,10 +310,10 @@ def test_connection_refused_is_retried_then_fails(sleeps: list[float]) -> None:
 
 
 @pytest.mark.parametrize("body", [{"object": "list", "data": []}, {"choices": []}, {"choices": "x"}, [1, 2]])
-def test_200_without_choices_is_a_failure(stub: Stub, sleeps: list[float], body: Any) -> None:
+def test_200_without_choices_is_a_failure(stub: Stub, body: Any) -> None:
     stub.script(COMPLETIONS, Step(body=json.dumps(body).encode()))
 
-    result = probe(stub, sleeps, attempts=2)
+    result = probe(stub, attempts=2)
 
     assert not result.ok and result.status == 200 and result.attempts == 2
     assert result.error is not None and "no non-empty 'choices' list" in result.error
@@ -382,20 +370,19 @@ def test_unloadable_kubeconfig_is_a_verify_error(tmp_path: Any, monkeypatch: pyt
 # main
 
 
+def main(stub: Stub, args: list[str]) -> int:
+    return verify.main(args, sleep=stub.sleeps.append)
+
+
 def argv(stub: Stub, *extra: str) -> list[str]:
     """The Gateway in namespace ns, reached from this machine at the stub's port."""
     return ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port), "--direct", *extra]
 
 
 def test_main_looks_up_the_gateway_and_checks_both_endpoints(
-    stub: Stub, sleeps: list[float], cluster: FakeCustomObjects, capsys: pytest.CaptureFixture[str]
+    stub: Stub, cluster: FakeCustomObjects, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert (
-        verify.main(
-            [*argv(stub, "--gateway-name", "gw"), "--kubeconfig", "/tmp/kc", "--context", "ctx"], sleep=sleeps.append
-        )
-        == 0
-    )
+    assert main(stub, [*argv(stub, "--gateway-name", "gw"), "--kubeconfig", "/tmp/kc", "--context", "ctx"]) == 0
 
     assert cluster.calls == [("gateway.networking.k8s.io", "v1", "ns", "gateways", "gw")]
     assert cluster.opened == [("/tmp/kc", "ctx")]
@@ -408,53 +395,39 @@ def test_main_looks_up_the_gateway_and_checks_both_endpoints(
     assert all(line.endswith(f"first_tokens={json.dumps(TWELVE)}") for line in lines[1:])
 
 
-def test_main_reads_stack_outputs(stub: Stub, sleeps: list[float], cluster: FakeCustomObjects, tmp_path: Any) -> None:
+def test_main_reads_stack_outputs_from_a_file_or_stdin_and_flags_override_them(
+    stub: Stub, cluster: FakeCustomObjects, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     outputs = tmp_path / "outputs.json"
     names = {"gatewayName": "llm-d-inference-gateway", "gatewayNamespace": "llm-d-pd", "servedModelName": "m/x"}
     outputs.write_text(json.dumps({**names, "clusterName": "c", "kubeconfig": "[secret]"}))
+    assert main(stub, ["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(names)))
+    assert main(stub, ["--stack-outputs", "-", "--model", "from-flag", "--port", str(stub.port), "--direct"]) == 0
 
-    assert (
-        verify.main(["--stack-outputs", str(outputs), "--port", str(stub.port), "--direct"], sleep=sleeps.append) == 0
-    )
-
-    assert cluster.calls == [("gateway.networking.k8s.io", "v1", "llm-d-pd", "gateways", "llm-d-inference-gateway")]
-    assert [r.json()["model"] for r in stub.received] == ["m/x", "m/x"]
-
-
-def test_main_flags_override_stack_outputs_read_from_stdin(
-    stub: Stub, sleeps: list[float], cluster: FakeCustomObjects, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outputs = {"gatewayName": "gw", "gatewayNamespace": "ns", "servedModelName": "from-outputs"}
-    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(outputs)))
-
-    code = verify.main(
-        ["--stack-outputs", "-", "--model", "from-flag", "--port", str(stub.port), "--direct"], sleep=sleeps.append
-    )
-
-    assert code == 0
-    assert cluster.calls[0][2:] == ("ns", "gateways", "gw")
-    assert {r.json()["model"] for r in stub.received} == {"from-flag"}
+    assert cluster.calls == [("gateway.networking.k8s.io", "v1", "llm-d-pd", "gateways", "llm-d-inference-gateway")] * 2
+    assert [r.json()["model"] for r in stub.received] == ["m/x", "m/x", "from-flag", "from-flag"]
 
 
-def test_main_with_address_skips_the_cluster(stub: Stub, sleeps: list[float], cluster: FakeCustomObjects) -> None:
-    assert verify.main(["--address", "127.0.0.1", "--port", str(stub.port), "--model", MODEL], sleep=sleeps.append) == 0
+def test_main_with_address_skips_the_cluster(stub: Stub, cluster: FakeCustomObjects) -> None:
+    assert main(stub, ["--address", "127.0.0.1", "--port", str(stub.port), "--model", MODEL]) == 0
     assert (cluster.opened, cluster.calls) == ([], [])
     assert stub.paths() == [COMPLETIONS, CHAT]
 
 
 @pytest.mark.usefixtures("cluster")
-def test_main_timeout_exits_non_zero(stub: Stub, sleeps: list[float], capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_timeout_exits_non_zero(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
     stub.script(COMPLETIONS, Step(delay=5))
     stub.script(CHAT, Step(delay=5))
     timeouts = ["--attempts", "2", "--read-timeout", str(READ_TIMEOUT), "--connect-timeout", "1"]
 
-    assert verify.main(argv(stub, *timeouts), sleep=sleeps.append) == 1
+    assert main(stub, argv(stub, *timeouts)) == 1
 
     out, err = capsys.readouterr()
     assert 'completions FAIL status=- attempts=2 latency_ms=- error="timeout' in out
     assert 'chat        FAIL status=- attempts=2 latency_ms=- error="timeout' in out
     assert "completions: attempt 1/2 failed: timeout" in err
-    assert sleeps == [1.0, 1.0]
+    assert stub.sleeps == [1.0, 1.0]
     assert stub.paths() == [COMPLETIONS, COMPLETIONS, CHAT, CHAT]
 
 
@@ -471,22 +444,22 @@ def test_main_timeout_exits_non_zero(stub: Stub, sleeps: list[float], capsys: py
 )
 @pytest.mark.usefixtures("cluster")
 def test_main_malformed_answers_exit_non_zero(
-    stub: Stub, sleeps: list[float], capsys: pytest.CaptureFixture[str], path: str, body: bytes, shown: list[str]
+    stub: Stub, capsys: pytest.CaptureFixture[str], path: str, body: bytes, shown: list[str]
 ) -> None:
     stub.script(path, Step(body=body))
 
-    assert verify.main(argv(stub, "--attempts", "2"), sleep=sleeps.append) == 1
+    assert main(stub, argv(stub, "--attempts", "2")) == 1
 
     out = capsys.readouterr().out
     assert all(line in out for line in shown), out
 
 
 def test_main_gateway_without_address_exits_non_zero(
-    stub: Stub, sleeps: list[float], cluster: FakeCustomObjects, capsys: pytest.CaptureFixture[str]
+    stub: Stub, cluster: FakeCustomObjects, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster.objects["gateways"] = gateway_with(None)
 
-    assert verify.main(["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)], sleep=sleeps.append) == 1
+    assert main(stub, ["--namespace", "ns", "--model", MODEL, "--port", str(stub.port)]) == 1
 
     assert "error: Gateway ns/llm-d-inference-gateway has no address yet" in capsys.readouterr().err
     assert stub.received == []
