@@ -17,7 +17,9 @@ The defaults below come from those rules and the proto's types, never from what 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+from collections import Counter
 from typing import Any
 
 import jsonschema
@@ -182,23 +184,16 @@ def dashboard_problems(d: dict[str, Any]) -> list[str]:
     if problems:
         return problems
     columns = d["mosaicLayout"]["columns"]
-    cells: dict[tuple[int, int], int] = {}
+    cells: Counter[tuple[int, int]] = Counter()
     for i, t in enumerate(tiles(d)):
         x0, y0 = t.get("xPos", 0), t.get("yPos", 0)
         if x0 + t["width"] > columns:
             problems.append(f"tile {i} ends at column {x0 + t['width']} > {columns}")
-        overlaps = [(x, y) for x in range(x0, x0 + t["width"]) for y in range(y0, y0 + t["height"]) if (x, y) in cells]
-        if overlaps:
-            problems.append(f"tile {i} overlaps tile {cells[overlaps[0]]} at {overlaps[0]}")
-        cells.update({(x, y): i for x in range(x0, x0 + t["width"]) for y in range(y0, y0 + t["height"])})
-    seen: dict[str, int] = {}
-    for i, t in enumerate(tiles(d)):
-        chart = t["widget"].get("xyChart")
-        if chart:
-            key = json.dumps([ds["timeSeriesQuery"]["prometheusQuery"] for ds in chart["dataSets"]])
-            if key in seen:
-                problems.append(f"tile {i} duplicates the chart of tile {seen[key]}")
-            seen.setdefault(key, i)
+        cells.update(itertools.product(range(x0, x0 + t["width"]), range(y0, y0 + t["height"])))
+    problems += [f"tiles overlap at {cell}" for cell, count in cells.items() if count > 1]
+    charts = [t["widget"]["xyChart"]["dataSets"] for t in tiles(d) if "xyChart" in t["widget"]]
+    queries = Counter(json.dumps([ds["timeSeriesQuery"]["prometheusQuery"] for ds in chart]) for chart in charts)
+    problems += [f"{count} charts show {query}" for query, count in queries.items() if count > 1]
     return problems
 
 
