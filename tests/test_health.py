@@ -30,6 +30,7 @@ from components.model.observability import health as model
 from components.model.tpu import slices
 from tests import fakes
 from tests.harness import ROOT, set_arguments
+from tests.test_teardown import slice_
 
 PROJECT_ID = "my-tpu-project"
 RES, BLOCK = "tpu7x-reservation", "block-0"
@@ -81,17 +82,6 @@ def node(pool: str, i: int, state: str = "HEALTHY") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gke-{pool}-{i}", "labels": labels}}
 
 
-def slice_(name: str, ids: list[str], reason: str = "ACTIVE", owner: str = "wl-sub") -> dict[str, Any]:
-    status = "True" if reason in ("ACTIVE", "ACTIVE_DEGRADED") else "False"
-    return {
-        "apiVersion": "accelerator.gke.io/v1beta1",
-        "kind": "Slice",
-        "metadata": {"name": name, "annotations": {keys.OWNER_NAMESPACE: "default", keys.OWNER_NAME: owner}},
-        "spec": {"type": "tpu7x", "topology": "2x2x2", "partitionIds": ids},
-        "status": {"conditions": [{"type": "Ready", "status": status, "reason": reason, "message": "m"}]},
-    }
-
-
 def workload(name: str, check: str = "Ready", conditions: list[dict[str, Any]] | None = None, msg: str = "") -> dict:
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -106,7 +96,10 @@ def workload(name: str, check: str = "Ready", conditions: list[dict[str, Any]] |
 
 def state(node_state: str = "HEALTHY", slice_list: list[dict] | None = None, workloads: list[dict] | None = None):
     nodes = [node("tpu7-pool-1", i, node_state) for i in range(16)] + [node("tpu7-pool-2", i) for i in range(16)]
-    default = [slice_("default-wl-sub-0", ["c1-0"]), slice_("default-wl-other-0", ["c2-0"], owner="wl-other")]
+    default = [
+        slice_("default-wl-sub-0", "2x2x2", ["c1-0"], owner="default/wl-sub"),
+        slice_("default-wl-other-0", "2x2x2", ["c2-0"], owner="default/wl-other"),
+    ]
     return {
         "nodes": {"kind": "NodeList", "items": nodes},  # as `kubectl get -o json` / the API answers
         "slices": slice_list if slice_list is not None else default,
@@ -115,7 +108,7 @@ def state(node_state: str = "HEALTHY", slice_list: list[dict] | None = None, wor
 
 
 # A FAILED Slice on the first cube, and its workload, which the slice controller retries.
-FAILED = [slice_("default-wl-sub-0", ["c1-0"], reason="FAILED")]
+FAILED = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "FAILED", owner="default/wl-sub")]
 RETRYING = workload(
     "wl-sub",
     "Retry",

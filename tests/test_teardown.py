@@ -40,19 +40,21 @@ POOL_B = [node("tpu7-pool-1", "cube-b", "b-0")]
 NODES = {"tpu7-pool-0": POOL_A, "tpu7-pool-1": POOL_B}
 
 
-def slice_(name: str, topology: str, ids: list[str], reason: str = "ACTIVE", deleting: bool = False) -> dict:
-    meta: dict = {
-        "name": name,
-        "annotations": {keys.OWNER_NAMESPACE: "llm-d-pd-disaggregation", keys.OWNER_NAME: f"wl-{name}"},
-    }
+def slice_(
+    name: str, topology: str, ids: list[str], reason: str = "ACTIVE", *, deleting: bool = False, owner: str = ""
+) -> dict[str, Any]:
+    """A Slice the controller made for workload `owner` (namespace/name; default llm-d-pd-disaggregation/wl-<name>)."""
+    namespace, _, owner = (owner or f"llm-d-pd-disaggregation/wl-{name}").partition("/")
+    meta: dict[str, Any] = {"name": name, "annotations": {keys.OWNER_NAMESPACE: namespace, keys.OWNER_NAME: owner}}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T08:00:00Z"
+    ready = "True" if reason in ("ACTIVE", "ACTIVE_DEGRADED") else "False"
     return {
         "apiVersion": "accelerator.gke.io/v1beta1",
         "kind": "Slice",
         "metadata": meta,
         "spec": {"type": "tpu7x", "topology": topology, "partitionIds": ids},
-        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": reason}]},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "m"}]},
     }
 
 
