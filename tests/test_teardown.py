@@ -9,6 +9,7 @@ on the recorded graph, and the preview's refusal of a pool's replacement under r
 from __future__ import annotations
 
 import base64
+import graphlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,22 +229,13 @@ SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest"
 
 
 def teardown_order(run: Run) -> list[str]:
-    """A deletion order Pulumi may use: every resource after everything that depends on it (Kahn)."""
-    urns = [r.urn for r in run.registrations]
-    dependents: dict[str, set[str]] = {u: set() for u in urns}
+    """A deletion order Pulumi may use: every resource after everything that depends on it."""
+    dependents: dict[str, set[str]] = {r.urn: set() for r in run.registrations}
     for reg in run.registrations:
         for edge in run.direct_edges(reg):
             if edge in dependents and edge != reg.parent:  # a parent is not deleted before its children
                 dependents[edge].add(reg.urn)
-    order: list[str] = []
-    remaining = dict(dependents)
-    while remaining:
-        ready = sorted(u for u, deps in remaining.items() if not deps & remaining.keys())
-        assert ready, "dependency cycle"
-        order.extend(ready)
-        for u in ready:
-            del remaining[u]
-    return order
+    return list(graphlib.TopologicalSorter(dependents).static_order())  # CycleError on a dependency cycle
 
 
 REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
@@ -314,9 +306,9 @@ def test_a_pool_replacement_deletes_its_gate_first_and_only_its_gate(dev: Run) -
     """The pools are replaced delete-first; the gate's delete (the wait for Slices) completes before the pool's."""
     pools = tpu_pools(dev)
     for pool in pools:
-        assert pool.options["deleteBeforeReplace"] is True
-        assert dependent_replacements(dev, pool) == [gate_of(dev, pool)]
         gate = gate_of(dev, pool)
+        assert pool.options["deleteBeforeReplace"] is True
+        assert dependent_replacements(dev, pool) == [gate]
         # The gate itself has the pool's fixed name: it too is replaced delete-first.
         assert gate.options["deleteBeforeReplace"] is True
     # A replaced workload policy replaces every pool first (placementPolicy is ForceNew), and with each its gate.
