@@ -13,9 +13,7 @@ import io
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +28,11 @@ from components.model.observability import health as model
 from components.model.tpu import slices
 from tests import fakes
 from tests.harness import ROOT, set_arguments
-from tests.test_teardown import slice_
+from tests.test_teardown import KUBE_TOKEN, serve_kube, slice_
 
 PROJECT_ID = "my-tpu-project"
 RES, BLOCK = "tpu7x-reservation", "block-0"
 POOLS = ("tpu7-pool-1", "tpu7-pool-2")
-TOKEN = "health-token"
 STATE_LABEL = "cloud.google.com/gke-tpu-partition-{}-state"
 
 
@@ -45,8 +42,16 @@ def affinity(sub: str) -> dict[str, Any]:
             "values": [path]}  # fmt: skip
 
 
-def reservation_file(subs: dict[str, dict[str, Any]], on: tuple[str, ...] = ("sb-1", "sb-2")) -> dict[str, Any]:
-    """The `plan --reservation` format: pool i runs on on[i]."""
+DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "healthyHostCount": 14, "degradedHostCount": 2}]}
+MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3, "maintenanceOngoingCount": 0}]}
+
+
+def reservation(count: int = 3, on: tuple[str, ...] = ("sb-1", "sb-2"), **changes: dict[str, Any]) -> dict[str, Any]:
+    """The `plan --reservation` format: `count` healthy sub-blocks, sb-1 and sb-2 full with the running pools' VMs,
+    then `sb_<i>=patch`; pool i runs on on[i]."""
+    subs = {f"sb-{i}": healthy_sub_block(f"sb-{i}") | {"inUseCount": 16 if i < 3 else 0} for i in range(1, count + 1)}
+    for name, patch in changes.items():
+        subs[name.replace("_", "-")] |= patch
     pools = [
         {"name": pool, "nodeConfigs": [{"reservationAffinities": [affinity(sb)]}]}
         for pool, sb in zip(POOLS, on, strict=False)
@@ -57,18 +62,6 @@ def reservation_file(subs: dict[str, dict[str, Any]], on: tuple[str, ...] = ("sb
         "getReservationSubBlock": list(subs.values()),
         "getCluster": {"name": "tpu-cluster", "nodePools": pools},
     }
-
-
-DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "healthyHostCount": 14, "degradedHostCount": 2}]}
-MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3, "maintenanceOngoingCount": 0}]}
-
-
-def reservation(count: int = 3, on: tuple[str, ...] = ("sb-1", "sb-2"), **changes: dict[str, Any]) -> dict[str, Any]:
-    """`count` healthy sub-blocks, sb-1 and sb-2 full with the running pools' VMs, then `sb_<i>=patch`."""
-    subs = {f"sb-{i}": healthy_sub_block(f"sb-{i}") | {"inUseCount": 16 if i < 3 else 0} for i in range(1, count + 1)}
-    for name, patch in changes.items():
-        subs[name.replace("_", "-")] |= patch
-    return reservation_file(subs, on)
 
 
 def node(pool: str, i: int, state: str = "HEALTHY") -> dict[str, Any]:
@@ -413,53 +406,35 @@ def rest_sub_block(name: str, health: str = "HEALTHY", in_use: int = 0) -> dict[
     }
 
 
-def api_group(name: str, version: str) -> dict[str, Any]:
-    v = {"groupVersion": f"{name}/{version}", "version": version}
-    return {"name": name, "versions": [v], "preferredVersion": v}
+def kube(
+    request: pytest.FixtureRequest, cluster: dict[str, Any], token: str = KUBE_TOKEN
+) -> tuple[Path, list[fakes.Request]]:
+    """A fake API server with the cluster's TPU nodes, Slices and Workloads: a kubeconfig reaching it with `token`,
+    and the requests it gets."""
+
+    def group(name: str, version: str) -> dict[str, Any]:
+        v = {"groupVersion": f"{name}/{version}", "version": version}
+        return {"name": name, "versions": [v], "preferredVersion": v}
+
+    groups = [group(slices.SLICE_GROUP, "v1beta1"), group(health_reads.KUEUE_GROUP, "v1beta2")]
+    answers = {
+        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups},
+        "/api/v1/nodes": {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": cluster["nodes"]["items"]},
+        "/apis/accelerator.gke.io/v1beta1/slices": {"kind": "SliceList", "items": cluster["slices"]},
+        "/apis/kueue.x-k8s.io/v1beta2/workloads": {"kind": "WorkloadList", "items": cluster["workloads"]},
+    }
+    return serve_kube(request, {p: (200, body) for p, body in answers.items()}, token)
 
 
-@pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Any]:
-    """Starts a fake API server with the cluster's TPU nodes, Slices and Workloads, wanting TOKEN; gives its
-    kubeconfig (with `token`) and the label selectors of its node lists."""
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(cluster: dict[str, Any], token: str = TOKEN) -> tuple[Path, list[str]]:
-        selectors: list[str] = []
-        groups = [api_group(slices.SLICE_GROUP, "v1beta1"), api_group(health_reads.KUEUE_GROUP, "v1beta2")]
-        answers = {
-            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups},
-            "/api/v1/nodes": {
-                "kind": "NodeList",
-                "apiVersion": "v1",
-                "metadata": {},
-                "items": cluster["nodes"]["items"],
-            },
-            "/apis/accelerator.gke.io/v1beta1/slices": {"kind": "SliceList", "items": cluster["slices"]},
-            "/apis/kueue.x-k8s.io/v1beta2/workloads": {"kind": "WorkloadList", "items": cluster["workloads"]},
-        }
-
-        def reply(path: str, query: dict[str, list[str]]) -> dict[str, Any] | None:
-            if path == "/api/v1/nodes":
-                selectors.append(query["labelSelector"][0])
-            return answers.get(path)
-
-        servers.append(fakes.serve_api(fakes.replying(reply), TOKEN))
-        url = f"http://{fakes.address(servers[-1])}"
-        return fakes.write_kubeconfig(tmp_path / "kubeconfig", url, token), selectors
-
-    yield start
-    for server in servers:
-        server.shutdown()
-
-
-def test_live_reads_the_compute_api_and_the_kubernetes_api(stack: Path, kube: Any, monkeypatch: Any) -> None:
+def test_live_reads_the_compute_api_and_the_kubernetes_api(
+    stack: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     compute = FakeCompute(
         {n: rest_sub_block(n, in_use=16) for n in ("sb-1", "sb-2")} | {"sb-3": rest_sub_block("sb-3")}
     )
     compute.subs["sb-1"] = rest_sub_block("sb-1", "DEGRADED", 16)
     monkeypatch.setattr(health_reads, "adc_session", lambda: compute)
-    kubeconfig, selectors = kube(state("DEGRADED"))
+    kubeconfig, seen = kube(request, state("DEGRADED"))
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(
         command(stack, "--live", "--kubeconfig", str(kubeconfig), "--json"), out, err, run_preview=no_preview
@@ -468,13 +443,16 @@ def test_live_reads_the_compute_api_and_the_kubernetes_api(stack: Path, kube: An
     data = json.loads(out.getvalue())
     assert data["proposal"]["value"] == ["sb-3", "sb-2"]
     assert data["cubes"][0]["slices"][0]["name"] == "default-wl-sub-0"
-    assert selectors == ["cloud.google.com/gke-nodepool in (tpu7-pool-1,tpu7-pool-2)"]
+    selectors = [r.query["labelSelector"] for r in seen if r.path == "/api/v1/nodes"]
+    assert selectors == [["cloud.google.com/gke-nodepool in (tpu7-pool-1,tpu7-pool-2)"]]
     assert data["source"].endswith("read from the Compute API")
 
 
-def test_live_without_the_credential_is_one_line(stack: Path, kube: Any, monkeypatch: Any) -> None:
+def test_live_without_the_credential_is_one_line(
+    stack: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(health_reads, "adc_session", lambda: FakeCompute({"sb-1": rest_sub_block("sb-1")}))
-    kubeconfig, _ = kube(state(), token="wrong")
+    kubeconfig, _ = kube(request, state(), token="wrong")
     (stack / "res.json").write_text(json.dumps(reservation()))
     err = io.StringIO()
     argv = command(stack, "--live", "--kubeconfig", str(kubeconfig), "--reservation", str(stack / "res.json"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import graphlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -179,50 +178,57 @@ def test_the_drain_timeout_must_be_positive() -> None:
     assert_rejected({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 0}}}, ["drainTimeoutSeconds"])
 
 
-@pytest.fixture
-def api_server(tmp_path: Path) -> Iterator[Any]:
-    """Starts a fake API server with pool A's first node and one Slice (its list answering `list_status`), the
-    API groups `groups` served at v1alpha1 and v1beta1, the latter preferred; gives its kubeconfig and what it was
-    asked."""
-    servers = []
+KUBE_TOKEN = "kube-token"
 
-    def start(groups: list[str], list_status: int = 200) -> tuple[str, list[fakes.Request]]:
-        seen: list[fakes.Request] = []
-        versions = {g: [{"groupVersion": f"{g}/{v}", "version": v} for v in ("v1alpha1", "v1beta1")] for g in groups}
-        listed = [{"name": g, "versions": vs, "preferredVersion": vs[1]} for g, vs in versions.items()]
-        nodes = {"kind": "NodeList", "apiVersion": "v1", "items": [{"metadata": {"labels": POOL_A[0]}}]}
-        answers = {
-            "/apis/": (200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": listed}),
+
+def serve_kube(
+    request: pytest.FixtureRequest, answers: dict[str, tuple[int, Any]], token: str = KUBE_TOKEN
+) -> tuple[Path, list[fakes.Request]]:
+    """A fake API server, until the test ends, answering the paths of `answers` (without a trailing /) with their
+    (status, body) and any other with a 404, to KUBE_TOKEN: a kubeconfig reaching it with `token`, and the
+    requests it got."""
+    seen: list[fakes.Request] = []
+    server = fakes.serve_api(lambda r: answers.get(r.path.rstrip("/"), fakes.not_found()), KUBE_TOKEN, seen.append)
+    request.addfinalizer(server.shutdown)
+    url = f"http://{fakes.address(server)}"
+    return fakes.write_kubeconfig(request.getfixturevalue("tmp_path") / "kubeconfig", url, token), seen
+
+
+def slice_api(request: pytest.FixtureRequest, groups: list[str], list_status: int = 200) -> tuple[str, list]:
+    """Pool A's first node and one Slice (its list answering `list_status`), the API groups `groups` served at
+    v1alpha1 and v1beta1, the latter preferred: the kubeconfig's text and the requests."""
+    versions = {g: [{"groupVersion": f"{g}/{v}", "version": v} for v in ("v1alpha1", "v1beta1")] for g in groups}
+    listed = [{"name": g, "versions": vs, "preferredVersion": vs[1]} for g, vs in versions.items()]
+    nodes = {"kind": "NodeList", "apiVersion": "v1", "items": [{"metadata": {"labels": POOL_A[0]}}]}
+    path, seen = serve_kube(
+        request,
+        {
+            "/apis": (200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": listed}),
             "/api/v1/nodes": (200, nodes),
             f"/apis/{model.SLICE_GROUP}/v1beta1/{model.SLICE_PLURAL}": (
                 list_status,
                 {"items": [slice_("sub", "2x2x2", ["a-0"])]},
             ),
-        }
-        servers.append(fakes.serve_api(lambda request: answers.get(request.path, fakes.not_found()), "t", seen.append))
-        path = fakes.write_kubeconfig(tmp_path / "kubeconfig", f"http://{fakes.address(servers[-1])}", "t")
-        return path.read_text(), seen
-
-    yield start
-    for server in servers:
-        server.shutdown()
+        },
+    )
+    return path.read_text(), seen
 
 
-def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(api_server: Any) -> None:
-    kubeconfig, seen = api_server(["apps", model.SLICE_GROUP])
+def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(request: pytest.FixtureRequest) -> None:
+    kubeconfig, seen = slice_api(request, ["apps", model.SLICE_GROUP])
     list_nodes, list_slices = cluster_listers(kubeconfig)
     assert list_nodes("tpu7-pool-0") == [POOL_A[0]]
     assert [s["metadata"]["name"] for s in list_slices() or []] == ["sub"]
-    assert {r.authorization for r in seen} == {"Bearer t"}  # the kubeconfig's credential, on every request
+    assert {r.authorization for r in seen} == {f"Bearer {KUBE_TOKEN}"}  # the kubeconfig's credential, on every request
     assert ("/api/v1/nodes", {"labelSelector": ["cloud.google.com/gke-nodepool=tpu7-pool-0"]}) in [
         (r.path, r.query) for r in seen
     ]
     assert "/apis/accelerator.gke.io/v1beta1/slices" in [r.path for r in seen]
     # No Slice API (the add-on never enabled) and a CRD gone mid-way both mean: nothing to wait for.
-    assert cluster_listers(api_server(["apps"])[0])[1]() is None
-    assert cluster_listers(api_server([model.SLICE_GROUP], list_status=404)[0])[1]() is None
+    assert cluster_listers(slice_api(request, ["apps"])[0])[1]() is None
+    assert cluster_listers(slice_api(request, [model.SLICE_GROUP], list_status=404)[0])[1]() is None
     with pytest.raises(Exception, match="403"):
-        cluster_listers(api_server([model.SLICE_GROUP], list_status=403)[0])[1]()
+        cluster_listers(slice_api(request, [model.SLICE_GROUP], list_status=403)[0])[1]()
 
 
 SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
