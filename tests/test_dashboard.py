@@ -42,70 +42,49 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "Threshold.TargetAxis": ("TARGET_AXIS_UNSPECIFIED", "Y1", "Y2"),
 }
 
-# message -> JSON field name -> (kind, type, oneof). kind: "scalar", "enum", "message", "repeated" (of a message or
-# scalar type), "map". Only the fields of the messages this program can write; an unknown one fails the walk.
-Field = tuple[str, str, str | None]
-MESSAGES: dict[str, dict[str, Field]] = {
-    # dashboard.proto
-    "Dashboard": {
-        "name": ("scalar", "string", None),
-        "displayName": ("scalar", "string", None),
-        "etag": ("scalar", "string", None),
-        "mosaicLayout": ("message", "MosaicLayout", "layout"),
-        "labels": ("map", "string", None),
-    },
-    # layouts.proto
-    "MosaicLayout": {"columns": ("scalar", "int32", None), "tiles": ("repeated", "MosaicLayout.Tile", None)},
-    "MosaicLayout.Tile": {
-        "xPos": ("scalar", "int32", None),
-        "yPos": ("scalar", "int32", None),
-        "width": ("scalar", "int32", None),
-        "height": ("scalar", "int32", None),
-        "widget": ("message", "Widget", None),
-    },
-    # widget.proto
-    "Widget": {
-        "title": ("scalar", "string", None),
-        "xyChart": ("message", "XyChart", "content"),
-        "sectionHeader": ("message", "SectionHeader", "content"),
-        "id": ("scalar", "string", None),
-    },
-    # section_header.proto
-    "SectionHeader": {"subtitle": ("scalar", "string", None), "dividerBelow": ("scalar", "bool", None)},
-    # xychart.proto
-    "XyChart": {
-        "dataSets": ("repeated", "XyChart.DataSet", None),
-        "thresholds": ("repeated", "Threshold", None),
-        "xAxis": ("message", "XyChart.Axis", None),
-        "yAxis": ("message", "XyChart.Axis", None),
-        "y2Axis": ("message", "XyChart.Axis", None),
-        "chartOptions": ("message", "ChartOptions", None),
-    },
-    "XyChart.DataSet": {
-        "timeSeriesQuery": ("message", "TimeSeriesQuery", None),
-        "plotType": ("enum", "XyChart.DataSet.PlotType", None),
-        "legendTemplate": ("scalar", "string", None),
-        "targetAxis": ("enum", "XyChart.DataSet.TargetAxis", None),
-    },
-    "XyChart.Axis": {"label": ("scalar", "string", None), "scale": ("enum", "XyChart.Axis.Scale", None)},
-    "ChartOptions": {"mode": ("enum", "ChartOptions.Mode", None)},
-    # metrics.proto
-    "TimeSeriesQuery": {
-        "prometheusQuery": ("scalar", "string", "source"),
-        "timeSeriesQueryLanguage": ("scalar", "string", "source"),
-        "unitOverride": ("scalar", "string", None),
-        "outputFullDuration": ("scalar", "bool", None),
-    },
-    "Threshold": {
-        "label": ("scalar", "string", None),
-        "value": ("scalar", "double", None),
-        "color": ("enum", "Threshold.Color", None),
-        "direction": ("enum", "Threshold.Direction", None),
-        "targetAxis": ("enum", "Threshold.TargetAxis", None),
-    },
-}
 # proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default).
 SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "double": 0.0}
+# The fields of the messages this program can write as their proto declares them, `[repeated] type jsonName
+# [oneof name]`; an unknown field fails the walk.
+PROTO = {
+    # dashboard.proto
+    "Dashboard": "string name; string displayName; string etag; MosaicLayout mosaicLayout oneof layout; "
+    "map<string,string> labels",
+    # layouts.proto
+    "MosaicLayout": "int32 columns; repeated MosaicLayout.Tile tiles",
+    "MosaicLayout.Tile": "int32 xPos; int32 yPos; int32 width; int32 height; Widget widget",
+    # widget.proto
+    "Widget": "string title; XyChart xyChart oneof content; SectionHeader sectionHeader oneof content; string id",
+    # section_header.proto
+    "SectionHeader": "string subtitle; bool dividerBelow",
+    # xychart.proto
+    "XyChart": "repeated XyChart.DataSet dataSets; repeated Threshold thresholds; XyChart.Axis xAxis; "
+    "XyChart.Axis yAxis; XyChart.Axis y2Axis; ChartOptions chartOptions",
+    "XyChart.DataSet": "TimeSeriesQuery timeSeriesQuery; XyChart.DataSet.PlotType plotType; string legendTemplate; "
+    "XyChart.DataSet.TargetAxis targetAxis",
+    "XyChart.Axis": "string label; XyChart.Axis.Scale scale",
+    "ChartOptions": "ChartOptions.Mode mode",
+    # metrics.proto
+    "TimeSeriesQuery": "string prometheusQuery oneof source; string timeSeriesQueryLanguage oneof source; "
+    "string unitOverride; bool outputFullDuration",
+    "Threshold": "string label; double value; Threshold.Color color; Threshold.Direction direction; "
+    "Threshold.TargetAxis targetAxis",
+}
+Field = tuple[str, str, str | None]  # kind ("scalar", "enum", "message", "repeated" or "map"), type, oneof
+
+
+def field(declaration: str) -> tuple[str, Field]:
+    """A declaration of PROTO as (JSON name, Field); a repeated field's type is its elements', a map's its values'."""
+    repeated = declaration.startswith("repeated ")
+    type_, name, *oneof = declaration.removeprefix("repeated ").split()  # oneof: ["oneof", its name]
+    if type_.startswith("map<"):
+        kind, type_ = "map", type_.removesuffix(">").split(",")[1]
+    else:
+        kind = "enum" if type_ in ENUMS else "scalar" if type_ in SCALAR_DEFAULTS else "message"
+    return name, ("repeated" if repeated else kind, type_, oneof[1] if oneof else None)
+
+
+MESSAGES: dict[str, dict[str, Field]] = {message: dict(map(field, spec.split("; "))) for message, spec in PROTO.items()}
 
 
 # The fields of MESSAGES this program writes; the schema derived from them is closed to every other (the API's
