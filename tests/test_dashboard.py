@@ -1,4 +1,5 @@
-"""The dashboard survives the Monitoring API's round trip: the second `pulumi up` shows no change.
+"""The dashboard as the Monitoring API takes it: valid for the API, and unchanged by its round trip (the second
+`pulumi up` shows no change).
 
 What the API stores is its proto (googleapis/googleapis google/monitoring/dashboard/v1/*.proto at f8291d2b, the
 subset below, transcribed with its field types), and what it answers is that message in proto3 JSON: lowerCamelCase
@@ -16,16 +17,19 @@ The defaults below come from those rules and the proto's types, never from what 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+from collections import Counter
 from typing import Any
 
+import jsonschema
 import pytest
 
 from components.model.observability.dashboard import without_defaults
-from tests.harness import Run, run_program
+from tests.harness import P, Run, run_program
 
-P = "gke-tpu-slicing"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 
 # Enums: their first value (number 0) is the default (proto3 requires it).
 ENUMS: dict[str, tuple[str, ...]] = {
@@ -38,78 +42,143 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "Threshold.TargetAxis": ("TARGET_AXIS_UNSPECIFIED", "Y1", "Y2"),
 }
 
-# message -> JSON field name -> (kind, type, oneof). kind: "scalar", "enum", "message", "repeated" (of a message or
-# scalar type), "map". Only the fields of the messages this program can write; an unknown one fails the walk.
-Field = tuple[str, str, str | None]
-MESSAGES: dict[str, dict[str, Field]] = {
+# proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default).
+SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "double": 0.0}
+# The fields of the messages this program can write as their proto declares them, `[repeated] type jsonName
+# [oneof name]`; an unknown field fails the walk.
+PROTO = {
     # dashboard.proto
-    "Dashboard": {
-        "name": ("scalar", "string", None),
-        "displayName": ("scalar", "string", None),
-        "etag": ("scalar", "string", None),
-        "mosaicLayout": ("message", "MosaicLayout", "layout"),
-        "labels": ("map", "string", None),
-    },
+    "Dashboard": "string name; string displayName; string etag; MosaicLayout mosaicLayout oneof layout; "
+    "map<string,string> labels",
     # layouts.proto
-    "MosaicLayout": {"columns": ("scalar", "int32", None), "tiles": ("repeated", "MosaicLayout.Tile", None)},
-    "MosaicLayout.Tile": {
-        "xPos": ("scalar", "int32", None),
-        "yPos": ("scalar", "int32", None),
-        "width": ("scalar", "int32", None),
-        "height": ("scalar", "int32", None),
-        "widget": ("message", "Widget", None),
-    },
+    "MosaicLayout": "int32 columns; repeated MosaicLayout.Tile tiles",
+    "MosaicLayout.Tile": "int32 xPos; int32 yPos; int32 width; int32 height; Widget widget",
     # widget.proto
-    "Widget": {
-        "title": ("scalar", "string", None),
-        "xyChart": ("message", "XyChart", "content"),
-        "sectionHeader": ("message", "SectionHeader", "content"),
-        "id": ("scalar", "string", None),
-    },
+    "Widget": "string title; XyChart xyChart oneof content; SectionHeader sectionHeader oneof content; string id",
     # section_header.proto
-    "SectionHeader": {"subtitle": ("scalar", "string", None), "dividerBelow": ("scalar", "bool", None)},
+    "SectionHeader": "string subtitle; bool dividerBelow",
     # xychart.proto
-    "XyChart": {
-        "dataSets": ("repeated", "XyChart.DataSet", None),
-        "thresholds": ("repeated", "Threshold", None),
-        "xAxis": ("message", "XyChart.Axis", None),
-        "yAxis": ("message", "XyChart.Axis", None),
-        "y2Axis": ("message", "XyChart.Axis", None),
-        "chartOptions": ("message", "ChartOptions", None),
-    },
-    "XyChart.DataSet": {
-        "timeSeriesQuery": ("message", "TimeSeriesQuery", None),
-        "plotType": ("enum", "XyChart.DataSet.PlotType", None),
-        "legendTemplate": ("scalar", "string", None),
-        "targetAxis": ("enum", "XyChart.DataSet.TargetAxis", None),
-    },
-    "XyChart.Axis": {"label": ("scalar", "string", None), "scale": ("enum", "XyChart.Axis.Scale", None)},
-    "ChartOptions": {"mode": ("enum", "ChartOptions.Mode", None)},
+    "XyChart": "repeated XyChart.DataSet dataSets; repeated Threshold thresholds; XyChart.Axis xAxis; "
+    "XyChart.Axis yAxis; XyChart.Axis y2Axis; ChartOptions chartOptions",
+    "XyChart.DataSet": "TimeSeriesQuery timeSeriesQuery; XyChart.DataSet.PlotType plotType; string legendTemplate; "
+    "XyChart.DataSet.TargetAxis targetAxis",
+    "XyChart.Axis": "string label; XyChart.Axis.Scale scale",
+    "ChartOptions": "ChartOptions.Mode mode",
     # metrics.proto
-    "TimeSeriesQuery": {
-        "prometheusQuery": ("scalar", "string", "source"),
-        "timeSeriesQueryLanguage": ("scalar", "string", "source"),
-        "unitOverride": ("scalar", "string", None),
-        "outputFullDuration": ("scalar", "bool", None),
-    },
-    "Threshold": {
-        "label": ("scalar", "string", None),
-        "value": ("scalar", "double", None),
-        "color": ("enum", "Threshold.Color", None),
-        "direction": ("enum", "Threshold.Direction", None),
-        "targetAxis": ("enum", "Threshold.TargetAxis", None),
-    },
+    "TimeSeriesQuery": "string prometheusQuery oneof source; string timeSeriesQueryLanguage oneof source; "
+    "string unitOverride; bool outputFullDuration",
+    "Threshold": "string label; double value; Threshold.Color color; Threshold.Direction direction; "
+    "Threshold.TargetAxis targetAxis",
 }
-# proto3 scalar defaults (https://protobuf.dev/programming-guides/proto3/#default) and their JSON form
-# (int64 as a decimal string, https://protobuf.dev/programming-guides/json/).
-SCALAR_DEFAULTS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "int64": 0, "double": 0.0}
+Field = tuple[str, str, str | None]  # kind ("scalar", "enum", "message", "repeated" or "map"), type, oneof
+
+
+def field(declaration: str) -> tuple[str, Field]:
+    """A declaration of PROTO as (JSON name, Field); a repeated field's type is its elements', a map's its values'."""
+    repeated = declaration.startswith("repeated ")
+    type_, name, *oneof = declaration.removeprefix("repeated ").split()  # oneof: ["oneof", its name]
+    if type_.startswith("map<"):
+        kind, type_ = "map", type_.removesuffix(">").split(",")[1]
+    else:
+        kind = "enum" if type_ in ENUMS else "scalar" if type_ in SCALAR_DEFAULTS else "message"
+    return name, ("repeated" if repeated else kind, type_, oneof[1] if oneof else None)
+
+
+MESSAGES: dict[str, dict[str, Field]] = {message: dict(map(field, spec.split("; "))) for message, spec in PROTO.items()}
+
+
+# The fields of MESSAGES this program writes; the schema derived from them is closed to every other (the API's
+# reference, https://cloud.google.com/monitoring/api/ref_v3/rest/v1/projects.dashboards). A required field ("!")
+# is never empty: a string of one character or more, a list of one item or more, an int32 of 1 or more (the
+# others, positions, 0 or more). Every chart is PromQL: no filter, no MQL.
+WRITTEN = {
+    "Dashboard": "displayName! labels mosaicLayout!",
+    "MosaicLayout": "columns! tiles!",
+    "MosaicLayout.Tile": "xPos yPos width! height! widget!",
+    "Widget": "title! xyChart sectionHeader",
+    "SectionHeader": "subtitle dividerBelow",
+    "XyChart": "dataSets! thresholds yAxis",
+    "XyChart.DataSet": "timeSeriesQuery! plotType! legendTemplate targetAxis",
+    "XyChart.Axis": "label scale",
+    "TimeSeriesQuery": "prometheusQuery! unitOverride",
+    "Threshold": "value! label targetAxis",
+}
+JSON_TYPES = {"string": "string", "bool": "boolean", "int32": "integer", "double": "number"}
+
+
+def field_schema(kind: str, type_: str, required: bool) -> dict[str, Any]:
+    if kind == "message":
+        return {"$ref": f"#/$defs/{type_}"}
+    if kind == "enum":
+        return {"enum": list(ENUMS[type_][1:])}  # the default, UNSPECIFIED, is dropped by the API (module docstring)
+    if kind == "map":
+        return {"type": "object", "additionalProperties": {"type": JSON_TYPES[type_]}}
+    if kind == "repeated":
+        items = field_schema("message" if type_ in MESSAGES else "scalar", type_, False)
+        return {"type": "array", "items": items, **({"minItems": 1} if required else {})}
+    out: dict[str, Any] = {"type": JSON_TYPES[type_]}
+    if type_ == "string" and required:
+        out["minLength"] = 1
+    if type_ == "int32":
+        out["minimum"] = 1 if required else 0
+    return out
+
+
+def message_schema(message: str) -> dict[str, Any]:
+    names = [name.rstrip("!") for name in WRITTEN[message].split()]
+    required = [name.rstrip("!") for name in WRITTEN[message].split() if name.endswith("!")]
+    fields = {name: MESSAGES[message][name] for name in names}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: field_schema(kind, type_, name in required) for name, (kind, type_, _) in fields.items()},
+        "required": required,
+    }
+    oneofs: dict[str, list[str]] = {}
+    for name, (_, _, oneof) in fields.items():
+        oneofs.setdefault(oneof or "", []).append(name)
+    # A oneof is a union (a widget is exactly one kind); one written member of it is just a field.
+    unions = [
+        {"oneOf": [{"required": [m]} for m in members]} for o, members in oneofs.items() if o and len(members) > 1
+    ]
+    if unions:
+        schema["allOf"] = unions
+    return schema
+
+
+DASHBOARD_SCHEMA = {"$ref": "#/$defs/Dashboard", "$defs": {message: message_schema(message) for message in WRITTEN}}
+DASHBOARD_SCHEMA["$defs"]["MosaicLayout"]["properties"]["columns"]["maximum"] = 48  # the API's grid
+
+
+def tiles(d: dict[str, Any]) -> list[dict[str, Any]]:
+    return d["mosaicLayout"]["tiles"]
+
+
+def dashboard_problems(d: dict[str, Any]) -> list[str]:
+    """Schema errors, then what the schema cannot say: tiles inside the grid, no overlaps, no duplicate charts."""
+    problems = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in jsonschema.Draft202012Validator(DASHBOARD_SCHEMA).iter_errors(d)
+    ]
+    if problems:
+        return problems
+    columns = d["mosaicLayout"]["columns"]
+    cells: Counter[tuple[int, int]] = Counter()
+    for i, t in enumerate(tiles(d)):
+        x0, y0 = t.get("xPos", 0), t.get("yPos", 0)
+        if x0 + t["width"] > columns:
+            problems.append(f"tile {i} ends at column {x0 + t['width']} > {columns}")
+        cells.update(itertools.product(range(x0, x0 + t["width"]), range(y0, y0 + t["height"])))
+    problems += [f"tiles overlap at {cell}" for cell, count in cells.items() if count > 1]
+    charts = [t["widget"]["xyChart"]["dataSets"] for t in tiles(d) if "xyChart" in t["widget"]]
+    queries = Counter(json.dumps([ds["timeSeriesQuery"]["prometheusQuery"] for ds in chart]) for chart in charts)
+    problems += [f"{count} charts show {query}" for query, count in queries.items() if count > 1]
+    return problems
 
 
 def _is_default(kind: str, type_: str, value: Any) -> bool:
     if kind == "scalar":
         default = SCALAR_DEFAULTS[type_]
-        if type_ == "int64" and isinstance(value, str):
-            value = int(value)
         return type(value) is type(default) and value == default if type_ == "bool" else value == default
     if kind == "enum":
         return value in (ENUMS[type_][0], 0)
@@ -137,7 +206,7 @@ def defaults_in(value: dict[str, Any], message: str = "Dashboard", path: str = "
 
 
 def api_answer(value: dict[str, Any], message: str = "Dashboard") -> dict[str, Any]:
-    """What the API returns for a message it stored: proto3 JSON, defaults dropped, int64 as strings, enums by name."""
+    """What the API returns for a message it stored: proto3 JSON, defaults dropped, enums by name."""
     out: dict[str, Any] = {}
     for key, item in value.items():
         kind, type_, oneof = MESSAGES[message][key]
@@ -149,8 +218,6 @@ def api_answer(value: dict[str, Any], message: str = "Dashboard") -> dict[str, A
             out[key] = [api_answer(e, type_) for e in item]
         elif kind == "enum":
             out[key] = ENUMS[type_][item] if isinstance(item, int) else item
-        elif kind == "scalar" and type_ == "int64":
-            out[key] = str(item)
         elif kind == "scalar" and type_ == "double":
             out[key] = float(item)
         else:
@@ -206,14 +273,10 @@ def emitted(run: Run) -> dict[str, Any]:
 CASES = {
     "dev": {},
     "no-serving": {f"{P}:serving": {"enabled": False}},
-    "no-demos": {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}},
+    "no-demos": NO_DEMOS,
     "four-cubes": {f"{P}:tpu": {"cubes": 4}},
     # no chips: the provisioned-chips threshold is at 0, the default of its `value`
-    "no-cubes": {
-        f"{P}:tpu": {"cubes": 0},
-        f"{P}:serving": {"enabled": False},
-        f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
-    },
+    "no-cubes": {f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS},
 }
 
 
@@ -224,21 +287,51 @@ def dashboard(request: pytest.FixtureRequest) -> dict[str, Any]:
     return emitted(run_program(stack=request.param))
 
 
-def test_no_field_of_the_dashboard_is_at_its_default(dashboard: dict[str, Any]) -> None:
+def test_the_dashboard_is_valid_and_no_field_is_at_its_default(
+    dashboard: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    problems = dashboard_problems(dashboard)
+    if request.node.callspec.params["dashboard"] == "no-cubes":  # its threshold at 0 leaves the required value out
+        assert len(problems) == 1 and problems[0].endswith("'thresholds', 0]: 'value' is a required property")
+    else:
+        assert problems == []
     assert defaults_in(dashboard) == []
     # Not vacuous: the walk reaches every tile and data set (a dashboard has dozens of fields).
-    tiles = dashboard["mosaicLayout"]["tiles"]
-    assert len(tiles) >= 6 and any("xyChart" in t["widget"] for t in tiles)
+    assert len(tiles(dashboard)) >= 6 and any("xyChart" in t["widget"] for t in tiles(dashboard))
 
 
 def test_what_the_api_returns_shows_no_change_on_the_second_up(dashboard: dict[str, Any]) -> None:
     assert diff_suppressed(stored(dashboard), dashboard)
 
 
+def first_query(d: dict[str, Any]) -> dict[str, Any]:
+    """The first data set's query of tile 1 (tile 0 is a section header)."""
+    return tiles(d)[1]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]
+
+
+BREAKAGES = {
+    "outside-grid": lambda d: tiles(d)[1].update(xPos=40),  # past column 48
+    "overlap": lambda d: tiles(d)[2].update(xPos=0, yPos=tiles(d)[1]["yPos"]),
+    "no-promql": lambda d: first_query(d).pop("prometheusQuery"),
+    "filter-not-promql": lambda d: first_query(d).update(timeSeriesFilter={"filter": "metric.type=x"}),
+    "too-many-columns": lambda d: d["mosaicLayout"].update(columns=64),
+    "duplicate": lambda d: tiles(d).append(copy.deepcopy(tiles(d)[1]) | {"yPos": 10_000}),
+    "two-kinds": lambda d: tiles(d)[0]["widget"].update(xyChart={"dataSets": []}),
+    "extra-layout": lambda d: d.update(gridLayout={}),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES.values(), ids=BREAKAGES.keys())
+def test_a_broken_dashboard_is_caught(dev: Run, breakage: Any) -> None:
+    d = emitted(dev)
+    breakage(d)
+    assert dashboard_problems(d) != []
+
+
 def test_the_model_sees_the_permanent_diff_of_a_zero_position(dev: Run) -> None:
     """The first tile of a row sits at column 0, the first row at line 0: written out, each is a change forever."""
     config = emitted(dev)
-    first = config["mosaicLayout"]["tiles"][0]
+    first = tiles(config)[0]
     assert "xPos" not in first and "yPos" not in first  # at the origin, so left out
     for field in ("xPos", "yPos"):
         broken = copy.deepcopy(config)

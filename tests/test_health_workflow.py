@@ -3,10 +3,13 @@ proposes changes through a pull request only. actionlint (in .ci/run) checks tha
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from components.model.observability import health
 from tests.test_workflows import STACKS, workflow
 
 
@@ -67,9 +70,6 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
 
 def _run_pull_request_step(tmp: Path, report: str) -> str:
     """The pull-request job's script, run with stand-ins for `gh` and `git`: the body it would post."""
-    import os
-    import subprocess
-
     step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
     bin_ = tmp / "bin"
     bin_.mkdir(parents=True)
@@ -77,9 +77,9 @@ def _run_pull_request_step(tmp: Path, report: str) -> str:
         (bin_ / tool).write_text("#!/bin/sh\nexit 0\n")
         (bin_ / tool).chmod(0o755)
     (tmp / "health").mkdir()
-    (tmp / "health" / "rc").write_text("1\n")
-    (tmp / "health" / "report.txt").write_text(report)
-    (tmp / "health" / "Pulumi.dev.yaml").write_text("config: {moved: true}\n")
+    files = {"rc": "1\n", "report.txt": report, "Pulumi.dev.yaml": "config: {moved: true}\n"}  # the check job's
+    for name, text in files.items():
+        (tmp / "health" / name).write_text(text)
     (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x"}
     subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, check=True, capture_output=True)
@@ -89,8 +89,6 @@ def _run_pull_request_step(tmp: Path, report: str) -> str:
 def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_path: Path) -> None:
     """The previews refuse the move while the stack runs queued workloads: the body says so first, matching the
     line the command prints (components/model/observability/health.py MOVE_AFTER_DRAINING)."""
-    from components.model.observability import health
-
     drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
     body = _run_pull_request_step(tmp_path / "a", drain)
     assert body.startswith("**Do not merge yet.**") and drain in body

@@ -1,17 +1,20 @@
-"""The slice controller's webhooks, scoped by the program to the namespaces its queued workloads run in.
+"""The slice controller's webhooks, scoped by the program to the namespaces its queued workloads run in, and the
+feature gates it turns on in the controller's manager.
 
 The manifest is a URL the provider fetches at `up`, so nothing offline renders it: the tests run the program's
 transforms (components/addons.py) on objects shaped exactly as the controller's source builds them, AI-Hypercomputer/xpk
 `slice/` at 250d4b3c: config/webhook/manifests.yaml:1-82 (the four webhooks), named and namespaced by
 config/default/kustomization.yaml:2-15 (namespace `slice-controller-system`, prefix `slice-controller-`, the
 `control-plane` label) and webhook/kustomizeconfig.yaml:3-22 (the service's name and namespace), the form the
-release manifest of that tree has (slice/manifests.yaml:646-673 for its JobSet webhook).
+release manifest of that tree has (slice/manifests.yaml:646-673 for its JobSet webhook); the Deployment as
+config/manager/manager.yaml renders it.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -19,9 +22,10 @@ import pytest
 from pulumi.runtime.mocks import MockMonitor
 
 from components import addons
+from components.model.addons import slice_controller as sc
 from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_namespace_scope
 from components.model.keys import NAMESPACE_LABEL
-from tests.harness import CODELAB_MIX, PROJECT, Run, run_program
+from tests.harness import CODELAB_MIX, JOBSET, LWS, PROJECT, Run, assert_rejected, ok
 from tests.harness import label_selector_matches as selects
 
 MUTATING = "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration"
@@ -32,49 +36,40 @@ CONFIG_FILE = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
 SOURCE_WEBHOOKS = (
     ("mjob.kb.io", "/mutate-batch-v1-job", "batch", "v1", "jobs"),
     ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    (
-        "mleaderworkerset.kb.io",
-        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "leaderworkersets",
-    ),
+    ("mleaderworkerset.kb.io", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", "leaderworkerset.x-k8s.io",
+     "v1", "leaderworkersets"),
     ("mstatefulset.slice-controller.kb.io", "/mutate-apps-v1-statefulset", "apps", "v1", "statefulsets"),
-)
+)  # fmt: skip
 
 
 def source_configuration(kind: str = "MutatingWebhookConfiguration") -> dict[str, Any]:
     """The controller's webhook configuration as its kustomization renders it (module docstring)."""
+    service = {"name": "slice-controller-webhook-service", "namespace": "slice-controller-system"}
+    webhooks = [
+        {
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"service": {**service, "path": path}},
+            "failurePolicy": "Fail",
+            "name": name,
+            "rules": [
+                {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [plural]}
+            ],
+            "sideEffects": "None",
+        }
+        for name, path, group, version, plural in SOURCE_WEBHOOKS
+    ]
+    name = "slice-controller-" + kind.removesuffix("WebhookConfiguration").lower() + "-webhook-configuration"
+    metadata = {"labels": {"control-plane": "controller-manager"}, "name": name}
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": metadata, "webhooks": webhooks}
+
+
+def controller_deployment(args: list[str]) -> dict[str, Any]:
+    """The controller's Deployment (config/manager/manager.yaml, namespace from the kustomization)."""
     return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": kind,
-        "metadata": {
-            "labels": {"control-plane": "controller-manager"},
-            "name": "slice-controller-"
-            + {
-                "MutatingWebhookConfiguration": "mutating-webhook-configuration",
-                "ValidatingWebhookConfiguration": "validating-webhook-configuration",
-            }[kind],
-        },
-        "webhooks": [
-            {
-                "admissionReviewVersions": ["v1"],
-                "clientConfig": {
-                    "service": {
-                        "name": "slice-controller-webhook-service",
-                        "namespace": "slice-controller-system",
-                        "path": path,
-                    }
-                },
-                "failurePolicy": "Fail",
-                "name": name,
-                "rules": [
-                    {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"], "resources": [resource]}
-                ],
-                "sideEffects": "None",
-            }
-            for name, path, group, version, resource in SOURCE_WEBHOOKS
-        ],
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "manager", "command": ["/manager"], "args": args}]}}},
     }
 
 
@@ -89,16 +84,21 @@ def apply(transforms: list[pulumi.ResourceTransform], type_: str, props: dict[st
     return props
 
 
-def namespace_labels(namespace: str) -> dict[str, str]:
-    return {NAMESPACE_LABEL: namespace}  # the API server sets it on every namespace
+def in_namespace(namespace: str) -> dict[str, str]:
+    return {NAMESPACE_LABEL: namespace}  # the labels the API server sets on every namespace
 
 
+@dataclass
 class Captured:
-    """The transforms the program hands the slice controller's ConfigFile, and what its registration carries."""
+    """The transforms the program hands the slice controller's ConfigFile, and how many its registration carries."""
 
-    def __init__(self) -> None:
-        self.transforms: list[pulumi.ResourceTransform] = []
-        self.registered: int | None = None
+    transforms: list[pulumi.ResourceTransform] = field(default_factory=list)
+    registered: int | None = None
+
+    def program(self, overrides: dict[str, Any] | None = None) -> Run:
+        run = ok(overrides)
+        assert self.registered == len(self.transforms) >= 1  # the engine gets them as callbacks
+        return run
 
 
 @pytest.fixture
@@ -121,15 +121,8 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
     yield captured
 
 
-def program(capture: Captured, overrides: dict[str, Any] | None = None) -> Run:
-    run = run_program(overrides)
-    assert run.error is None, run.error
-    assert capture.registered == len(capture.transforms) >= 1  # the engine gets them as callbacks
-    return run
-
-
 def test_every_webhook_of_the_manifest_is_scoped_to_the_queued_namespace(capture: Captured) -> None:
-    run = program(capture)
+    run = capture.program()
     namespace = run.get("kubernetes:core/v1:Namespace", "queues-namespace").plain()["metadata"]["name"]
     source = source_configuration()
     out = apply(capture.transforms, MUTATING, copy.deepcopy(source))
@@ -142,12 +135,12 @@ def test_every_webhook_of_the_manifest_is_scoped_to_the_queued_namespace(capture
     assert out == source
     # A ValidatingWebhookConfiguration (none at 250d4b3c) would be scoped alike.
     validating = apply(capture.transforms, VALIDATING, source_configuration("ValidatingWebhookConfiguration"))
-    assert all(selects(w["namespaceSelector"], namespace_labels(namespace)) for w in validating["webhooks"])
+    assert all(selects(w["namespaceSelector"], in_namespace(namespace)) for w in validating["webhooks"])
     assert {MUTATING, VALIDATING} == WEBHOOK_CONFIGURATIONS
 
 
 def test_the_scope_follows_the_kueue_namespace(capture: Captured) -> None:
-    program(capture, {f"{PROJECT}:kueue": {"namespace": "tpu-jobs"}})
+    capture.program({f"{PROJECT}:kueue": {"namespace": "tpu-jobs"}})
     out = apply(capture.transforms, MUTATING, source_configuration())
     assert {tuple(w["namespaceSelector"]["matchExpressions"][0]["values"]) for w in out["webhooks"]} == {("tpu-jobs",)}
 
@@ -171,61 +164,77 @@ def test_an_existing_selector_is_kept_and_narrowed_not_replaced() -> None:
     assert out["webhooks"][1]["namespaceSelector"] == {"matchExpressions": [requirement]}
     # Narrowed: the webhook keeps its own conditions and gains the namespace.
     selector = out["webhooks"][0]["namespaceSelector"]
-    assert selects(selector, {**namespace_labels("jobs"), "team": "tpu"})
-    assert not selects(selector, namespace_labels("jobs"))  # its own matchLabels still apply
-    assert not selects(selector, {**namespace_labels("other"), "team": "tpu"})
+    assert selects(selector, {**in_namespace("jobs"), "team": "tpu"})
+    assert not selects(selector, in_namespace("jobs"))  # its own matchLabels still apply
+    assert not selects(selector, {**in_namespace("other"), "team": "tpu"})
     # A second registration (every `up` re-renders the manifest) adds nothing.
     assert with_namespace_scope(out, requirement) == out
 
 
 def test_other_objects_of_the_manifest_pass_unchanged(capture: Captured) -> None:
-    program(capture)
+    capture.program()
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slice-controller-webhook-service"}}
     assert apply(capture.transforms, "kubernetes:core/v1:Service", copy.deepcopy(service)) == service
-    deployment = {"metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"}}
+    deployment = controller_deployment(["--leader-elect"])
     assert apply(capture.transforms, DEPLOYMENT, copy.deepcopy(deployment)) == deployment  # dev turns no gate on
-
-
-def test_the_feature_gates_transform_stays_beside_the_scope(capture: Captured) -> None:
-    gates = {f"{PROJECT}:addons": {"sliceController": {"featureGates": ["UseRetryMechanismForSliceCreation"]}}}
-    program(capture, gates)
-    assert len(capture.transforms) == 2
-    deployment = {
-        "metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"},
-        "spec": {"template": {"spec": {"containers": [{"name": "manager", "args": ["--leader-elect"]}]}}},
-    }
-    out = apply(capture.transforms, DEPLOYMENT, deployment)
-    assert out["spec"]["template"]["spec"]["containers"][0]["args"][-1].startswith("--feature-gates=")
-    assert "namespaceSelector" in apply(capture.transforms, MUTATING, source_configuration())["webhooks"][0]
 
 
 def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outside(capture: Captured) -> None:
     """The webhooks must still see every object they act on (the program's queued JobSets and LeaderWorkerSets,
     and the StatefulSets LWS creates in each set's namespace), and nothing else needs them."""
-    run = program(capture, {**CODELAB_MIX, f"{PROJECT}:serving": {"weightsDownload": {"enabled": True}}})
-    (selector,) = {
-        str(w["namespaceSelector"]): w["namespaceSelector"]
-        for w in apply(capture.transforms, MUTATING, source_configuration())["webhooks"]
-    }.values()
-    workloads = [
-        r
-        for r in run.registrations
-        if r.type
-        in ("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
-    ]
+    run = capture.program({**CODELAB_MIX, f"{PROJECT}:serving": {"weightsDownload": {"enabled": True}}})
+    webhooks = apply(capture.transforms, MUTATING, source_configuration())["webhooks"]
+    (selector,) = {str(w["namespaceSelector"]): w["namespaceSelector"] for w in webhooks}.values()
+    workloads = run.of_type(JOBSET) + run.of_type(LWS)
     kinds = sorted(r.type.rsplit(":", 1)[-1] for r in workloads)
     assert kinds == ["JobSet", "JobSet", "LeaderWorkerSet", "LeaderWorkerSet"]  # both demos, prefill and decode
     for r in workloads:
         meta = r.plain()["metadata"]
         assert meta["labels"].get("kueue.x-k8s.io/queue-name"), r.name  # what the webhooks act on
-        assert selects(selector, namespace_labels(meta["namespace"])), r.name
+        assert selects(selector, in_namespace(meta["namespace"])), r.name
     # Outside: every other namespace the program makes, the weights download Job's among them.
-    others = [
-        r.plain()["metadata"]["name"]
-        for r in run.of_type("kubernetes:core/v1:Namespace")
-        if r.name != "queues-namespace"
-    ]
+    namespaces = run.of_type("kubernetes:core/v1:Namespace")
+    others = [r.plain()["metadata"]["name"] for r in namespaces if r.name != "queues-namespace"]
     assert "model-weights" in others and len(others) >= 4
-    assert not any(selects(selector, namespace_labels(ns)) for ns in [*others, "default", "kube-system"])
+    assert not any(selects(selector, in_namespace(ns)) for ns in [*others, "default", "kube-system"])
     job = run.get("kubernetes:batch/v1:Job", "serving-weights-job").plain()
-    assert not selects(selector, namespace_labels(job["metadata"]["namespace"]))
+    assert not selects(selector, in_namespace(job["metadata"]["namespace"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The feature gates (components/model/addons/slice_controller.py)
+
+
+def test_the_gates_go_onto_the_controllers_manager_container_only() -> None:
+    base = ["--leader-elect", "--feature-gates=Old=true", "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED"]
+    out = sc.with_feature_gates(controller_deployment(base), list(sc.FEATURE_GATES))
+    assert out is not None
+    (container,) = out["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == [
+        "--leader-elect",
+        "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
+        "--feature-gates=FailOnUntoleratedDegradedSlice=true,UseRetryMechanismForSliceCreation=true",
+    ]
+    other = controller_deployment(base)
+    other["metadata"]["name"] = "kueue-controller-manager"
+    assert sc.with_feature_gates(other, ["FailOnUntoleratedDegradedSlice"]) is None
+    assert sc.with_feature_gates(controller_deployment(base), []) is None
+
+
+def test_only_the_gates_the_controller_has_are_accepted() -> None:
+    assert_rejected(
+        {"gke-tpu-slicing:addons": {"sliceController": {"featureGates": ["FailOnDegraded"]}}},
+        ["gke-tpu-slicing:addons.sliceController.featureGates", "FailOnUntoleratedDegradedSlice"],
+    )
+
+
+def test_the_gates_transform_changes_the_controllers_deployment_beside_the_scope(capture: Captured) -> None:
+    capture.program({f"{PROJECT}:addons": {"sliceController": {"featureGates": ["UseRetryMechanismForSliceCreation"]}}})
+    assert len(capture.transforms) == 2
+    out = apply(capture.transforms, DEPLOYMENT, controller_deployment(["--leader-elect"]))
+    (container,) = out["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--leader-elect", "--feature-gates=UseRetryMechanismForSliceCreation=true"]
+    assert "namespaceSelector" in apply(capture.transforms, MUTATING, source_configuration())["webhooks"][0]
+    # Nothing else of the manifest changes, the controller's own Service included.
+    service = {"metadata": controller_deployment([])["metadata"]}
+    assert apply(capture.transforms, "kubernetes:core/v1:Service", copy.deepcopy(service)) == service

@@ -9,6 +9,8 @@ on the recorded graph, and the preview's refusal of a pool's replacement under r
 from __future__ import annotations
 
 import base64
+import graphlib
+from pathlib import Path
 from typing import Any
 
 import dill
@@ -16,30 +18,13 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.output import UNKNOWN
 
+from components import teardown
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import (
-    TIMEOUT_KEY,
-    PoolReplacementsProvider,
-    SliceGateProvider,
-    replacement_refusals,
-    wait_until_unused,
-)
-from tests import harness
-from tests.harness import (
-    CHART,
-    CLUSTER,
-    JOBSET,
-    LWS,
-    P,
-    Registration,
-    Run,
-    assert_rejected,
-    is_secret,
-    run_program,
-    tpu_pools,
-    unwrap,
-)
+from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, replacement_refusals
+from tests import fakes, harness
+from tests.harness import P, Registration, Run, assert_rejected, is_secret, ok, tpu_pools, unwrap
+from tests.test_dashboard import NO_DEMOS
 from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
 from tests.test_diff import change, preview
 
@@ -55,19 +40,21 @@ POOL_B = [node("tpu7-pool-1", "cube-b", "b-0")]
 NODES = {"tpu7-pool-0": POOL_A, "tpu7-pool-1": POOL_B}
 
 
-def slice_(name: str, topology: str, ids: list[str], reason: str = "ACTIVE", deleting: bool = False) -> dict:
-    meta: dict = {
-        "name": name,
-        "annotations": {keys.OWNER_NAMESPACE: "llm-d-pd-disaggregation", keys.OWNER_NAME: f"wl-{name}"},
-    }
+def slice_(
+    name: str, topology: str, ids: list[str], reason: str = "ACTIVE", *, deleting: bool = False, owner: str = ""
+) -> dict[str, Any]:
+    """A Slice the controller made for workload `owner` (namespace/name; default llm-d-pd-disaggregation/wl-<name>)."""
+    namespace, _, owner = (owner or f"llm-d-pd-disaggregation/wl-{name}").partition("/")
+    meta: dict[str, Any] = {"name": name, "annotations": {keys.OWNER_NAMESPACE: namespace, keys.OWNER_NAME: owner}}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T08:00:00Z"
+    ready = "True" if reason in ("ACTIVE", "ACTIVE_DEGRADED") else "False"
     return {
         "apiVersion": "accelerator.gke.io/v1beta1",
         "kind": "Slice",
         "metadata": meta,
         "spec": {"type": "tpu7x", "topology": topology, "partitionIds": ids},
-        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": reason}]},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "m"}]},
     }
 
 
@@ -119,7 +106,7 @@ class FakeCluster:
 
 
 def wait(cluster: FakeCluster, pool: str = "tpu7-pool-0", timeout: float = 1200.0) -> float:
-    return wait_until_unused(
+    return teardown.wait_until_unused(
         pool, timeout, NODES.__getitem__, cluster.list_slices, clock=lambda: cluster.now, sleep=cluster.sleep
     )
 
@@ -149,7 +136,7 @@ def test_the_wait_is_bounded_and_its_error_names_the_slices_their_workloads_and_
     assert message.startswith("node pool tpu7-pool-0: 2 TPU Slice(s) still use its nodes after 45s")
     assert "sub (ACTIVE, workload llm-d-pd-disaggregation/wl-sub)" in message
     assert "super (ACTIVE, workload llm-d-pd-disaggregation/wl-super)" in message
-    assert "has not been deleted" in message and TIMEOUT_KEY in message
+    assert "has not been deleted" in message and teardown.TIMEOUT_KEY in message
     assert cluster.now == 45.0  # the last sleep is cut to the deadline
 
 
@@ -176,115 +163,85 @@ def test_the_pickled_provider_is_a_reference_and_holds_no_secret() -> None:
 
 def test_one_gate_per_pool_with_the_kubeconfig_secret_end_to_end(dev: Run) -> None:
     gates = dev.of_type(GATE)
-    pools = [r for r in dev.of_type("gcp:container/nodePool:NodePool") if r.name != "cluster-system"]
-    assert sorted(g.plain("pool") for g in gates) == sorted(p.inputs["name"] for p in pools)
+    assert sorted(g.plain("pool") for g in gates) == sorted(p.inputs["name"] for p in tpu_pools(dev))
     for gate in gates:
         assert is_secret(gate.inputs["kubeconfig"])
         assert gate.options["additionalSecretOutputs"] == ["kubeconfig"]
         assert gate.plain("timeoutSeconds") == 1200
-    run = run_program({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 300}}})
+    run = ok({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 300}}})
     assert {g.plain("timeoutSeconds") for g in run.of_type(GATE)} == {300}
-    off = {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}
-    none = run_program({f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, f"{P}:demos": off})
-    assert none.error is None, none.error
-    assert none.of_type(GATE) == [] and none.of_type("gcp:container/nodePool:NodePool")
+    none = ok({f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS})
+    assert none.of_type(GATE) == [] and none.of_type(harness.POOL)
 
 
 def test_the_drain_timeout_must_be_positive() -> None:
     assert_rejected({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 0}}}, ["drainTimeoutSeconds"])
 
 
-class FakeApis:
-    """Just enough of the kubernetes client for `cluster_listers`: what it asks, and what it gets."""
-
-    def __init__(self, groups: list[str], preferred: str = "v1beta1", list_status: int | None = None) -> None:
-        self.groups, self.preferred, self.list_status = groups, preferred, list_status
-        self.calls: list[tuple] = []
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from types import SimpleNamespace
-
-        from kubernetes import client, config
-
-        fake = self
-
-        class Core:
-            def __init__(self, _api: object) -> None: ...
-
-            def list_node(self, label_selector: str) -> SimpleNamespace:
-                fake.calls.append(("nodes", label_selector))
-                return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(labels=POOL_A[0]))])
-
-        class Apis:
-            def __init__(self, _api: object) -> None: ...
-
-            def get_api_versions(self) -> SimpleNamespace:
-                groups = [
-                    SimpleNamespace(name=g, preferred_version=SimpleNamespace(version=fake.preferred))
-                    for g in fake.groups
-                ]
-                return SimpleNamespace(groups=groups)
-
-        class Custom:
-            def __init__(self, _api: object) -> None: ...
-
-            def list_cluster_custom_object(self, group: str, version: str, plural: str) -> dict:
-                fake.calls.append(("slices", group, version, plural))
-                if fake.list_status:
-                    raise client.exceptions.ApiException(status=fake.list_status)
-                return {"items": [slice_("sub", "2x2x2", ["a-0"])]}
-
-        def new_client(cfg: dict) -> SimpleNamespace:
-            fake.calls.append(("config", cfg))
-            return SimpleNamespace(configuration=SimpleNamespace(api_key={}, cert_file=None))
-
-        monkeypatch.setattr(config, "new_client_from_config_dict", new_client)
-        monkeypatch.setattr(client, "CoreV1Api", Core)
-        monkeypatch.setattr(client, "ApisApi", Apis)
-        monkeypatch.setattr(client, "CustomObjectsApi", Custom)
+KUBE_TOKEN = "kube-token"
 
 
-def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.teardown import cluster_listers
+def serve_kube(
+    request: pytest.FixtureRequest, answers: dict[str, tuple[int, Any]], token: str = KUBE_TOKEN
+) -> tuple[Path, list[fakes.Request]]:
+    """A fake API server, until the test ends, answering the paths of `answers` (without a trailing /) with their
+    (status, body) and any other with a 404, to KUBE_TOKEN: a kubeconfig reaching it with `token`, and the
+    requests it got."""
+    seen: list[fakes.Request] = []
+    server = fakes.serve_api(lambda r: answers.get(r.path.rstrip("/"), fakes.not_found()), KUBE_TOKEN, seen.append)
+    request.addfinalizer(server.shutdown)
+    url = f"http://{fakes.address(server)}"
+    return fakes.write_kubeconfig(request.getfixturevalue("tmp_path") / "kubeconfig", url, token), seen
 
-    fake = FakeApis(["apps", model.SLICE_GROUP], preferred="v1beta1")
-    fake.install(monkeypatch)
-    list_nodes, list_slices = cluster_listers("apiVersion: v1\nkind: Config\n")
+
+def slice_api(request: pytest.FixtureRequest, groups: list[str], list_status: int = 200) -> tuple[str, list]:
+    """Pool A's first node and one Slice (its list answering `list_status`), the API groups `groups` served at
+    v1alpha1 and v1beta1, the latter preferred: the kubeconfig's text and the requests."""
+    versions = {g: [{"groupVersion": f"{g}/{v}", "version": v} for v in ("v1alpha1", "v1beta1")] for g in groups}
+    listed = [{"name": g, "versions": vs, "preferredVersion": vs[1]} for g, vs in versions.items()]
+    nodes = {"kind": "NodeList", "apiVersion": "v1", "items": [{"metadata": {"labels": POOL_A[0]}}]}
+    path, seen = serve_kube(
+        request,
+        {
+            "/apis": (200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": listed}),
+            "/api/v1/nodes": (200, nodes),
+            f"/apis/{model.SLICE_GROUP}/v1beta1/{model.SLICE_PLURAL}": (
+                list_status,
+                {"items": [slice_("sub", "2x2x2", ["a-0"])]},
+            ),
+        },
+    )
+    return path.read_text(), seen
+
+
+def test_the_listers_ask_for_the_pools_nodes_and_the_preferred_slice_version(request: pytest.FixtureRequest) -> None:
+    kubeconfig, seen = slice_api(request, ["apps", model.SLICE_GROUP])
+    list_nodes, list_slices = cluster_listers(kubeconfig)
     assert list_nodes("tpu7-pool-0") == [POOL_A[0]]
     assert [s["metadata"]["name"] for s in list_slices() or []] == ["sub"]
-    assert fake.calls[0] == ("config", {"apiVersion": "v1", "kind": "Config"})
-    assert ("nodes", "cloud.google.com/gke-nodepool=tpu7-pool-0") in fake.calls
-    assert ("slices", "accelerator.gke.io", "v1beta1", "slices") in fake.calls
+    assert {r.authorization for r in seen} == {f"Bearer {KUBE_TOKEN}"}  # the kubeconfig's credential, on every request
+    assert ("/api/v1/nodes", {"labelSelector": ["cloud.google.com/gke-nodepool=tpu7-pool-0"]}) in [
+        (r.path, r.query) for r in seen
+    ]
+    assert "/apis/accelerator.gke.io/v1beta1/slices" in [r.path for r in seen]
     # No Slice API (the add-on never enabled) and a CRD gone mid-way both mean: nothing to wait for.
-    FakeApis(["apps"]).install(monkeypatch)
-    assert cluster_listers("{}")[1]() is None
-    FakeApis([model.SLICE_GROUP], list_status=404).install(monkeypatch)
-    assert cluster_listers("{}")[1]() is None
-    FakeApis([model.SLICE_GROUP], list_status=403).install(monkeypatch)
+    assert cluster_listers(slice_api(request, ["apps"])[0])[1]() is None
+    assert cluster_listers(slice_api(request, [model.SLICE_GROUP], list_status=404)[0])[1]() is None
     with pytest.raises(Exception, match="403"):
-        cluster_listers("{}")[1]()
+        cluster_listers(slice_api(request, [model.SLICE_GROUP], list_status=403)[0])[1]()
 
 
 SLICE_CONTROLLER = ("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
 
 
 def teardown_order(run: Run) -> list[str]:
-    """A deletion order Pulumi may use: every resource after everything that depends on it (Kahn)."""
-    urns = [r.urn for r in run.registrations]
-    dependents: dict[str, set[str]] = {u: set() for u in urns}
+    """A deletion order Pulumi may use: every resource after everything that depends on it."""
+    dependents: dict[str, set[str]] = {r.urn: set() for r in run.registrations}
     for reg in run.registrations:
         for edge in run.direct_edges(reg):
             if edge in dependents and edge != reg.parent:  # a parent is not deleted before its children
                 dependents[edge].add(reg.urn)
-    order: list[str] = []
-    remaining = dict(dependents)
-    while remaining:
-        ready = sorted(u for u, deps in remaining.items() if not deps & remaining.keys())
-        assert ready, "dependency cycle"
-        order.extend(ready)
-        for u in ready:
-            del remaining[u]
-    return order
+    return list(graphlib.TopologicalSorter(dependents).static_order())  # CycleError on a dependency cycle
 
 
 REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
@@ -304,8 +261,6 @@ def dependent_replacements(run: Run, root: Registration) -> list[Registration]:
     before the root's. Only the gates' Diff is ours to call; every other dependent of a pool references it
     by `depends_on` alone (asserted), which never replaces.
     """
-    from components.teardown import PoolReplacementsProvider, SliceGateProvider
-
     providers = {GATE: SliceGateProvider(), REPLACEMENTS: PoolReplacementsProvider()}
     replace = {root.urn}
     found: list[Registration] = []
@@ -330,10 +285,10 @@ def guard_inputs(ids: dict[str, Any], workloads: list[str], cluster: Any = "c-id
 def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_controller(codelab: Run) -> None:
     order = teardown_order(codelab)
     position = {urn: i for i, urn in enumerate(order)}
-    workloads = codelab.of_type(JOBSET) + codelab.of_type(LWS)
+    workloads = codelab.of_type(harness.JOBSET) + codelab.of_type(harness.LWS)
     pools = tpu_pools(codelab)
     slice_controller = codelab.get(*SLICE_CONTROLLER)
-    kueue, jobset = codelab.get(CHART, "kueue-chart"), codelab.get(CHART, "jobset-chart")
+    kueue, jobset = codelab.get(harness.CHART, "kueue-chart"), codelab.get(harness.CHART, "jobset-chart")
     assert len(workloads) == 4 and len(pools) == 2 and len(codelab.of_type(GATE)) == 2
     for pool in pools:
         gate = gate_of(codelab, pool)
@@ -349,7 +304,7 @@ def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_c
     assert position[slice_controller.urn] < position[kueue.urn]
     assert position[slice_controller.urn] < position[jobset.urn]
     assert codelab.depends_on(slice_controller, kueue) and codelab.depends_on(slice_controller, jobset)
-    cluster = codelab.get(CLUSTER, "cluster-gke")
+    cluster = codelab.get(harness.CLUSTER, "cluster-gke")
     assert all(position[r.urn] < position[cluster.urn] for r in codelab.registrations if codelab.depends_on(r, cluster))
 
 
@@ -357,9 +312,9 @@ def test_a_pool_replacement_deletes_its_gate_first_and_only_its_gate(dev: Run) -
     """The pools are replaced delete-first; the gate's delete (the wait for Slices) completes before the pool's."""
     pools = tpu_pools(dev)
     for pool in pools:
-        assert pool.options["deleteBeforeReplace"] is True
-        assert dependent_replacements(dev, pool) == [gate_of(dev, pool)]
         gate = gate_of(dev, pool)
+        assert pool.options["deleteBeforeReplace"] is True
+        assert dependent_replacements(dev, pool) == [gate]
         # The gate itself has the pool's fixed name: it too is replaced delete-first.
         assert gate.options["deleteBeforeReplace"] is True
     # A replaced workload policy replaces every pool first (placementPolicy is ForceNew), and with each its gate.
