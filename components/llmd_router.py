@@ -106,9 +106,8 @@ def router_values(router: RouterArgs, guide: str, gateway_name: pulumi.Input[str
                 "targetPorts": [{"number": ROUTER_PORT}],
                 "matchLabels": leader_selector(guide),
             },
-            # No `monitoring`: the chart would create the metrics reader's token Secret beside its ServiceAccount, in
-            # parallel, and the token controller deletes a token whose account does not exist yet
-            # (kubernetes pkg/controller/serviceaccount/tokens_controller.go syncSecret). The program declares the
-            # EPP's scrape objects itself, in order (components/observability.py).
+            # No `monitoring`: the chart creates its metrics token Secret in parallel with its account, which the
+            # token controller can delete; the program declares the EPP's scrape objects itself, in order
+            # (components/observability.py `_scrape_router` says why).
         },
     }

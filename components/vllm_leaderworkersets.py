@@ -231,10 +231,8 @@ def leader_worker_set(
         queue=model["local_queue"],
         priority=spec["priority"],
     )
-    # skipAwait: the leaders-ready patch puts its waitFor on this live object, and pulumi-kubernetes reads the
-    # condition from the live object on every update; skipAwait in the LWS's own inputs makes its updates
-    # immediate (components/model/serving/rollout.py). Its delete is still awaited: skipAwait skips the delete wait only
-    # for a few built-in kinds (provider/pkg/metadata/overrides.go `allowsSkipAwaitWithDelete`).
+    # skipAwait: the leaders-ready patch's waitFor lands on this live object; without it every in-place update
+    # would wait for the groups again (components/model/serving/rollout.py). Its delete is still awaited.
     lws_annotations = {**EXCLUSIVE_TOPOLOGY, SKIP_AWAIT_ANNOTATION: "true"}
     return {
         "apiVersion": LWS_API,

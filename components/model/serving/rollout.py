@@ -123,9 +123,10 @@ def revision(
 # object (await.go:190 `kinds.IsPatchResource`, then :321), and it is declared under a resource name carrying the
 # revision, so it is created with a new LWS and never updated. Its annotation lands on the live LWS, so the LWS's
 # own inputs carry skipAwait, which ReadyCondition checks on the inputs first (overrides.go:108-110): the LWS's
-# updates return at once. Deleting the patch relinquishes its annotations (await.go:958-961, ssa.Relinquish); Pulumi
-# deletes it before its LWS, a dependent first. The rollout's guarantee stays: the old LWS is deleted at the end of
-# the update, after the new patch's wait (pulumi/pulumi#9979).
+# updates return at once; their delete is still awaited, skipAwait skipping the delete wait only for a few
+# built-in kinds (overrides.go `allowsSkipAwaitWithDelete`). Deleting the patch relinquishes its annotations
+# (await.go:958-961, ssa.Relinquish); Pulumi deletes it before its LWS, a dependent first. The rollout's guarantee
+# stays: the old LWS is deleted at the end of the update, after the new patch's wait (pulumi/pulumi#9979).
 
 
 def ready_groups_condition(groups: int) -> str:
