@@ -24,7 +24,7 @@ from components.cli.adoption_records import (
     Skipped,
     skip,
 )
-from components.cli.mockrun import Registration, execute
+from components.cli.mockrun import Registration, execute, lookup
 from components.cli.mocks import SymbolicMocks
 from components.model import import_ids as ids
 
@@ -47,12 +47,6 @@ class AdoptionMocks(SymbolicMocks):
         if args.token == "gcp:organizations/getProject:getProject":
             return {"number": self.project_number, "projectId": args.args.get("projectId")}, []
         return super().call(args)
-
-
-def _path(inputs: dict[str, Any], path: str) -> Any:
-    for key in path.split("."):
-        inputs = inputs.get(key) if isinstance(inputs, dict) else None
-    return inputs
 
 
 def adoption(
@@ -92,7 +86,7 @@ def adoption(
             continue
         if reg.type.startswith(OURS):
             continue  # a component: in the file when a child is
-        template = ids.import_format(reg.type, namespaced=bool(_path(inputs, "metadata.namespace")))
+        template = ids.import_format(reg.type, namespaced=bool(lookup(inputs, "metadata.namespace")))
         if template is None or not reg.custom:
             unknown.append(reg.type)
             continue
@@ -116,7 +110,7 @@ def adoption(
             if of:
                 (urn,) = reg.property_dependencies[key]
                 return str(by_urn[urn].plain(of))
-            return str(_path(inputs, key))
+            return str(lookup(inputs, key))
 
         id_ = ids.import_id(template, value)
         if NO_NUMBER in id_:

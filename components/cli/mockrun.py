@@ -106,6 +106,13 @@ def unwrap(value: Any) -> Any:
     return value
 
 
+def lookup(value: Any, dotted: str) -> Any:
+    """`value["a"]["b"]` for `a.b`; None when a part is missing."""
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
