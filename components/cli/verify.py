@@ -1,10 +1,9 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point (options: `--help`).
 
 With `--pool`, first waits until the InferencePool's leaders are Ready (verify_reads.py): a leader is Ready only once
-vLLM serves /v1/models, far later than any request retry would wait for a large model. Then POSTs one
-`/v1/completions` and one `/v1/chat/completions` request through the Gateway, with bounded backoff, and prints
-one line per request. Exit status: 0 both succeed; 1 either fails, the leaders are not Ready in time or the
-Gateway has no address; 2 usage errors. No Pulumi imports: it runs from a shell or with `--stack-outputs`.
+vLLM serves /v1/models, far later than any request retry would wait for a large model. Exit status: 0 both requests
+succeed; 1 either fails, the leaders are not Ready in time or the Gateway has no address; 2 usage errors. No Pulumi
+imports: it runs from a shell or with `--stack-outputs`.
 """
 
 from __future__ import annotations
@@ -58,10 +57,6 @@ STACK_OUTPUT_KEYS = {
     "credentials": "credentialsCommand",
 }
 DEFAULT_WAIT_S = 14400.0  # serving.startupTimeoutSeconds' default: the leaders' own startup budget
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -265,20 +260,13 @@ def local_probe(url: str, model: str, args: argparse.Namespace, *, sleep: Callab
         def log(attempt: int, error: str, delay: float, kind: str = kind) -> None:
             print(f"{kind}: attempt {attempt}/{args.attempts} failed: {error}; retrying in {delay:g}s", file=sys.stderr)
 
-        results.append(
-            probe(
-                url,
-                model,
-                kind,
-                attempts=args.attempts,
-                backoff=backoff,
-                connect_timeout=args.connect_timeout,
-                read_timeout=args.read_timeout,
-                sleep=sleep,
-                on_retry=log,
-            )
-        )
+        results.append(probe(url, model, kind, backoff=backoff, sleep=sleep, on_retry=log, **_budget(args)))
     return results
+
+
+def _budget(args: argparse.Namespace) -> dict[str, Any]:
+    """What bounds each request, from this process or from the probe pod."""
+    return {"attempts": args.attempts, "connect_timeout": args.connect_timeout, "read_timeout": args.read_timeout}
 
 
 def pod_probe(
@@ -293,14 +281,7 @@ def pod_probe(
 ) -> list[ProbeResult]:
     """Both requests from a pod in the cluster (components/cli/probe_pod.py), judged as `probe` judges them."""
     requests_ = [(kind, url.rstrip("/") + PATHS[kind], request_json(request_body(kind, model))) for kind in KINDS]
-    manifest = pod_manifest(
-        pod_name(),
-        requests_,
-        attempts=args.attempts,
-        connect_timeout=args.connect_timeout,
-        read_timeout=args.read_timeout,
-        max_delay=args.max_delay,
-    )
+    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, **_budget(args))
     answers = parse_log(run_probe_pod(core, manifest, sleep=sleep, clock=clock, log=log))
     results = []
     for kind, target, _ in requests_:
