@@ -1,10 +1,8 @@
 """Runs the real `__main__.py` in-process under Pulumi's mock runtime and records every registration.
 
-Used by `python -m components render` (offline review) and by the tests' harness. No cloud, no
-Pulumi CLI, no engine: `pulumi.runtime.set_mocks` swaps the resource monitor for a recording one,
-and `pulumi.runtime.test` runs the program and waits for every outstanding registration.
-Each RegisterResource request is kept whole (type, name, parent, provider, dependencies, property
-dependencies, inputs, `protect`), so callers can render objects or assert the dependency graph.
+Used by the offline commands and the tests' harness: `pulumi.runtime.set_mocks` swaps the resource monitor for a
+recording one, and `pulumi.runtime.test` runs the program and waits for every outstanding registration. Each
+RegisterResource request is kept whole, so callers can render objects or assert the dependency graph.
 """
 
 from __future__ import annotations
@@ -201,13 +199,11 @@ def execute(
     organization: str = "organization",
     program: Callable[[], object] | None = None,
 ) -> MockRun:
-    """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
+    """Runs __main__.py (or `program`) with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the
+    stack's config; the program's own error (bad configuration, an impossible plan) is returned, not raised.
 
-    `program`, when given, runs instead of __main__.py (the package's tests construct its component).
-
-    The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
-    given, is the program's clock (components.preflight.clock), so date checks do not depend on the day; `organization`
-    is what pulumi.get_organization() answers (a diy backend's by default).
+    `now` is the program's clock (components.preflight.clock), so date checks do not depend on the day;
+    `organization` what pulumi.get_organization() answers (a diy backend's by default).
     """
     mocks = mocks or SymbolicMocks()
     if isinstance(mocks, SymbolicMocks):  # the offline commands' mode, passed to the program as config
