@@ -15,12 +15,13 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
+from components.addons import deep_merge
 from components.graph_args import capacity_args, queues_args
 from components.kueue_objects import SliceQueues as ProgramSliceQueues
 from components.model.config.checks import PROJECT, ConfigError
 from components.model.config.root_settings import Settings
 from components.package import NAME
-from components.package.inputs import problem_paths, settings_from
+from components.package.inputs import problem_paths, problems_text, settings_from
 from components.package.stack_args import KueueSettings, TpuSettings
 from components.preflight import clock, read_sub_blocks
 from components.teardown import SliceGates, SliceGatesArgs
@@ -36,18 +37,11 @@ _NOTHING_ELSE = {
 }
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings | None, list[tuple[str, str]]]:
     """The settings of a block's inputs put into the configuration's tree, or its problems as the block's inputs
     name them (`renames`: a settings key -> the block's input that gives it)."""
     try:
-        return settings_from(_merge(_NOTHING_ELSE, tree), now=clock()), []
+        return settings_from(deep_merge(_NOTHING_ELSE, tree), now=clock()), []
     except ConfigError as err:
         problems = []
         for path, line in problem_paths(err):
@@ -61,8 +55,7 @@ def validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings |
 def settings_or_stop(tree: dict[str, Any], renames: dict[str, str]) -> Settings:
     settings, problems = validated(tree, renames)
     if settings is None:
-        lines = "\n  ".join(line for _, line in problems)
-        raise pulumi.RunError(f"invalid inputs ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  {lines}")
+        raise pulumi.RunError(problems_text("invalid inputs", [line for _, line in problems]))
     return settings
 
 
