@@ -131,10 +131,6 @@ def cluster_wire(raw: dict[str, Any]) -> dict[str, Any]:
     return {"name": raw.get("name"), "nodePools": pools}
 
 
-# ---------------------------------------------------------------------------------------------
-# Kubernetes
-
-
 def gke_kubeconfig(session: Session, *, project: str, location: str, name: str, dns: bool) -> dict[str, Any]:
     """The kubeconfig the program itself gives its Kubernetes provider (components/cluster.py kubeconfig: the
     DNS-based endpoint when `cluster.controlPlane.dnsEndpoint`, else the IP endpoint with the cluster's CA;

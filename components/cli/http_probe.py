@@ -85,9 +85,7 @@ def request_body(kind: Kind, model: str) -> dict[str, Any]:
     """The codelab's request bodies."""
     if kind == "completions":
         return {"model": model, "prompt": PROMPT}
-    if kind == "chat":
-        return {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": CHAT_MAX_TOKENS}
-    raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    return {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": CHAT_MAX_TOKENS}
 
 
 def answer_text(payload: Mapping[str, Any]) -> str:

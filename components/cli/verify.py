@@ -202,8 +202,9 @@ def main(
         print(line, file=sys.stderr, flush=True)
 
     core: Any = pods
-    if pool and not args.address:
-        try:
+    in_cluster = not args.address and not args.direct
+    try:
+        if pool and not args.address:
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
             core = core if core is not None else core_api(args.kubeconfig, args.context)
             wait_for_leaders(
@@ -218,34 +219,25 @@ def main(
                 clock=clock,
                 log=log,
             )
-        except VerifyError as exc:
-            return error(exc)
-
-    in_cluster = not args.address and not args.direct
-    if args.address:
-        address = args.address
-        print(f"target {base_url(address, args.scheme, args.port)} (--address) model={model}")
-    else:
-        try:
+        if args.address:
+            address = args.address
+            print(f"target {base_url(address, args.scheme, args.port)} (--address) model={model}")
+        else:
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
             address = gateway_address(gateway_name, namespace, kube)
-        except VerifyError as exc:
-            return error(exc)
-        where = f"from a pod in namespace {PROBE_NAMESPACE}" if in_cluster else "from this machine"
-        print(
-            f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}, {where}) "
-            f"model={model}"
-        )
-
-    url = base_url(address, args.scheme, args.port)
-    if in_cluster:
-        try:
+            where = f"from a pod in namespace {PROBE_NAMESPACE}" if in_cluster else "from this machine"
+            print(
+                f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}, {where}) "
+                f"model={model}"
+            )
+        url = base_url(address, args.scheme, args.port)
+        if in_cluster:
             core = core if core is not None else core_api(args.kubeconfig, args.context)
             results = pod_probe(core, url, model, args, sleep=sleep, clock=clock, log=log)
-        except VerifyError as exc:
-            return error(exc)
-    else:
-        results = local_probe(url, model, args, sleep=sleep)
+        else:
+            results = local_probe(url, model, args, sleep=sleep)
+    except VerifyError as exc:
+        return error(exc)
     for result in results:
         print(result.line())
     return 0 if all(result.ok for result in results) else 1
