@@ -33,7 +33,7 @@ from components.cli.plan import (
     read_stack,
     secret_keys,
 )
-from components.cli.verify_reads import add_kubeconfig_arguments
+from components.cli.verify_reads import VerifyError, add_kubeconfig_arguments, api_client
 from components.model.config.settings import PROJECT, ConfigError, Settings
 from components.model.observability import health, health_evaluation
 
@@ -92,8 +92,6 @@ def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str
         return read_state_file(args.cluster_state)
     if not args.live:
         raise HealthError("give --cluster-state FILE, or --live to read the cluster from the Kubernetes API")
-    from components.cli.verify_reads import VerifyError, api_client
-
     if args.gke:
         config = health_reads.gke_kubeconfig(
             health_reads.adc_session(),
@@ -103,12 +101,7 @@ def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str
             dns=settings.cluster.control_plane.dns_endpoint,
         )
         return health_reads.cluster_state(health_reads.api_client_from(config), pools)
-
-    try:
-        api = api_client(args.kubeconfig, args.context)
-    except VerifyError as err:
-        raise HealthError(str(err)) from None
-    return health_reads.cluster_state(api, pools)
+    return health_reads.cluster_state(api_client(args.kubeconfig, args.context), pools)
 
 
 def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str, Any]]:
@@ -133,7 +126,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
     pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
     try:
         state = _cluster_state(args, settings, pools)
-    except health_reads.ReadError as err:
+    except (health_reads.ReadError, VerifyError) as err:
         raise HealthError(str(err)) from None
     cache: dict[str, Any] = {b.sub_block: b.state for b in assignment.bindings if b.sub_block and b.state}
     cache.update({sb.name: sb for sb in assignment.listing})
