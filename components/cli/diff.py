@@ -28,9 +28,9 @@ from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
     apply_set,
+    config_error,
     fail,
     parse_args,
-    placeholder_flags,
     read_stack,
     secret_keys,
 )
@@ -119,9 +119,8 @@ def _in_process(
         mocks.reservation = reservation
     run = execute(config, stack=stack, secret_keys=secret, mocks=mocks)
     if run.error is not None:
-        flags = placeholder_flags(config)  # the refusal names `pulumi config set`; offline, --set does it
-        hint = f"; or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else ""
-        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}{hint}")
+        refusal = f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}"
+        raise DiffError(config_error(refusal, config, "; "))
     shape = exported(SERVING_SHAPE_OUTPUT)
     return snapshot.records(run.registrations), ({SERVING_SHAPE_OUTPUT: shape} if shape is not None else {})
 

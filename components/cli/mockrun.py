@@ -24,15 +24,12 @@ from pulumi.runtime.settings import set_root_resource
 
 from components import preflight as stack_module
 from components.cli.mocks import SymbolicMocks
+from components.cli.snapshot import SECRET_SIG, SIG_KEY
 from components.preflight import OFFLINE_CONFIG, as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
 PROJECT = "gke-tpu-slicing"
-# Markers of Pulumi's property wire format (sdk/go/common/resource/properties.go: SigKey, SecretSig):
-# a secret crosses the wire as {SIG_KEY: SECRET_SIG, "value": ...}.
-SIG_KEY = "4dabf18193072939515e22adb298388d"
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 UNKNOWN = rpc.UNKNOWN
 
 
@@ -63,6 +60,7 @@ class Registration:
 
 
 def is_secret(value: Any) -> bool:
+    """A secret crosses the wire as {SIG_KEY: SECRET_SIG, "value": ...}."""
     return isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG
 
 

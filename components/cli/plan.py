@@ -202,11 +202,11 @@ def placeholder_flags(config: dict[str, Any]) -> list[str]:
     return [f"--set {shlex.quote(f'{path}=VALUE')}" for path in found]
 
 
-def config_error(message: str, config: dict[str, Any]) -> str:
+def config_error(message: str, config: dict[str, Any], sep: str = "\n") -> str:
     """The refusal as `pulumi preview` prints it, plus, when placeholders are left, the `--set` flags that
     fill them for one offline command (the message itself names `pulumi config set`, which needs the CLI)."""
     flags = placeholder_flags(config)
-    return f"{message}\nor, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else message
+    return f"{message}{sep}or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else message
 
 
 class OneLineParser(argparse.ArgumentParser):
