@@ -148,12 +148,11 @@ def probe(
                     timeout=(connect_timeout, read_timeout),
                     allow_redirects=False,
                 )
-            except requests.Timeout as exc:
+            except (requests.Timeout, requests.ConnectionError) as exc:  # the latter: also read timeouts in the body
                 status, latency_ms, retryable = None, None, True
-                error = f"timeout: {_one_line(str(exc))}"
-            except requests.ConnectionError as exc:  # includes read timeouts while reading the body
-                status, latency_ms, retryable = None, None, True
-                error = f"connection error: {_one_line(str(exc))}"
+                error = (
+                    f"{'timeout' if isinstance(exc, requests.Timeout) else 'connection error'}: {_one_line(str(exc))}"
+                )
             except requests.RequestException as exc:  # invalid URL and the like: retrying cannot help
                 return ProbeResult(kind, url, None, attempt, None, "", f"{type(exc).__name__}: {_one_line(str(exc))}")
             else:

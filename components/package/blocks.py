@@ -1,14 +1,10 @@
 """The building blocks: the package's components a team composes on a cluster of its own (docs/package.md).
 
-Each block takes a few inputs of its own, in the settings' names and sections where it has the program's keys
-(`tpu`, `kueue`: the generated types of components/package/stack_args.py), and is validated by the settings
-model as the whole stack is: its inputs are put into the configuration's tree with everything the block does
-not declare turned off, so the errors are the program's, one line each, naming the input, before any resource.
-The block then declares the program's own components from the args the program builds
-(components/graph.py: `capacity_args`, `queues_args`): the same resources for the same values.
-
-A block's Kubernetes objects go through the caller's Kubernetes provider (the component's `providers` option):
-the cluster exists, and so do the add-ons its objects need (Kueue, the slice controller).
+A block's inputs (in the settings' names and sections where it has the program's keys: the generated `tpu`, `kueue`
+types) are put into the configuration's tree with everything the block does not declare turned off, so the
+settings model validates them as the whole stack's, with the program's one-line errors naming the input, before
+any resource. The block then declares the program's own components from the args the program builds
+(components/graph_args.py): the same resources for the same values, through the caller's Kubernetes provider.
 """
 
 from typing import Any, NotRequired, TypedDict
