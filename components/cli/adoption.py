@@ -61,16 +61,13 @@ def adoption(
     out, unknown = Adoption(), []
     skipped_urns: set[str] = set()
 
-    def parent(reg: Registration) -> Registration | None:
-        return by_urn.get(reg.parent)
-
     def left(reg: Registration, why: str, after: str) -> None:
-        up = parent(reg)
+        up = by_urn.get(reg.parent)
         out.skipped.append(Skipped(reg.name, reg.type, why, after, up.name if up else None))
         skipped_urns.add(reg.urn)
 
     for reg in run.registrations:
-        up = parent(reg)
+        up = by_urn.get(reg.parent)
         if up is not None and up.urn in skipped_urns:
             skipped_urns.add(reg.urn)  # inside a component left to `pulumi up` whole
             continue
