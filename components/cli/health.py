@@ -182,10 +182,9 @@ def preview(args: argparse.Namespace, result: health.Report, settings: Settings,
     except diff.DiffError as err:
         result.preview = {"error": " ".join(str(err).split())}
         return
-    shown = [c for c in outcome.changes if c.action != "same"]
     result.preview = {
         "totals": {k: v for k, v in outcome.totals.items() if v and k != "same"},
-        "changes": [c.as_dict() for c in shown],
+        "changes": [c.as_dict() for c in outcome.changes if c.action != "same"],
         "rejected": bool(outcome.rejected),
     }
 
@@ -203,18 +202,11 @@ def preview_lines(result: health.Report) -> list[str]:
         lines.append(f"  {c['action']:9} {c['name']}  {c['type'].rsplit(':', 1)[-1]}{flag}")
         if c["reason"]:
             lines.append(f"  {'':9} why: {c['reason']}")
-    moved = [c for c in result.cubes if c.move_to]
-    for c in moved:
+    for c in (c for c in result.cubes if c.move_to):
         restart = sorted({o for _, _, o in c.slices if o} | {w.name for w in c.workloads})
-        lines.append(
-            f"  {c.pool} moves {c.sub_block} -> {c.move_to}: "
-            + (f"these workloads restart: {', '.join(restart)}" if restart else "no workload runs on it")
-            + (
-                f"; its {len(c.slices)} Slice(s) must be gone before the pool is deleted (the teardown gate waits)"
-                if c.slices
-                else ""
-            )
-        )
+        runs = f"these workloads restart: {', '.join(restart)}" if restart else "no workload runs on it"
+        gate = f"; its {len(c.slices)} Slice(s) must be gone before the pool is deleted (the teardown gate waits)"
+        lines.append(f"  {c.pool} moves {c.sub_block} -> {c.move_to}: {runs}{gate if c.slices else ''}")
     if p["rejected"]:
         lines.append(
             "  the preview REJECTS this change as it stands: see the rejected lines above"

@@ -96,16 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         help="InferencePool whose leaders must be Ready before the requests (default: no wait); "
         "needs the cluster, so not with --address",
     )
-    parser.add_argument(
-        "--leaders", type=_positive(int), help="how many leaders must be Ready (default: every pod the pool selects)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=_positive(float),
-        default=DEFAULT_WAIT_S,
-        help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
-    )
     for flag, kind, default, text in (
+        ("--leaders", int, None, "how many leaders must be Ready (default: every pod the pool selects)"),
+        (
+            "--timeout",
+            float,
+            DEFAULT_WAIT_S,
+            f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
+        ),
         ("--poll", float, POLL_S, f"seconds between readiness checks (default: {POLL_S:g})"),
         ("--attempts", int, 15, "attempts per request (default: 15)"),
         ("--read-timeout", float, 10.0, "read timeout per attempt, seconds (default: 10)"),
