@@ -24,7 +24,7 @@ from components.cli.adoption_records import (
     Skipped,
     skip,
 )
-from components.cli.mockrun import Registration, execute
+from components.cli.mockrun import Registration, execute, lookup
 from components.cli.mocks import SymbolicMocks
 from components.model import import_ids as ids
 
@@ -49,12 +49,6 @@ class AdoptionMocks(SymbolicMocks):
         return super().call(args)
 
 
-def _path(inputs: dict[str, Any], path: str) -> Any:
-    for key in path.split("."):
-        inputs = inputs.get(key) if isinstance(inputs, dict) else None
-    return inputs
-
-
 def adoption(
     config: dict[str, Any], stack: str, secret_keys: Sequence[str] = (), project_number: str | None = None
 ) -> Adoption:
@@ -67,16 +61,13 @@ def adoption(
     out, unknown = Adoption(), []
     skipped_urns: set[str] = set()
 
-    def parent(reg: Registration) -> Registration | None:
-        return by_urn.get(reg.parent)
-
     def left(reg: Registration, why: str, after: str) -> None:
-        up = parent(reg)
+        up = by_urn.get(reg.parent)
         out.skipped.append(Skipped(reg.name, reg.type, why, after, up.name if up else None))
         skipped_urns.add(reg.urn)
 
     for reg in run.registrations:
-        up = parent(reg)
+        up = by_urn.get(reg.parent)
         if up is not None and up.urn in skipped_urns:
             skipped_urns.add(reg.urn)  # inside a component left to `pulumi up` whole
             continue
@@ -92,7 +83,7 @@ def adoption(
             continue
         if reg.type.startswith(OURS):
             continue  # a component: in the file when a child is
-        template = ids.import_format(reg.type, namespaced=bool(_path(inputs, "metadata.namespace")))
+        template = ids.import_format(reg.type, namespaced=bool(lookup(inputs, "metadata.namespace")))
         if template is None or not reg.custom:
             unknown.append(reg.type)
             continue
@@ -116,7 +107,7 @@ def adoption(
             if of:
                 (urn,) = reg.property_dependencies[key]
                 return str(by_urn[urn].plain(of))
-            return str(_path(inputs, key))
+            return str(lookup(inputs, key))
 
         id_ = ids.import_id(template, value)
         if NO_NUMBER in id_:

@@ -1,13 +1,11 @@
 """The change preview inside the charts: one diff record per object a `helm.v4.Chart` would register.
 
-pulumi-kubernetes registers every object of a rendered chart as a child resource of the Chart component, named
+pulumi-kubernetes registers each object of a rendered chart as a child of the Chart component named
 `<chart resource>:<namespace>/<name>` (`<chart resource>:<name>` when cluster-scoped; provider/pkg/provider/yaml/v2
-`Register`, resource prefix = the component's name), so each child is created, updated, replaced or deleted by
-its own kind's rules: a ConfigMap whose data changes is replaced, a CRD is updated in place
-(components/model/diff/kubernetes.py). `expand` adds those children to a run's records from the offline render
-(components/cli/charts.py), so the engine decides them like any other object, on a values change or a chart
-version bump alike. Without helm-python-sdk or the chart sources the records stay as they are and `notes` says
-what to run.
+`Register`), so each child is created, updated, replaced or deleted by its own kind's rules
+(components/model/diff/kubernetes.py). `expand` adds those children from the offline render (charts.py), on a
+values change or a chart version bump alike; without helm-python-sdk or the chart sources the records stay as they
+are and a note says what to run.
 """
 
 from __future__ import annotations

@@ -1,28 +1,25 @@
 """The objects inside the Helm charts the program installs, rendered offline with Helm's own engine.
 
-`helm.v4.Chart` pulls each chart from its OCI registry and renders it when `pulumi preview`/`up` runs; offline,
-the same objects come from the chart's sources at its release tag (the pinned upstream files of
-upstream_files.py, hash-checked) with the release script's edits (components/model/addons/chart_release.py), rendered by
-`helm-python-sdk` (Helm's Go SDK in a wheel, called through ctypes; no helm binary, no network).
+`helm.v4.Chart` pulls each chart from its OCI registry and renders it when `pulumi preview`/`up` runs; offline, the
+same objects come from the chart's pinned sources at its release tag (upstream_files.py, hash-checked) with the
+release script's edits (components/model/addons/chart_release.py), rendered by `helm-python-sdk` (Helm's Go SDK
+through ctypes; no helm binary, no network).
 
-Engine versions: the wheel carries Helm v4.2.3; pulumi-kubernetes 4.34.2 renders `helm.v4.Chart` with Helm's
-v3.20 SDK (its go.mod, helm.sh/helm/v3 v3.20.x). The two differ in what a template cannot see here: the
-default capabilities (`.Capabilities.KubeVersion` v1.36.0 from the v4 SDK's client-go against v1.35 from v3.20,
-and the built-in API versions), `lookup` (empty offline in both) and post-renderers (none used).
+Engine versions: the wheel carries Helm v4.2.3; pulumi-kubernetes 4.34.2 renders `helm.v4.Chart` with Helm's v3.20
+SDK (its go.mod). The two differ only in what a template cannot see here: the default capabilities (KubeVersion
+v1.36.0 against v1.35, the built-in API versions), `lookup` (empty offline in both) and post-renderers (none used);
 tests/test_charts.py checks that no pinned chart reads `.Capabilities` or `lookup` except Kueue v0.19.2's
-MutatingAdmissionPolicy, which its `enableMutatingAdmissionPolicy` value (off) guards, so both engines render
-the same objects. Release name, namespace and `IsInstall` are passed as the provider does
-(provider/pkg/helm/v4 Chart: `name`, `namespace`, install).
-
-helm-python-sdk is a dependency of the offline commands and the tests (requirements-dev.txt), not of the
-Pulumi program (requirements.txt, what `pulumi install` reads): it is imported here lazily, and its absence is
-one line saying how to install it.
+MutatingAdmissionPolicy, guarded by its `enableMutatingAdmissionPolicy` value (off). Release name, namespace and
+`IsInstall` are passed as the provider does (provider/pkg/helm/v4 Chart). helm-python-sdk is a dependency of the
+offline commands and the tests (requirements-dev.txt), not of the program: it is imported lazily.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
+import json
 import re
 import tarfile
 from collections.abc import Iterator
@@ -108,7 +105,6 @@ def helm() -> Any:
 
 
 def upstream_root() -> Path:
-    """The upstream root ($GKE_TPU_SLICING_UPSTREAM, ../shared or the cache)."""
     return upstream_files.root()
 
 
@@ -119,8 +115,7 @@ def source_dir(release: Release, root: Path | None = None) -> tuple[str, Path]:
     kind, pattern = SOURCES[release.chart]
     base = root or upstream_root()
     rel = "charts/" + pattern.format(tag=tag(release.version))
-    top = rel.split("/")[0] + "/" + rel.split("/")[1]
-    pinned = upstream_files.under(top)
+    pinned = upstream_files.under("/".join(rel.split("/")[:2]))
     if not pinned:
         raise ChartUnavailable(
             f"{release.resource}: chart {release.chart} {release.version} has no pinned sources "
@@ -177,8 +172,6 @@ _CACHE: dict[tuple[str, ...], tuple[list[dict[str, Any]], dict[str, str]]] = {}
 
 
 def _engine_render(release: Release, root: Path | None) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    import json
-
     kind, directory = source_dir(release, root)  # checked every time: the sources may have gone
     key = (str(directory), release.version, release.name, release.namespace, json.dumps(release.values, sort_keys=True))
     if key in _CACHE:
@@ -189,7 +182,7 @@ def _engine_render(release: Release, root: Path | None) -> tuple[list[dict[str, 
         crds = [c["data"] for c in chart.crds]
     objects = [doc for text in crds for doc in _documents(text)]
     for path in sorted(templates):
-        if path.endswith(".yaml") or path.endswith(".yml"):
+        if path.endswith((".yaml", ".yml")):
             objects += list(_documents(templates[path]))
     _CACHE[key] = (objects, templates)
     return objects, templates
@@ -197,8 +190,6 @@ def _engine_render(release: Release, root: Path | None) -> tuple[list[dict[str, 
 
 def render_release(release: Release, root: Path | None = None) -> Rendered:
     """Every object of the chart with the program's values, namespaced as the provider sends them."""
-    import copy
-
     objects, templates = _engine_render(release, root)
     objects = copy.deepcopy(objects)
     scoped = set(CLUSTER_SCOPED) | {
@@ -247,8 +238,6 @@ def _probes(value: Any) -> list[Any]:
 
 
 def _with(values: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    import copy
-
     out = copy.deepcopy(values)
     node = out
     for key in path[:-1]:

@@ -1,18 +1,11 @@
 """`python -m components diff`: what `pulumi preview` would do, offline, from the providers' own rules.
 
-Three modes, each comparing two recorded runs of the real `__main__.py` (components/cli/mockrun.py):
-
-* `--stack NAME [--set K=V ...] --change K=V [--change ...]`: the stack before and after the changes;
-* `--stack NAME --base GIT_REF`: the program and stack file at GIT_REF (exported with `git archive` into a
-  temporary directory and run there in a subprocess) against the working tree; `--set` applies to both;
-* `--stack NAME --second-run`: the program's inputs against what the APIs would hold after its first run
-  (components/model/diff/readback.py). A correct program shows no change.
-
-Per resource: create, update (the changed inputs), replace (what forces it; delete-first or not), delete,
-rejected (the rule and its source) or same (components/model/diff/engine.py). `--json` prints
-`{"changes": [{"name", "type", "action", "properties", "reason", "deleteFirst"}], "totals": {...}}`.
+Each mode compares two recorded runs of the real `__main__.py` (components/cli/mockrun.py): `--change` the stack
+before and after the changes; `--base GIT_REF` the program and stack file at GIT_REF (exported with `git archive`
+and run by that revision's own runner in a subprocess) against the working tree; `--second-run` the program's inputs
+against what the APIs hold after its first run (components/model/diff/readback.py: a correct program shows no
+change). Only property paths are printed, never values: a secret cannot leak through the output.
 Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr).
-Values are never printed, only property paths: a secret cannot leak through the output.
 """
 
 from __future__ import annotations
@@ -35,8 +28,9 @@ from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
     apply_set,
+    config_error,
+    fail,
     parse_args,
-    placeholder_flags,
     read_stack,
     secret_keys,
 )
@@ -125,9 +119,8 @@ def _in_process(
         mocks.reservation = reservation
     run = execute(config, stack=stack, secret_keys=secret, mocks=mocks)
     if run.error is not None:
-        flags = placeholder_flags(config)  # the refusal names `pulumi config set`; offline, --set does it
-        hint = f"; or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else ""
-        raise DiffError(f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}{hint}")
+        refusal = f"stack {stack}: the program refused the configuration: {snapshot.error_text(run.error)}"
+        raise DiffError(config_error(refusal, config, "; "))
     shape = exported(SERVING_SHAPE_OUTPUT)
     return snapshot.records(run.registrations), ({SERVING_SHAPE_OUTPUT: shape} if shape is not None else {})
 
@@ -160,8 +153,7 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
         if not (root / "components" / "cli" / "mockrun.py").is_file():
             raise DiffError(f"--base {ref}: that revision has no components/cli/mockrun.py to run the program with")
         cmd = [sys.executable, str(Path(snapshot.__file__).resolve()), "--root", str(root), "--stack", stack]
-        for assignment in sets:
-            cmd += ["--set", assignment]
+        cmd += [arg for assignment in sets for arg in ("--set", assignment)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
         done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -252,8 +244,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     try:
         result = compute(args, notes)
     except DiffError as e:
-        print(f"error: {' '.join(str(e).split())}", file=err)  # one line, however the program wrapped it
-        return 2
+        return fail(err, " ".join(str(e).split()))  # one line, however the program wrapped it
     for note in notes:
         print(f"note: {note}", file=err)
     print(json.dumps(result.as_dict(), indent=2) if args.json else table(result, args.stack), file=out)

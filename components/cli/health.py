@@ -1,15 +1,10 @@
 """`python -m components health --stack S`: each cube's health and the change that would help, never the move.
 
-Per cube: its sub-block's status, health and maintenance (the reads of the preview, components/reservation_reads.py),
-its nodes' partition states, the Slices on it and the Kueue Workloads a slice failure evicted or holds
-(components/model/observability/health.py), then one table and, when a cube should move, the exact `tpu.subBlocks` value
-with what the change preview says that change does (components/cli/diff.py change_preview). `--write` puts
-that value into the stack file (for the health workflow's pull request); nothing else is changed, and
-nothing in the cloud or the cluster.
-
-Inputs: `--reservation FILE` (the `plan --reservation` format) and `--cluster-state FILE`
-(`{"nodes": [...], "slices": [...], "workloads": [...]}`, each list or List object as the API returns it), or
-`--live`: the Compute API with Application Default Credentials and the Kubernetes API with the kubeconfig.
+Per cube: its sub-block's status, health and maintenance (the preview's reads, components/reservation_reads.py),
+its nodes' partitions, its Slices and the Kueue Workloads a slice failure evicted or holds
+(components/model/observability/health_evaluation.py); when a cube should move, the `tpu.subBlocks` value and what
+the change preview says it does (components/cli/diff.py change_preview). `--write` puts that value into the stack
+file (for the health workflow's pull request); nothing in the cloud or the cluster changes.
 Exit status: 0 healthy, 1 an action is needed, 2 bad arguments or unreadable input (one line on stderr).
 """
 
@@ -31,48 +26,20 @@ from components.cli.plan import (
     OneLineParser,
     StackFileError,
     add_stack_arguments,
+    apply_set,
+    fail,
     load_config,
     parse_args,
     read_stack,
     secret_keys,
 )
-from components.cli.verify_reads import add_kubeconfig_arguments
+from components.cli.verify_reads import VerifyError, add_kubeconfig_arguments, api_client
 from components.model.config.settings import PROJECT, ConfigError, Settings
 from components.model.observability import health, health_evaluation
 
 
 class HealthError(Exception):
     """Bad arguments or unreadable input: one line, exit 2."""
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m components health",
-        description="Check each TPU cube: its reservation sub-block, its nodes' partitions, its Slices and the "
-        "workloads a slice failure evicted; print the tpu.subBlocks change that would move a cube off a bad "
-        "sub-block, with the change preview of it. Reads only; moves nothing.",
-    )
-    add_stack_arguments(parser, stack_required=True)
-    parser.add_argument("--reservation", type=Path, metavar="FILE", help="the reservation reads (plan's format)")
-    parser.add_argument(
-        "--cluster-state", type=Path, metavar="FILE", help='JSON {"nodes": [...], "slices": [...], "workloads": [...]}'
-    )
-    parser.add_argument(
-        "--live", action="store_true", help="read what no file gives from the Compute and Kubernetes APIs"
-    )
-    add_kubeconfig_arguments(
-        parser,
-        lambda parser: parser.add_argument(
-            "--gke",
-            action="store_true",
-            help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
-            "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
-        ),
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--no-preview", action="store_true", help="do not run the change preview of the proposal")
-    parser.add_argument("--write", action="store_true", help="write the proposed tpu.subBlocks into the stack file")
-    return parser
 
 
 def _items(value: Any, what: str) -> list[dict[str, Any]]:
@@ -102,14 +69,6 @@ class _DataSource(reservation.FileSource):
         self.description, self.data = description, data
 
 
-def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, Any]]:
-    try:
-        config = read_stack(args.dir, args.stack, args.set)
-        return load_config(config, args.dir, args.stack, args.set), config
-    except (StackFileError, ConfigError) as err:
-        raise HealthError(str(err)) from None
-
-
 def _reservation_source(args: argparse.Namespace, settings: Settings) -> reservation.FileSource:
     if args.reservation is not None:
         return reservation.FileSource(args.reservation)
@@ -133,8 +92,6 @@ def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str
         return read_state_file(args.cluster_state)
     if not args.live:
         raise HealthError("give --cluster-state FILE, or --live to read the cluster from the Kubernetes API")
-    from components.cli.verify_reads import VerifyError, api_client
-
     if args.gke:
         config = health_reads.gke_kubeconfig(
             health_reads.adc_session(),
@@ -144,16 +101,15 @@ def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str
             dns=settings.cluster.control_plane.dns_endpoint,
         )
         return health_reads.cluster_state(health_reads.api_client_from(config), pools)
-
-    try:
-        api = api_client(args.kubeconfig, args.context)
-    except VerifyError as err:
-        raise HealthError(str(err)) from None
-    return health_reads.cluster_state(api, pools)
+    return health_reads.cluster_state(api_client(args.kubeconfig, args.context), pools)
 
 
 def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str, Any]]:
-    settings, config = _settings(args)
+    try:
+        config = read_stack(args.dir, args.stack, args.set)
+        settings = load_config(config, args.dir, args.stack, args.set)
+    except (StackFileError, ConfigError) as err:
+        raise HealthError(str(err)) from None
     tpu = settings.tpu
     if tpu.cubes == 0 or tpu.reservation.consume_type != "SPECIFIC" or not tpu.reservation.block:
         raise HealthError(
@@ -166,11 +122,11 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         assignment = reservation.assignment(settings, lambda _s: source)
         names = list(source.block().sub_block_names or [])
     except (reservation.ReservationError, health_reads.ReadError) as err:
-        raise HealthError(" ".join(str(err).split())) from None
+        raise HealthError(str(err)) from None
     pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
     try:
         state = _cluster_state(args, settings, pools)
-    except health_reads.ReadError as err:
+    except (health_reads.ReadError, VerifyError) as err:
         raise HealthError(str(err)) from None
     cache: dict[str, Any] = {b.sub_block: b.state for b in assignment.bindings if b.sub_block and b.state}
     cache.update({sb.name: sb for sb in assignment.listing})
@@ -180,7 +136,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
             try:
                 cache[name] = reservation.sub_block_state(source.sub_block(name))
             except reservation.ReservationError as err:
-                raise HealthError(" ".join(str(err).split())) from None
+                raise HealthError(str(err)) from None
         return cache[name]
 
     result = health_evaluation.evaluate(
@@ -212,8 +168,6 @@ def preview(args: argparse.Namespace, result: health.Report, settings: Settings,
     assert result.proposal is not None
     current = [str(c.sub_block) for c in result.cubes]
     before = config
-    from components.cli.plan import apply_set
-
     for i, name in enumerate(current):  # the deployed mapping, pinned: what the pools run on now
         before = apply_set(before, f"tpu.subBlocks[{i}]={name}")
     names = sorted({*current, *result.proposal})
@@ -228,10 +182,9 @@ def preview(args: argparse.Namespace, result: health.Report, settings: Settings,
     except diff.DiffError as err:
         result.preview = {"error": " ".join(str(err).split())}
         return
-    shown = [c for c in outcome.changes if c.action != "same"]
     result.preview = {
         "totals": {k: v for k, v in outcome.totals.items() if v and k != "same"},
-        "changes": [c.as_dict() for c in shown],
+        "changes": [c.as_dict() for c in outcome.changes if c.action != "same"],
         "rejected": bool(outcome.rejected),
     }
 
@@ -249,18 +202,11 @@ def preview_lines(result: health.Report) -> list[str]:
         lines.append(f"  {c['action']:9} {c['name']}  {c['type'].rsplit(':', 1)[-1]}{flag}")
         if c["reason"]:
             lines.append(f"  {'':9} why: {c['reason']}")
-    moved = [c for c in result.cubes if c.move_to]
-    for c in moved:
+    for c in (c for c in result.cubes if c.move_to):
         restart = sorted({o for _, _, o in c.slices if o} | {w.name for w in c.workloads})
-        lines.append(
-            f"  {c.pool} moves {c.sub_block} -> {c.move_to}: "
-            + (f"these workloads restart: {', '.join(restart)}" if restart else "no workload runs on it")
-            + (
-                f"; its {len(c.slices)} Slice(s) must be gone before the pool is deleted (the teardown gate waits)"
-                if c.slices
-                else ""
-            )
-        )
+        runs = f"these workloads restart: {', '.join(restart)}" if restart else "no workload runs on it"
+        gate = f"; its {len(c.slices)} Slice(s) must be gone before the pool is deleted (the teardown gate waits)"
+        lines.append(f"  {c.pool} moves {c.sub_block} -> {c.move_to}: {runs}{gate if c.slices else ''}")
     if p["rejected"]:
         lines.append(
             "  the preview REJECTS this change as it stands: see the rejected lines above"
@@ -323,7 +269,33 @@ def main(
     run_preview: Callable[..., None] = preview,
 ) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = parse_args(_parser(), argv, "health")
+    parser = OneLineParser(
+        prog="python -m components health",
+        description="Check each TPU cube: its reservation sub-block, its nodes' partitions, its Slices and the "
+        "workloads a slice failure evicted; print the tpu.subBlocks change that would move a cube off a bad "
+        "sub-block, with the change preview of it. Reads only; moves nothing.",
+    )
+    add_stack_arguments(parser, stack_required=True)
+    parser.add_argument("--reservation", type=Path, metavar="FILE", help="the reservation reads (plan's format)")
+    parser.add_argument(
+        "--cluster-state", type=Path, metavar="FILE", help='JSON {"nodes": [...], "slices": [...], "workloads": [...]}'
+    )
+    parser.add_argument(
+        "--live", action="store_true", help="read what no file gives from the Compute and Kubernetes APIs"
+    )
+    add_kubeconfig_arguments(
+        parser,
+        lambda parser: parser.add_argument(
+            "--gke",
+            action="store_true",
+            help="with --live: reach the stack's cluster as the program does (its DNS-based endpoint when "
+            "cluster.controlPlane.dnsEndpoint, gke-gcloud-auth-plugin), without a kubeconfig",
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-preview", action="store_true", help="do not run the change preview of the proposal")
+    parser.add_argument("--write", action="store_true", help="write the proposed tpu.subBlocks into the stack file")
+    args = parse_args(parser, argv, "health")
     try:
         result, settings, config = report(args)
         if result.proposal is not None and not args.no_preview:
@@ -331,8 +303,7 @@ def main(
         if args.write and result.proposal is not None:
             write_sub_blocks(args.dir / f"Pulumi.{args.stack}.yaml", result.proposal)
     except HealthError as e:
-        print(f"error: {' '.join(str(e).split())}", file=err)
-        return 2
+        return fail(err, " ".join(str(e).split()))  # one line, however the message was wrapped
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:
@@ -340,10 +311,8 @@ def main(
         print(result.table(), file=out)
         details = result.details() + preview_lines(result)
         if details:
-            print("", file=out)
-            print("\n".join(details), file=out)
-        print("", file=out)
-        print("action needed" if result.action_needed else "healthy: nothing to do", file=out)
+            print("", *details, sep="\n", file=out)
+        print("", "action needed" if result.action_needed else "healthy: nothing to do", sep="\n", file=out)
     return 1 if result.action_needed else 0
 
 

@@ -1,17 +1,15 @@
 """What `health` reads live: the reservation through the Compute API, the cluster through the Kubernetes API.
 
-Both answer in the shapes the offline files hold, so the command has one path: the Compute answers become the
-`--reservation` file's invoke results (components/reservation_reads.py FileSource, the provider's wire shape), the
-Kubernetes answers the cluster-state file's lists (`{"nodes": [...], "slices": [...], "workloads": [...]}`,
-each item as the API returns it).
+Both answer in the offline files' shapes, so the command has one path: the Compute answers become the
+`--reservation` file's invoke results (components/reservation_reads.py FileSource), the Kubernetes answers the
+cluster-state file's lists, each item as the API returns it.
 
-Compute REST (https://cloud.google.com/compute/docs/reference/rest/beta/reservationSubBlocks): `get` of a
-block or a sub-block answers `{"resource": {...}}`, `list` `{"items": [...]}`; the sub-block's `count`,
-`inUseCount`, `healthInfo`, `reservationSubBlockMaintenance` and `physicalTopology` are what the provider's
-data source flattens into `subBlockCount`, `inUseCount` and one-item lists (pulumi-gcp 10.2
-GetReservationSubBlockResult). GKE: `projects.locations.clusters.get` (container v1), a 404 meaning no
-cluster yet. Credentials: Application Default Credentials (google-auth), as the workflow's
-google-github-actions/auth sets them; the reads need the permissions docs/reservation.md lists.
+Compute REST (https://cloud.google.com/compute/docs/reference/rest/beta/reservationSubBlocks): `get` of a block or a
+sub-block answers `{"resource": {...}}`, `list` `{"items": [...]}`; the provider's data source flattens the
+sub-block's `count`, `inUseCount`, `healthInfo`, `reservationSubBlockMaintenance` and `physicalTopology` into
+`subBlockCount`, `inUseCount` and one-item lists (pulumi-gcp 10.2 GetReservationSubBlockResult). GKE:
+`projects.locations.clusters.get` (container v1), a 404 meaning no cluster yet. Credentials: Application Default
+Credentials, as the workflow's google-github-actions/auth sets them (permissions: docs/reservation.md).
 """
 
 from __future__ import annotations
@@ -129,10 +127,6 @@ def cluster_wire(raw: dict[str, Any]) -> dict[str, Any]:
         config = {"reservationAffinities": [affinity] if affinity else []}
         pools.append({"name": pool.get("name"), "nodeConfigs": [config]})
     return {"name": raw.get("name"), "nodePools": pools}
-
-
-# ---------------------------------------------------------------------------------------------
-# Kubernetes
 
 
 def gke_kubeconfig(session: Session, *, project: str, location: str, name: str, dns: bool) -> dict[str, Any]:

@@ -1,20 +1,13 @@
 """The HTTP probe of `verify`: one OpenAI request to the Gateway, retried, and how an answer is judged.
 
-Success, per the OpenAI API: HTTP 200 whose body is a JSON object with a non-empty `choices` list.
-
-Retry policy (bounded by `attempts` and by `Backoff.max_delay` between attempts):
-
-* retried: connection errors and timeouts, HTTP 5xx, 408, 425, 429, and 404, and a 200 whose body
-  is not JSON or has no `choices`. Right after `pulumi up` the regional L7 load balancer answers
-  404 until the HTTPRoute is programmed and 502/503 until the inference pool has ready endpoints,
-  and a half-configured proxy can return an HTML 200, so all of these mean "not ready yet". vLLM
-  also answers 404 for an unknown model name; that case fails after the bounded attempts, and the
-  printed body excerpt names the cause.
-* not retried: any other 4xx (400, 401, 403, 405, 413, 422, ...), redirects, and invalid URLs. The
-  same request would fail the same way, so waiting minutes for it only hides the error.
-* `Retry-After` (seconds) on a retried response lengthens the next delay, capped at `max_delay`.
-
-`judge` applies the same rules to what the in-cluster probe pod saw (components/cli/probe_pod.py).
+Success, per the OpenAI API: HTTP 200 whose body is a JSON object with a non-empty `choices` list. Retried (up to
+`attempts`, at most `Backoff.max_delay` apart; a `Retry-After` in seconds lengthens the next delay, capped there):
+connection errors and timeouts, HTTP 5xx, 408, 425, 429 and 404, and a 200 that is not JSON or has no `choices`.
+Right after `pulumi up` the regional L7 load balancer answers 404 until the HTTPRoute is programmed and 502/503
+until the inference pool has ready endpoints, and a half-configured proxy can return an HTML 200: all mean "not
+ready yet" (vLLM's 404 for an unknown model name fails after the bounded attempts, its body excerpt naming the
+cause). Not retried: any other 4xx, redirects and invalid URLs; the same request would fail the same way, so
+waiting minutes for it only hides the error. `judge` applies the same rules to what the probe pod saw.
 """
 
 from __future__ import annotations
@@ -85,9 +78,7 @@ def request_body(kind: Kind, model: str) -> dict[str, Any]:
     """The codelab's request bodies."""
     if kind == "completions":
         return {"model": model, "prompt": PROMPT}
-    if kind == "chat":
-        return {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": CHAT_MAX_TOKENS}
-    raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    return {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": CHAT_MAX_TOKENS}
 
 
 def answer_text(payload: Mapping[str, Any]) -> str:
@@ -150,12 +141,11 @@ def probe(
                     timeout=(connect_timeout, read_timeout),
                     allow_redirects=False,
                 )
-            except requests.Timeout as exc:
+            except (requests.Timeout, requests.ConnectionError) as exc:  # the latter: also read timeouts in the body
                 status, latency_ms, retryable = None, None, True
-                error = f"timeout: {_one_line(str(exc))}"
-            except requests.ConnectionError as exc:  # includes read timeouts while reading the body
-                status, latency_ms, retryable = None, None, True
-                error = f"connection error: {_one_line(str(exc))}"
+                error = (
+                    f"{'timeout' if isinstance(exc, requests.Timeout) else 'connection error'}: {_one_line(str(exc))}"
+                )
             except requests.RequestException as exc:  # invalid URL and the like: retrying cannot help
                 return ProbeResult(kind, url, None, attempt, None, "", f"{type(exc).__name__}: {_one_line(str(exc))}")
             else:

@@ -1,17 +1,12 @@
 """`python -m components import-file --stack dev`: adopt a deployment the reference scripts already made.
 
-Prints, on stdout, a file for `pulumi import --file` (Pulumi's bulk-import format, `pulumi import --help`:
-`{"nameTable": {name: URN}, "resources": [{type, name, id, parent, provider, component, version}]}`)
-naming every resource the stack declares that can be imported: the logical names the program registers
-(its offline run, components/cli/adoption.py), the parent components (created empty by the import,
-`component: true`), and ids in each provider's documented import format (components/model/import_ids.py).
-
-Two parts, because `pulumi import` cannot import a provider: a Kubernetes object must name a provider
-that is already in the stack (nameTable URN; pulumi/pulumi pkg/resource/deploy/import.go looks it up in
-the existing state). So: `--part cloud`, then `pulumi up $(... --targets)` (records the Kubernetes
-provider), then `--part kubernetes`. `--part all` (the default) is both in one file, for a stack that
-already has the provider. `--explain` lists what is left to `pulumi up` and why.
-Bad configuration stops with the same messages as `pulumi preview`, and nothing on stdout.
+Prints a file for `pulumi import --file` (`{"nameTable": {name: URN}, "resources": [{type, name, id, parent,
+provider, component, version}]}`) naming every importable resource the stack declares: the program's logical names
+(components/cli/adoption.py), the parent components (created empty, `component: true`) and ids in each provider's
+import format (components/model/import_ids.py). Two parts, because `pulumi import` cannot import a provider and a
+Kubernetes object must name one already in the stack (pulumi/pulumi pkg/resource/deploy/import.go looks it up in
+the existing state): `--part cloud`, `pulumi up $(... --targets)` (records the Kubernetes provider), `--part
+kubernetes`.
 """
 
 from __future__ import annotations
@@ -27,12 +22,12 @@ from components.cli.adoption import GCP_VERSION, Adoption, adoption, skip
 from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
+    all_secret_keys,
     config_error,
+    fail,
     load_config,
     read_stack,
     read_yaml,
-    secret_keys,
-    set_secret_keys,
 )
 from components.model.config.settings import PROJECT, ConfigError
 from components.model.tpu import planner
@@ -115,7 +110,9 @@ def explain(plan: Adoption, stack: str, project: str = PROJECT) -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Exit 0 with the file on stdout; 1 for invalid configuration or an impossible plan; 2 for usage."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
     parser = argparse.ArgumentParser(
         prog="python -m components import-file",
         description="Print a `pulumi import --file` file that adopts a deployment made with the reference "
@@ -148,45 +145,32 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the `pulumi up --target=URN` arguments that record the Kubernetes provider, not the file",
     )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Exit 0 with the file on stdout; 1 for invalid configuration or an impossible plan; 2 for usage."""
-    out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.project_number is not None and not re.fullmatch(r"[1-9][0-9]{5,19}", args.project_number):
-        print(f"error: --project-number {args.project_number!r}: the project's number, digits only", file=err)
-        return 2
+        return fail(err, f"--project-number {args.project_number!r}: the project's number, digits only")
     stack_file = args.dir / f"Pulumi.{args.stack}.yaml"
     if not stack_file.is_file():
-        print(f"error: no stack named '{args.stack}' found: {stack_file} does not exist", file=err)
-        return 2
+        return fail(err, f"no stack named '{args.stack}' found: {stack_file} does not exist")
     config: dict[str, Any] = {}
     try:
         project = read_yaml(args.dir / "Pulumi.yaml").get("name", PROJECT)
         config = read_stack(args.dir, args.stack, args.set)
         settings = load_config(config, args.dir, args.stack, args.set)
     except StackFileError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return fail(err, e)
     except ConfigError as e:
-        print(config_error(str(e), config), file=err)
-        return 1
+        return fail(err, config_error(str(e), config), 1)
     # `pulumi preview` stops on a plan the reservation can never hold; so does this.
     capacity = planner.plan(settings)
     if capacity.errors:
-        print(f"error: {capacity.error_message()}", file=err)
-        return 1
+        return fail(err, capacity.error_message(), 1)
     try:
-        secrets = sorted(set(secret_keys(args.dir, args.stack)) | set_secret_keys(args.set))
+        secrets = sorted(all_secret_keys(args.dir, args.stack, args.set))
         plan = skip(adoption(config, args.stack, secrets, args.project_number), args.skip)
     except ValueError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return fail(err, e)
     except RuntimeError as e:  # the program refused what the checks above let through
-        print(f"error: {e}", file=err)
-        return 1
+        return fail(err, e, 1)
     if args.targets:
         print("\n".join(targets(plan, args.stack, project)), file=out)
     elif args.explain:

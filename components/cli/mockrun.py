@@ -1,10 +1,8 @@
 """Runs the real `__main__.py` in-process under Pulumi's mock runtime and records every registration.
 
-Used by `python -m components render` (offline review) and by the tests' harness. No cloud, no
-Pulumi CLI, no engine: `pulumi.runtime.set_mocks` swaps the resource monitor for a recording one,
-and `pulumi.runtime.test` runs the program and waits for every outstanding registration.
-Each RegisterResource request is kept whole (type, name, parent, provider, dependencies, property
-dependencies, inputs, `protect`), so callers can render objects or assert the dependency graph.
+Used by the offline commands and the tests' harness: `pulumi.runtime.set_mocks` swaps the resource monitor for a
+recording one, and `pulumi.runtime.test` runs the program and waits for every outstanding registration. Each
+RegisterResource request is kept whole, so callers can render objects or assert the dependency graph.
 """
 
 from __future__ import annotations
@@ -26,15 +24,12 @@ from pulumi.runtime.settings import set_root_resource
 
 from components import preflight as stack_module
 from components.cli.mocks import SymbolicMocks
+from components.cli.snapshot import SECRET_SIG, SIG_KEY
 from components.preflight import OFFLINE_CONFIG, as_runtime_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
 PROJECT = "gke-tpu-slicing"
-# Markers of Pulumi's property wire format (sdk/go/common/resource/properties.go: SigKey, SecretSig):
-# a secret crosses the wire as {SIG_KEY: SECRET_SIG, "value": ...}.
-SIG_KEY = "4dabf18193072939515e22adb298388d"
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 UNKNOWN = rpc.UNKNOWN
 
 
@@ -65,6 +60,7 @@ class Registration:
 
 
 def is_secret(value: Any) -> bool:
+    """A secret crosses the wire as {SIG_KEY: SECRET_SIG, "value": ...}."""
     return isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG
 
 
@@ -103,6 +99,13 @@ def unwrap(value: Any) -> Any:
         return {k: unwrap(v) for k, v in value.items()}
     if isinstance(value, list):
         return [unwrap(v) for v in value]
+    return value
+
+
+def lookup(value: Any, dotted: str) -> Any:
+    """`value["a"]["b"]` for `a.b`; None when a part is missing."""
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
     return value
 
 
@@ -194,13 +197,11 @@ def execute(
     organization: str = "organization",
     program: Callable[[], object] | None = None,
 ) -> MockRun:
-    """Runs __main__.py with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the stack's config.
+    """Runs __main__.py (or `program`) with `config` (full keys such as `gke-tpu-slicing:tpu`, YAML values) as the
+    stack's config; the program's own error (bad configuration, an impossible plan) is returned, not raised.
 
-    `program`, when given, runs instead of __main__.py (the package's tests construct its component).
-
-    The program's own error (bad configuration, an impossible plan) is returned, not raised. `now`, when
-    given, is the program's clock (components.preflight.clock), so date checks do not depend on the day; `organization`
-    is what pulumi.get_organization() answers (a diy backend's by default).
+    `now` is the program's clock (components.preflight.clock), so date checks do not depend on the day;
+    `organization` what pulumi.get_organization() answers (a diy backend's by default).
     """
     mocks = mocks or SymbolicMocks()
     if isinstance(mocks, SymbolicMocks):  # the offline commands' mode, passed to the program as config

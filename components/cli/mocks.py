@@ -47,31 +47,18 @@ class InvokeError(grpc.RpcError):
 
 def healthy_sub_block(name: str, hosts: int = 16) -> dict[str, Any]:
     """A getReservationSubBlock result, wire shape (pulumi-gcp 10.2 GetReservationSubBlockResult)."""
+    counts = {"healthyHostCount": hosts, "degradedHostCount": 0, "healthyInfraCount": 1, "degradedInfraCount": 0}
+    maintenance = {"maintenanceOngoingCount": 0, "maintenancePendingCount": 0, "schedulingType": "GROUPED"}
+    maintenance |= {
+        f"{of}Maintenance{state}Count": 0 for of in ("subblockInfra", "instance") for state in ("Ongoing", "Pending")
+    }
     return {
         "name": name,
         "status": "READY",
         "subBlockCount": hosts,
         "inUseCount": 0,
-        "healthInfos": [
-            {
-                "healthStatus": "HEALTHY",
-                "healthyHostCount": hosts,
-                "degradedHostCount": 0,
-                "healthyInfraCount": 1,
-                "degradedInfraCount": 0,
-            }
-        ],
-        "reservationSubBlockMaintenances": [
-            {
-                "maintenanceOngoingCount": 0,
-                "maintenancePendingCount": 0,
-                "schedulingType": "GROUPED",
-                "subblockInfraMaintenanceOngoingCount": 0,
-                "subblockInfraMaintenancePendingCount": 0,
-                "instanceMaintenanceOngoingCount": 0,
-                "instanceMaintenancePendingCount": 0,
-            }
-        ],
+        "healthInfos": [{"healthStatus": "HEALTHY", **counts}],
+        "reservationSubBlockMaintenances": [maintenance],
         "physicalTopologies": [{"cluster": "cluster-a", "block": "b0", "subBlock": name}],
         "kind": "compute#reservationSubBlock",
     }

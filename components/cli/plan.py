@@ -1,11 +1,8 @@
-"""`python -m components plan --stack dev`: the capacity plan of a stack file, without Pulumi or a cloud.
+"""`python -m components plan`: the capacity plan of a stack file; and how every offline command reads a stack.
 
-Reads `Pulumi.yaml` (project config and declared defaults) and `Pulumi.<stack>.yaml` the way `pulumi up`
-merges them, validates them with the same Settings model the program uses, and prints the plan table,
-then its warnings. Exit status: 0 when the plan is feasible (warnings allowed), 1 when it has errors
-(an impossible request, or invalid configuration), 2 for usage errors (argparse, missing stack file).
-Meant for pull-request review: run it on the changed stack file and read the table. `--set KEY=VALUE`
-overrides one value as `pulumi config set --path` would, e.g. to fill a stack file's placeholders.
+A stack's config is `Pulumi.yaml`'s declared values and defaults with `Pulumi.<stack>.yaml` on top, as `pulumi up`
+merges them, then `--set` overrides as `pulumi config set --path` stores them, validated by the program's Settings.
+Exit status: 0 feasible (warnings allowed), 1 errors (an impossible request, invalid configuration), 2 usage errors.
 """
 
 from __future__ import annotations
@@ -33,7 +30,13 @@ SECRET_PLACEHOLDER = "[secret]"
 
 
 class StackFileError(Exception):
-    """A missing or unreadable stack or project file."""
+    """A missing or unreadable stack or project file, or a bad `--set`."""
+
+
+def fail(err: TextIO, message: object, code: int = 2) -> int:
+    """`error: <message>` on `err`; returns the exit status."""
+    print(f"error: {message}", file=err)
+    return code
 
 
 def _secure_to_placeholder(value: Any) -> Any:
@@ -68,13 +71,10 @@ def stack_config(directory: Path, stack: str) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for key, value in (project.get("config") or {}).items():
         full = key if ":" in key else f"{name}:{key}"
-        if isinstance(value, dict) and ("type" in value or "default" in value or "value" in value):
-            if "value" in value:
-                config[full] = value["value"]
-            elif "default" in value:
-                config[full] = value["default"]
-        else:
+        if not (isinstance(value, dict) and {"type", "default", "value"} & set(value)):
             config[full] = value
+        elif "value" in value or "default" in value:
+            config[full] = value["value"] if "value" in value else value["default"]
     config.update(read_yaml(directory / f"Pulumi.{stack}.yaml").get("config") or {})
     return _secure_to_placeholder(config)
 
@@ -123,21 +123,12 @@ def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         value = yaml.safe_load(text) if text else ""
     except yaml.YAMLError as err:
         problem = "" if secret else f" ({getattr(err, 'problem', None) or 'unreadable'})"
-        raise _set_error(
-            shown_key,
-            f"the value is not valid YAML{problem}",
-            "quote it, e.g. --set '"
-            + shown_key
-            + '="<value>"\''
-            + (" (a secret is better set with `pulumi config set --secret`)" if secret else ""),
-        ) from None
+        advice = " (a secret is better set with `pulumi config set --secret`)" if secret else ""
+        fix = f"quote it, e.g. --set '{shown_key}=\"<value>\"'{advice}"
+        raise _set_error(shown_key, f"the value is not valid YAML{problem}", fix) from None
     if isinstance(value, dict | list):
-        raise _set_error(
-            shown_key,
-            "a map or list value",
-            "--set takes one scalar; set each item (" + shown_key + ".<item>=... or " + shown_key + "[0]=...), "
-            "or write the structure in the stack file",
-        )
+        fix = f"--set takes one scalar; set each item ({shown_key}.<item>=... or {shown_key}[0]=...)"
+        raise _set_error(shown_key, "a map or list value", f"{fix}, or write the structure in the stack file")
     out = copy.deepcopy(config)
     node: Any = out
     for part, after in itertools.pairwise([*parts, None]):  # `after` None: `part` is where the value goes
@@ -161,19 +152,22 @@ def set_secret_keys(assignments: Sequence[str]) -> set[str]:
     plain text, and stays secret (redacted, a Pulumi secret in the render)."""
     out = set()
     for assignment in assignments:
-        key = assignment.partition("=")[0]
-        bare = key.removeprefix(f"{PROJECT}:")
+        bare = assignment.partition("=")[0].removeprefix(f"{PROJECT}:")
         if ":" not in bare.split(".", 1)[0] and is_secret_path(bare):
             out.add(f"{PROJECT}:{re.split(r'[.[]', bare, maxsplit=1)[0]}")
     return out
 
 
+def all_secret_keys(directory: Path, stack: str, assignments: Sequence[str]) -> set[str]:
+    """The stack file's encrypted keys and the secret keys given with `--set`."""
+    return set(secret_keys(directory, stack)) | set_secret_keys(assignments)
+
+
 def load_config(config: dict[str, Any], directory: Path, stack: str, assignments: Sequence[str]) -> Settings:
-    """Settings of a stack's merged config (read_stack), validated as the program would: the stack file's
-    encrypted keys and the secret keys given with `--set` are secrets. Raises ConfigError."""
+    """Settings of a stack's merged config (read_stack), validated as the program would. Raises ConfigError."""
     raw, project = settings_input(config)
-    secrets = set(secret_keys(directory, stack)) | set_secret_keys(assignments)
     prefix = f"{PROJECT}:"
+    secrets = all_secret_keys(directory, stack, assignments)
     return load(raw, project, frozenset(k[len(prefix) :] for k in secrets if k.startswith(prefix)))
 
 
@@ -208,13 +202,11 @@ def placeholder_flags(config: dict[str, Any]) -> list[str]:
     return [f"--set {shlex.quote(f'{path}=VALUE')}" for path in found]
 
 
-def config_error(message: str, config: dict[str, Any]) -> str:
+def config_error(message: str, config: dict[str, Any], sep: str = "\n") -> str:
     """The refusal as `pulumi preview` prints it, plus, when placeholders are left, the `--set` flags that
     fill them for one offline command (the message itself names `pulumi config set`, which needs the CLI)."""
     flags = placeholder_flags(config)
-    if not flags:
-        return f"error: {message}"
-    return f"error: {message}\nor, for this command alone (no Pulumi CLI needed): {' '.join(flags)}"
+    return f"{message}{sep}or, for this command alone (no Pulumi CLI needed): {' '.join(flags)}" if flags else message
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -233,10 +225,6 @@ def add_stack_arguments(parser: argparse.ArgumentParser, *, stack_required: bool
     parser.add_argument(
         "--dir", type=Path, default=ROOT, help="directory holding Pulumi.yaml and the stack files (default: the repo)"
     )
-    add_set_argument(parser)
-
-
-def add_set_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
         action="append",
@@ -269,7 +257,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None, word
     return parser.parse_args(args[1:] if args[:1] == [word] else args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Runs the planner on a stack file. `argv` may start with the subcommand word `plan`."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
     parser = argparse.ArgumentParser(
         prog="python -m components plan",
         description="Print the TPU capacity plan of a stack file: slices per cube, admitted / pending / "
@@ -285,35 +275,25 @@ def _parser() -> argparse.ArgumentParser:
         "getReservationSubBlock list, optional getCluster), as the provider returns them; without it the "
         "sub-blocks are not read and every cube counts",
     )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Runs the planner on a stack file. `argv` may start with the subcommand word `plan`."""
-    out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = parse_args(_parser(), argv, "plan")
+    args = parse_args(parser, argv, "plan")
     try:
         config = read_stack(args.dir, args.stack, args.set)
     except StackFileError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return fail(err, e)
     try:
         settings = load_config(config, args.dir, args.stack, args.set)
     except ConfigError as e:
-        print(config_error(str(e), config), file=err)
-        return 1
+        return fail(err, config_error(str(e), config), 1)
     try:
         if args.reservation is not None:
             sub_blocks = reservation.assignment(settings, lambda _s: reservation.FileSource(args.reservation))
         else:
             sub_blocks = reservation.not_read(settings, offline=True)
     except reservation.ReservationError as e:
-        print(f"error: {e}", file=err)
-        return 1
+        return fail(err, e, 1)
     assert sub_blocks is not None
     if sub_blocks.errors:
-        print(f"error: {sub_blocks.error_message()}", file=err)
-        return 1
+        return fail(err, sub_blocks.error_message(), 1)
     result = planner.plan(settings, sub_blocks)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2), file=out)

@@ -1,18 +1,16 @@
 """`verify`'s requests from inside the cluster: a short-lived curl pod, its answers read from its log.
 
-The Gateway (`gke-l7-rilb`) has an internal address, so a laptop or Cloud Shell outside the VPC cannot reach
-it; the cluster's API can be reached from wherever kubectl works. So, as the codelab's verify script does with
-`kubectl run`, `verify` creates one pod (the official client, no kubectl) that POSTs both requests to the
-Gateway's address, waits for it to end (bounded), reads its log and always deletes it.
+The Gateway (`gke-l7-rilb`) has an internal address a laptop or Cloud Shell outside the VPC cannot reach; the
+cluster's API is reachable wherever kubectl works. So, as the codelab's verify script does with `kubectl run`,
+`verify` creates one pod (the official client, no kubectl) that POSTs both requests to the Gateway's address, waits
+for it to end (bounded), reads its log and always deletes it.
 
 Namespace: `default` (PROBE_NAMESPACE), not the workload namespace. Kueue's pod webhook is installed with the
-workload namespace as its namespace selector (Kueue's chart gives every webhook `managedJobsNamespaceSelector`,
-docs/architecture.md "Kueue's configuration") and fails closed; in that namespace a pod with no queue label is
-still gated when a LocalQueue named `default` exists (the LocalQueueDefaulting branch of
-kubernetes-sigs/kueue@001e49ba pkg/controller/jobs/pod/pod_webhook.go `Default`: "suspend =
-QueueNameForObject(pod) != "" || manageJobsWithoutQueueName"). Outside it the API server never calls Kueue, so
-the probe depends on neither Kueue's health nor the queue's name. A pod is a client: the Gateway's `Same`
-namespace rule is about routes, not callers.
+workload namespace as its namespace selector (docs/architecture.md "Kueue's configuration") and fails closed; in
+that namespace a pod with no queue label is still gated when a LocalQueue named `default` exists (the
+LocalQueueDefaulting branch of kubernetes-sigs/kueue@001e49ba pkg/controller/jobs/pod/pod_webhook.go `Default`:
+"suspend = QueueNameForObject(pod) != "" || manageJobsWithoutQueueName"). Outside it the API server never calls
+Kueue. A pod is a client: the Gateway's `Same` namespace rule is about routes, not callers.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """`python -m components render --stack NAME --out DIR`: what a stack would apply, as files, offline.
 
-Runs the real program under Pulumi's mock runtime (components/cli/mockrun.py): no cloud, no Pulumi CLI, no
-cluster. The files (the Kubernetes objects, the objects inside the Helm charts rendered with Helm's engine by
-charts.py, what only the provider fetches at run time, the Google Cloud resources) are listed in DIR/RENDER.md,
-which `render` below writes with them. Values only the cloud knows appear as markers (`<network-main.id>`);
-output is byte-identical from run to run, so a pull request can carry it. Invalid configuration fails exactly as
-`pulumi preview` does, with nothing written. Exit status: 0 rendered, 1 the program refused the configuration,
-2 usage errors (arguments, a missing stack file, an output directory that is not a previous render).
+The real program under Pulumi's mock runtime (components/cli/mockrun.py); the files are listed in DIR/RENDER.md.
+Values only the cloud knows appear as markers (`<network-main.id>`); the output is byte-identical from run to run,
+so a pull request can carry it. Exit status: 0 rendered, 1 the program refused the configuration, 2 usage errors
+(arguments, a missing stack file, an output directory that is not a previous render).
 """
 
 from __future__ import annotations
@@ -20,18 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import pulumi
-
 from components.cli import charts as helm_charts
-from components.cli.mockrun import Registration, execute
+from components.cli.mockrun import Registration, execute, lookup
 from components.cli.plan import (
     StackFileError,
     add_stack_arguments,
+    all_secret_keys,
     config_error,
+    fail,
     parse_args,
     read_stack,
-    secret_keys,
-    set_secret_keys,
 )
 from components.cli.render_format import (
     REDACTED,
@@ -45,6 +40,7 @@ from components.cli.render_format import (
     redact,
     short,
 )
+from components.cli.snapshot import error_text
 from components.model.config.checks import redact_text
 
 # What the tests and other commands use from here: the render's own names, and how it writes an object.
@@ -58,52 +54,28 @@ REMOTE = {
     "kubernetes:yaml/v2:ConfigGroup": "manifests fetched by URL",
 }
 # The properties a reviewer looks at first, per Google Cloud type (google-cloud.yaml has all of them).
-KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
-    "gcp:projects/service:Service": ("service", "disableOnDestroy"),
-    "gcp:compute/previewFeature:PreviewFeature": ("name", "activationStatus"),
-    "gcp:compute/network:Network": ("name", "mtu", "routingMode", "autoCreateSubnetworks"),
-    "gcp:compute/subnetwork:Subnetwork": ("name", "region", "ipCidrRange", "purpose", "role"),
-    "gcp:compute/firewall:Firewall": ("name", "direction", "sourceRanges", "allows"),
-    "gcp:compute/router:Router": ("name", "region"),
-    "gcp:compute/routerNat:RouterNat": ("name", "natIpAllocateOption", "sourceSubnetworkIpRangesToNat", "subnetworks"),
-    "gcp:serviceaccount/account:Account": ("accountId",),
-    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
-    "gcp:container/cluster:Cluster": (
-        "name",
-        "location",
-        "minMasterVersion",
-        "releaseChannel.channel",
-        "privateClusterConfig",
-        "masterAuthorizedNetworksConfig",
-        "deletionProtection",
-        "maintenancePolicy.maintenanceExclusions",
-        "nodeConfig.serviceAccount",
-    ),
-    "gcp:container/nodePool:NodePool": (
-        "name",
-        "nodeLocations",
-        "nodeCount",
-        "nodeConfig.machineType",
-        "nodeConfig.serviceAccount",
-        "nodeConfig.reservationAffinity",
-        "placementPolicy.policyName",
-    ),
-    "gcp:compute/resourcePolicy:ResourcePolicy": ("name", "region", "workloadPolicy"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
+KEY_PROPERTIES = {
+    "gcp:projects/service:Service": "service disableOnDestroy",
+    "gcp:compute/previewFeature:PreviewFeature": "name activationStatus",
+    "gcp:compute/network:Network": "name mtu routingMode autoCreateSubnetworks",
+    "gcp:compute/subnetwork:Subnetwork": "name region ipCidrRange purpose role",
+    "gcp:compute/firewall:Firewall": "name direction sourceRanges allows",
+    "gcp:compute/router:Router": "name region",
+    "gcp:compute/routerNat:RouterNat": "name natIpAllocateOption sourceSubnetworkIpRangesToNat subnetworks",
+    "gcp:serviceaccount/account:Account": "accountId",
+    "gcp:projects/iAMMember:IAMMember": "role member",
+    "gcp:container/cluster:Cluster": "name location minMasterVersion releaseChannel.channel privateClusterConfig "
+    "masterAuthorizedNetworksConfig deletionProtection maintenancePolicy.maintenanceExclusions "
+    "nodeConfig.serviceAccount",
+    "gcp:container/nodePool:NodePool": "name nodeLocations nodeCount nodeConfig.machineType nodeConfig.serviceAccount "
+    "nodeConfig.reservationAffinity placementPolicy.policyName",
+    "gcp:compute/resourcePolicy:ResourcePolicy": "name region workloadPolicy",
+    "gcp:storage/bucketIAMMember:BucketIAMMember": "bucket role member",
 }
 
 
 class RenderError(Exception):
     """The program refused the stack's configuration (the message `pulumi preview` would print)."""
-
-
-def _path(value: dict[str, Any], dotted: str) -> Any:
-    node: Any = value
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _cell(value: Any) -> str:
@@ -187,8 +159,10 @@ def _google_cloud(registrations: list[Registration]) -> tuple[str, str]:
     full: dict[str, Any] = {}
     for reg in regs:
         inputs = redact(reg.inputs)
-        keys = KEY_PROPERTIES.get(reg.type) or tuple(k for k, v in sorted(inputs.items()) if not isinstance(v, dict))
-        props = "; ".join(f"{k}={_cell(_path(inputs, k))}" for k in keys if _path(inputs, k) is not None)
+        keys = KEY_PROPERTIES.get(reg.type, "").split() or [
+            k for k, v in sorted(inputs.items()) if not isinstance(v, dict)
+        ]
+        props = "; ".join(f"{k}={_cell(lookup(inputs, k))}" for k in keys if lookup(inputs, k) is not None)
         kind = reg.type.rsplit(":", 1)[-1]
         rows.append(f"| `{reg.name}` | {kind} | {inputs.get('project', '')} | {reg.protect} | {props} |")
         full[reg.name] = {"type": reg.type, "protect": reg.protect, "inputs": inputs}
@@ -200,10 +174,7 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
     """Every file of the render, by relative path. Raises RenderError when the program refuses the config."""
     run = execute(config, stack=stack, secret_keys=list(secrets))
     if run.error is not None:
-        # Pulumi prints a RunError's message alone, anything else as the exception it is.
-        error = run.error
-        message = str(error) if isinstance(error, pulumi.RunError) else f"{type(error).__name__}: {error}"
-        raise RenderError(redact_text(message))
+        raise RenderError(redact_text(error_text(run.error)))
     kubernetes = [r for r in run.registrations if r.custom and r.type.startswith("kubernetes:")]
     remote = [r for r in run.registrations if r.type in REMOTE]
     gcp = [r for r in run.registrations if r.custom and r.type.startswith("gcp:")]
@@ -273,7 +244,8 @@ def write(files: dict[str, str], out: Path) -> None:
     staging.rename(out)
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
     parser = argparse.ArgumentParser(
         prog="python -m components render",
         description="Render every Kubernetes manifest a stack would apply, and a table of its Google Cloud "
@@ -281,31 +253,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_stack_arguments(parser, stack_required=True)
     parser.add_argument("--out", required=True, type=Path, help="output directory (replaced if a previous render)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = parse_args(_parser(), argv, "render")
+    args = parse_args(parser, argv, "render")
     try:
         config = read_stack(args.dir, args.stack, args.set)
-        secrets = set(secret_keys(args.dir, args.stack))
+        secrets = all_secret_keys(args.dir, args.stack, args.set)  # a token given with --set is still a secret
     except StackFileError as e:
-        print(f"error: {e}", file=err)
-        return 2
-    secrets |= set_secret_keys(args.set)  # a token given with --set is still a secret
+        return fail(err, e)
     try:
         result = render(config, args.stack, sorted(secrets))
     except RenderError as e:
-        print(config_error(str(e), config), file=err)
-        return 1
+        return fail(err, config_error(str(e), config), 1)
     for warning in result.warnings:
         print(f"warning: {warning}", file=err)
     try:
         write(result.files, args.out)
     except StackFileError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return fail(err, e)
     counts = ", ".join(f"{n} {what}" for what, n in result.counts.items())
     print(f"stack {args.stack}: rendered {counts} into {args.out}", file=out)
     return 0

@@ -1,10 +1,9 @@
 """Post-deploy check of the serving stack: the codelab's verify script as a typed entry point (options: `--help`).
 
 With `--pool`, first waits until the InferencePool's leaders are Ready (verify_reads.py): a leader is Ready only once
-vLLM serves /v1/models, far later than any request retry would wait for a large model. Then POSTs one
-`/v1/completions` and one `/v1/chat/completions` request through the Gateway, with bounded backoff, and prints
-one line per request. Exit status: 0 both succeed; 1 either fails, the leaders are not Ready in time or the
-Gateway has no address; 2 usage errors. No Pulumi imports: it runs from a shell or with `--stack-outputs`.
+vLLM serves /v1/models, far later than any request retry would wait for a large model. Exit status: 0 both requests
+succeed; 1 either fails, the leaders are not Ready in time or the Gateway has no address; 2 usage errors. No Pulumi
+imports: it runs from a shell or with `--stack-outputs`.
 """
 
 from __future__ import annotations
@@ -60,10 +59,6 @@ STACK_OUTPUT_KEYS = {
 DEFAULT_WAIT_S = 14400.0  # serving.startupTimeoutSeconds' default: the leaders' own startup budget
 
 
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components verify",
@@ -101,16 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         help="InferencePool whose leaders must be Ready before the requests (default: no wait); "
         "needs the cluster, so not with --address",
     )
-    parser.add_argument(
-        "--leaders", type=_positive(int), help="how many leaders must be Ready (default: every pod the pool selects)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=_positive(float),
-        default=DEFAULT_WAIT_S,
-        help=f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
-    )
     for flag, kind, default, text in (
+        ("--leaders", int, None, "how many leaders must be Ready (default: every pod the pool selects)"),
+        (
+            "--timeout",
+            float,
+            DEFAULT_WAIT_S,
+            f"longest wait for the leaders, seconds (default: {DEFAULT_WAIT_S:g}, the leaders' startup budget)",
+        ),
         ("--poll", float, POLL_S, f"seconds between readiness checks (default: {POLL_S:g})"),
         ("--attempts", int, 15, "attempts per request (default: 15)"),
         ("--read-timeout", float, 10.0, "read timeout per attempt, seconds (default: 10)"),
@@ -207,8 +200,9 @@ def main(
         print(line, file=sys.stderr, flush=True)
 
     core: Any = pods
-    if pool and not args.address:
-        try:
+    in_cluster = not args.address and not args.direct
+    try:
+        if pool and not args.address:
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
             core = core if core is not None else core_api(args.kubeconfig, args.context)
             wait_for_leaders(
@@ -223,34 +217,25 @@ def main(
                 clock=clock,
                 log=log,
             )
-        except VerifyError as exc:
-            return error(exc)
-
-    in_cluster = not args.address and not args.direct
-    if args.address:
-        address = args.address
-        print(f"target {base_url(address, args.scheme, args.port)} (--address) model={model}")
-    else:
-        try:
+        if args.address:
+            address = args.address
+            print(f"target {base_url(address, args.scheme, args.port)} (--address) model={model}")
+        else:
             kube = api if api is not None else custom_objects_api(args.kubeconfig, args.context)
             address = gateway_address(gateway_name, namespace, kube)
-        except VerifyError as exc:
-            return error(exc)
-        where = f"from a pod in namespace {PROBE_NAMESPACE}" if in_cluster else "from this machine"
-        print(
-            f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}, {where}) "
-            f"model={model}"
-        )
-
-    url = base_url(address, args.scheme, args.port)
-    if in_cluster:
-        try:
+            where = f"from a pod in namespace {PROBE_NAMESPACE}" if in_cluster else "from this machine"
+            print(
+                f"target {base_url(address, args.scheme, args.port)} (Gateway {namespace}/{gateway_name}, {where}) "
+                f"model={model}"
+            )
+        url = base_url(address, args.scheme, args.port)
+        if in_cluster:
             core = core if core is not None else core_api(args.kubeconfig, args.context)
             results = pod_probe(core, url, model, args, sleep=sleep, clock=clock, log=log)
-        except VerifyError as exc:
-            return error(exc)
-    else:
-        results = local_probe(url, model, args, sleep=sleep)
+        else:
+            results = local_probe(url, model, args, sleep=sleep)
+    except VerifyError as exc:
+        return error(exc)
     for result in results:
         print(result.line())
     return 0 if all(result.ok for result in results) else 1
@@ -265,20 +250,13 @@ def local_probe(url: str, model: str, args: argparse.Namespace, *, sleep: Callab
         def log(attempt: int, error: str, delay: float, kind: str = kind) -> None:
             print(f"{kind}: attempt {attempt}/{args.attempts} failed: {error}; retrying in {delay:g}s", file=sys.stderr)
 
-        results.append(
-            probe(
-                url,
-                model,
-                kind,
-                attempts=args.attempts,
-                backoff=backoff,
-                connect_timeout=args.connect_timeout,
-                read_timeout=args.read_timeout,
-                sleep=sleep,
-                on_retry=log,
-            )
-        )
+        results.append(probe(url, model, kind, backoff=backoff, sleep=sleep, on_retry=log, **_budget(args)))
     return results
+
+
+def _budget(args: argparse.Namespace) -> dict[str, Any]:
+    """What bounds each request, from this process or from the probe pod."""
+    return {"attempts": args.attempts, "connect_timeout": args.connect_timeout, "read_timeout": args.read_timeout}
 
 
 def pod_probe(
@@ -293,14 +271,7 @@ def pod_probe(
 ) -> list[ProbeResult]:
     """Both requests from a pod in the cluster (components/cli/probe_pod.py), judged as `probe` judges them."""
     requests_ = [(kind, url.rstrip("/") + PATHS[kind], request_json(request_body(kind, model))) for kind in KINDS]
-    manifest = pod_manifest(
-        pod_name(),
-        requests_,
-        attempts=args.attempts,
-        connect_timeout=args.connect_timeout,
-        read_timeout=args.read_timeout,
-        max_delay=args.max_delay,
-    )
+    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, **_budget(args))
     answers = parse_log(run_probe_pod(core, manifest, sleep=sleep, clock=clock, log=log))
     results = []
     for kind, target, _ in requests_:

@@ -1,7 +1,7 @@
 """What `verify` reads from the cluster: the Gateway's address and the readiness of the pool's leaders.
 
-Official `kubernetes` client only, built per call from the kubeconfig (or in-cluster config), never
-the global configuration. The client objects are injectable (tests pass fakes).
+Official `kubernetes` client only, built per call from the kubeconfig (or in-cluster config), never the global
+configuration (importing and calling this has no side effect on other users of the client).
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from typing import Any, Protocol
 
 from components.model.keys import ROLE_LABEL
 
-POOL_GROUP = "inference.networking.k8s.io"
-POOL_VERSION = "v1"
-POOL_PLURAL = "inferencepools"
-GATEWAY_GROUP = "gateway.networking.k8s.io"
-GATEWAY_VERSION = "v1"
-GATEWAY_PLURAL = "gateways"
+# (group, version, plural) of the custom objects read.
+POOL = ("inference.networking.k8s.io", "v1", "inferencepools")
+GATEWAY = ("gateway.networking.k8s.io", "v1", "gateways")
 POLL_S = 30.0
 _EXCERPT = 200
 
@@ -53,10 +50,6 @@ class Pods(Protocol):
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# Cluster access
-
-
 def add_kubeconfig_arguments(
     parser: argparse.ArgumentParser, between: Callable[[argparse.ArgumentParser], object] = lambda _parser: None
 ) -> None:
@@ -82,11 +75,7 @@ def core_api(kubeconfig: str | None = None, context: str | None = None) -> Pods:
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """An ApiClient from the kubeconfig, else in-cluster.
-
-    Builds its own ApiClient rather than loading the global configuration, so importing this module
-    and calling it has no side effect on other users of the client.
-    """
+    """An ApiClient from the kubeconfig, else in-cluster."""
     from kubernetes import client, config  # lazy: the HTTP probe and `--address` need no cluster client
 
     try:
@@ -103,6 +92,14 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
         return client.ApiClient(configuration)
 
 
+def _custom_object(api: CustomObjects, resource: tuple[str, str, str], namespace: str, name: str, where: str) -> Any:
+    group, version, plural = resource
+    try:
+        return api.get_namespaced_custom_object(group, version, namespace, plural, name)
+    except Exception as exc:  # kubernetes ApiException, urllib3 errors: all mean "cannot read it"
+        raise _api_error(where, exc, f"{group}/{version}") from exc
+
+
 def _api_error(where: str, exc: Exception, group_version: str) -> VerifyError:
     if getattr(exc, "status", None) == 404:
         return VerifyError(f"{where} not found ({group_version})")
@@ -114,10 +111,6 @@ def api_reason(exc: Exception) -> str:
     status = getattr(exc, "status", None)
     reason = getattr(exc, "reason", None) or type(exc).__name__
     return f"HTTP {status} {reason}" if status else f"{reason}: {one_line(str(exc))}"
-
-
-# ---------------------------------------------------------------------------------------------
-# The pool's leaders
 
 
 @dataclass(frozen=True)
@@ -148,10 +141,7 @@ class LeaderStatus:
 def pool_selector(name: str, namespace: str, api: CustomObjects) -> str:
     """The InferencePool's spec.selector.matchLabels as a label selector string (k=v,...)."""
     where = f"InferencePool {namespace}/{name}"
-    try:
-        pool = api.get_namespaced_custom_object(POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name)
-    except Exception as exc:  # kubernetes ApiException, urllib3 errors
-        raise _api_error(where, exc, f"{POOL_GROUP}/{POOL_VERSION}") from exc
+    pool = _custom_object(api, POOL, namespace, name, where)
     labels = (((pool or {}).get("spec") or {}).get("selector") or {}).get("matchLabels")
     if not isinstance(labels, Mapping) or not labels:
         raise VerifyError(f"{where} has no spec.selector.matchLabels")
@@ -212,10 +202,6 @@ def wait_for_leaders(
         sleep(min(poll, remaining))
 
 
-# ---------------------------------------------------------------------------------------------
-# The Gateway address
-
-
 def gateway_address(name: str, namespace: str, api: CustomObjects | None = None) -> str:
     """`status.addresses[0].value` of the Gateway `namespace/name` (the load balancer IP or hostname).
 
@@ -223,10 +209,7 @@ def gateway_address(name: str, namespace: str, api: CustomObjects | None = None)
     """
     api = api if api is not None else custom_objects_api()
     where = f"Gateway {namespace}/{name}"
-    try:
-        gateway = api.get_namespaced_custom_object(GATEWAY_GROUP, GATEWAY_VERSION, namespace, GATEWAY_PLURAL, name)
-    except Exception as exc:  # kubernetes ApiException, urllib3 errors: all mean "cannot read it"
-        raise _api_error(where, exc, f"{GATEWAY_GROUP}/{GATEWAY_VERSION}") from exc
+    gateway = _custom_object(api, GATEWAY, namespace, name, where)
     status = (gateway.get("status") if isinstance(gateway, Mapping) else None) or {}
     addresses = status.get("addresses") if isinstance(status, Mapping) else None
     first = addresses[0] if isinstance(addresses, list) and addresses else None

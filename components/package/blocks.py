@@ -1,26 +1,23 @@
 """The building blocks: the package's components a team composes on a cluster of its own (docs/package.md).
 
-Each block takes a few inputs of its own, in the settings' names and sections where it has the program's keys
-(`tpu`, `kueue`: the generated types of components/package/stack_args.py), and is validated by the settings
-model as the whole stack is: its inputs are put into the configuration's tree with everything the block does
-not declare turned off, so the errors are the program's, one line each, naming the input, before any resource.
-The block then declares the program's own components from the args the program builds
-(components/graph.py: `capacity_args`, `queues_args`): the same resources for the same values.
-
-A block's Kubernetes objects go through the caller's Kubernetes provider (the component's `providers` option):
-the cluster exists, and so do the add-ons its objects need (Kueue, the slice controller).
+A block's inputs (in the settings' names and sections where it has the program's keys: the generated `tpu`, `kueue`
+types) are put into the configuration's tree with everything the block does not declare turned off, so the
+settings model validates them as the whole stack's, with the program's one-line errors naming the input, before
+any resource. The block then declares the program's own components from the args the program builds
+(components/graph_args.py): the same resources for the same values, through the caller's Kubernetes provider.
 """
 
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
+from components.addons import deep_merge
 from components.graph_args import capacity_args, queues_args
 from components.kueue_objects import SliceQueues as ProgramSliceQueues
 from components.model.config.checks import PROJECT, ConfigError
 from components.model.config.root_settings import Settings
 from components.package import NAME
-from components.package.inputs import problem_paths, settings_from
+from components.package.inputs import problem_paths, problems_text, settings_from
 from components.package.stack_args import KueueSettings, TpuSettings
 from components.preflight import clock, read_sub_blocks
 from components.teardown import SliceGates, SliceGatesArgs
@@ -36,18 +33,11 @@ _NOTHING_ELSE = {
 }
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings | None, list[tuple[str, str]]]:
     """The settings of a block's inputs put into the configuration's tree, or its problems as the block's inputs
     name them (`renames`: a settings key -> the block's input that gives it)."""
     try:
-        return settings_from(_merge(_NOTHING_ELSE, tree), now=clock()), []
+        return settings_from(deep_merge(_NOTHING_ELSE, tree), now=clock()), []
     except ConfigError as err:
         problems = []
         for path, line in problem_paths(err):
@@ -61,8 +51,7 @@ def validated(tree: dict[str, Any], renames: dict[str, str]) -> tuple[Settings |
 def settings_or_stop(tree: dict[str, Any], renames: dict[str, str]) -> Settings:
     settings, problems = validated(tree, renames)
     if settings is None:
-        lines = "\n  ".join(line for _, line in problems)
-        raise pulumi.RunError(f"invalid inputs ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  {lines}")
+        raise pulumi.RunError(problems_text("invalid inputs", [line for _, line in problems]))
     return settings
 
 

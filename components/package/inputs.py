@@ -75,6 +75,11 @@ def plain_value_problem(path: str) -> str:
     )
 
 
+def problems_text(what: str, problems: list[str]) -> str:
+    """`what (N problems):` and one indented line per problem, as the program's ConfigError reads."""
+    return f"{what} ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  " + "\n  ".join(problems)
+
+
 def settings_from(args: Mapping[str, Any], now: datetime | None = None) -> Settings:
     """Validates the inputs into Settings, or raises ConfigError with every problem (the program's messages).
 
@@ -86,10 +91,7 @@ def settings_from(args: Mapping[str, Any], now: datetime | None = None) -> Setti
     token = raw.pop(SECRET_INPUT, None)
     problems = [plain_value_problem(p) for p in outputs_in(raw)]
     if problems:
-        raise ConfigError(
-            f"invalid stack configuration ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  "
-            + "\n  ".join(problems)
-        )
+        raise ConfigError(problems_text("invalid stack configuration", problems))
     project = raw.pop("project", None)
     secret_keys: frozenset[str] = frozenset()
     if isinstance(token, pulumi.Output):

@@ -27,7 +27,7 @@ from pulumi.provider.provider import ConstructResult
 from components.package import NAME, VERSION
 from components.package.blocks import SliceQueues, TpuCapacity
 from components.package.dynamic_host import carry_the_checkout
-from components.package.inputs import plain_value_problem
+from components.package.inputs import plain_value_problem, problems_text
 from components.package.serving_block import Serving
 from components.package.stack import TpuSlicingStack
 
@@ -93,10 +93,7 @@ class PackageProvider(ComponentProvider):
 
 def _input_errors(problems: list[tuple[str, str]]) -> InputPropertiesError:
     errors: list[InputPropertyErrorDetails] = [{"property_path": path, "reason": line} for path, line in problems]
-    lines = "\n  ".join(line for _, line in problems)
-    return InputPropertiesError(
-        f"invalid inputs ({len(problems)} problem{'s' * (len(problems) > 1)}):\n  {lines}", errors
-    )
+    return InputPropertiesError(problems_text("invalid inputs", [line for _, line in problems]), errors)
 
 
 def main() -> None:

@@ -83,7 +83,9 @@ class Serving(pulumi.ComponentResource):
         plan = plan_capacity(settings, None, read_deployed_serving(settings))
         super().__init__(f"{NAME}:index:Serving", name, {}, opts)
         # What the program's Serving waits for is installed on the cluster: one stand-in for all of it.
-        installed = pulumi.ComponentResource(f"{NAME}:serving:Installed", f"{name}-installed", None, self.child())
+        installed = pulumi.ComponentResource(
+            f"{NAME}:serving:Installed", f"{name}-installed", None, pulumi.ResourceOptions(parent=self)
+        )
         q = settings.kueue
         # The Kueue objects exist: the workloads' labels name them by their plain names.
         labels = {
@@ -121,9 +123,6 @@ class Serving(pulumi.ComponentResource):
                 SERVING_SHAPE_OUTPUT: self.serving_shape,
             }
         )
-
-    def child(self) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self)
 
 
 def kubernetes_provider(opts: pulumi.ResourceOptions | None) -> pulumi.ProviderResource:

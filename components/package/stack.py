@@ -8,6 +8,7 @@ component's parent. Its outputs are the program's stack outputs.
 from typing import Any
 
 import pulumi
+from pydantic.alias_generators import to_camel
 
 from components.graph import declare_stack
 from components.model.config.checks import ConfigError
@@ -92,11 +93,6 @@ class TpuSlicingStack(pulumi.ComponentResource):
 TpuSlicingStack.__doc__ = " ".join((TpuSlicingStack.__doc__ or "").split())
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
 # The program's stack output -> this component's attribute: an output the program adds and this class does not
 # declare stops the component (tests/test_package.py runs the dev stack through it).
-OUTPUTS = {_camel(attr): attr for attr in TpuSlicingStack.__annotations__}
+OUTPUTS = {to_camel(attr): attr for attr in TpuSlicingStack.__annotations__}
