@@ -69,6 +69,10 @@ def crd_dirs(base: Path | None = None) -> list[Path]:
     return [(upstream.root() if base is None else base) / d for d in CRD_DIRS]
 
 
+def require_charts_dir() -> Path:
+    return upstream.path("schemas/charts")
+
+
 def require_registry() -> SchemaRegistry:
     """The registry of every pinned CRD, for a test: skips (fails in CI) when a pinned CRD file is missing."""
     return SchemaRegistry.load(*crd_dirs(upstream.require(*CRD_DIRS)))

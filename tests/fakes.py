@@ -1,5 +1,5 @@
 """Fakes the command tests share: a Kubernetes API server on 127.0.0.1 that wants a bearer token, a kubeconfig
-that reaches it with one, and a clock whose sleeps advance it.
+that reaches it with one, a clock whose sleeps advance it, and builders of a Slice and of a protobuf Struct.
 
 The official `kubernetes` client talks to the server as to a cluster (tests/test_health.py,
 tests/test_dynamic_provider_host.py, tests/test_probe_pod.py); each test file answers the paths it needs.
@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 import yaml
+from google.protobuf import struct_pb2
+
+from components.model import keys
 
 
 @dataclass(frozen=True)
@@ -108,3 +112,43 @@ class Clock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+def slice_(
+    name: str, topology: str, ids: list[str], reason: str = "ACTIVE", *, deleting: bool = False, owner: str = ""
+) -> dict[str, Any]:
+    """A Slice the controller made for workload `owner` (namespace/name; default llm-d-pd-disaggregation/wl-<name>)."""
+    namespace, _, owner = (owner or f"llm-d-pd-disaggregation/wl-{name}").partition("/")
+    meta: dict[str, Any] = {"name": name, "annotations": {keys.OWNER_NAMESPACE: namespace, keys.OWNER_NAME: owner}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T08:00:00Z"
+    ready = "True" if reason in ("ACTIVE", "ACTIVE_DEGRADED") else "False"
+    return {
+        "apiVersion": "accelerator.gke.io/v1beta1",
+        "kind": "Slice",
+        "metadata": meta,
+        "spec": {"type": "tpu7x", "topology": topology, "partitionIds": ids},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "m"}]},
+    }
+
+
+KUBE_TOKEN = "kube-token"
+
+
+def serve_kube(
+    request: pytest.FixtureRequest, answers: dict[str, tuple[int, Any]], token: str = KUBE_TOKEN
+) -> tuple[Path, list[Request]]:
+    """A fake API server, until the test ends, answering the paths of `answers` (without a trailing /) with their
+    (status, body) and any other with a 404, to KUBE_TOKEN: a kubeconfig reaching it with `token`, and the
+    requests it got."""
+    seen: list[Request] = []
+    server = serve_api(lambda r: answers.get(r.path.rstrip("/"), not_found()), KUBE_TOKEN, seen.append)
+    request.addfinalizer(server.shutdown)
+    url = f"http://{address(server)}"
+    return write_kubeconfig(request.getfixturevalue("tmp_path") / "kubeconfig", url, token), seen
+
+
+def struct(props: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(props)
+    return out

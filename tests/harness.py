@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import pickle
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
+import yaml
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
+from components.cli import import_file, plan, render
 from components.cli.mockrun import (
     PROJECT,
     UNKNOWN,
@@ -39,9 +43,11 @@ from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucke
 from components.cli.plan import stack_config
 from components.cli.snapshot import records
 from components.model.config.checks import PLACEHOLDER_RE
-from components.model.config.settings import Settings, load
+from components.model.config.settings import ConfigError, Settings, load
 from components.model.diff import engine, paths
 from components.model.serving.deployed import READ_STACK_OUTPUTS
+from components.package.schema import schema
+from components.package.stack import TYPE
 from components.preflight import WEIGHTS_LIST, as_runtime_config
 
 __all__ = ["UNKNOWN", "Registration", "contains_secret", "is_secret", "is_unknown", "normalize", "unwrap"]
@@ -426,14 +432,7 @@ def assert_rejected(
     overrides: dict[str, Any], fragments: list[str], prefix: str = "invalid stack configuration"
 ) -> str:
     """The program stops with one error containing every fragment, before registering anything."""
-    run = run_program(overrides)
-    assert run.error is not None, f"accepted: {overrides}"
-    message = str(run.error)
-    assert message.startswith(prefix), message
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
-    assert run.registrations == [], f"{len(run.registrations)} resources registered before the error"
-    return message
+    return rejected(run_program(overrides), *fragments, prefix=prefix)
 
 
 def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
@@ -526,3 +525,149 @@ def declare(body: Callable[[], None]) -> list[Registration]:
 
 def shape(regs: list[Registration], types: set[str]) -> dict[tuple[str, str], Any]:
     return {(r.type, r.name): (r.plain(), r.options) for r in regs if r.type in types}
+
+
+ROLES = ("prefill", "decode")
+
+
+def lws(run: Run, role: str) -> dict:
+    return normalize(run.get(LWS, f"serving-{role}").plain())
+
+
+def templates(obj: dict) -> dict[str, dict]:
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
+
+
+def leader(obj: dict) -> dict:
+    return templates(obj)["leader"]["spec"]
+
+
+def vllm_leader(obj: dict) -> dict:
+    return leader(obj)["containers"][0]
+
+
+def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
+    assert run.error is not None, "accepted"
+    message = str(run.error)
+    assert message.startswith(prefix), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message}"
+    assert run.registrations == [], "resources registered before the error"
+    return message
+
+
+def inputs_of(run: Run) -> dict[tuple[str, str], Any]:
+    return {(r.type, r.name): r.inputs for r in run.registrations}
+
+
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
+
+
+def tiles(d: dict[str, Any]) -> list[dict[str, Any]]:
+    return d["mosaicLayout"]["tiles"]
+
+
+def emitted(run: Run) -> dict[str, Any]:
+    assert run.error is None, run.error
+    return json.loads(run.get(DASHBOARD, "observability-dashboard").inputs["dashboardJson"])
+
+
+COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+PROJECT_ID = "my-tpu-project"
+# The smallest valid configuration: the defaults plus the values no default can give.
+SMALLEST: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}, **REQUIRED_KEYS}
+
+
+def with_value(path: str, value: Any, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(raw config, gcp:project) with `value` at `path`, on top of SMALLEST and the rule's context."""
+    raw = merge(SMALLEST, context)
+    if path == "project":
+        return raw, value
+    paths.assign(raw, tuple(path.split(".")), value)
+    return raw, PROJECT_ID
+
+
+# The settings tests vary the TPU keys, with REQUIRED_KEYS merged under every configuration.
+BASE: dict[str, Any] = {"tpu": SMALLEST["tpu"]}
+
+
+def problems(raw: dict[str, Any], project: str = PROJECT_ID) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        load(merge(REQUIRED_KEYS, raw), project, now=CLOCK)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"invalid stack configuration ({len(lines) - 1} problem{'s' if len(lines) > 2 else ''}):"
+    return [line.strip() for line in lines[1:]]
+
+
+# The whole-stack component (components/package): a token, its inputs from a stack's configuration and on the
+# wire, and a YAML or TypeScript program's properties checked against the committed schema.
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def args_of(config: dict[str, Any]) -> dict[str, Any]:
+    """A stack's configuration as the component's inputs: the same tree, `project` for gcp:project."""
+    return {"project": config["gcp:project"]} | {
+        k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")
+    }
+
+
+def wire(value: Any) -> Any:
+    """Inputs as `construct` receives them: Pulumi's wire has only doubles."""
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [wire(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _check(value: Any, prop: dict[str, Any], types: dict[str, Any], path: str, problems: list[str]) -> None:
+    """A value of a Pulumi YAML program against a schema property (what `pulumi preview` would type-check)."""
+    if isinstance(value, str) and re.fullmatch(r"\$\{[^}]+\}", value):
+        return  # a reference: the checker of the variable's own type applies
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith("fn::"):
+        if prop.get("plain"):
+            problems.append(f"{path}: a plain input given a function's result")
+        return
+    if "$ref" in prop:
+        t = types[prop["$ref"].rsplit(":", 1)[-1]]
+        _object(value, t.get("properties", {}), t.get("required", []), types, path, problems)
+        return
+    kind = prop.get("type")
+    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float), "array": list, "object": dict}
+    if not isinstance(value, expected[kind]) or (kind == "integer" and isinstance(value, bool)):
+        problems.append(f"{path}: {value!r} is not a {kind}")
+    elif kind == "array":
+        for i, item in enumerate(value):
+            _check(item, prop["items"], types, f"{path}[{i}]", problems)
+    elif kind == "object" and "additionalProperties" in prop:
+        for k, item in value.items():
+            _check(item, prop["additionalProperties"], types, f"{path}.{k}", problems)
+
+
+def _object(value: Any, props: dict, required: list, types: dict, path: str, problems: list[str]) -> None:
+    if not isinstance(value, dict):
+        problems.append(f"{path}: not an object")
+        return
+    problems += [f"{path}.{k}: unknown input".lstrip(".") for k in value if k not in props]
+    problems += [f"{path}.{k}: required".lstrip(".") for k in required if k not in value]
+    for k, item in value.items():
+        if k in props:
+            _check(item, props[k], types, f"{path}.{k}".lstrip("."), problems)
+
+
+def schema_problems(properties: dict[str, Any], resource: str = TYPE) -> list[str]:
+    spec = schema()
+    types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
+    block = spec["resources"][resource]
+    problems: list[str] = []
+    _object(properties, block["inputProperties"], block["requiredInputs"], types, "", problems)
+    return problems

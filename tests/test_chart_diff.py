@@ -11,16 +11,7 @@ from components.cli.render import redact
 from components.model.diff import engine
 from tests import upstream
 from tests.harness import ok, set_arguments
-
-
-def changed_objects(*changes: str) -> tuple[list[engine.Change], str]:
-    """What `python -m components diff --stack dev --change ...` finds changed (charts' objects too), and its notes."""
-    upstream.require("charts")
-    args = diff._parser().parse_args(["--stack", "dev", *set_arguments("dev"), *(f"--change={c}" for c in changes)])
-    args.dir = diff.ROOT
-    notes: list[str] = []
-    result = diff.compute(args, notes)
-    return [c for c in result.changes if c.action != engine.SAME], "\n".join(notes)
+from tests.preview import changed_objects
 
 
 def preview(*changes: str) -> tuple[dict[str, engine.Change], str]:

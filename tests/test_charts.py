@@ -24,7 +24,7 @@ from components.model.addons.chart_release import EDITS, published
 from policy import rules
 from tests import conformance, upstream
 from tests.harness import Run, run_program
-from tests.test_policy import args_for, policy, violations
+from tests.policy_pack import args_for, policy, violations
 
 SOURCES = "charts"
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import ROOT, fill_placeholders, set_arguments
-from tests.test_secrets import COMMANDS
+from tests.harness import COMMANDS, ROOT, fill_placeholders, set_arguments
 
 # (--set argument, the key the error names, what it says is wrong)
 BAD_SETS = [

@@ -15,12 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import conformance, upstream
+from tests import conformance
 from tests.harness import P, Registration, Run, normalize, ok, run_program
-
-
-def require_charts_dir() -> Path:  # tests/test_observability.py reads the charts through it too
-    return upstream.path("schemas/charts")
 
 
 def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
@@ -152,7 +148,7 @@ def unknown_keys(values: Any, defaults: Any, path: str = "") -> list[str]:
 
 
 def test_chart_values_are_keys_of_the_pinned_charts(dev: Run) -> None:
-    charts = require_charts_dir()
+    charts = conformance.require_charts_dir()
     checked = 0
     for reg in dev.of_type("kubernetes:helm.sh/v4:Chart"):
         if "oci://registry.k8s.io/" not in reg.inputs["chart"]:
@@ -164,7 +160,7 @@ def test_chart_values_are_keys_of_the_pinned_charts(dev: Run) -> None:
 
 
 def test_unknown_chart_keys_would_be_caught() -> None:
-    charts = require_charts_dir()
+    charts = conformance.require_charts_dir()
     defaults = chart_defaults(charts, "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4")
     assert unknown_keys({"controllerManager": {"manager": {"resourcez": {}}}}, defaults) == [
         "controllerManager.manager.resourcez"

@@ -26,10 +26,7 @@ import jsonschema
 import pytest
 
 from components.model.observability.dashboard import without_defaults
-from tests.harness import P, Run, run_program
-
-DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
-NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
+from tests.harness import NO_DEMOS, P, Run, emitted, run_program, tiles
 
 # Enums: their first value (number 0) is the default (proto3 requires it).
 ENUMS: dict[str, tuple[str, ...]] = {
@@ -150,10 +147,6 @@ DASHBOARD_SCHEMA = {"$ref": "#/$defs/Dashboard", "$defs": {message: message_sche
 DASHBOARD_SCHEMA["$defs"]["MosaicLayout"]["properties"]["columns"]["maximum"] = 48  # the API's grid
 
 
-def tiles(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return d["mosaicLayout"]["tiles"]
-
-
 def dashboard_problems(d: dict[str, Any]) -> list[str]:
     """Schema errors, then what the schema cannot say: tiles inside the grid, no overlaps, no duplicate charts."""
     problems = [
@@ -263,11 +256,6 @@ def _deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
-
-
-def emitted(run: Run) -> dict[str, Any]:
-    assert run.error is None, run.error
-    return json.loads(run.get(DASHBOARD, "observability-dashboard").inputs["dashboardJson"])
 
 
 CASES = {

@@ -11,7 +11,6 @@ import io
 import json
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +18,14 @@ import pytest
 
 from components.cli import diff
 from components.model.diff import engine
-from tests.harness import LWS, POOL, ROOT, STACKS, P, set_arguments
+from tests.harness import LWS, POOL, ROOT, STACKS
+from tests.preview import NO_WORKLOADS_SETS, change, preview, record, run
 
 DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
 
 
-def run(stack: str, *args: str, directory: Path = ROOT) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = diff.main(["--stack", stack, "--dir", str(directory), *set_arguments(stack), *args], out, err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@cache
-def preview(stack: str, *args: str) -> tuple[int, dict[str, Any]]:
-    code, out, err = run(stack, *args, "--json")
-    assert code in (0, 1), err
-    return code, json.loads(out)
-
-
 def actions(result: dict[str, Any]) -> dict[str, str]:
     return {c["name"]: c["action"] for c in result["changes"] if c["action"] != "same"}
-
-
-def change(result: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(c for c in result["changes"] if c["name"] == name)
 
 
 def clause(type_: str, path: str) -> str:
@@ -69,11 +52,6 @@ def test_adding_a_cube_creates_one_pool_and_updates_what_counts_chips() -> None:
         "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
     ]
     assert result["totals"]["create"] == 2 and result["totals"]["rejected"] == 0
-
-
-# Without queued workloads: with them, the program refuses a pool's replacement (tests/test_teardown.py).
-NO_WORKLOADS = ("demos.subslicing.enabled=false", "demos.superslicing.enabled=false", "serving.enabled=false")
-NO_WORKLOADS_SETS = tuple(a for kv in NO_WORKLOADS for a in ("--set", kv))
 
 
 def test_another_reservation_replaces_every_tpu_pool_delete_first() -> None:
@@ -315,15 +293,6 @@ def test_secrets_are_never_printed() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ Pulumi options
-
-
-def urn(name: str, type_: str) -> str:
-    return f"urn:pulumi:dev::{P}::{type_}::{name}"
-
-
-def record(name: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A registration as the engine reads it (components/cli/snapshot.py records), made by hand."""
-    return {"urn": urn(name, type_), "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
 
 
 def test_an_alias_keeps_the_resource() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from components.model.diff import dependents, engine
 from tests.harness import JOBSET, LWS
-from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.test_diff import change, preview, record, urn
+from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.preview import change, preview, record, urn
 
 LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"

@@ -16,7 +16,7 @@ from components.cli.snapshot import records
 from components.model.diff import engine, facts, gcp, paths, readback
 from tests import provider_schema, upstream
 from tests.harness import stack_run
-from tests.test_diff import change, preview, record, urn
+from tests.preview import change, preview, record, urn
 
 SDK = Path(__import__("pulumi_gcp").__file__).parent
 

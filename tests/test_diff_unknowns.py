@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from components.model.diff import engine
-from tests.test_diff import record, urn
+from tests.preview import record, urn
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 

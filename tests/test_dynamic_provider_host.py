@@ -41,7 +41,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
@@ -53,9 +52,9 @@ from components.model.tpu import slices as model
 from components.package import dynamic_host
 from components.teardown import PoolReplacementsProvider, SliceGateProvider
 from tests import fakes
-from tests.harness import Run, unwrap
+from tests.fakes import struct
+from tests.harness import ROOT, Run, unwrap
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "ya29.fake-token"
 POOL = "tpu7-pool-0"
 NODE = {keys.NODE_POOL_LABEL: POOL, keys.partition_label("4x4x4"): "cube-a"}
@@ -126,12 +125,6 @@ class Host:
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
         request = provider_pb2.CheckRequest(urn="urn:pulumi:dev::p::t::n", olds=struct(olds), news=struct(news))
         return [f.property for f in self.stub.Check(request).failures]
-
-
-def struct(props: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(props)
-    return out
 
 
 @pytest.fixture

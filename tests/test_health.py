@@ -27,10 +27,9 @@ from components.model import keys
 from components.model.observability import health as model
 from components.model.tpu import slices
 from tests import fakes
-from tests.harness import ROOT, set_arguments
-from tests.test_teardown import KUBE_TOKEN, serve_kube, slice_
+from tests.fakes import KUBE_TOKEN, serve_kube, slice_
+from tests.harness import PROJECT_ID, ROOT, set_arguments
 
-PROJECT_ID = "my-tpu-project"
 RES, BLOCK = "tpu7x-reservation", "block-0"
 POOLS = ("tpu7-pool-1", "tpu7-pool-2")
 STATE_LABEL = "cloud.google.com/gke-tpu-partition-{}-state"

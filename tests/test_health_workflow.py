@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.model.observability import health
-from tests.test_workflows import STACKS, workflow
+from tests.harness import STACKS, workflow
 
 
 def uses(job: dict[str, Any]) -> list[str]:

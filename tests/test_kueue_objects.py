@@ -24,8 +24,8 @@ from tests.harness import (
     ok,
     shape,
 )
-from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.test_diff import change, preview
+from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.preview import change, preview
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from components.cli import charts, diff
 from components.cli.render import redact
 from tests import cel_rules, conformance, upstream
 from tests.harness import P, Run, normalize, ok
-from tests.test_chart_diff import changed_objects
+from tests.preview import changed_objects
 
 NEW = "0.19.2"
 CHECKED = {"Topology", "ClusterQueue", "LocalQueue", "ResourceFlavor", "AdmissionCheck", "JobSet", "LeaderWorkerSet"}

@@ -13,8 +13,7 @@ from components.model.config.checks import machine_shape
 from components.model.config.machines import MACHINE_SERIES
 from components.model.config.reference import keys as reference_keys
 from components.model.config.settings import ConfigError, load
-from tests.harness import set_arguments
-from tests.test_settings import BASE, NOW, REQUIRED, P, merge, problems
+from tests.harness import BASE, CLOCK, REQUIRED_KEYS, P, merge, problems, set_arguments
 
 
 def plan_error(assignment: str) -> str:
@@ -118,7 +117,7 @@ def test_no_string_key_accepts_an_empty_string_but_the_one_that_means_something(
     for key in keys:
         context = rules[key].context if key in rules else {}  # the other keys the key's legal values need
         try:
-            load(merge(merge(merge(REQUIRED, BASE), context), nested(key, "")), "my-tpu-project", now=NOW)
+            load(merge(merge(merge(REQUIRED_KEYS, BASE), context), nested(key, "")), "my-tpu-project", now=CLOCK)
             accepted.append(key)
         except ConfigError as err:
             assert f"{P}:{key} = ''" in str(err) or f"{P}:{key} " in str(err), (key, str(err))

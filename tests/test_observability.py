@@ -14,11 +14,10 @@ import yaml
 
 from components.model.observability import monitoring
 from components.observability import dashboard_url
-from tests import conformance
+from tests import conformance, harness
+from tests.conformance import require_charts_dir
 from tests.harness import CHART, LWS, P, Registration, Run, assert_rejected, normalize, ok, run_program
 from tests.harness import label_selector_matches as selects
-from tests.test_conformance import require_charts_dir
-from tests.test_dashboard import DASHBOARD, NO_DEMOS, emitted, tiles
 
 PM = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
@@ -155,7 +154,7 @@ def test_the_program_scrapes_the_epp_and_kueue_exports_the_quota_metrics(dev: Ru
     assert pm["metadata"]["name"] == f"{router['name']}-epp"
     assert pm["spec"]["endpoints"][0]["authorization"]["credentials"]["secret"]["name"] == "epp-metrics-scraper-token"
     # The EPP queries' job is that PodMonitoring's name.
-    epp_queries = [q for q in all_queries(emitted(dev)) if "inference_" in q]
+    epp_queries = [q for q in all_queries(harness.emitted(dev)) if "inference_" in q]
     assert epp_queries and all(f'job="{router["name"]}-epp"' in q for q in epp_queries)
 
 
@@ -177,11 +176,11 @@ def test_scrape_objects_validate_against_the_pinned_gmp_crds(dev: Run) -> None:
 
 
 def charts(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t["widget"] for t in tiles(d) if "xyChart" in t["widget"]]
+    return [t["widget"] for t in harness.tiles(d) if "xyChart" in t["widget"]]
 
 
 def headers(d: dict[str, Any]) -> list[str]:
-    return [t["widget"]["title"] for t in tiles(d) if "sectionHeader" in t["widget"]]
+    return [t["widget"]["title"] for t in harness.tiles(d) if "sectionHeader" in t["widget"]]
 
 
 def all_queries(d: dict[str, Any]) -> list[str]:
@@ -194,7 +193,7 @@ def every_query(run: Run) -> list[str]:
     alerts = [
         c["conditionPrometheusQueryLanguage"]["query"] for c in conditions if "conditionPrometheusQueryLanguage" in c
     ]
-    return all_queries(emitted(run)) + alerts
+    return all_queries(harness.emitted(run)) + alerts
 
 
 def metric_names(query: str) -> set[str]:
@@ -206,7 +205,7 @@ def metric_names(query: str) -> set[str]:
 
 
 def test_every_chart_query_is_balanced_and_scoped_to_the_cluster(dev: Run) -> None:
-    d = emitted(dev)
+    d = harness.emitted(dev)
     assert len(charts(d)) >= 10
     for query in all_queries(d):
         assert query.count("(") == query.count(")") and query.count("{") == query.count("}"), query
@@ -220,7 +219,7 @@ def test_every_metric_is_one_the_pinned_components_export(dev: Run) -> None:
 
 
 def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
-    d = emitted(codelab)
+    d = harness.emitted(codelab)
     assert headers(d) == [
         "Admission (Kueue)",
         "TPU slices",
@@ -243,20 +242,20 @@ def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
 
 def test_the_dashboard_follows_the_settings(codelab: Run) -> None:
     """Each of these dashboards is valid for the API too (tests/test_dashboard.py's cases)."""
-    full = emitted(codelab)
-    assert len(charts(emitted(run_program(NO_DEMOS)))) == len(charts(full)) - 2  # two workloads fewer
-    lean = emitted(run_program({f"{P}:serving": {"enabled": False}}))
+    full = harness.emitted(codelab)
+    assert len(charts(harness.emitted(run_program(harness.NO_DEMOS)))) == len(charts(full)) - 2  # two workloads fewer
+    lean = harness.emitted(run_program({f"{P}:serving": {"enabled": False}}))
     assert headers(lean) == ["Admission (Kueue)", "TPU slices"]
     assert not any("vllm:" in q or "inference_" in q for q in all_queries(lean))
     # The provisioned line follows the cubes: 64 chips each.
-    for d, chips in ((full, 128), (emitted(run_program({f"{P}:tpu": {"cubes": 4}})), 256)):
+    for d, chips in ((full, 128), (harness.emitted(run_program({f"{P}:tpu": {"cubes": 4}})), 256)):
         (quota,) = [c for c in charts(d) if c["title"].startswith("TPU chips")]
         assert quota["xyChart"]["thresholds"][0]["value"] == chips
 
 
 def test_the_same_settings_give_the_same_dashboard() -> None:
     """`pulumi up` twice is a no-op: the JSON string is stable."""
-    first, second = (run_program(fresh=True).get(DASHBOARD, "observability-dashboard") for _ in range(2))
+    first, second = (run_program(fresh=True).get(harness.DASHBOARD, "observability-dashboard") for _ in range(2))
     assert first.inputs == second.inputs
 
 
@@ -390,7 +389,7 @@ def test_a_failed_slice_alerts_on_the_slice_controllers_log_line(dev: Run) -> No
 def test_monitoring_objects_wait_for_the_monitoring_api(dev: Run) -> None:
     api = dev.get(SERVICE, "project-monitoring")
     assert api.inputs["service"] == "monitoring.googleapis.com"
-    for reg in [*dev.of_type(ALERT), *dev.of_type(DASHBOARD)]:
+    for reg in [*dev.of_type(ALERT), *dev.of_type(harness.DASHBOARD)]:
         assert api.urn in reg.dependencies, reg.name
 
 
@@ -411,12 +410,13 @@ def test_turning_the_section_off_removes_all_of_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("part", "gone"), [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {DASHBOARD}), ("alerts", {ALERT})]
+    ("part", "gone"),
+    [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {harness.DASHBOARD}), ("alerts", {ALERT})],
 )
 def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
     run = ok({f"{P}:observability": {part: False}})
     types = {r.type for r in observability(run)}
-    assert not gone & types and {PM, DASHBOARD, ALERT} - gone <= types
+    assert not gone & types and {PM, harness.DASHBOARD, ALERT} - gone <= types
     warned = [m for lvl, m in run.logs if lvl == "warn" and "observability.scraping" in m]
     # Charts without scraping have no data: said once at preview, not an error.
     assert len(warned) == (1 if part == "scraping" else 0), warned

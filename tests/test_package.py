@@ -42,27 +42,10 @@ from components.package.inputs import settings_from
 from components.package.provider import PackageProvider
 from components.package.schema import schema, schema_text
 from components.package.stack import OUTPUTS, TYPE, TpuSlicingStack
-from tests.harness import CLOCK, Mocks, merge, run_program, stack_file_config
+from tests import harness
+from tests.harness import CLOCK, ROOT, TOKEN, Mocks, args_of, run_program, schema_problems, stack_file_config, wire
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "components" / "package"
-TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def args_of(config: dict[str, Any]) -> dict[str, Any]:
-    """A stack's configuration as the component's inputs: the same tree, `project` for gcp:project."""
-    return {"project": config["gcp:project"]} | {
-        k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")
-    }
-
-
-def wire(value: Any) -> Any:
-    """Inputs as `construct` receives them: Pulumi's wire has only doubles."""
-    if isinstance(value, dict):
-        return {k: wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [wire(v) for v in value]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def construct(config: dict[str, Any], *, token: str | None = None, plain_token: bool = False, stack: str = "dev"):
@@ -396,7 +379,7 @@ BAD = {f"{PROJECT}:zone": "nowhere", f"{PROJECT}:tpu": {"cubes": -1}, f"{PROJECT
 
 
 def test_bad_inputs_get_the_programs_errors_named_before_any_resource() -> None:
-    config = merge(stack_file_config("dev"), BAD)
+    config = harness.merge(stack_file_config("dev"), BAD)
     program = run_program(BAD)
     component = construct(config)
     assert component.registrations == [] and program.registrations == []
@@ -408,7 +391,7 @@ def test_bad_inputs_get_the_programs_errors_named_before_any_resource() -> None:
 
 
 def test_the_component_used_from_python_stops_the_same_way() -> None:
-    args = args_of(merge(stack_file_config("dev"), BAD))
+    args = args_of(harness.merge(stack_file_config("dev"), BAD))
     run = execute({}, stack="dev", mocks=Mocks(), now=CLOCK, program=lambda: TpuSlicingStack("tpu", args))  # type: ignore[arg-type]
     assert isinstance(run.error, pulumi.RunError) and run.registrations == []
     assert _problems(run.error) == _problems(run_program(BAD).error)
@@ -471,59 +454,15 @@ def test_the_plugin_started_as_the_language_host_starts_it_serves_the_committed_
         plugin.wait(timeout=30)
 
 
-def _check(value: Any, prop: dict[str, Any], types: dict[str, Any], path: str, problems: list[str]) -> None:
-    """A value of a Pulumi YAML program against a schema property (what `pulumi preview` would type-check)."""
-    if isinstance(value, str) and re.fullmatch(r"\$\{[^}]+\}", value):
-        return  # a reference: the checker of the variable's own type applies
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith("fn::"):
-        if prop.get("plain"):
-            problems.append(f"{path}: a plain input given a function's result")
-        return
-    if "$ref" in prop:
-        t = types[prop["$ref"].rsplit(":", 1)[-1]]
-        _object(value, t.get("properties", {}), t.get("required", []), types, path, problems)
-        return
-    kind = prop.get("type")
-    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float), "array": list, "object": dict}
-    if not isinstance(value, expected[kind]) or (kind == "integer" and isinstance(value, bool)):
-        problems.append(f"{path}: {value!r} is not a {kind}")
-    elif kind == "array":
-        for i, item in enumerate(value):
-            _check(item, prop["items"], types, f"{path}[{i}]", problems)
-    elif kind == "object" and "additionalProperties" in prop:
-        for k, item in value.items():
-            _check(item, prop["additionalProperties"], types, f"{path}.{k}", problems)
-
-
-def _object(value: Any, props: dict, required: list, types: dict, path: str, problems: list[str]) -> None:
-    if not isinstance(value, dict):
-        problems.append(f"{path}: not an object")
-        return
-    problems += [f"{path}.{k}: unknown input".lstrip(".") for k in value if k not in props]
-    problems += [f"{path}.{k}: required".lstrip(".") for k in required if k not in value]
-    for k, item in value.items():
-        if k in props:
-            _check(item, props[k], types, f"{path}.{k}".lstrip("."), problems)
-
-
-def _schema_problems(properties: dict[str, Any], resource: str = TYPE) -> list[str]:
-    spec = schema()
-    types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
-    block = spec["resources"][resource]
-    problems: list[str] = []
-    _object(properties, block["inputProperties"], block["requiredInputs"], types, "", problems)
-    return problems
-
-
 def test_the_yaml_example_declares_the_stack_with_inputs_the_schema_and_the_validation_accept() -> None:
     program = yaml.safe_load((ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
     assert program["runtime"] == "yaml" and NAME in program["packages"]
     (resource,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:TpuSlicingStack"]
-    assert _schema_problems(resource["properties"]) == []
+    assert schema_problems(resource["properties"]) == []
     # The checker itself: a typo, a string count and a missing project are each found.
     bad = {**resource["properties"], "tpu": {"cubs": 2, "cubes": "2"}}
     bad.pop("project")
-    assert _schema_problems(bad) == ["project: required", "tpu.cubs: unknown input", "tpu.cubes: '2' is not a integer"]
+    assert schema_problems(bad) == ["project: required", "tpu.cubs: unknown input", "tpu.cubes: '2' is not a integer"]
     # With its configuration's values filled in, the inputs pass the program's own validation.
     filled = {"projectId": "my-tpu-project", "reservation": "my-reservation", "weightsBucket": "my-weights"}
     assert set(filled) <= set(program["config"])

@@ -16,8 +16,7 @@ from components.package import NAME
 from components.package.blocks import SliceQueues
 from components.package.provider import PackageProvider
 from components.package.schema import schema
-from tests.harness import CLOCK, Mocks, run_program, stack_file_config
-from tests.test_package import ROOT, TOKEN, _schema_problems, args_of, wire
+from tests.harness import CLOCK, ROOT, TOKEN, Mocks, args_of, run_program, schema_problems, stack_file_config, wire
 
 BLOCKS = ("TpuCapacity", "SliceQueues", "Serving")
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")
@@ -207,7 +206,7 @@ def test_the_existing_cluster_example_declares_a_block_with_inputs_the_schema_ac
     program = yaml.safe_load((root / "Pulumi.yaml").read_text())
     assert program["runtime"] == "yaml" and NAME in program["packages"] and (root / "README.md").exists()
     (queues,) = [r for r in program["resources"].values() if r["type"] == f"{NAME}:SliceQueues"]
-    assert _schema_problems(queues["properties"], f"{NAME}:index:SliceQueues") == []
+    assert schema_problems(queues["properties"], f"{NAME}:index:SliceQueues") == []
     block = schema()["resources"][f"{NAME}:index:SliceQueues"]
     assert set(program["outputs"].values()) <= {f"${{queues.{k}}}" for k in block["properties"]}
     # Its values pass the block's validation, and its provider is the one it declares.

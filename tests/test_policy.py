@@ -20,44 +20,19 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import empty_pb2
-from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
-from pulumi_policy import EnforcementLevel, PolicyProviderResource, PolicyResourceOptions, ResourceValidationArgs
-from pulumi_policy.deserialize import deserialize_properties
-from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi_policy import EnforcementLevel, PolicyProviderResource
 
 from components.serving import HF_SECRET
 from policy import rules
-from tests.harness import ROOT, UNKNOWN, Registration, Run, run_program, unwrap
-from tests.test_dynamic_provider_host import struct
+from tests.fakes import struct
+from tests.harness import ROOT, STACKS, UNKNOWN, Registration, Run, unwrap
+from tests.policy_pack import PROTECTED, SECRET_OUTPUTS, args_for, policy, provider_of, run, violations
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
-STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
-# Resource options by URN, as the program registered them (the harness does not record these).
-SECRET_OUTPUTS: dict[str, list[str]] = {}
-PROTECTED: dict[str, bool] = {}
 # The rules that apply to protected stacks only, each configured with its own `protectedStacks`.
 STACK_POLICIES = ("protected-stack-cluster-deletion-protection", "protected-stack-pulumi-protect")
-
-
-def run(stack: str = "dev", overrides: dict[str, Any] | None = None, **kwargs: Any) -> Run:
-    """run_program, also keeping each registration's additional secret outputs and `protect` option."""
-    original = MockMonitor.RegisterResource
-
-    def register(monitor: MockMonitor, request: Any) -> Any:
-        response = original(monitor, request)
-        SECRET_OUTPUTS[response.urn] = list(request.additionalSecretOutputs)
-        PROTECTED[response.urn] = bool(request.protect)
-        return response
-
-    MockMonitor.RegisterResource = register  # type: ignore[method-assign]
-    try:
-        result = run_program(overrides, stack=stack, **kwargs)
-    finally:
-        MockMonitor.RegisterResource = original  # type: ignore[method-assign]
-    assert result.error is None, result.error
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -69,49 +44,6 @@ def dev() -> Run:
 def with_token() -> Run:
     """The dev stack with an HF token: the only run that declares the HF token Secret."""
     return run(secrets=HF_TOKEN)
-
-
-def provider_of(reg: Registration) -> PolicyProviderResource | None:
-    """The provider as the engine describes it to the pack: type and name from the reference's URN."""
-    if not reg.provider:
-        return None
-    urn = reg.provider.rsplit("::", 1)[0]  # a reference is "<urn>::<id>"
-    qualified_type, name = urn.split("::")[-2:]
-    # The URN qualifies the type with its parents' ("...:Cluster$pulumi:providers:kubernetes").
-    return PolicyProviderResource(qualified_type.split("$")[-1], {}, urn, name)
-
-
-def args_for(
-    reg: Registration, inputs: dict[str, Any] | None = None, config: dict[str, Any] | None = None, **changes: Any
-) -> ResourceValidationArgs:
-    """What pulumi_policy's Analyze builds from the engine's request for this resource."""
-    props = unknown_checking_proxy(deserialize_properties(copy.deepcopy(reg.inputs if inputs is None else inputs)))
-    opts = PolicyResourceOptions(
-        protect=changes.get("protect", PROTECTED.get(reg.urn, False)),
-        ignore_changes=[],
-        delete_before_replace=None,
-        aliases=[],
-        custom_timeouts=None,  # type: ignore[arg-type]
-        additional_secret_outputs=changes.get("additional_secret_outputs", SECRET_OUTPUTS.get(reg.urn, [])),
-        parent=reg.parent or None,
-    )
-    provider = changes["provider"] if "provider" in changes else provider_of(reg)
-    return ResourceValidationArgs(reg.type, props, reg.urn, reg.name, opts, provider, config)
-
-
-def violations(policy: rules.ResourceValidationPolicy, args: ResourceValidationArgs, stack: str = "dev") -> list[str]:
-    found: list[str] = []
-    original = rules.current_stack
-    rules.current_stack = lambda: stack
-    try:
-        policy.validate(args, lambda message, urn=None: found.append(message))
-    finally:
-        rules.current_stack = original
-    return found
-
-
-def policy(name: str) -> rules.ResourceValidationPolicy:
-    return next(p for p in rules.POLICIES if p.name == name)
 
 
 def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:

@@ -9,9 +9,7 @@ and the tests below fail naming it until it has them.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,39 +27,16 @@ from components.model.config.reference import (
 )
 from components.model.config.rules import Rule
 from components.model.config.settings import SECRET_TOP_KEYS, ConfigError, load
-from tests.harness import merge
+from tests.harness import CLOCK, ROOT, with_value
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
 CHANGES = ROOT / "docs" / "changes.md"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-PROJECT_ID = "my-tpu-project"
-# The smallest valid configuration: the defaults plus the one value no default can give.
-BASE: dict[str, Any] = {
-    "tpu": {"reservation": {"name": "tpu7x-reservation"}},
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "203.0.113.0/24"}]}},
-}
 KEYS = {k.path: k for k in keys()}
 MISSING = (
     "has no complete rule: give its field a description and a `Rule` in its Annotated type (allowed values, their "
     "source, the docs/changes.md anchor of what changing it does, one refused value and one legal edge value; "
     "components/model/config/rules.py), then run `python -m components reference --write`"
 )
-
-
-def with_value(path: str, value: Any, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """(raw config, gcp:project) with `value` at `path`, on top of BASE and the rule's context."""
-    raw = merge(BASE, context)
-    if path == "project":
-        return raw, value
-    node = raw
-    *parents, last = path.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return raw, PROJECT_ID
 
 
 def rule_of(path: str) -> Rule:
@@ -143,7 +118,7 @@ def test_a_value_the_rule_forbids_is_refused_naming_the_key(path: str) -> None:
     context = rule.context if rule.refused_context is None else rule.refused_context
     raw, project = with_value(path, rule.refused, context)
     with pytest.raises(ConfigError) as err:
-        load(raw, project, now=NOW)
+        load(raw, project, now=CLOCK)
     lines = str(err.value).splitlines()[1:]
     key = config_key(path)
     # The line of the problem names the key: as its subject, or as the other side of a rule between two keys.
@@ -160,7 +135,7 @@ def test_a_legal_edge_value_is_accepted(path: str) -> None:
     raw, project = with_value(path, rule.accepted, rule.context)
     # As a Pulumi secret where the key is one (plain text is refused, see above).
     try:
-        load(raw, project, SECRET_TOP_KEYS, now=NOW)
+        load(raw, project, SECRET_TOP_KEYS, now=CLOCK)
     except ConfigError as err:
         pytest.fail(f"{config_key(path)} = {rule.accepted!r} is legal but was refused:\n{err}")
 

@@ -27,6 +27,7 @@ from tests.harness import (
     P,
     Run,
     assert_rejected,
+    rejected,
     run_program,
     set_arguments,
     tpu_pools,
@@ -100,16 +101,6 @@ def on(run: Run) -> dict[str, str]:
         out[name] = value.rsplit("/", 1)[1]
         assert inputs["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": out[name]}
     return out
-
-
-def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
-    assert run.error is not None, "accepted"
-    message = str(run.error)
-    assert message.startswith(prefix), message
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message}"
-    assert run.registrations == [], "resources registered before the error"
-    return message
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,18 +28,20 @@ from components.model.serving.rollout import pod_spec_shape, revision
 from tests.harness import (
     JOBSET,
     LWS,
+    ROLES,
     Mocks,
     P,
     Run,
+    lws,
     normalize,
     ok,
     preview,
     run_program,
     set_arguments,
+    templates,
     tpu_pools,
     warnings_of,
 )
-from tests.test_serving import ROLES, lws, templates
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

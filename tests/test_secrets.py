@@ -17,13 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.cli import import_file, plan, render
 from components.model.config.settings import SECRET_PATHS, secret_paths
-from tests.harness import ROOT, P, fill_placeholders, merge, run_program
-from tests.test_reservation import rejected
+from tests.harness import COMMANDS, ROOT, P, fill_placeholders, merge, rejected, run_program
 
 TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"  # the shape of a Hugging Face token, not a real one
-COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
 
 # (case, stack-file config on top of the filled dev stack, extra command-line arguments)
 PATHS: list[tuple[str, dict[str, Any], list[str]]] = [

@@ -18,6 +18,7 @@ from tests.harness import (
     JOBSET,
     LWS,
     PROJECT_NUMBER,
+    ROLES,
     P,
     Run,
     assert_rejected,
@@ -25,17 +26,20 @@ from tests.harness import (
     is_secret,
     kueue_objects,
     label_selector_matches,
+    leader,
+    lws,
     normalize,
     ok,
     stack_file_config,
+    templates,
     tpu_pools,
+    vllm_leader,
 )
 
 SECRET = "kubernetes:core/v1:Secret"
 IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 TOKEN = "hf_serving_test_token_1234"
-ROLES = ("prefill", "decode")
 
 
 @pytest.fixture(scope="module")
@@ -48,25 +52,8 @@ def with_serving(settings: dict) -> Run:
     return ok({f"{P}:serving": settings})
 
 
-def lws(run: Run, role: str) -> dict:
-    return normalize(run.get(LWS, f"serving-{role}").plain())
-
-
-def templates(obj: dict) -> dict[str, dict]:
-    lwt = obj["spec"]["leaderWorkerTemplate"]
-    return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
-
-
-def leader(obj: dict) -> dict:
-    return templates(obj)["leader"]["spec"]
-
-
 def worker(obj: dict) -> dict:
     return templates(obj)["worker"]["spec"]
-
-
-def vllm_leader(obj: dict) -> dict:
-    return leader(obj)["containers"][0]
 
 
 def vllm_args(obj: dict) -> list[str]:

@@ -7,26 +7,12 @@ from typing import Any
 
 import pytest
 
-from components.model.config.settings import ConfigError, load
-from tests.harness import P, assert_rejected
-from tests.test_reference import BASE as SMALLEST
-from tests.test_reference import NOW, PROJECT_ID, merge, with_value
-
-BASE: dict[str, Any] = {"tpu": SMALLEST["tpu"]}
-# Keys without a default the tests do not vary: merged under every configuration below.
-REQUIRED: dict[str, Any] = {key: value for key, value in SMALLEST.items() if key != "tpu"}
+from components.model.config.settings import load
+from tests.harness import BASE, CLOCK, PROJECT_ID, REQUIRED_KEYS, P, assert_rejected, merge, problems, with_value
 
 
 def ok(raw: dict[str, Any], project: str = "my-tpu-project") -> None:
-    load(merge(REQUIRED, raw), project, now=NOW)
-
-
-def problems(raw: dict[str, Any], project: str = "my-tpu-project") -> list[str]:
-    with pytest.raises(ConfigError) as err:
-        load(merge(REQUIRED, raw), project, now=NOW)
-    lines = str(err.value).splitlines()
-    assert lines[0] == f"invalid stack configuration ({len(lines) - 1} problem{'s' if len(lines) > 2 else ''}):"
-    return [line.strip() for line in lines[1:]]
+    load(merge(REQUIRED_KEYS, raw), project, now=CLOCK)
 
 
 def test_cross_checks_still_run_beside_an_invalid_key_they_do_not_read() -> None:
@@ -151,7 +137,7 @@ def test_vllm_batched_tokens_at_least_sequences() -> None:
 def test_values_at_the_edges_of_a_keys_grammar(path: str, value: str, refused: str | None) -> None:
     raw, _ = with_value(path, value, {})
     if refused is None:
-        load(raw, PROJECT_ID, now=NOW)
+        load(raw, PROJECT_ID, now=CLOCK)
     else:
         (line,) = problems(raw)
         assert line.startswith(f"{P}:{path} = ") and refused in line, line

@@ -29,6 +29,7 @@ from tests.harness import (
     P,
     Run,
     contains_secret,
+    inputs_of,
     is_secret,
     ok,
     placeholders,
@@ -166,10 +167,6 @@ def test_a_maintenance_exclusion_is_set(stack: tuple[str, Run]) -> None:
     assert exclusion["exclusionOptions"]["endTimeBehavior"] == "UNTIL_END_OF_SUPPORT"
     assert exclusion["exclusionOptions"]["scope"] in ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
     assert "endTime" not in exclusion
-
-
-def inputs_of(run: Run) -> dict[tuple[str, str], Any]:
-    return {(r.type, r.name): r.inputs for r in run.registrations}
 
 
 def test_every_stack_file_is_valid_a_year_from_now(stack: tuple[str, Run]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import graphlib
-from pathlib import Path
 from typing import Any
 
 import dill
@@ -22,11 +21,11 @@ from components import teardown
 from components.model import keys
 from components.model.tpu import slices as model
 from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, replacement_refusals
-from tests import fakes, harness
-from tests.harness import P, Registration, Run, assert_rejected, is_secret, ok, tpu_pools, unwrap
-from tests.test_dashboard import NO_DEMOS
-from tests.test_diff import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.test_diff import change, preview
+from tests import harness
+from tests.fakes import KUBE_TOKEN, serve_kube, slice_
+from tests.harness import NO_DEMOS, P, Registration, Run, assert_rejected, is_secret, ok, tpu_pools, unwrap
+from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
+from tests.preview import change, preview
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
@@ -38,24 +37,6 @@ def node(pool: str, cube: str, sub: str) -> dict[str, str]:
 POOL_A = [node("tpu7-pool-0", "cube-a", "a-0"), node("tpu7-pool-0", "cube-a", "a-1")]
 POOL_B = [node("tpu7-pool-1", "cube-b", "b-0")]
 NODES = {"tpu7-pool-0": POOL_A, "tpu7-pool-1": POOL_B}
-
-
-def slice_(
-    name: str, topology: str, ids: list[str], reason: str = "ACTIVE", *, deleting: bool = False, owner: str = ""
-) -> dict[str, Any]:
-    """A Slice the controller made for workload `owner` (namespace/name; default llm-d-pd-disaggregation/wl-<name>)."""
-    namespace, _, owner = (owner or f"llm-d-pd-disaggregation/wl-{name}").partition("/")
-    meta: dict[str, Any] = {"name": name, "annotations": {keys.OWNER_NAMESPACE: namespace, keys.OWNER_NAME: owner}}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-12-01T08:00:00Z"
-    ready = "True" if reason in ("ACTIVE", "ACTIVE_DEGRADED") else "False"
-    return {
-        "apiVersion": "accelerator.gke.io/v1beta1",
-        "kind": "Slice",
-        "metadata": meta,
-        "spec": {"type": "tpu7x", "topology": topology, "partitionIds": ids},
-        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "m"}]},
-    }
 
 
 def test_a_slice_uses_a_pool_through_the_partition_label_of_its_shape() -> None:
@@ -176,22 +157,6 @@ def test_one_gate_per_pool_with_the_kubeconfig_secret_end_to_end(dev: Run) -> No
 
 def test_the_drain_timeout_must_be_positive() -> None:
     assert_rejected({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 0}}}, ["drainTimeoutSeconds"])
-
-
-KUBE_TOKEN = "kube-token"
-
-
-def serve_kube(
-    request: pytest.FixtureRequest, answers: dict[str, tuple[int, Any]], token: str = KUBE_TOKEN
-) -> tuple[Path, list[fakes.Request]]:
-    """A fake API server, until the test ends, answering the paths of `answers` (without a trailing /) with their
-    (status, body) and any other with a 404, to KUBE_TOKEN: a kubeconfig reaching it with `token`, and the
-    requests it got."""
-    seen: list[fakes.Request] = []
-    server = fakes.serve_api(lambda r: answers.get(r.path.rstrip("/"), fakes.not_found()), KUBE_TOKEN, seen.append)
-    request.addfinalizer(server.shutdown)
-    url = f"http://{fakes.address(server)}"
-    return fakes.write_kubeconfig(request.getfixturevalue("tmp_path") / "kubeconfig", url, token), seen
 
 
 def slice_api(request: pytest.FixtureRequest, groups: list[str], list_status: int = 200) -> tuple[str, list]:

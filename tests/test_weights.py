@@ -29,13 +29,14 @@ from tests.harness import (
     Run,
     assert_rejected,
     contains_secret,
+    lws,
     ok,
     run_program,
     stack_file_config,
     tpu_pools,
+    vllm_leader,
     warnings_of,
 )
-from tests.test_serving import lws, vllm_leader
 
 JOB = "kubernetes:batch/v1:Job"
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"

@@ -14,14 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import ROOT, STACKS, stack_run
+from tests.harness import ROOT, STACKS, WORKFLOWS, stack_run, workflow
 
-WORKFLOWS = ROOT / ".github" / "workflows"
 PROMOTION = ["dev", "staging", "prod"]
-
-
-def workflow(name: str) -> dict[str, Any]:
-    return yaml.safe_load((WORKFLOWS / name).read_text())
 
 
 def step(job: dict[str, Any], action: str) -> dict[str, Any]:
