@@ -370,7 +370,7 @@ def run_program(
 
 
 def _hooks() -> dict[str, Any]:
-    """The engine's methods a test may wrap to watch a run (tests/test_policy.py does): a wrapped one is no replay."""
+    """The engine's methods a test may wrap (tests/test_slice_controller.py does): a wrapped one is no replay."""
     return {f"{c.__name__}.{n}": f for c in (MockMonitor, RecordingMonitor) for n, f in vars(c).items() if callable(f)}
 
 

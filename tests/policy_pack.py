@@ -5,36 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pulumi.runtime.mocks import MockMonitor
 from pulumi_policy import PolicyProviderResource, PolicyResourceOptions, ResourceValidationArgs
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from policy import rules
-from tests.harness import Registration, Run, run_program
-
-# Resource options by URN, as the program registered them (the harness does not record these).
-SECRET_OUTPUTS: dict[str, list[str]] = {}
-PROTECTED: dict[str, bool] = {}
-
-
-def run(stack: str = "dev", overrides: dict[str, Any] | None = None, **kwargs: Any) -> Run:
-    """run_program, also keeping each registration's additional secret outputs and `protect` option."""
-    original = MockMonitor.RegisterResource
-
-    def register(monitor: MockMonitor, request: Any) -> Any:
-        response = original(monitor, request)
-        SECRET_OUTPUTS[response.urn] = list(request.additionalSecretOutputs)
-        PROTECTED[response.urn] = bool(request.protect)
-        return response
-
-    MockMonitor.RegisterResource = register  # type: ignore[method-assign]
-    try:
-        result = run_program(overrides, stack=stack, **kwargs)
-    finally:
-        MockMonitor.RegisterResource = original  # type: ignore[method-assign]
-    assert result.error is None, result.error
-    return result
+from tests.harness import Registration
 
 
 def provider_of(reg: Registration) -> PolicyProviderResource | None:
@@ -52,13 +28,14 @@ def args_for(
 ) -> ResourceValidationArgs:
     """What pulumi_policy's Analyze builds from the engine's request for this resource."""
     props = unknown_checking_proxy(deserialize_properties(copy.deepcopy(reg.inputs if inputs is None else inputs)))
+    secret_outputs = reg.options.get("additionalSecretOutputs", [])  # none on a chart's objects
     opts = PolicyResourceOptions(
-        protect=changes.get("protect", PROTECTED.get(reg.urn, False)),
+        protect=changes.get("protect", reg.protect),
         ignore_changes=[],
         delete_before_replace=None,
         aliases=[],
         custom_timeouts=None,  # type: ignore[arg-type]
-        additional_secret_outputs=changes.get("additional_secret_outputs", SECRET_OUTPUTS.get(reg.urn, [])),
+        additional_secret_outputs=changes.get("additional_secret_outputs", secret_outputs),
         parent=reg.parent or None,
     )
     provider = changes["provider"] if "provider" in changes else provider_of(reg)

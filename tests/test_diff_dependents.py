@@ -7,8 +7,7 @@ from typing import Any
 
 from components.model.diff import dependents, engine
 from tests.harness import JOBSET, LWS
-from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.preview import change, preview, record, urn
+from tests.preview import NO_WORKLOADS_SETS, change, preview, record, urn
 
 LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
@@ -80,6 +79,6 @@ def test_a_dependents_reason_says_each_clause_once() -> None:
     assert (gate.action, gate.delete_first) == (engine.REPLACE, True)
     assert gate.reason.count("pool: unknown, the gate's provider replaces it") == 1, gate.reason
     assert gate.reason.startswith("deleted before pool")
-    code, real = preview("dev", *NO_WORKLOADS, "--change", "tpu.reservation.name=other-reservation")
+    code, real = preview("dev", *NO_WORKLOADS_SETS, "--change", "tpu.reservation.name=other-reservation")
     reason = change(real, "teardown-tpu7-pool-1")["reason"]
     assert code == 0 and reason.count("pool: unknown, the gate's provider replaces it") == 1, reason

@@ -24,8 +24,7 @@ from tests.harness import (
     ok,
     shape,
 )
-from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.preview import change, preview
+from tests.preview import NO_WORKLOADS_SETS, change, preview
 
 
 @pytest.mark.parametrize(
@@ -101,7 +100,7 @@ def test_a_topology_or_flavor_rename_without_workloads_replaces_every_queue_obje
         "kueue.flavorName=other-rf": ("queues-flavor", "queues-cluster-queue"),
     }
     for key, replaced in expected.items():
-        code, result = preview("dev", *NO_WORKLOADS, "--change", key)
+        code, result = preview("dev", *NO_WORKLOADS_SETS, "--change", key)
         assert code == 0, key
         for name in (*replaced, "queues-local-queue"):
             c = change(result, name)

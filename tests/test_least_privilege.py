@@ -11,12 +11,10 @@ import pytest
 from components.cli.plan import settings_input
 from components.model.config.checks import ConfigError
 from components.model.config.settings import load
-from tests.harness import Run, assert_rejected, normalize, ok, run_program, stack_file_config
+from tests.harness import LWS, P, Run, assert_rejected, lws, normalize, ok, run_program, stack_file_config, templates
 
-P = "gke-tpu-slicing"
 BUCKET = "gcp:storage/bucket:Bucket"
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
-LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 
 # Predefined Cloud Storage roles that grant no object or bucket write
@@ -38,8 +36,7 @@ def members(run: Run) -> dict[str, set[str]]:
 
 
 def env(obj: dict[str, Any], container: str = "leader") -> dict[str, str]:
-    lwt = obj["spec"]["leaderWorkerTemplate"]
-    spec = lwt["leaderTemplate" if container == "leader" else "workerTemplate"]["spec"]
+    spec = templates(obj)[container]["spec"]
     return {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
 
 
@@ -106,7 +103,7 @@ def test_the_weights_are_only_read(each_stack: Run) -> None:
     assert granted["gemma3-weights"] == {"roles/storage.bucketViewer", "roles/storage.objectViewer"}
     assert granted["gemma3-weights"] <= READ_ONLY_ROLES
     for role in ("prefill", "decode"):
-        obj = normalize(each_stack.get(LWS, f"serving-{role}").plain())
+        obj = lws(each_stack, role)
         for container in ("leader", "worker"):
             # Nothing the pods write goes to the weights bucket.
             writes = [v for k, v in env(obj, container).items() if k.endswith("CACHE_PATH")]
@@ -127,7 +124,7 @@ def test_the_cache_bucket_is_the_one_place_the_pods_write(each_stack: Run) -> No
     assert writable == {inputs["name"]}
     assert granted[inputs["name"]] == {"roles/storage.bucketViewer", "roles/storage.objectUser"}
     for role in ("prefill", "decode"):
-        obj = normalize(each_stack.get(LWS, f"serving-{role}").plain())
+        obj = lws(each_stack, role)
         assert env(obj)["VLLM_XLA_CACHE_PATH"] == env(obj, "worker")["VLLM_XLA_CACHE_PATH"]
         assert env(obj)["VLLM_XLA_CACHE_PATH"] == f"gs://{inputs['name']}/xla_cache"
         # The pods start only once they may write the cache (and read the weights).

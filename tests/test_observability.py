@@ -15,7 +15,6 @@ import yaml
 from components.model.observability import monitoring
 from components.observability import dashboard_url
 from tests import conformance, harness
-from tests.conformance import require_charts_dir
 from tests.harness import CHART, LWS, P, Registration, Run, assert_rejected, normalize, ok, run_program
 from tests.harness import label_selector_matches as selects
 
@@ -131,7 +130,7 @@ def test_kueue_scrape_object_uses_a_token_allowed_to_read_metrics(dev: Run) -> N
 
 def test_kueue_selector_and_port_match_the_pinned_chart() -> None:
     """The pinned chart's metrics Service targets 8443 and its manager serves metrics there."""
-    values = yaml.safe_load((require_charts_dir() / "kueue-v0.17.4" / "values.yaml").read_text())
+    values = yaml.safe_load((conformance.require_charts_dir() / "kueue-v0.17.4" / "values.yaml").read_text())
     (port,) = values["metricsService"]["ports"]
     config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     assert config["metrics"]["bindAddress"] == f":{port['targetPort']}"

@@ -26,8 +26,8 @@ from pulumi_policy import EnforcementLevel, PolicyProviderResource
 from components.serving import HF_SECRET
 from policy import rules
 from tests.fakes import struct
-from tests.harness import ROOT, STACKS, UNKNOWN, Registration, Run, unwrap
-from tests.policy_pack import PROTECTED, SECRET_OUTPUTS, args_for, policy, provider_of, run, violations
+from tests.harness import ROOT, STACKS, UNKNOWN, Registration, Run, ok, unwrap
+from tests.policy_pack import args_for, policy, provider_of, violations
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"
@@ -37,13 +37,13 @@ STACK_POLICIES = ("protected-stack-cluster-deletion-protection", "protected-stac
 
 @pytest.fixture(scope="module")
 def dev() -> Run:
-    return run()
+    return ok()
 
 
 @pytest.fixture(scope="module")
 def with_token() -> Run:
     """The dev stack with an HF token: the only run that declares the HF token Secret."""
-    return run(secrets=HF_TOKEN)
+    return ok(secrets=HF_TOKEN)
 
 
 def all_violations(run: Run, stack: str = "dev", **changes: Any) -> list[str]:
@@ -113,7 +113,7 @@ def test_policy_requirements_pin_the_repository_versions() -> None:
 def test_the_program_passes_every_rule_under_the_stacks_name(
     stack: str, kwargs: dict[str, Any], changes: dict[str, Any]
 ) -> None:
-    assert all_violations(run(**kwargs), stack=stack, **changes) == []
+    assert all_violations(ok(**kwargs), stack=stack, **changes) == []
 
 
 def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) -> None:
@@ -243,7 +243,7 @@ def test_cluster_of_a_protected_stack_without_deletion_protection_violates(dev: 
 def test_unprotected_capacity_of_a_protected_stack_violates(dev: Run, which: str) -> None:
     reg = next(r for r in dev.registrations if r.name == which)
     p = policy("protected-stack-pulumi-protect")
-    assert PROTECTED[reg.urn] is False  # the dev stack protects nothing
+    assert reg.protect is False  # the dev stack protects nothing
     assert violations(p, args_for(reg), stack="dev") == []
     assert violations(p, args_for(reg), stack="prod") != []
     assert violations(p, args_for(reg, protect=True), stack="prod") == []
@@ -260,7 +260,7 @@ def test_protected_stacks_come_from_the_policy_config(dev: Run) -> None:
 def test_hf_token_secret_without_secret_outputs_violates(with_token: Run) -> None:
     secret = with_token.get(rules.K8S_SECRET, "serving-hf-token")
     # The program's Secret: the value is a Pulumi secret and the typed resource marks both fields.
-    assert set(rules.SECRET_FIELDS) <= set(SECRET_OUTPUTS[secret.urn])
+    assert set(rules.SECRET_FIELDS) <= set(secret.options["additionalSecretOutputs"])
     assert unwrap(secret.inputs["stringData"]) == {"HF_TOKEN": HF_TOKEN["gke-tpu-slicing:hfToken"]}
     p = policy("hf-token-secret-encrypted")
     assert violations(p, args_for(secret)) == []
@@ -300,8 +300,8 @@ def analyze_request(reg: Registration, inputs: dict[str, Any] | None = None) -> 
         properties=struct(copy.deepcopy(reg.inputs if inputs is None else inputs)),
         options=analyzer_pb2.AnalyzerResourceOptions(
             parent=reg.parent,
-            protect=PROTECTED.get(reg.urn, False),
-            additionalSecretOutputs=SECRET_OUTPUTS.get(reg.urn, []),
+            protect=reg.protect,
+            additionalSecretOutputs=reg.options.get("additionalSecretOutputs", []),
         ),
     )
     provider = provider_of(reg)

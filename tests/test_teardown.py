@@ -24,8 +24,7 @@ from components.teardown import PoolReplacementsProvider, SliceGateProvider, clu
 from tests import harness
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.harness import NO_DEMOS, P, Registration, Run, assert_rejected, is_secret, ok, tpu_pools, unwrap
-from tests.preview import NO_WORKLOADS_SETS as NO_WORKLOADS
-from tests.preview import change, preview
+from tests.preview import NO_WORKLOADS_SETS, change, preview
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
@@ -311,7 +310,7 @@ def test_diff_shows_the_refusal_of_a_pool_replacement_under_workloads() -> None:
     for key in ("demos.subslicing.enabled", "serving.enabled"):  # what ran
         assert key in guard["reason"], key
     assert "demos.superslicing.enabled" not in guard["reason"]  # dev does not run it
-    code, result = preview("dev", *NO_WORKLOADS, "--change", "tpu.reservation.name=other-reservation")
+    code, result = preview("dev", *NO_WORKLOADS_SETS, "--change", "tpu.reservation.name=other-reservation")
     assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"  # the new ids
     assert change(result, "capacity-tpu7-pool-1")["action"] == "replace"
     # A new cluster replaces the Kubernetes provider, and with it every workload, deleted before the pools.
