@@ -154,3 +154,20 @@ def test_the_size_rule_exempts_only_a_module_marked_generated() -> None:
     from components.cli.package_args import GENERATED
 
     assert GENERATED.startswith(GENERATED_MARK)
+
+
+def borrowed_from_tests(path: str, source: str) -> list[str]:
+    """Imports of `source` from a test module: what tests share lives in tests/harness.py, fakes.py and the like."""
+    found = [(line, m) for line, m in imported_modules(path, source) if m.startswith("tests.test_")]
+    return [f"{path}:{line}: imports from a test module ({m})" for line, m in found]
+
+
+def test_no_test_module_is_another_ones_library() -> None:
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*.py"))
+    assert [problem for f in files for problem in borrowed_from_tests(f, (ROOT / f).read_text())] == []
+    assert borrowed_from_tests("tests/test_a.py", "from tests.test_b import helper") == [
+        "tests/test_a.py:1: imports from a test module (tests.test_b.helper)"
+    ]
+    assert borrowed_from_tests("tests/test_a.py", "import tests.test_b") == [
+        "tests/test_a.py:1: imports from a test module (tests.test_b)"
+    ]
