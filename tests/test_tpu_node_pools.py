@@ -140,8 +140,10 @@ def test_pools_reference_the_policy_so_a_policy_replacement_replaces_them_first(
 
 
 def test_nothing_of_capacity_waits_for_the_slice_controller_nor_it_for_the_pools(dev: Run) -> None:
-    """They are created while the add-ons install; only their gates wait for the slice controller (that the pools
-    wait for nothing in the cluster: test_graph_depth.py)."""
+    """They are created while the add-ons install; only their gates wait for the slice controller."""
     slice_controller = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")
-    assert not any(dev.depends_on(slice_controller, pool) for pool in tpu_pools(dev))
+    in_cluster = [r for r in dev.registrations if r.type.startswith("kubernetes:")]
+    for pool in tpu_pools(dev):
+        assert not any(dev.depends_on(pool, r) for r in in_cluster), pool.name
+        assert not dev.depends_on(slice_controller, pool)
     assert not dev.depends_on(dev.get(*POLICY), slice_controller)
