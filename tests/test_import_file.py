@@ -1,30 +1,21 @@
-"""`python -m components import-file` agrees with the program (issue 12).
-
-The command reads the program's offline run; this runs it again under the tests' own mocks for the same
-stack file: every resource it registers must be in the import file with its exact type, logical name and
-parent, or on the command's documented not-imported list. The id formats are checked against the
-providers' documented import formats (quoted with sources) and against what the program registers.
-"""
+"""`python -m components import-file` agrees with the program's own mock run: every resource it registers is in the
+file with its exact type, logical name and parent, or on the documented not-imported list; bad input stops it."""
 
 from __future__ import annotations
 
-import inspect
-import io
 import json
-import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-import pulumi_gcp as gcp
 import pytest
 import yaml
 
-from components.cli import adoption, import_file
+from components.cli import adoption
 from components.cli.plan import secret_keys, stack_config
 from components.model import import_ids as ids
 from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, fill_placeholders, merge, run_program, set_arguments
+from tests.import_file_runs import cli, dev_file, import_json
 
 P = "gke-tpu-slicing"
 STACK_ROOT = "pulumi:pulumi:Stack"
@@ -33,20 +24,6 @@ STACK_ROOT = "pulumi:pulumi:Stack"
 FILE_KEYS = {"nameTable", "resources", "providerInputs"}
 SPEC_KEYS = {"type", "name", "id", "parent", "provider", "version", "pluginDownloadUrl", "properties", "component"}
 SPEC_KEYS |= {"remote", "logicalName"}
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    if "--dir" not in args and "dev" in args:  # the repository's dev stack: fill its placeholders
-        args = (*args, *set_arguments("dev"))
-    code = import_file.main(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def import_json(*args: str) -> dict[str, Any]:
-    code, out, err = cli(*args)
-    assert code == 0, err
-    return json.loads(out)
 
 
 def stack_dir(tmp_path: Path, name: str, config: dict[str, Any]) -> Path:
@@ -143,11 +120,6 @@ def check_agreement(
             assert data["nameTable"][parent] in {engine_urn(run, c) for c in named.values()}
 
 
-@pytest.fixture(scope="module")
-def dev_all() -> dict[str, Any]:
-    return import_json("--stack", "dev", "--project-number", PROJECT_NUMBER)
-
-
 def _plan(stack: str, directory: Path, project_number: str | None) -> adoption.Adoption:
     config = fill_placeholders(stack_config(directory, stack))
     return adoption.adoption(config, stack, secret_keys(directory, stack), project_number)
@@ -159,10 +131,11 @@ def test_a_type_without_an_import_format_stops_the_command(monkeypatch: pytest.M
         _plan("dev", ROOT, None)
 
 
-def test_the_file_names_every_resource_the_program_registers(dev: Run, dev_all: dict[str, Any]) -> None:
-    check_agreement(dev, dev_all, PROJECT_NUMBER)
+def test_the_file_names_every_resource_the_program_registers(dev: Run) -> None:
+    data = dev_file()
+    check_agreement(dev, data, PROJECT_NUMBER)
     # the dev stack has every kind of resource this command imports
-    assert {*ids.IMPORT_IDS, "kubernetes:core/v1:Namespace"} <= {s["type"] for s in dev_all["resources"]}
+    assert {*ids.IMPORT_IDS, "kubernetes:core/v1:Namespace"} <= {s["type"] for s in data["resources"]}
 
 
 def agreed_file(tmp_path: Path, run: Run, stack: str, config: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -210,13 +183,13 @@ def test_other_settings_move_the_file_with_the_program(tmp_path: Path, overrides
     agreed_file(tmp_path, run_program(overrides), "alt", merge(dev_config(), overrides))
 
 
-def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run, dev_all: dict[str, Any]) -> None:
+def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run) -> None:
     cloud = import_json("--stack", "dev", "--part", "cloud", "--project-number", PROJECT_NUMBER)
     kube = import_json("--stack", "dev", "--part", "kubernetes", "--project-number", PROJECT_NUMBER)
     assert "nameTable" not in cloud  # nothing it needs is in the stack yet
     assert not [s for s in cloud["resources"] if s["type"].startswith("kubernetes:")]
     assert all(s["type"].startswith("kubernetes:") or s.get("component") for s in kube["resources"])
-    customs = [s for s in dev_all["resources"] if not s.get("component")]
+    customs = [s for s in dev_file()["resources"] if not s.get("component")]
     split = [s for s in cloud["resources"] + kube["resources"] if not s.get("component")]
     assert sorted(map(json.dumps, split)) == sorted(map(json.dumps, customs))
     # serving holds bucket IAM (cloud part) and Kubernetes objects: the second part names it by URN
@@ -262,138 +235,6 @@ def test_explain_lists_every_skipped_resource_with_a_reason(dev: Run) -> None:
     for reg in dev.registrations:
         if reg.type in adoption.NOT_IMPORTED_TYPES:
             assert f"{reg.name} ({reg.type})" in out
-
-
-# ---------------------------------------------------------------------------------------------
-# Ids: the documented formats
-
-
-def documented_formats(resource: type) -> list[str]:
-    """The id formats in the "## Import" section of an installed pulumi-gcp resource's docstring."""
-    # the docs sit on the @overload constructors, so read the module's source
-    doc = inspect.getsource(sys.modules[resource.__module__])
-    section = doc.split("## Import", 1)[1].split(":param", 1)[0]
-    return re.findall(r"^\s*\* `([^`]+)`$", section, re.MULTILINE)
-
-
-# Types whose pulumi-gcp 10.2.0 docstring lists the accepted formats.
-DOCSTRING_TYPES = {
-    "gcp:projects/service:Service": gcp.projects.Service,
-    "gcp:compute/previewFeature:PreviewFeature": gcp.compute.PreviewFeature,
-    "gcp:compute/network:Network": gcp.compute.Network,
-    "gcp:compute/subnetwork:Subnetwork": gcp.compute.Subnetwork,
-    "gcp:compute/firewall:Firewall": gcp.compute.Firewall,
-    "gcp:container/cluster:Cluster": gcp.container.Cluster,
-    "gcp:container/nodePool:NodePool": gcp.container.NodePool,
-    "gcp:compute/resourcePolicy:ResourcePolicy": gcp.compute.ResourcePolicy,
-}
-CLUSTER_SCOPED = {"Namespace", "Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "WorkloadPriorityClass"}
-
-
-def test_kubernetes_ids_name_a_namespace_exactly_for_namespaced_kinds(dev_all: dict[str, Any]) -> None:
-    for spec in dev_all["resources"]:
-        if spec["type"].startswith("kubernetes:"):
-            namespaced = spec["type"].rsplit(":", 1)[1] not in CLUSTER_SCOPED
-            assert re.fullmatch(r"[a-z0-9-]+/[a-z0-9.-]+" if namespaced else r"[a-z0-9.-]+", spec["id"]), spec
-
-
-def test_every_id_names_what_the_program_declares(dev: Run, dev_all: dict[str, Any]) -> None:
-    """Ids are read from the registered inputs; a node pool's names its cluster through the cluster's id."""
-    assert not [s["id"] for s in dev_all["resources"] if "<" in s.get("id", "")], "an id holds an unresolved value"
-    cluster = dev.get("gcp:container/cluster:Cluster", "cluster-gke").plain()
-    pool = next(s for s in dev_all["resources"] if s["name"] == "cluster-system")
-    system = dev.get("gcp:container/nodePool:NodePool", "cluster-system").plain()
-    assert pool["id"] == f"{cluster['project']}/{cluster['location']}/{cluster['name']}/{system['name']}"
-
-
-# One documented example per type: the type's format, fed the documentation's placeholders (or its example
-# values), gives back the documentation's string.
-def braces(*fields: str) -> dict[str, str]:
-    """Each field fed the documentation's placeholder of its own name."""
-    return {f: f"{{{{{f}}}}}" for f in fields}
-
-
-EXAMPLES = [
-    # pulumi-gcp projects.Service "## Import"
-    (
-        "gcp:projects/service:Service",
-        {"project": "{{project_id}}", "service": "{{service}}"},
-        "{{project_id}}/{{service}}",
-    ),
-    (
-        "gcp:compute/previewFeature:PreviewFeature",
-        braces("project", "name"),
-        "projects/{{project}}/global/previewFeatures/{{name}}",
-    ),
-    ("gcp:compute/network:Network", braces("project", "name"), "projects/{{project}}/global/networks/{{name}}"),
-    (
-        "gcp:compute/subnetwork:Subnetwork",
-        braces("project", "region", "name"),
-        "projects/{{project}}/regions/{{region}}/subnetworks/{{name}}",
-    ),
-    ("gcp:compute/firewall:Firewall", braces("project", "name"), "projects/{{project}}/global/firewalls/{{name}}"),
-    # terraform-provider-google website/docs/r/google_service_account.html.markdown, "Import":
-    # `terraform import google_service_account.my_sa
-    #   projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com`
-    (
-        "gcp:serviceaccount/account:Account",
-        {"project": "my-project", "accountId": "my-sa"},
-        "projects/my-project/serviceAccounts/my-sa@my-project.iam.gserviceaccount.com",
-    ),
-    # terraform-provider-google website/docs/r/google_project_iam.html.markdown, "Import":
-    # `terraform import google_project_iam_member.my_project "your-project-id roles/viewer user:foo@example.com"`
-    (
-        "gcp:projects/iAMMember:IAMMember",
-        {"project": "your-project-id", "role": "roles/viewer", "member": "user:foo@example.com"},
-        "your-project-id roles/viewer user:foo@example.com",
-    ),
-    (
-        "gcp:container/cluster:Cluster",
-        {"project": "{{project_id}}", "location": "{{location}}", "name": "{{cluster_id}}"},
-        "projects/{{project_id}}/locations/{{location}}/clusters/{{cluster_id}}",
-    ),
-    (
-        "gcp:container/nodePool:NodePool",
-        {
-            "project": "{{project_id}}",
-            "location": "{{location}}",
-            "cluster@name": "{{cluster_id}}",
-            "name": "{{pool_id}}",
-        },
-        "{{project_id}}/{{location}}/{{cluster_id}}/{{pool_id}}",
-    ),
-    (
-        "gcp:compute/resourcePolicy:ResourcePolicy",
-        braces("project", "region", "name"),
-        "projects/{{project}}/regions/{{region}}/resourcePolicies/{{name}}",
-    ),
-    # pulumi-gcp storage.BucketIAMMember "## Import" (terraform google_storage_bucket_iam):
-    # `terraform import google_storage_bucket_iam_member.editor
-    #   "b/{{bucket}} roles/storage.objectViewer user:jane@example.com"`
-    (
-        "gcp:storage/bucketIAMMember:BucketIAMMember",
-        {"bucket": "{{bucket}}", "role": "roles/storage.objectViewer", "member": "user:jane@example.com"},
-        "b/{{bucket}} roles/storage.objectViewer user:jane@example.com",
-    ),
-    # pulumi-kubernetes reads ids with ParseFqName: "namespace/name", or "name" (FqName with no namespace)
-    ("kubernetes:apps/v1:Deployment", {"metadata.namespace": "default", "metadata.name": "my-app"}, "default/my-app"),
-    ("kubernetes:core/v1:Namespace", {"metadata.name": "kueue-system"}, "kueue-system"),
-]
-
-
-@pytest.mark.parametrize(("type_", "parts", "documented"), EXAMPLES, ids=[e[2] for e in EXAMPLES])
-def test_documented_example(type_: str, parts: dict[str, str], documented: str) -> None:
-    assert {e[0] for e in EXAMPLES} >= set(ids.IMPORT_IDS)
-    template = ids.import_format(type_, namespaced="metadata.namespace" in parts)
-    assert template is not None and set(ids.fields(template)) == set(parts)
-    assert ids.import_id(template, parts.__getitem__) == documented
-
-
-@pytest.mark.parametrize("type_", sorted(DOCSTRING_TYPES))
-def test_quoted_templates_are_the_installed_docs(type_: str) -> None:
-    """The templates quoted above are the ones the installed pulumi-gcp documents, listed first."""
-    quoted = {e[2] for e in EXAMPLES}
-    assert documented_formats(DOCSTRING_TYPES[type_])[0] in quoted
 
 
 # ---------------------------------------------------------------------------------------------
