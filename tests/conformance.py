@@ -108,9 +108,6 @@ class SchemaRegistry:
     def __contains__(self, key: object) -> bool:
         return key in self._schemas
 
-    def __len__(self) -> int:
-        return len(self._schemas)
-
     def source(self, api_version: str, kind: str) -> Path:
         return self._sources[(api_version, kind)]
 
@@ -129,9 +126,6 @@ class SchemaRegistry:
         if key not in self._validators:
             self._validators[key] = validator_for(strict_schema(self._schemas[key]))
         return self._validators[key]
-
-    def validate(self, obj: Mapping[str, Any]) -> list[str]:
-        return validate(obj, registry=self)
 
 
 @functools.cache

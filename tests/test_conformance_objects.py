@@ -8,6 +8,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from components.model.diff import paths
 from tests import conformance, upstream
@@ -21,120 +22,85 @@ def registry() -> SchemaRegistry:
 
 # --------------------------------------------------------------------------------------------- fixtures (objects)
 
-TOPOLOGY = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "Topology",
-    "metadata": {"name": "tpu-topology", "labels": {"app.kubernetes.io/part-of": "gke-tpu-slicing"}},
-    "spec": {
-        "levels": [
-            {"nodeLabel": "cloud.google.com/gce-topology-block"},
-            {"nodeLabel": "cloud.google.com/gke-tpu-slice-4x4-id"},
-            {"nodeLabel": "kubernetes.io/hostname"},
-        ]
-    },
-}
-
-CLUSTER_QUEUE = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "ClusterQueue",
-    "metadata": {"name": "tpu-cq"},
-    "spec": {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["google.com/tpu", "memory"],
-                "flavors": [
-                    {
-                        "name": "tpu-v6e-4x4",
-                        "resources": [
-                            {"name": "google.com/tpu", "nominalQuota": 64},
-                            {"name": "memory", "nominalQuota": "1Ti"},
-                        ],
-                    }
-                ],
-            }
-        ],
-    },
-}
-
-POD_SPEC = {
-    "restartPolicy": "Never",
-    "nodeSelector": {
-        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-        "cloud.google.com/gke-tpu-topology": "4x4",
-    },
-    "containers": [
-        {
-            "name": "main",
-            "image": "us-docker.pkg.dev/example/train:1",
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["python", "-m", "train"],
-            "env": [{"name": "JAX_PLATFORMS", "value": "tpu"}],
-            "ports": [{"containerPort": 8471, "name": "tpu"}],
-            "resources": {"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": "4", "memory": "16Gi"}},
-        }
-    ],
-}
-
-JOBSET = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2",
-    "kind": "JobSet",
-    "metadata": {
-        "name": "train",
-        "namespace": "team-a",
-        "labels": {"kueue.x-k8s.io/queue-name": "tpu-lq"},
-        "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"},
-    },
-    "spec": {
-        "failurePolicy": {"maxRestarts": 3},
-        "replicatedJobs": [
-            {
-                "name": "slice",
-                "replicas": 2,
-                "template": {
-                    "spec": {
-                        "parallelism": 4,
-                        "completions": 4,
-                        "backoffLimit": 0,
-                        "template": {"metadata": {"labels": {"app": "train"}}, "spec": copy.deepcopy(POD_SPEC)},
-                    }
-                },
-            }
-        ],
-    },
-}
-
-LWS = {
-    "apiVersion": "leaderworkerset.x-k8s.io/v1",
-    "kind": "LeaderWorkerSet",
-    "metadata": {"name": "serve", "namespace": "team-a"},
-    "spec": {
-        "replicas": 1,
-        "leaderWorkerTemplate": {
-            "size": 4,
-            "workerTemplate": {"spec": {"containers": [{"name": "worker", "image": "vllm/vllm-tpu:latest"}]}},
-        },
-    },
-}
-
-GATEWAY = {
-    "apiVersion": "gateway.networking.k8s.io/v1",
-    "kind": "Gateway",
-    "metadata": {"name": "inference", "namespace": "team-a"},
-    "spec": {
-        "gatewayClassName": "gke-l7-regional-internal-managed",
-        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
-    },
-}
-
-NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}
-SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "team-a"}}
-SERVICE = {
-    "apiVersion": "v1",
-    "kind": "Service",
-    "metadata": {"name": "serve", "namespace": "team-a"},
-    "spec": {"selector": {"app": "serve"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]},
-}
+# One valid object of each kind (parsed from YAML, so the types are YAML's: "4" a string, 4 an integer).
+TOPOLOGY, CLUSTER_QUEUE, JOBSET, LWS, GATEWAY, NAMESPACE, SECRET, SERVICE = yaml.safe_load_all("""
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: tpu-topology, labels: {app.kubernetes.io/part-of: gke-tpu-slicing}}
+spec:
+  levels:
+  - nodeLabel: cloud.google.com/gce-topology-block
+  - nodeLabel: cloud.google.com/gke-tpu-slice-4x4-id
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: tpu-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [google.com/tpu, memory]
+    flavors:
+    - name: tpu-v6e-4x4
+      resources: [{name: google.com/tpu, nominalQuota: 64}, {name: memory, nominalQuota: 1Ti}]
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: train
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: tpu-lq}
+  annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: cloud.google.com/gke-nodepool}
+spec:
+  failurePolicy: {maxRestarts: 3}
+  replicatedJobs:
+  - name: slice
+    replicas: 2
+    template:
+      spec:
+        parallelism: 4
+        completions: 4
+        backoffLimit: 0
+        template:
+          metadata: {labels: {app: train}}
+          spec:
+            restartPolicy: Never
+            nodeSelector: {cloud.google.com/gke-tpu-accelerator: tpu-v6e-slice, cloud.google.com/gke-tpu-topology: 4x4}
+            containers:
+            - name: main
+              image: us-docker.pkg.dev/example/train:1
+              imagePullPolicy: IfNotPresent
+              command: [python, -m, train]
+              env: [{name: JAX_PLATFORMS, value: tpu}]
+              ports: [{containerPort: 8471, name: tpu}]
+              resources: {requests: {google.com/tpu: 4}, limits: {google.com/tpu: "4", memory: 16Gi}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: serve, namespace: team-a}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 4
+    workerTemplate: {spec: {containers: [{name: worker, image: "vllm/vllm-tpu:latest"}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: inference, namespace: team-a}
+spec:
+  gatewayClassName: gke-l7-regional-internal-managed
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+{apiVersion: v1, kind: Namespace, metadata: {name: team-a, labels: {team: a}}}
+---
+{apiVersion: v1, kind: Secret, metadata: {name: token, namespace: team-a}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: serve, namespace: team-a}
+spec: {selector: {app: serve}, ports: [{name: http, port: 80, targetPort: 8000}]}
+""")
+POD_SPEC = JOBSET["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
 
 
 def _with(obj: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:

@@ -15,33 +15,19 @@ from tests.conformance import SchemaRegistry, validate
 
 # Every (apiVersion, kind) the pinned CRDs serve: the conformance test relies on all of them being indexed.
 PINNED = [
-    *[
-        (f"gateway.networking.k8s.io/{v}", k)
-        for v in ("v1", "v1beta1")
-        for k in ("Gateway", "GatewayClass", "HTTPRoute")
-    ],
-    ("inference.networking.k8s.io/v1", "InferencePool"),
-    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    *[
-        (f"kueue.x-k8s.io/{version}", kind)
-        for version in ("v1beta1", "v1beta2")
-        for kind in (
-            "AdmissionCheck",
-            "ClusterQueue",
-            "Cohort",
-            "LocalQueue",
-            "ResourceFlavor",
-            "Topology",
-            "WorkloadPriorityClass",
-        )
-    ],
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-    *[
-        (f"monitoring.googleapis.com/{version}", kind)
-        for version in ("v1", "v1alpha1")
-        for kind in ("ClusterPodMonitoring", "PodMonitoring")
-    ],
+    (f"{group}/{version}", kind)
+    for group, versions, kinds in (
+        ("gateway.networking.k8s.io", "v1 v1beta1", "Gateway GatewayClass HTTPRoute"),
+        ("inference.networking.k8s.io", "v1", "InferencePool"),
+        ("inference.networking.x-k8s.io", "v1alpha2", "InferenceObjective"),
+        ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        ("kueue.x-k8s.io", "v1beta1 v1beta2", "AdmissionCheck ClusterQueue Cohort LocalQueue ResourceFlavor Topology"),
+        ("kueue.x-k8s.io", "v1beta1 v1beta2", "WorkloadPriorityClass"),
+        ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
+        ("monitoring.googleapis.com", "v1 v1alpha1", "ClusterPodMonitoring PodMonitoring"),
+    )
+    for version in versions.split()
+    for kind in kinds.split()
 ]
 
 UPSTREAM = {  # project -> (repository, pinned tag, CRD folder), as tests/conformance.py lists them
