@@ -29,9 +29,7 @@ def import_json(*args: str) -> dict[str, Any]:
 
 @functools.cache
 def _dev_file() -> str:
-    code, out, err = cli("--stack", "dev", "--project-number", PROJECT_NUMBER)
-    assert code == 0, err
-    return out
+    return json.dumps(import_json("--stack", "dev", "--project-number", PROJECT_NUMBER))
 
 
 def dev_file() -> dict[str, Any]:

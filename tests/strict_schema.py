@@ -24,8 +24,7 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     Branches without a ``type`` are value overlays of their parent (Gateway API's ``spec.addresses[]`` ``oneOf``
     names only ``type``): closing them would reject valid objects, so the parent enforces the field set. Also: the
     top-level ``metadata`` is the strict built-in ``ObjectMeta``; ``x-kubernetes-int-or-string`` accepts an
-    integer or a string and ``nullable`` null; Go's inline regex flags move where Python accepts them. The list
-    rules and formats are tests/schema_checks.py's, CEL rules tests/cel_rules.py's.
+    integer or a string and ``nullable`` null; Go's inline regex flags move where Python accepts them.
     """
     out = _strict(schema, overlay=False)
     out.setdefault("properties", {})["metadata"] = _object_meta(schema.get("properties", {}).get("metadata"))
