@@ -148,8 +148,7 @@ def test_a_daily_maintenance_start_without_an_exclusion_is_applied() -> None:
     exactly one of daily_maintenance_window and recurring_window, exclusions optional: resource_container_
     cluster.go lines 1297-1309; updated in place by SetMaintenancePolicy, lines 4991-5016). A stack that sets
     neither key sends no policy, as before (no change to a running cluster)."""
-    run = run_program({f"{P}:cluster": {"dailyMaintenanceStart": "22:30"}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:cluster": {"dailyMaintenanceStart": "22:30"}})
     assert run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
         "dailyMaintenanceWindow": {"startTime": "22:30"}
     }
@@ -162,8 +161,7 @@ def test_a_daily_maintenance_start_without_an_exclusion_is_applied() -> None:
 
 
 def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
-    run = run_program({f"{P}:cluster": {"maintenanceExclusion": {**LASTING, "scope": "NO_MINOR_OR_NODE_UPGRADES"}}})
-    assert run.error is None, run.error
+    run = ok({f"{P}:cluster": {"maintenanceExclusion": {**LASTING, "scope": "NO_MINOR_OR_NODE_UPGRADES"}}})
     # The provider drops end_time with a behaviour and reads none back: sending one would diff every run.
     assert run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]["maintenanceExclusions"] == [
         {

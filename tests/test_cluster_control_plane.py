@@ -70,9 +70,7 @@ DNS_ONLY = _cp({"privateEndpoint": True, "dnsEndpoint": True}, private_nodes=Tru
 
 @pytest.fixture(scope="module", params=["staging", "prod"])
 def private(request: pytest.FixtureRequest) -> Run:
-    run = run_program(stack=request.param)
-    assert run.error is None, run.error
-    return run
+    return ok(stack=request.param)
 
 
 def kubeconfig_cluster(run: Run) -> dict[str, Any]:
@@ -245,8 +243,7 @@ def test_the_public_opt_ins_say_what_is_exposed() -> None:
 def test_turning_private_nodes_on_updates_the_pools_it_does_not_replace_them() -> None:
     """Only `network_config.enable_private_nodes` (not ForceNew) and the cluster's private-node default
     (not ForceNew) change; every ForceNew input of every pool stays as it was."""
-    dev, private = run_program(PUBLIC_DEV), run_program(PRIVATE_DEV)
-    assert dev.error is None and private.error is None, (dev.error, private.error)
+    dev, private = ok(PUBLIC_DEV), ok(PRIVATE_DEV)
     before = {p.name: p.inputs for p in dev.of_type(POOL)}
     after = {p.name: p.inputs for p in private.of_type(POOL)}
     assert before.keys() == after.keys()
@@ -270,8 +267,7 @@ def test_a_private_endpoint_with_an_authorized_network_is_accepted() -> None:
 
 
 def test_a_private_control_plane_is_reached_through_the_dns_endpoint_without_authorized_networks(dev: Run) -> None:
-    run = run_program(DNS_ONLY)
-    assert run.error is None, run.error
+    run = ok(DNS_ONLY)
     cluster = run.get(CLUSTER, "cluster-gke").inputs
     assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
     assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
@@ -295,9 +291,8 @@ def test_offline_the_kubeconfig_names_the_dns_endpoint_as_a_marker() -> None:
 
 def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfig_only() -> None:
     # Staging and prod have it on (CI's hosted runners reach them through it); from off to on:
-    staging = run_program({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": False}}}, stack="staging")
-    dns = run_program(stack="staging")
-    assert staging.error is None and dns.error is None, (staging.error, dns.error)
+    staging = ok({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": False}}}, stack="staging")
+    dns = ok(stack="staging")
     before = {(r.type, r.name): r.inputs for r in staging.registrations}
     after = {(r.type, r.name): r.inputs for r in dns.registrations}
     assert before.keys() == after.keys()
@@ -321,5 +316,4 @@ def test_cluster_settings_that_cannot_work_are_refused_by_name(
 
 
 def test_a_hundred_ranges_are_allowed_with_private_nodes() -> None:
-    run = run_program(_cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]}, True))
-    assert run.error is None, run.error
+    ok(_cp({"authorizedNetworks": [{"cidrBlock": f"10.{i}.0.0/16"} for i in range(100)]}, True))

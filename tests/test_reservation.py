@@ -12,7 +12,7 @@ import pytest
 from components.cli.mocks import FakeReservation
 from components.cli.plan import main as plan_main
 from components.model.tpu.reservation import sub_block_of
-from tests.harness import ROOT, P, assert_rejected, rejected, run_program, set_arguments
+from tests.harness import ROOT, P, assert_rejected, ok, rejected, set_arguments
 from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, failing, fake, on, run_with
 
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
@@ -245,5 +245,4 @@ def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:
         prefix="invalid stack configuration (1 problem)",
     )
     # The stack's own project, spelled out, is fine.
-    same = run_program({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})
-    assert same.error is None, same.error
+    ok({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})
