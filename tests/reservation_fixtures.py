@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
+from components.cli.mocks import FakeReservation, healthy_sub_block
 from tests.harness import Mocks, Run, run_program, tpu_pools
 
 BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
@@ -34,18 +34,6 @@ def fake(
             for name, inputs in pools(running).items()
         ]
     return reservation
-
-
-def failing(invoke: str, message: str) -> FakeReservation:
-    """Two healthy sub-blocks; the invoke whose token ends with `invoke` fails with the provider's `message`."""
-
-    class Failing(FakeReservation):
-        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
-            if token.endswith(invoke):
-                raise InvokeError(token, message)
-            return super().call(token, args)
-
-    return Failing(fake(2).sub_blocks)
 
 
 def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

@@ -27,8 +27,7 @@ def statuses(plan: Plan) -> dict[str, str]:
     return {w.key: w.status.value for w in plan.workloads}
 
 
-# ---------------------------------------------------------------------------------------------
-# Geometry the codelab relies on
+# --- geometry the codelab relies on -----------------------------------------------------------------------------------
 
 
 def test_spec_arithmetic() -> None:
@@ -157,8 +156,7 @@ def test_enough_cubes_admit_everything_without_warnings() -> None:
     assert sorted(c.used_chips for c in plan.cubes) == [48, 64, 64, 64]
 
 
-# ---------------------------------------------------------------------------------------------
-# Kueue semantics: LWS replica groups one by one, JobSets all or nothing
+# --- Kueue semantics: LWS replica groups one by one, JobSets all or nothing -------------------------------------------
 
 
 def test_lws_replica_groups_are_admitted_one_by_one() -> None:
@@ -247,8 +245,7 @@ def test_kueue_tpu_quota_limits_admission() -> None:
     assert "needs 8 chips of kueue.tpuQuota = 40, 40 of which are held by workloads it cannot preempt" in reason
 
 
-# ---------------------------------------------------------------------------------------------
-# Impossible requests fail the preview, naming the config key
+# --- impossible requests fail the preview, naming the config key ------------------------------------------------------
 
 
 def test_super_slice_larger_than_the_cubes() -> None:

@@ -9,13 +9,25 @@ from typing import Any
 
 import pytest
 
-from components.cli.mocks import FakeReservation
+from components.cli.mocks import FakeReservation, InvokeError
 from components.cli.plan import main as plan_main
 from components.model.tpu.reservation import sub_block_of
 from tests.harness import ROOT, P, assert_rejected, ok, rejected, set_arguments
-from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, failing, fake, on, run_with
+from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, fake, on, run_with
 
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
+
+
+def failing(invoke: str, message: str) -> FakeReservation:
+    """Two healthy sub-blocks; the invoke whose token ends with `invoke` fails with the provider's `message`."""
+
+    class Failing(FakeReservation):
+        def call(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+            if token.endswith(invoke):
+                raise InvokeError(token, message)
+            return super().call(token, args)
+
+    return Failing(fake(2).sub_blocks)
 
 
 def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_mapping() -> None:
