@@ -21,6 +21,7 @@ from tests.harness import (
     P,
     Run,
     assert_rejected,
+    inputs_of,
     is_secret,
     is_unknown,
     merge,
@@ -293,8 +294,7 @@ def test_turning_the_dns_endpoint_on_changes_one_cluster_block_and_the_kubeconfi
     # Staging and prod have it on (CI's hosted runners reach them through it); from off to on:
     staging = ok({f"{P}:cluster": {"controlPlane": {"dnsEndpoint": False}}}, stack="staging")
     dns = ok(stack="staging")
-    before = {(r.type, r.name): r.inputs for r in staging.registrations}
-    after = {(r.type, r.name): r.inputs for r in dns.registrations}
+    before, after = inputs_of(staging), inputs_of(dns)
     assert before.keys() == after.keys()
     changed = {key for key in before if before[key] != after[key]}
     gates = {key for key in changed if key[0] == GATE}
