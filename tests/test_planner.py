@@ -1,4 +1,5 @@
-"""The capacity planner on the codelab's cases (SPEC "Capacity arithmetic"), its errors, and its CLI.
+"""The capacity planner on the codelab's cases (SPEC "Capacity arithmetic"), Kueue's admission and preemption, and
+the impossible requests it refuses; its outputs and CLI: test_planner_outputs.
 
 Expected numbers are the SPEC's: a 4x4x4 cube = 64 chips = 16 VMs; 2x2x2 = 8 chips, 8 per cube;
 4x4x8 = 128 chips = two cubes; sub-slicing 6 x 8 = 48 chips (low), super-slicing 128 (medium),
@@ -8,47 +9,25 @@ P/D serving 8 x 8 = 64 (high).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import shutil
-from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from components.__main__ import main as components_main
-from components.cli.plan import main as plan_main
-from components.model.config.settings import ConfigError, Settings, load
+from components.model.config.settings import ConfigError
 from components.model.tpu import planner
 from components.model.tpu.geometry import SliceKind, Topology
 from components.model.tpu.partitions import PartitionTree
 from components.model.tpu.planner import Plan, Status, Workload, plan_workloads
-from tests.harness import REQUIRED_KEYS, ROOT, P, merge, set_arguments
+from tests.harness import P
+from tests.planner_fixtures import NO_DEMOS, cubes, run_plan, settings
 
-BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED_KEYS}
-NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
 NO_SERVING = {"serving": {"enabled": False}}
-
-
-def settings(*overrides: dict[str, Any]) -> Settings:
-    return load(functools.reduce(merge, overrides, BASE), "my-project-123")
-
-
-def cubes(n: int) -> dict[str, Any]:
-    return {"tpu": {"cubes": n}}
-
-
-def run_plan(*overrides: dict[str, Any]) -> Plan:
-    return planner.plan(settings(*overrides))
 
 
 def statuses(plan: Plan) -> dict[str, str]:
     return {w.key: w.status.value for w in plan.workloads}
 
 
-# ---------------------------------------------------------------------------------------------
-# Geometry the codelab relies on
+# --- geometry the codelab relies on -----------------------------------------------------------------------------------
 
 
 def test_spec_arithmetic() -> None:
@@ -177,8 +156,7 @@ def test_enough_cubes_admit_everything_without_warnings() -> None:
     assert sorted(c.used_chips for c in plan.cubes) == [48, 64, 64, 64]
 
 
-# ---------------------------------------------------------------------------------------------
-# Kueue semantics: LWS replica groups one by one, JobSets all or nothing
+# --- Kueue semantics: LWS replica groups one by one, JobSets all or nothing -------------------------------------------
 
 
 def test_lws_replica_groups_are_admitted_one_by_one() -> None:
@@ -267,8 +245,7 @@ def test_kueue_tpu_quota_limits_admission() -> None:
     assert "needs 8 chips of kueue.tpuQuota = 40, 40 of which are held by workloads it cannot preempt" in reason
 
 
-# ---------------------------------------------------------------------------------------------
-# Impossible requests fail the preview, naming the config key
+# --- impossible requests fail the preview, naming the config key ------------------------------------------------------
 
 
 def test_super_slice_larger_than_the_cubes() -> None:
@@ -308,117 +285,3 @@ def test_quota_below_one_workload() -> None:
     plan = run_plan(cubes(2), {"kueue": {"tpuQuota": 32}})
     assert f"{P}:kueue.tpuQuota = 32: demos.subslicing needs 48 chips at once" in "\n".join(plan.errors)
     assert f"{P}:kueue.tpuQuota = 32: demos.superslicing needs 128 chips at once" in "\n".join(plan.errors)
-
-
-# ---------------------------------------------------------------------------------------------
-# Outputs
-
-
-def test_as_dict_is_the_json_stack_output() -> None:
-    plan = run_plan(cubes(2))
-    out = json.loads(json.dumps(plan.as_dict()))
-    assert out["totals"] == {
-        "cubes": 2,
-        "chipsProvisioned": 128,
-        "chipsRequested": 240,
-        "chipsAdmitted": 112,
-        "chipsFree": 16,
-        "idleCubes": 0,
-        "tpuQuota": None,
-    }
-    assert [w["status"] for w in out["workloads"]] == ["admitted", "preempted", "admitted", "admitted"]
-    assert out["cubes"][1]["pool"] == "tpu7-pool-2"
-    assert out["cubes"][1]["placements"][0] == {
-        "workload": "demos.subslicing",
-        "unit": "demos.subslicing",
-        "slice": 0,
-        "topology": "2x2x2",
-        "offset": [0, 0, 0],
-        "extent": "2x2x2",
-        "part": 0,
-    }
-    assert out["warnings"] == list(plan.warnings) and out["errors"] == []
-
-
-def test_table() -> None:
-    lines = run_plan(cubes(2)).table().splitlines()
-    assert lines[0] == (
-        "TPU plan: 2 x 4x4x4 cubes (tpu7x-standard-4t) = 128 chips provisioned; 240 requested, 112 admitted"
-    )
-    rows = {line.split()[0]: line.split()[1:6] for line in lines if line.startswith(("demos.", "serving."))}
-    assert rows == {
-        "demos.subslicing": ["2x2x2", "6/6", "48", "low-priority-1000", "admitted"],
-        "demos.superslicing": ["4x4x8", "0/1", "128", "medium-priority-2000", "preempted"],
-        "serving.prefill": ["2x2x2", "4/4", "32", "high-priority-3000", "admitted"],
-        "serving.decode": ["2x2x2", "4/4", "32", "high-priority-3000", "admitted"],
-    }
-    cube_rows = [line.split()[:6] for line in lines if line.startswith(("0 ", "1 "))]
-    assert cube_rows == [
-        ["0", "tpu7-pool-1", "64/64", "serving.prefill", "0-3", "2x2x2"],
-        ["1", "tpu7-pool-2", "48/64", "demos.subslicing", "0-5", "2x2x2"],
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
-# The CLI on stack files
-
-
-def test_cli_on_the_dev_stack(capsys: pytest.CaptureFixture[str]) -> None:
-    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
-    out = capsys.readouterr().out
-    assert "2 x 4x4x4 cubes (tpu7x-standard-4t) = 128 chips provisioned; 112 requested, 112 admitted" in out
-    rows = {line.split()[0]: line.split()[5] for line in out.splitlines() if line.startswith(("demos.", "serving."))}
-    assert rows == {"demos.subslicing": "admitted", "serving.prefill": "admitted", "serving.decode": "admitted"}
-    assert "tpu7-pool-1" in out and "tpu7-pool-2" in out
-    # dev as shipped: everything fits, nothing to warn of (the super-slicing demo is the tour's own step)
-    assert [line for line in out.splitlines() if line.startswith("warning: ")] == []
-
-    # The same through the `python -m components` dispatcher, as JSON.
-    assert components_main(["plan", "--stack", "dev", "--json", *set_arguments("dev")]) == 0
-    assert json.loads(capsys.readouterr().out)["totals"]["chipsProvisioned"] == 128
-
-
-def _stack_dir(tmp_path: Path, **config: Any) -> Path:
-    """A project directory with the stack file Pulumi.pr.yaml: BASE and `config`, keys without the namespace."""
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    raw = {"gcp:project": "my-project-123", **{f"{P}:{k}": v for k, v in merge(BASE, config).items()}}
-    (tmp_path / "Pulumi.pr.yaml").write_text(yaml.safe_dump({"config": raw}))
-    return tmp_path
-
-
-def test_cli_impossible_request_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = _stack_dir(
-        tmp_path, tpu={"cubes": 2}, demos={"superslicing": {"topology": "4x4x12"}}, hfToken={"secure": "v1:abc"}
-    )
-    assert plan_main(["--stack", "pr", "--dir", str(d)]) == 1
-    captured = capsys.readouterr()
-    assert "TPU plan:" in captured.out
-    assert f"error: {P}:demos.superslicing.topology = '4x4x12' needs 3 cubes but tpu.cubes = 2" in captured.err
-
-
-def test_cli_invalid_config_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = _stack_dir(tmp_path, demos={"subslicing": {"topology": "2x2x3"}})
-    assert plan_main(["plan", "--stack", "pr", "--dir", str(d)]) == 1
-    assert f"{P}:demos.subslicing.topology = '2x2x3'" in capsys.readouterr().err
-    assert plan_main(["plan", "--stack", "missing", "--dir", str(d)]) == 2
-
-
-@pytest.mark.parametrize(
-    ("overrides", "idle", "free"),
-    [
-        ({}, 0, 16),  # dev's mix: serving fills cube 0, the sub-slicing demo 48 of cube 1's 64 chips
-        ({"tpu": {"cubes": 4}, **NO_DEMOS}, 3, 3 * 64),  # staging's shape: 4 + 4 groups of 2x2x2 fill one cube
-        ({"tpu": {"cubes": 8}, **NO_DEMOS, "serving": {"prefill": {"replicas": 8}, "decode": {"replicas": 8}}}, 6, 384),
-        ({"tpu": {"cubes": 3}, **NO_DEMOS, "serving": {"enabled": False}}, 3, 192),
-    ],
-)
-def test_the_plan_counts_the_idle_cubes(overrides: dict[str, Any], idle: int, free: int) -> None:
-    plan = run_plan(overrides)
-    # derived from the placements, not from the request: a cube counts as idle only with no slice on it
-    assert plan.idle_cubes == sum(1 for c in plan.cubes if not c.placements) == idle
-    assert plan.chips_free == plan.chips_provisioned - sum(p.extent.chips for p in plan.placements()) == free
-    assert plan.table().splitlines()[1] == (
-        f"HEADROOM  {idle} of {len(plan.cubes)} cubes idle (no slice placed once every admitted workload runs; "
-        f"reserved, so billed all the same); {free} of {plan.chips_provisioned} chips free"
-    )
-    assert plan.as_dict()["totals"]["idleCubes"] == idle

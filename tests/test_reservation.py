@@ -1,59 +1,21 @@
-"""The reservation's sub-blocks: read at preview, one pool per usable sub-block, stable as cubes grow.
-
-The fake answers the invokes in the wire shape of pulumi-gcp 10.2's result types (GetReservationResult,
-GetReservationBlockResult, GetReservationSubBlockResult, GetClusterResult: camelCase fields, nested
-results as one-item lists), and misses the way terraform-provider-google-beta's data sources do
-(components/cli/mocks.py FakeReservation).
-"""
+"""The reservation's sub-blocks, read at preview: one pool per usable sub-block, every state that keeps a cube off
+one, a missing or unreadable reservation, block or cluster, and the offline plan from a file of the same reads."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
+from components.cli.mocks import FakeReservation, InvokeError
 from components.cli.plan import main as plan_main
-from components.cli.snapshot import records
-from components.model.config.settings import ConfigError, load
-from components.model.diff import engine, readback
-from tests.harness import (
-    CODELAB_MIX,
-    REQUIRED_KEYS,
-    Mocks,
-    P,
-    Run,
-    assert_rejected,
-    rejected,
-    run_program,
-    set_arguments,
-    tpu_pools,
-)
+from components.model.tpu.reservation import sub_block_of
+from tests.harness import ROOT, P, assert_rejected, ok, rejected, set_arguments
+from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, fake, on, run_with
 
-BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
-
-
-def fake(
-    count: int, running: Run | None = None, *, exists: bool = True, blocks: tuple = ("block-0",), **changes: Any
-) -> FakeReservation:
-    """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields); GKE runs the
-    pools of `running`; `exists=False` or `blocks=()`: the reservation or its block is missing."""
-    reservation = FakeReservation(
-        {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)}, exists, blocks
-    )
-    for name, patch in changes.items():
-        name = name.replace("_", "-")
-        reservation.sub_blocks[name] = deep_merge(reservation.sub_blocks[name], patch)
-    if running is not None:
-        reservation.cluster_pools = [
-            {"name": name, "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}]}
-            for name, inputs in pools(running).items()
-        ]
-    return reservation
 
 
 def failing(invoke: str, message: str) -> FakeReservation:
@@ -66,45 +28,6 @@ def failing(invoke: str, message: str) -> FakeReservation:
             return super().call(token, args)
 
     return Failing(fake(2).sub_blocks)
-
-
-def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict) and isinstance(out.get(key), list):
-            out[key] = [{**out[key][0], **value[0]}]
-        else:
-            out[key] = value
-    return out
-
-
-DEGRADED = {"healthInfos": [{"healthStatus": "DEGRADED", "degradedHostCount": 2}]}
-IN_USE = {"inUseCount": 16}
-MAINTENANCE = {"reservationSubBlockMaintenances": [{"maintenancePendingCount": 3}]}
-NO_SUPER = {f"{P}:demos": {"superslicing": {"enabled": False}}}
-
-
-def run_with(reservation: FakeReservation, overrides: dict[str, Any] | None = None) -> Run:
-    return run_program(overrides, mocks=Mocks(reservation=reservation))
-
-
-def pools(run: Run) -> dict[str, dict[str, Any]]:
-    return {r.inputs["name"]: r.inputs for r in tpu_pools(run)}
-
-
-def on(run: Run) -> dict[str, str]:
-    """Pool name -> the sub-block its reservation affinity names."""
-    out = {}
-    for name, inputs in pools(run).items():
-        (value,) = inputs["nodeConfig"]["reservationAffinity"]["values"]
-        assert value.startswith(BLOCK_PATH + "/reservationSubBlocks/"), value
-        out[name] = value.rsplit("/", 1)[1]
-        assert inputs["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": out[name]}
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The states
 
 
 def test_all_healthy_pools_take_the_first_sub_blocks_and_the_stack_exports_the_mapping() -> None:
@@ -230,168 +153,6 @@ def test_only_the_data_sources_own_miss_reads_as_no_cluster_yet(message: str, fr
         rejected(run, "could not read cluster qwen-serving-cluster", message.split(":")[0])
 
 
-# ---------------------------------------------------------------------------------------------
-# Stability without state
-
-
-def test_growing_from_two_to_three_cubes_keeps_the_existing_pools() -> None:
-    first = run_with(fake(5, sb_1=IN_USE))  # sb-1 is someone else's: the pools start at sb-2
-    assert first.error is None, first.error
-    assert on(first) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3"}
-    # GKE now runs the two pools (their sub-blocks full), and sb-1 has been freed meanwhile.
-    grown = fake(5, first, sb_2=IN_USE, sb_3=IN_USE)
-    second = run_with(grown, {f"{P}:tpu": {"cubes": 3}})
-    assert on(second) == {"tpu7-pool-1": "sb-2", "tpu7-pool-2": "sb-3", "tpu7-pool-3": "sb-1"}
-    for name in ("tpu7-pool-1", "tpu7-pool-2"):
-        assert pools(second)[name] == pools(first)[name], f"{name} would change"
-
-
-def test_a_sub_block_that_turns_bad_under_a_running_pool_is_reported_not_moved() -> None:
-    first = run_with(fake(4), NO_SUPER)
-    run = run_with(fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE), NO_SUPER)
-    assert pools(run) == pools(first), "nothing moves by itself"
-    warnings = [msg for level, msg in run.logs if level == "warn"]
-    (warning,) = [w for w in warnings if "tpu7-pool-1" in w and "sb-1" in w]
-    assert "health DEGRADED" in warning
-    assert f"to move it, set {P}:tpu.subBlocks: [sb-3, sb-2] (replaces tpu7-pool-1: its slices stop)" in warning
-    # Its capacity does not count: the plan has one cube.
-    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 1
-    # Following the advice moves exactly that pool.
-    moved = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    after = run_with(moved, {**NO_SUPER, f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
-    assert on(after) == {"tpu7-pool-1": "sb-3", "tpu7-pool-2": "sb-2"}
-    assert pools(after)["tpu7-pool-2"] == pools(first)["tpu7-pool-2"]
-    assert any("tpu7-pool-1 runs on sub-block sb-1 and is bound to sub-block sb-3" in m for _, m in after.logs)
-    # A workload that needs that cube cannot come up: refused, with the way out in the message.
-    needs_both = fake(4, first, sb_1={**IN_USE, **DEGRADED}, sb_2=IN_USE)
-    rejected(
-        run_with(needs_both, CODELAB_MIX),
-        "demos.superslicing.topology = '4x4x8' needs 2 cubes but tpu.cubes = 2 (1 usable, 1 on unusable sub-blocks)",
-        "Cubes not counted:\n    tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is health DEGRADED",
-        f"set {P}:tpu.subBlocks: [sb-3, sb-2]",
-    )
-
-
-def test_pending_maintenance_under_a_running_pool_is_a_warning_not_a_refused_up() -> None:
-    # The codelab mix's super-slice needs both cubes. A maintenance notice on the sub-block under a running pool
-    # (hosts that "have pending maintenance", not under it yet) must not refuse every `up` of the stack until it
-    # is done, nor ask to replace the pool: the cube still counts and the preview says what is coming.
-    first = run_with(fake(4), CODELAB_MIX)
-    state = fake(4, first, sb_1={**IN_USE, **MAINTENANCE}, sb_2=IN_USE)
-    run = run_with(state, CODELAB_MIX)
-    assert pools(run) == pools(first)
-    assert run.outputs["capacityPlan"]["totals"]["cubes"] == 2
-    warnings = [msg for level, msg in run.logs if level == "warn"]
-    assert any(
-        "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which has maintenance pending (3)" in w
-        and "stop when the maintenance starts" in w
-        for w in warnings
-    ), warnings
-    assert not any("to move it" in w for w in warnings), warnings
-    # Once the maintenance runs, the cube is really gone: that still does not count.
-    ongoing = fake(
-        4, first, sb_1={**IN_USE, "reservationSubBlockMaintenances": [{"maintenanceOngoingCount": 3}]}, sb_2=IN_USE
-    )
-    rejected(
-        run_with(ongoing, CODELAB_MIX), "tpu7-pool-1 (cube 0) runs on sub-block sb-1, which is maintenance ongoing (3)"
-    )
-
-
-def test_pools_bound_to_the_whole_block_before_stay_so_until_pinned() -> None:
-    # A stack deployed before sub-blocks were read: its pools name the block, GKE put them on sb-1, sb-2.
-    def deployed() -> FakeReservation:
-        state = fake(3, sb_1=IN_USE, sb_2=IN_USE)
-        affinity = {"consumeReservationType": "SPECIFIC_RESERVATION", "values": [BLOCK_PATH]}
-        state.cluster_pools = [
-            {"name": f"tpu7-pool-{i}", "nodeConfigs": [{"reservationAffinities": [affinity]}]} for i in (1, 2)
-        ]
-        return state
-
-    run = run_with(deployed(), {f"{P}:tpu": {"cubes": 3}})
-    inputs = pools(run)
-    for name in ("tpu7-pool-1", "tpu7-pool-2"):  # not replaced: the same block-level binding, no label
-        assert inputs[name]["nodeConfig"]["reservationAffinity"]["values"] == [BLOCK_PATH]
-        assert "labels" not in inputs[name]["nodeConfig"]
-        assert any(
-            f"{name} is bound to the whole block block-0, not to one sub-block: it stays so" in m for _, m in run.logs
-        )
-    assert inputs["tpu7-pool-3"]["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": "sb-3"}
-    assert run.outputs["cubeSubBlocks"] == {"tpu7-pool-1": None, "tpu7-pool-2": None, "tpu7-pool-3": "sb-3"}
-    # Pinning a pool onto a sub-block GKE already fills (with that very pool, unknowably) is refused...
-    refused = run_with(deployed(), {f"{P}:tpu": {"subBlocks": ["sb-3", "sb-2"]}})
-    rejected(refused, "tpu7-pool-2 (cube 1) on sub-block sb-2: in use (16 VMs)")
-    # ... onto a free one, announced as the replacement it is.
-    moved = run_with(
-        deployed(), {**NO_SUPER, f"{P}:serving": {"enabled": False}, f"{P}:tpu": {"cubes": 1, "subBlocks": ["sb-3"]}}
-    )
-    assert any(
-        "tpu7-pool-1 runs on the whole block (not one sub-block) and is bound to sub-block sb-3 now: this update "
-        "replaces the pool" in m
-        for _, m in moved.logs
-    )
-
-
-def test_explicit_sub_blocks_pin_the_mapping_and_are_checked_against_the_reservation() -> None:
-    run = run_with(fake(6), {f"{P}:tpu": {"subBlocks": ["sb-5", "sb-3"]}})
-    assert on(run) == {"tpu7-pool-1": "sb-5", "tpu7-pool-2": "sb-3"}
-    rejected(
-        run_with(fake(3), {f"{P}:tpu": {"subBlocks": ["sb-1", "sb-7"]}}),
-        f"{P}:tpu.subBlocks[1] = 'sb-7': not a sub-block of reservation tpu7x-reservation block block-0",
-        "its sub-blocks: sb-1, sb-2, sb-3",
-    )
-
-
-def test_sub_blocks_settings_are_validated_before_anything_is_read() -> None:
-    for sub_blocks, refused in [
-        (["a"], r"tpu.subBlocks = \[.*one sub-block per cube: 2 names"),
-        (["a", "a"], "distinct sub-block names"),
-    ]:
-        with pytest.raises(ConfigError, match=refused):
-            load({**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r"}, "subBlocks": sub_blocks}}, "my-tpu-project")
-    with pytest.raises(ConfigError, match=r"only with a SPECIFIC reservation and one tpu\.reservation\.block"):
-        load({**REQUIRED_KEYS, "tpu": {"reservation": {"name": "r", "block": ""}, "subBlocks": ["a", "b"]}}, "p-1234")
-
-
-# ---------------------------------------------------------------------------------------------
-# The second `up`: what GKE returns for the pools against what the program declares
-
-
-def test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks() -> None:
-    # The pools as GKE stores them (components/model/diff/readback.py, its sources there) against what the program
-    # declares, through the change preview's ForceNew table (checked against the provider's schema by
-    # tests/test_provider_schema.py).
-    run = run_with(fake(3))
-    (policy,) = run.of_type(readback.POLICY)
-    for pool in tpu_pools(run):
-        assert pool.options["ignoreChanges"] == ["nodeConfig.advancedMachineFeatures"]
-        declared = records([policy, pool])
-
-        def second_up(config: list[Any], state: list[Any]) -> list[tuple[str, list[str]]]:
-            changes = engine.diff(state, config, readback.SUPPRESSORS).changes
-            return [(c.action, c.properties) for c in changes if c.action != "same"]
-
-        assert second_up(declared, readback.read_back(declared)) == [], pool.name
-        # The controls: the earlier declaration differs (type, missing tpuTopology) in place, and without the
-        # ignore GKE's advanced machine features replace the pool, as another sub-block does.
-        old = copy.deepcopy(declared)
-        old[1]["inputs"]["placementPolicy"] = {"type": "COMPACT", "policyName": policy.inputs["name"]}
-        assert second_up(old, readback.read_back(declared)) == [
-            ("update", ["placementPolicy.tpuTopology", "placementPolicy.type"])
-        ]
-        unignored = copy.deepcopy(declared)
-        unignored[1]["options"]["ignoreChanges"] = []
-        assert second_up(unignored, readback.read_back(unignored)) == [
-            ("replace", ["nodeConfig.advancedMachineFeatures"])
-        ]
-        moved = readback.read_back(declared)
-        moved[1]["inputs"]["nodeConfig"]["reservationAffinity"]["values"] = [BLOCK_PATH]
-        assert second_up(declared, moved) == [("replace", ["nodeConfig.reservationAffinity.values[0]"])]
-
-
-# ---------------------------------------------------------------------------------------------
-# The offline plan
-
-
 def plan(capsys: pytest.CaptureFixture[str], tmp_path: Path, state: FakeReservation | None, *argv: str) -> tuple:
     """`plan --stack dev` with the invoke results of `state` as a file, exactly as the fake (the provider's wire
     shape) answers them: (exit code, stdout, stderr, the file)."""
@@ -472,15 +233,13 @@ def test_unusable_cubes_are_not_counted_by_the_admission_simulation(
     ],
 )
 def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: str | None) -> None:
-    from components.model.tpu.reservation import sub_block_of
-
     assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
 
 
 def test_the_quick_start_names_the_one_time_ai_zones_command_the_error_names() -> None:
     """Dev's zone is an AI zone: a new user meets the one-time command in the README's prerequisites, as the
     preview's error would print it (without the project, which gcloud takes from its configuration)."""
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
     assert AI_ZONES_ONCE.rsplit(" --project=", 1)[0] in readme
     assert readme.index("ai-zones-visibility") < readme.index("pulumi preview && pulumi up")
 
@@ -498,5 +257,4 @@ def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:
         prefix="invalid stack configuration (1 problem)",
     )
     # The stack's own project, spelled out, is fine.
-    same = run_program({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})
-    assert same.error is None, same.error
+    ok({f"{P}:tpu": {"reservation": {"project": "my-tpu-project"}}})

@@ -1,0 +1,27 @@
+"""The planner tests' settings: the least configuration that loads, with the demos, serving and cube count
+overridden per case (keys without the namespace)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from components.model.config.settings import Settings, load
+from components.model.tpu import planner
+from components.model.tpu.planner import Plan
+from tests.harness import REQUIRED_KEYS, merge
+
+BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED_KEYS}
+NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
+
+
+def settings(*overrides: dict[str, Any]) -> Settings:
+    return load(functools.reduce(merge, overrides, BASE), "my-project-123")
+
+
+def cubes(n: int) -> dict[str, Any]:
+    return {"tpu": {"cubes": n}}
+
+
+def run_plan(*overrides: dict[str, Any]) -> Plan:
+    return planner.plan(settings(*overrides))
