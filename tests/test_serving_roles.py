@@ -208,3 +208,17 @@ def test_demo_jobsets_avoid_unhealthy_partitions() -> None:
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
         assert pod["spec"]["nodeSelector"][f"cloud.google.com/gke-tpu-partition-{state}-state"] == "HEALTHY"
         assert f"cloud.google.com/gke-tpu-partition-{state}-id" in run.outputs["kueueTopologyLevels"]
+
+
+def test_every_dynamic_slice_pod_template_skips_gkes_static_topology_check(codelab: Run) -> None:
+    templates_seen = 0
+    for role in ROLES:
+        for template in templates(lws(codelab, role)).values():
+            assert template["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] == "true"
+            templates_seen += 1
+    for reg in codelab.of_type(JOBSET):
+        for job in normalize(reg.plain())["spec"]["replicatedJobs"]:
+            annotations = job["template"]["spec"]["template"]["metadata"]["annotations"]
+            assert annotations["cloud.google.com/skip-tpu-webhook-check"] == "true"
+            templates_seen += 1
+    assert templates_seen == 6  # 2 LWS x (leader, worker) + 2 demo JobSets
