@@ -40,11 +40,6 @@ IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 TOKEN = "hf_serving_test_token_1234"
 
 
-@pytest.fixture(scope="module")
-def with_token() -> Run:
-    return ok(secrets={f"{P}:hfToken": TOKEN})
-
-
 # Each refused before any resource, the error naming the key, the value and what is allowed.
 BAD = {
     "router before v0.10.0": (
@@ -96,22 +91,23 @@ def serving_secrets(run: Run) -> list:
     return [r for r in run.of_type(SECRET) if r.name.startswith("serving-")]
 
 
-def test_hf_token_is_a_secret_end_to_end(with_token: Run) -> None:
-    (secret,) = serving_secrets(with_token)
+def test_hf_token_is_a_secret_end_to_end() -> None:
+    run = ok(secrets={f"{P}:hfToken": TOKEN})
+    (secret,) = serving_secrets(run)
     assert secret.inputs["metadata"]["name"] == "llm-d-hf-token"
     data = secret.inputs["stringData"]
     assert is_secret(data) or is_secret(data["HF_TOKEN"])
     assert normalize(secret.plain("stringData")) == {"HF_TOKEN": TOKEN}
-    for reg in with_token.registrations:
+    for reg in run.registrations:
         if TOKEN in json.dumps(reg.inputs, default=str):
             assert contains_secret(reg.inputs), f"{reg.type} {reg.name} has the token in plain text"
-    assert not any(TOKEN in message for _, message in with_token.logs)
-    assert not any(TOKEN in json.dumps(v, default=str) for v in with_token.outputs.values())
+    assert not any(TOKEN in message for _, message in run.logs)
+    assert not any(TOKEN in json.dumps(v, default=str) for v in run.outputs.values())
     ref = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN"}}}
     for role in ROLES:
-        for pod in (leader(lws(with_token, role)), worker(lws(with_token, role))):
+        for pod in (leader(lws(run, role)), worker(lws(run, role))):
             assert [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"] == [ref]
-        assert secret.urn in with_token.get(LWS, f"serving-{role}").property_dependencies["spec"]
+        assert secret.urn in run.get(LWS, f"serving-{role}").property_dependencies["spec"]
 
 
 @pytest.mark.parametrize("token", [None, ""], ids=["absent", "empty"])
