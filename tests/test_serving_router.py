@@ -1,0 +1,190 @@
+"""The serving stack's front: the GKE Gateway, the llm-d router chart's values and endpoint picker config, and
+decode's routing sidecar, each against the pinned router release."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.harness import CHART, Run, leader, lws, normalize
+from tests.serving_fixtures import (
+    GATEWAY,
+    SIDECAR,
+    UPSTREAM_SIDECAR,
+    flag,
+    flag_port,
+    router,
+    router_values,
+    sidecar_of,
+    with_serving,
+)
+
+# Every flag llm-d-router v0.10.0's sidecar parses (llm-d/llm-d-router@71f4f0999f95b96c49a9d0c4afbd18dfdb943c26
+# pkg/sidecar/proxy/options.go AddFlags, plus controller-runtime v0.23's zap flags it binds); pflag exits on any
+# other. Not among them: --connector (removed in v0.10.0) and --secure-serving (the EPP's flag).
+SIDECAR_FLAGS_V0_10_0 = {
+    *("cert-path", "configuration", "configuration-file", "data-parallel-size", "decode-chunk-size"),
+    *("ec-connector", "enable-p2p-pull", "enable-prefiller-sampling", "enable-ssrf-protection", "enable-tls"),
+    *("inference-pool", "kv-connector", "max-idle-conns-per-host", "metrics-port", "model-server-port"),
+    *("mooncake-bootstrap-port", "p2p-connector-port", "pool-group", "port", "prefill-max-retries"),
+    *("prefill-retry-backoff", "secure-proxy", "tls-insecure-skip-verify", "tracing", "vllm-port"),
+    *(f"moriio-{f}" for f in ("decode-handshake-port", "decode-hosts", "decode-notify-port", "dp-size")),
+    *(f"moriio-{f}" for f in ("dp-size-local", "local-pod-ip", "parallel-decode-wait-timeout")),
+    *(f"moriio-{f}" for f in ("parallel-dispatch", "prefill-handshake-port", "prefill-notify-port")),
+    *(f"moriio-{f}" for f in ("remote-hosts", "tp-size", "write-mode")),
+    *(f"zap-{f}" for f in ("devel", "encoder", "log-level", "stacktrace-level", "time-encoding")),
+}
+# ... and where it forwards without --model-server-port/--vllm-port (same file, defaultVLLMPort).
+SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0 = 8200
+
+
+def test_decode_sidecar_takes_only_flags_of_the_pinned_router_release(dev: Run) -> None:
+    decode, sidecar = lws(dev, "decode"), sidecar_of(dev)
+    flags = [arg.removeprefix("--").split("=", 1)[0] for arg in sidecar["args"]]
+    assert set(flags) <= SIDECAR_FLAGS_V0_10_0, set(flags) - SIDECAR_FLAGS_V0_10_0
+    # No model-server port flag, so decode's vLLM must listen where the sidecar forwards by default.
+    assert not {"model-server-port", "vllm-port"} & set(flags)
+    assert flag_port(decode) == SIDECAR_DEFAULT_MODEL_SERVER_PORT_V0_10_0
+    # The sidecar listens on the port the pool targets; port names stay unique within the pod.
+    (target,) = router_values(dev)["router"]["modelServers"]["targetPorts"]
+    assert int(flag(sidecar["args"], "--port")) == target["number"] == sidecar["ports"][0]["containerPort"]
+    names = [p["name"] for c in (*leader(decode)["initContainers"], *leader(decode)["containers"]) for p in c["ports"]]
+    assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize(
+    ("version", "tag", "api"),
+    [
+        ("v0.10.0", "v0.10.0", "llm-d.ai/v1alpha1"),
+        ("v0.10.0-rc.1", "v0.10.0-rc.1", "llm-d.ai/v1alpha1"),
+        ("v0.11.0", "v0.11.0", "llm-d.ai/v1"),
+        ("0.11.0", "v0.11.0", "llm-d.ai/v1"),  # Helm matches the chart's tag v0.11.0 as semver; image tags are literal
+        ("v0", "main", "llm-d.ai/v1"),  # main's floating chart, whose images are tagged main
+    ],
+)
+def test_sidecar_image_and_epp_config_api_follow_the_router_release(version: str, tag: str, api: str) -> None:
+    run = with_serving({"router": {"version": version, "peakPrefillThroughput": 20000}})
+    assert sidecar_of(run)["image"] == f"{SIDECAR}:{tag}"
+    r = router(run)
+    assert r["version"] == version
+    config = yaml.safe_load(r["values"]["router"]["epp"]["pluginsCustomConfig"]["pd-config.yaml"])
+    assert config["apiVersion"] == api
+    plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
+    assert plugins["prefix-cache-affinity-filter"] == {"peakPrefillThroughput": 20000}
+
+
+def test_sidecar_image_can_come_from_a_mirror() -> None:
+    mirror = f"us-docker.pkg.dev/p/mirror/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'0' * 64}"
+    assert sidecar_of(with_serving({"routingSidecar": {"image": mirror}})) == {**UPSTREAM_SIDECAR, "image": mirror}
+
+
+# The values keys of llm-d-router-gateway v0.10.0 (keys only; None = a leaf or a free-form map the templates
+# read whole), from llm-d/llm-d-router@71f4f0999f95b96c49a9d0c4afbd18dfdb943c26 (tag v0.10.0):
+# config/charts/llm-d-router-gateway/values.yaml, and under `router` (the routerlib subchart's alias)
+# config/charts/routerlib/values.yaml. Two keys the templates read that values.yaml only shows commented:
+# router.epp.flags (routerlib templates/_deployment.yaml, `$eppFlags`) and router.modelServers.matchLabels
+# (the gateway chart nulls router.modelServers, so its children are all user-supplied; templates/gke.yaml and
+# routerlib templates/_inferencepool.yaml read type, protocol, targetPorts and matchLabels).
+ROUTER_CHART_KEYS: dict = {
+    "provider": dict.fromkeys(["name", "istio", "gke"]),
+    "httpRoute": dict.fromkeys(["create", "inferenceGatewayName", "inferenceGatewayNamespace", "requestTimeout"]),
+    "router": {
+        **dict.fromkeys(["extraServicePorts", "clusterDomain", "tokenizer", "inferenceObjectives"]),
+        "epp": {
+            **dict.fromkeys(["replicas", "image", "extProcPort", "parsers", "metricsDataSource", "env", "flags"]),
+            **dict.fromkeys(["pluginsConfigFile", "pluginsCustomConfig", "extraContainerPorts", "resources"]),
+            **dict.fromkeys(["affinity", "tolerations", "podAnnotations"]),
+        },
+        "proxy": {"enabled": None},
+        "monitoring": dict.fromkeys(["interval", "provider", "prometheus"]),
+        "tracing": dict.fromkeys(["enabled", "otelExporterEndpoint", "sampling"]),
+        "inferencePool": dict.fromkeys(["create", "failureMode"]),
+        "modelServers": dict.fromkeys(["type", "protocol", "targetPorts", "matchLabels"]),
+        "latencyPredictor": None,
+    },
+}
+
+
+def unknown_chart_keys(values: dict, keys: dict | None, path: str = "") -> list[str]:
+    if keys is None:
+        return []
+    out = []
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if key not in keys:
+            out.append(where)
+        elif isinstance(value, dict):
+            out += unknown_chart_keys(value, keys[key], where)
+    return out
+
+
+def test_the_gateway_takes_routes_from_its_own_namespace_only(dev: Run) -> None:
+    """With `from: All` anyone allowed to create an HTTPRoute in any namespace could attach a path to the model's
+    load balancer; `Same` admits "Only Routes in the same namespace" (Gateway API v1.4.1 gateways CRD,
+    `allowedRoutes.namespaces.from`). The router chart's HTTPRoute is released in the chart's namespace and names
+    the Gateway without a namespace (llm-d-router v0.10.0 llm-d-router-gateway/templates/httproute.yaml:
+    `.Release.Namespace`, `inferenceGatewayNamespace` unset), so it must be the Gateway's namespace to attach."""
+    gw = dev.get(GATEWAY, "serving-gateway")
+    (listener,) = normalize(gw.inputs["spec"])["listeners"]
+    assert listener["allowedRoutes"] == {"namespaces": {"from": "Same"}}
+    assert router(dev)["namespace"] == gw.inputs["metadata"]["namespace"]
+    assert "inferenceGatewayNamespace" not in router_values(dev).get("httpRoute", {})
+
+
+def test_gateway_and_router(dev: Run) -> None:
+    gw = dev.get(GATEWAY, "serving-gateway")
+    assert gw.inputs["metadata"] == {"name": "llm-d-inference-gateway", "namespace": "llm-d-pd-disaggregation"}
+    listener = {"name": "default", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
+    assert normalize(gw.inputs["spec"]) == {"gatewayClassName": "gke-l7-rilb", "listeners": [listener]}
+    assert dev.depends_on(gw, dev.get("gcp:compute/subnetwork:Subnetwork", "network-proxy"))
+    chart = dev.get(CHART, "serving-router")
+    r = normalize(chart.plain())
+    # llm-d's published gateway-mode chart (guides/env.sh ROUTER_GATEWAY_CHART), at a release tag, not `v0`.
+    assert (r["name"], r["chart"], r["namespace"]) == (
+        "pd-disaggregation",
+        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+        "llm-d-pd-disaggregation",
+    )
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", r["version"]), r["version"]
+    values = r["values"]
+    assert values["provider"] == {"name": "gke"}
+    assert values["httpRoute"] == {"create": True, "inferenceGatewayName": "llm-d-inference-gateway"}
+    assert values["router"]["modelServers"]["targetPorts"] == [{"number": 8000}]
+    assert gw.urn in chart.property_dependencies["values"]
+    assert dev.depends_on(chart, dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds"))
+
+
+def test_router_values_are_keys_of_the_pinned_chart(dev: Run) -> None:
+    assert unknown_chart_keys(router_values(dev), ROUTER_CHART_KEYS) == []
+    # and the check can fail
+    bad = {"router": {"epp": {"replicaz": 1}}, "proxyy": {}}
+    assert unknown_chart_keys(bad, ROUTER_CHART_KEYS) == ["router.epp.replicaz", "proxyy"]
+
+
+def test_router_sets_nothing_that_gateway_mode_ignores(dev: Run) -> None:
+    values = router_values(dev)
+    # No proxy (rendered only with router.proxy.enabled; the GKE Gateway proxies), no port 80 -> 8081 on the
+    # EPP Service (the proxy's listener), no HTTPRoute timeout (applied only when provider.name != gke).
+    assert "proxy" not in values["router"] and "extraServicePorts" not in values["router"]
+    assert "requestTimeout" not in values["httpRoute"]
+
+
+def test_epp_config_is_the_current_pd_schema(dev: Run) -> None:
+    values = router_values(dev)["router"]["epp"]
+    assert values["pluginsConfigFile"] in values["pluginsCustomConfig"]
+    config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
+    # v0.10.0 parses llm-d.ai/v1alpha1 only; the deprecated alias group is gone
+    assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
+    plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
+    assert plugins["disagg-profile-handler"] == {"deciders": {"prefill": "always-disagg-pd-decider"}}
+    assert "always-disagg-pd-decider" in plugins
+    # deprecated in llm-d-router v0.10.0: the flat decider alias and the headers handler
+    assert "deciderPluginName" not in json.dumps(config) and "disagg-headers-handler" not in plugins
+    assert plugins["prefix-cache-affinity-filter"] == {"peakPrefillThroughput": 33821}
+    assert [p["name"] for p in config["schedulingProfiles"]] == ["prefill", "decode"]
+    for profile in config["schedulingProfiles"]:
+        refs = [p["pluginRef"] for p in profile["plugins"]]
+        assert set(refs) <= set(plugins) and refs[0] == f"{profile['name']}-filter"
