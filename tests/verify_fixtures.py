@@ -101,19 +101,6 @@ class Stub(ThreadingHTTPServer):
             return steps.pop(0) if len(steps) > 1 else steps[0]
 
 
-@pytest.fixture
-def stub() -> Iterator[Stub]:
-    server = Stub()
-    # A short poll interval keeps shutdown() (and so each test's teardown) fast.
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-
-
 def serve() -> Iterator[Stub]:
     """A stub serving until the test ends: the body of each module's `stub` fixture."""
     server = Stub()
