@@ -25,7 +25,6 @@ from tests.verify_fixtures import (
     Step,
     Stub,
     argv,
-    fake_cluster,
     gateway_with,
     serve,
 )
@@ -38,7 +37,15 @@ def stub() -> Iterator[Stub]:
 
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCustomObjects:
-    return fake_cluster(monkeypatch)
+    """What the api factory answers, recording the kubeconfig and context it was given."""
+    api = FakeCustomObjects()
+
+    def factory(kubeconfig: str | None = None, context: str | None = None) -> FakeCustomObjects:
+        api.opened.append((kubeconfig, context))
+        return api
+
+    monkeypatch.setattr(verify, "custom_objects_api", factory)
+    return api
 
 
 def main(stub: Stub, args: list[str]) -> int:

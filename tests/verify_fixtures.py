@@ -10,10 +10,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
 from kubernetes.client.exceptions import ApiException
-
-from components.cli import verify
 
 MODEL = "qwen3.5-397b"
 COMPLETIONS = "/v1/completions"
@@ -138,18 +135,6 @@ class FakeCustomObjects:
         if self.objects.get(plural) is None:
             raise ApiException(status=404, reason="Not Found")
         return self.objects[plural]
-
-
-def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCustomObjects:
-    """What the api factory answers from now on, recording the kubeconfig and context it was given."""
-    api = FakeCustomObjects()
-
-    def factory(kubeconfig: str | None = None, context: str | None = None) -> FakeCustomObjects:
-        api.opened.append((kubeconfig, context))
-        return api
-
-    monkeypatch.setattr(verify, "custom_objects_api", factory)
-    return api
 
 
 def argv(stub: Stub, *extra: str) -> list[str]:
