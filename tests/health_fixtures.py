@@ -90,25 +90,6 @@ def state(node_state: str = "HEALTHY", slice_list: list[dict] | None = None, wor
     }
 
 
-# A FAILED Slice on the first cube, and its workload, which the slice controller retries.
-FAILED = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "FAILED", owner="default/wl-sub")]
-RETRYING = workload(
-    "wl-sub",
-    "Retry",
-    [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
-    "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
-)
-# A workload Kueue evicted for its admission check after its Slices failed to form; its Slices are gone.
-EVICTED = workload(
-    "wl-big",
-    "Pending",
-    [
-        {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
-        {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
-    ],
-)
-
-
 def copy_stack(tmp: Path) -> Path:
     """A copy of the project's files, so `--write` can be tried on the dev stack file."""
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):

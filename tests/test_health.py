@@ -13,13 +13,11 @@ import pytest
 
 from components.cli import health as cli
 from components.model.observability import health as model
+from tests.fakes import slice_
 from tests.harness import ROOT
 from tests.health_fixtures import (
     DEGRADED,
-    EVICTED,
-    FAILED,
     MAINTENANCE,
-    RETRYING,
     STATE_LABEL,
     command,
     copy_stack,
@@ -29,6 +27,24 @@ from tests.health_fixtures import (
     run,
     state,
     workload,
+)
+
+# A FAILED Slice on the first cube, and its workload, which the slice controller retries.
+FAILED = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "FAILED", owner="default/wl-sub")]
+RETRYING = workload(
+    "wl-sub",
+    "Retry",
+    [{"type": "TPUSliceFailure", "status": "True", "reason": "RuntimeFailure", "message": "x"}],
+    "Slices are in states: 1 FAILED. Errors: default-wl-sub-0: hardware failure",
+)
+# A workload Kueue evicted for its admission check after its Slices failed to form; its Slices are gone.
+EVICTED = workload(
+    "wl-big",
+    "Pending",
+    [
+        {"type": "Evicted", "status": "True", "reason": "AdmissionCheck", "message": "At least one ..."},
+        {"type": "TPUSliceFailure", "status": "True", "reason": "FormationTimeout", "message": "stale"},
+    ],
 )
 
 
