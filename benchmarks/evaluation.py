@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import graph, scenario, timings  # noqa: E402
 from components.cli.mockrun import Registration, execute  # noqa: E402
-from tests.harness import CLOCK, Mocks, merge, stack_file_config  # noqa: E402
+from tests.harness import Mocks  # noqa: E402
+from tests.stack_config import CLOCK, merge, stack_file_config  # noqa: E402
 
 _IMPORTS = time.process_time() - _T0
 

@@ -30,9 +30,6 @@ import yaml
 
 from tests import cel_rules, upstream
 from tests.schema_checks import K8S_VERSION, builtin_validator, collect, validator_for
-from tests.schema_checks import OBJECT_META_REF as OBJECT_META_REF  # these three: re-exported for the importers
-from tests.schema_checks import builtin_schema as builtin_schema
-from tests.schema_checks import validate_builtin as validate_builtin
 from tests.strict_schema import strict_schema
 
 CRD_DIRS = ("schemas/crds", "schemas/monitoring")  # under the upstream root; every CRD in them is indexed

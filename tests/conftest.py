@@ -8,7 +8,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import harness, upstream
-from tests.harness import CODELAB_MIX, Run, run_program
+from tests.harness import Run, run_program
+from tests.stack_config import CODELAB_MIX
 
 # The session's shared runs, as recorded: a test that changes one fails, and the run is put back for the next.
 _SHARED: dict[str, tuple[Run, bytes]] = {}
@@ -38,7 +39,7 @@ def prod() -> Run:
 
 @pytest.fixture(scope="session")
 def codelab() -> Run:
-    """Dev with the codelab's whole mix: the super-slicing demo on beside serving (harness.CODELAB_MIX)."""
+    """Dev with the codelab's whole mix: the super-slicing demo on beside serving (stack_config.CODELAB_MIX)."""
     return _shared("codelab", run_program(CODELAB_MIX))
 
 

@@ -1,7 +1,8 @@
 """Fakes the command tests share: a Kubernetes API server on 127.0.0.1 that wants a bearer token, a kubeconfig
-that reaches it with one, a clock whose sleeps advance it, and builders of a Slice and of a protobuf Struct.
+that reaches it with one, a clock whose sleeps advance it, builders of a Slice and of a protobuf Struct, and what
+GKE's getServerConfig answers (with the engine-versions invoke's filtering of it).
 
-The official `kubernetes` client talks to the server as to a cluster (tests/test_health.py,
+The official `kubernetes` client talks to the server as to a cluster (tests/test_health_live.py,
 tests/test_dynamic_provider_host.py, tests/test_probe_pod.py); each test file answers the paths it needs.
 """
 
@@ -152,3 +153,59 @@ def struct(props: dict[str, Any]) -> struct_pb2.Struct:
     out = struct_pb2.Struct()
     out.update(props)
     return out
+
+
+# What GKE's getServerConfig answers for the region in tests (newest first, as the API lists them): the
+# location's valid versions and, per release channel, its default and valid versions. Shaped like the API,
+# not like the data source: `engine_versions` below applies the data source's own filtering to it.
+SERVER_CONFIG: dict[str, Any] = {
+    "defaultClusterVersion": "1.35.3-gke.1100000",
+    "validMasterVersions": [
+        "1.36.2-gke.1500000",
+        "1.36.1-gke.2000000",
+        "1.36.0-gke.3712000",
+        "1.35.3-gke.1100000",
+        "1.35.2-gke.1842000",
+        "1.34.6-gke.1200000",
+    ],
+    "channels": {
+        "RAPID": {
+            "defaultVersion": "1.36.1-gke.2000000",
+            "upgradeTargetVersion": "1.36.1-gke.2000000",
+            "validVersions": ["1.36.2-gke.1500000", "1.36.1-gke.2000000", "1.36.0-gke.3712000", "1.35.3-gke.1100000"],
+        },
+        "REGULAR": {
+            "defaultVersion": "1.35.3-gke.1100000",
+            "upgradeTargetVersion": "1.35.3-gke.1100000",
+            "validVersions": ["1.35.3-gke.1100000", "1.35.2-gke.1842000", "1.34.6-gke.1200000"],
+        },
+    },
+}
+
+
+def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The `gcp:container/getEngineVersions` invoke's answer, as the provider computes it from `server`.
+
+    terraform-provider-google-beta release-8.0.0 @93c65b2d60, data_source_google_container_engine_versions.go
+    lines 113-175: valid versions filtered by the plain string prefix, `latest_*` the first match, per channel
+    the default (unfiltered) and the first matching valid version. Keys are exactly the SDK result type's
+    (pulumi_gcp.container.GetEngineVersionsResult, camelCase on the wire).
+    """
+    prefix = args.get("versionPrefix") or ""
+    masters = [v for v in server["validMasterVersions"] if v.startswith(prefix)]
+    channels = server["channels"]
+    first = {n: next((v for v in c["validVersions"] if v.startswith(prefix)), None) for n, c in channels.items()}
+    return {
+        "defaultClusterVersion": server["defaultClusterVersion"],
+        "id": "2026-11-30 12:00:00 +0000 UTC",
+        "latestMasterVersion": masters[0] if masters else "",
+        "latestNodeVersion": masters[0] if masters else "",
+        "location": args.get("location"),
+        "project": args.get("project"),
+        "releaseChannelDefaultVersion": {n: c["defaultVersion"] for n, c in channels.items()},
+        "releaseChannelLatestVersion": {n: v for n, v in first.items() if v is not None},
+        "releaseChannelUpgradeTargetVersion": {n: c["upgradeTargetVersion"] for n, c in channels.items()},
+        "validMasterVersions": masters,
+        "validNodeVersions": masters,
+        "versionPrefix": args.get("versionPrefix"),
+    }

@@ -1,27 +1,22 @@
 """Runs the real `__main__.py` under Pulumi's mock runtime and records what it registers.
 
-The recording itself is `components/cli/mockrun.py` (the offline render uses it too); this adds
-realistic fakes for computed values, the stack files with their placeholders filled in, and the
-graph queries tests assert with.
+The recording itself is `components/cli/mockrun.py` (the offline render uses it too); this adds the
+fakes' answers for computed values and the runs' comparison by the change model. The stack files as tests
+fill them are tests/stack_config.py's; the queries tests assert with, tests/graph_queries.py's.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import pickle
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pulumi
-import pytest
-import yaml
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import set_root_resource
 from pulumi.runtime.sync_await import _sync_await
@@ -40,21 +35,16 @@ from components.cli.mockrun import (
     unwrap,
 )
 from components.cli.mocks import RESERVATION_TOKENS, FakeReservation, list_bucket, read_stack_outputs
-from components.cli.plan import stack_config
 from components.cli.snapshot import records
-from components.model.config.checks import PLACEHOLDER_RE
-from components.model.config.settings import ConfigError, Settings, load
-from components.model.diff import engine, paths
+from components.model.diff import engine
 from components.model.serving.deployed import READ_STACK_OUTPUTS
-from components.package.schema import schema
-from components.package.stack import TYPE
 from components.preflight import WEIGHTS_LIST, as_runtime_config
+from tests.fakes import SERVER_CONFIG, engine_versions
+from tests.stack_config import CLOCK, merge, stack_file_config
 
 __all__ = ["UNKNOWN", "Registration", "contains_secret", "is_secret", "is_unknown", "normalize", "unwrap"]
 
-ROOT = Path(__file__).resolve().parent.parent
-# The project's config namespace and the resource types tests name most.
-P = PROJECT
+# The resource types tests name most.
 CLUSTER = "gcp:container/cluster:Cluster"
 POOL = "gcp:container/nodePool:NodePool"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -62,140 +52,6 @@ KUEUE = "kubernetes:kueue.x-k8s.io"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 PROJECT_NUMBER = "123456789012"
-# The program's clock in every run (date checks must not make tests depend on the day they run).
-CLOCK = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
-
-# What tests put where a stack file says <REPLACE-ME...>, by config path. A placeholder without an
-# entry here fails every run of that stack, naming it, so a new placeholder cannot go untested.
-PLACEHOLDER_VALUES: dict[str, Any] = {
-    "gcp:project": "my-tpu-project",
-    f"{PROJECT}:tpu.reservation.name": "tpu7x-reservation",
-    f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
-    f"{PROJECT}:cluster.controlPlane.authorizedNetworks[0].cidrBlock": "198.51.100.0/24",
-    f"{PROJECT}:observability.notificationChannels[0]": "projects/my-tpu-project/notificationChannels/123456",
-}
-
-
-def placeholders(value: Any, path: str) -> list[str]:
-    """Config paths (`gcp:project`, `gke-tpu-slicing:tpu.reservation.name`) of every placeholder in `value`."""
-    if isinstance(value, str):
-        return [path] if PLACEHOLDER_RE.search(value) else []
-    if isinstance(value, dict):
-        sep = "" if not path else "."
-        return [hit for k, v in value.items() for hit in placeholders(v, f"{path}{sep}{k}")]
-    if isinstance(value, list):
-        return [hit for i, v in enumerate(value) for hit in placeholders(v, f"{path}[{i}]")]
-    return []
-
-
-def fill_placeholders(config: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(config)
-    for path in placeholders(config, ""):
-        if path not in PLACEHOLDER_VALUES:
-            raise KeyError(f"{path} is a placeholder in a stack file: give it a test value in PLACEHOLDER_VALUES")
-        top, _, rest = path.partition(".") if not path.startswith("gcp:") else (path, "", "")
-        paths.assign(out, (top, *paths.parse(rest)), PLACEHOLDER_VALUES[path])
-    return out
-
-
-# The keys settings without a stack file need besides the reservation (they have no default): the weights
-# bucket, who hears of alerts, who may reach the control plane.
-REQUIRED_KEYS: dict[str, Any] = {
-    "serving": {"weightsBucket": "my-weights"},
-    "observability": {"notifyNobody": True},
-    "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
-}
-
-
-def set_arguments(stack: str) -> list[str]:
-    """`--set KEY=VALUE` arguments of the offline commands that fill the stack file's placeholders."""
-    out: list[str] = []
-    for path in placeholders(stack_config(ROOT, stack), ""):
-        out += ["--set", f"{path}={PLACEHOLDER_VALUES[path]}"]
-    return out
-
-
-# The codelab's whole mix on dev's two cubes: serving and both demos at once. Dev's stack file leaves the
-# super-slicing demo off (it needs both cubes, which serving holds: docs/stacks.md, "The dev tour"); the
-# tests of that demo, of its preemption and of a graph with every workload kind start from this.
-CODELAB_MIX = {f"{PROJECT}:demos": {"superslicing": {"enabled": True}}}
-
-
-def stack_file_config(stack: str = "dev", *, filled: bool = True) -> dict[str, Any]:
-    """What `pulumi up` would hand the program: project-level values and declared defaults, then the
-    stack file; its placeholders replaced by PLACEHOLDER_VALUES unless `filled=False`."""
-    config = stack_config(ROOT, stack)
-    return fill_placeholders(config) if filled else config
-
-
-def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge; a None value deletes the key (an unset config key)."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-# What GKE's getServerConfig answers for the region in tests (newest first, as the API lists them): the
-# location's valid versions and, per release channel, its default and valid versions. Shaped like the API,
-# not like the data source: `engine_versions` below applies the data source's own filtering to it.
-SERVER_CONFIG: dict[str, Any] = {
-    "defaultClusterVersion": "1.35.3-gke.1100000",
-    "validMasterVersions": [
-        "1.36.2-gke.1500000",
-        "1.36.1-gke.2000000",
-        "1.36.0-gke.3712000",
-        "1.35.3-gke.1100000",
-        "1.35.2-gke.1842000",
-        "1.34.6-gke.1200000",
-    ],
-    "channels": {
-        "RAPID": {
-            "defaultVersion": "1.36.1-gke.2000000",
-            "upgradeTargetVersion": "1.36.1-gke.2000000",
-            "validVersions": ["1.36.2-gke.1500000", "1.36.1-gke.2000000", "1.36.0-gke.3712000", "1.35.3-gke.1100000"],
-        },
-        "REGULAR": {
-            "defaultVersion": "1.35.3-gke.1100000",
-            "upgradeTargetVersion": "1.35.3-gke.1100000",
-            "validVersions": ["1.35.3-gke.1100000", "1.35.2-gke.1842000", "1.34.6-gke.1200000"],
-        },
-    },
-}
-
-
-def engine_versions(server: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """The `gcp:container/getEngineVersions` invoke's answer, as the provider computes it from `server`.
-
-    terraform-provider-google-beta release-8.0.0 @93c65b2d60, data_source_google_container_engine_versions.go
-    lines 113-175: valid versions filtered by the plain string prefix, `latest_*` the first match, per channel
-    the default (unfiltered) and the first matching valid version. Keys are exactly the SDK result type's
-    (pulumi_gcp.container.GetEngineVersionsResult, camelCase on the wire).
-    """
-    prefix = args.get("versionPrefix") or ""
-    masters = [v for v in server["validMasterVersions"] if v.startswith(prefix)]
-    channels = server["channels"]
-    first = {n: next((v for v in c["validVersions"] if v.startswith(prefix)), None) for n, c in channels.items()}
-    return {
-        "defaultClusterVersion": server["defaultClusterVersion"],
-        "id": "2026-11-30 12:00:00 +0000 UTC",
-        "latestMasterVersion": masters[0] if masters else "",
-        "latestNodeVersion": masters[0] if masters else "",
-        "location": args.get("location"),
-        "project": args.get("project"),
-        "releaseChannelDefaultVersion": {n: c["defaultVersion"] for n, c in channels.items()},
-        "releaseChannelLatestVersion": {n: v for n, v in first.items() if v is not None},
-        "releaseChannelUpgradeTargetVersion": {n: c["upgradeTargetVersion"] for n, c in channels.items()},
-        "validMasterVersions": masters,
-        "validNodeVersions": masters,
-        "versionPrefix": args.get("versionPrefix"),
-    }
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -435,25 +291,6 @@ def assert_rejected(
     return rejected(run_program(overrides), *fragments, prefix=prefix)
 
 
-def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """Kubernetes' label-selector semantics (apimachinery LabelSelectorAsSelector): every part must match; an
-    absent or empty selector matches everything."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for req in selector.get("matchExpressions") or []:
-        key, op, values = req["key"], req["operator"], req.get("values") or []
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
 def ok(overrides: dict[str, Any] | None = None, **options: Any) -> Run:
     run = run_program(overrides, **options)
     assert run.error is None, run.error
@@ -464,10 +301,6 @@ def warnings_of(run: Run) -> list[str]:
     """The warnings a run that must succeed logged (what `pulumi preview` shows)."""
     assert run.error is None, run.error
     return [message for level, message in run.logs if level == "warn"]
-
-
-def tpu_pools(run: Run) -> list[Registration]:
-    return [r for r in run.of_type(POOL) if r.name != "cluster-system"]
 
 
 def preview(before: Run, after: Run) -> engine.Result:
@@ -499,20 +332,6 @@ def stack_run(stack: str) -> Run:
     return ok(stack=stack)
 
 
-def addon_charts(run: Run) -> list[Registration]:
-    return [run.get(CHART, f"{name}-chart") for name in ("jobset", "kueue", "lws")]
-
-
-def kueue_objects(run: Run) -> list[Registration]:
-    return [r for r in run.registrations if r.type.startswith(KUEUE)]
-
-
-def dev_settings() -> Settings:
-    config = stack_file_config("dev")
-    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
-    return load(raw, config["gcp:project"], now=CLOCK)
-
-
 def declare(body: Callable[[], None]) -> list[Registration]:
     """What `body` registers under the mocks: a component declared alone, from its args."""
     mocks = Mocks()
@@ -521,30 +340,6 @@ def declare(body: Callable[[], None]) -> list[Registration]:
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", monitor=monitor)
     pulumi.runtime.test(body)()
     return monitor.registrations
-
-
-def shape(regs: list[Registration], types: set[str]) -> dict[tuple[str, str], Any]:
-    return {(r.type, r.name): (r.plain(), r.options) for r in regs if r.type in types}
-
-
-ROLES = ("prefill", "decode")
-
-
-def lws(run: Run, role: str) -> dict:
-    return normalize(run.get(LWS, f"serving-{role}").plain())
-
-
-def templates(obj: dict) -> dict[str, dict]:
-    lwt = obj["spec"]["leaderWorkerTemplate"]
-    return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
-
-
-def leader(obj: dict) -> dict:
-    return templates(obj)["leader"]["spec"]
-
-
-def vllm_leader(obj: dict) -> dict:
-    return leader(obj)["containers"][0]
 
 
 def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
@@ -557,117 +352,4 @@ def rejected(run: Run, *fragments: str, prefix: str = "") -> str:
     return message
 
 
-def inputs_of(run: Run) -> dict[tuple[str, str], Any]:
-    return {(r.type, r.name): r.inputs for r in run.registrations}
-
-
-DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
-NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
-
-
-def tiles(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return d["mosaicLayout"]["tiles"]
-
-
-def emitted(run: Run) -> dict[str, Any]:
-    assert run.error is None, run.error
-    return json.loads(run.get(DASHBOARD, "observability-dashboard").inputs["dashboardJson"])
-
-
 COMMANDS = {"plan": plan.main, "import-file": import_file.main, "render": render.main}
-WORKFLOWS = ROOT / ".github" / "workflows"
-
-
-def workflow(name: str) -> dict[str, Any]:
-    return yaml.safe_load((WORKFLOWS / name).read_text())
-
-
-PROJECT_ID = "my-tpu-project"
-# The smallest valid configuration: the defaults plus the values no default can give.
-SMALLEST: dict[str, Any] = {"tpu": {"reservation": {"name": "tpu7x-reservation"}}, **REQUIRED_KEYS}
-
-
-def with_value(path: str, value: Any, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """(raw config, gcp:project) with `value` at `path`, on top of SMALLEST and the rule's context."""
-    raw = merge(SMALLEST, context)
-    if path == "project":
-        return raw, value
-    paths.assign(raw, tuple(path.split(".")), value)
-    return raw, PROJECT_ID
-
-
-# The settings tests vary the TPU keys, with REQUIRED_KEYS merged under every configuration.
-BASE: dict[str, Any] = {"tpu": SMALLEST["tpu"]}
-
-
-def problems(raw: dict[str, Any], project: str = PROJECT_ID) -> list[str]:
-    with pytest.raises(ConfigError) as err:
-        load(merge(REQUIRED_KEYS, raw), project, now=CLOCK)
-    lines = str(err.value).splitlines()
-    assert lines[0] == f"invalid stack configuration ({len(lines) - 1} problem{'s' if len(lines) > 2 else ''}):"
-    return [line.strip() for line in lines[1:]]
-
-
-# The whole-stack component (components/package): a token, its inputs from a stack's configuration and on the
-# wire, and a YAML or TypeScript program's properties checked against the committed schema.
-TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def args_of(config: dict[str, Any]) -> dict[str, Any]:
-    """A stack's configuration as the component's inputs: the same tree, `project` for gcp:project."""
-    return {"project": config["gcp:project"]} | {
-        k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")
-    }
-
-
-def wire(value: Any) -> Any:
-    """Inputs as `construct` receives them: Pulumi's wire has only doubles."""
-    if isinstance(value, dict):
-        return {k: wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [wire(v) for v in value]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _check(value: Any, prop: dict[str, Any], types: dict[str, Any], path: str, problems: list[str]) -> None:
-    """A value of a Pulumi YAML program against a schema property (what `pulumi preview` would type-check)."""
-    if isinstance(value, str) and re.fullmatch(r"\$\{[^}]+\}", value):
-        return  # a reference: the checker of the variable's own type applies
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith("fn::"):
-        if prop.get("plain"):
-            problems.append(f"{path}: a plain input given a function's result")
-        return
-    if "$ref" in prop:
-        t = types[prop["$ref"].rsplit(":", 1)[-1]]
-        _object(value, t.get("properties", {}), t.get("required", []), types, path, problems)
-        return
-    kind = prop.get("type")
-    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float), "array": list, "object": dict}
-    if not isinstance(value, expected[kind]) or (kind == "integer" and isinstance(value, bool)):
-        problems.append(f"{path}: {value!r} is not a {kind}")
-    elif kind == "array":
-        for i, item in enumerate(value):
-            _check(item, prop["items"], types, f"{path}[{i}]", problems)
-    elif kind == "object" and "additionalProperties" in prop:
-        for k, item in value.items():
-            _check(item, prop["additionalProperties"], types, f"{path}.{k}", problems)
-
-
-def _object(value: Any, props: dict, required: list, types: dict, path: str, problems: list[str]) -> None:
-    if not isinstance(value, dict):
-        problems.append(f"{path}: not an object")
-        return
-    problems += [f"{path}.{k}: unknown input".lstrip(".") for k in value if k not in props]
-    problems += [f"{path}.{k}: required".lstrip(".") for k in required if k not in value]
-    for k, item in value.items():
-        if k in props:
-            _check(item, props[k], types, f"{path}.{k}".lstrip("."), problems)
-
-
-def schema_problems(properties: dict[str, Any], resource: str = TYPE) -> list[str]:
-    spec = schema()
-    types = {key.rsplit(":", 1)[-1]: t for key, t in spec["types"].items()}
-    block = spec["resources"][resource]
-    problems: list[str] = []
-    _object(properties, block["inputProperties"], block["requiredInputs"], types, "", problems)
-    return problems

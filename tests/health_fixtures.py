@@ -19,7 +19,7 @@ from components.cli import health as cli
 from components.cli.mocks import healthy_sub_block
 from components.model import keys
 from tests.fakes import slice_
-from tests.harness import PROJECT_ID, ROOT, set_arguments
+from tests.stack_config import PROJECT_ID, ROOT, set_arguments
 
 RES, BLOCK = "tpu7x-reservation", "block-0"
 POOLS = ("tpu7-pool-1", "tpu7-pool-2")

@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from components.cli import import_file
-from tests.harness import PROJECT_NUMBER, set_arguments
+from tests.harness import PROJECT_NUMBER
+from tests.stack_config import set_arguments
 
 
 def cli(*args: str) -> tuple[int, str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests import harness
+from tests import graph_queries
 from tests.harness import CHART, Run, normalize
 
 PM = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
@@ -24,7 +24,7 @@ def policies(run: Run) -> dict[str, dict[str, Any]]:
 
 
 def charts(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t["widget"] for t in harness.tiles(d) if "xyChart" in t["widget"]]
+    return [t["widget"] for t in graph_queries.tiles(d) if "xyChart" in t["widget"]]
 
 
 def all_queries(d: dict[str, Any]) -> list[str]:

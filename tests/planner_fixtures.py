@@ -9,7 +9,7 @@ from typing import Any
 from components.model.config.settings import Settings, load
 from components.model.tpu import planner
 from components.model.tpu.planner import Plan
-from tests.harness import REQUIRED_KEYS, merge
+from tests.stack_config import REQUIRED_KEYS, merge
 
 BASE: dict[str, Any] = {"tpu": {"reservation": {"name": "r"}}, **REQUIRED_KEYS}
 NO_DEMOS = {"demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}

@@ -11,7 +11,7 @@ from typing import Any
 from components.cli import diff
 from components.model.diff import engine
 from tests import upstream
-from tests.harness import ROOT, P, set_arguments
+from tests.stack_config import ROOT, P, set_arguments
 
 
 def run(stack: str, *args: str, directory: Path = ROOT) -> tuple[int, str, str]:

@@ -12,7 +12,8 @@ import copy
 from typing import Any
 
 from components.cli.mocks import FakeReservation, healthy_sub_block
-from tests.harness import Mocks, Run, run_program, tpu_pools
+from tests.graph_queries import tpu_pools
+from tests.harness import Mocks, Run, run_program
 
 BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservationBlocks/block-0"
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import jsonpath
 
-from tests.harness import LWS, P, Run, lws, normalize
+from tests.graph_queries import lws
+from tests.harness import LWS, Run, normalize
+from tests.stack_config import P
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}

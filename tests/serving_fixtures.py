@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shlex
 
-from tests.harness import CHART, P, Run, leader, lws, normalize, ok, templates, vllm_leader
+from tests.graph_queries import leader, lws, templates, vllm_leader
+from tests.harness import CHART, Run, normalize, ok
+from tests.stack_config import P
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 SIDECAR = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"

@@ -8,7 +8,9 @@ import yaml
 from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from components.model.config.checks import gke_version_tuple
 from tests import upstream
-from tests.harness import CHART, JOBSET, LWS, POOL, P, Run, addon_charts, assert_rejected, normalize, ok, tpu_pools
+from tests.graph_queries import addon_charts, tpu_pools
+from tests.harness import CHART, JOBSET, LWS, POOL, Run, assert_rejected, normalize, ok
+from tests.stack_config import P
 
 
 def kueue_values(run: Run) -> dict:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from benchmarks import __main__ as bench
-from tests.harness import ROOT
+from tests.stack_config import ROOT
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,8 +10,9 @@ from components.cli import chart_diff, charts, diff
 from components.cli.render import redact
 from components.model.diff import engine
 from tests import upstream
-from tests.harness import ok, set_arguments
+from tests.harness import ok
 from tests.preview import changed_objects
+from tests.stack_config import set_arguments
 
 
 def preview(*changes: str) -> tuple[dict[str, engine.Change], str]:

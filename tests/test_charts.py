@@ -22,7 +22,7 @@ from components.cli.mockrun import Registration
 from components.cli.render import redact
 from components.model.addons.chart_release import EDITS, published
 from policy import rules
-from tests import conformance, upstream
+from tests import conformance, schema_checks, upstream
 from tests.harness import Run, run_program
 from tests.policy_pack import args_for, policy, violations
 
@@ -127,7 +127,7 @@ def test_every_chart_object_validates_strictly_and_passes_the_cel_rules(rendered
     for resource, out in rendered.items():
         for obj in out.objects:
             key = (obj["apiVersion"], obj["kind"])
-            if key in registry or conformance.builtin_schema(*key) is not None:
+            if key in registry or schema_checks.builtin_schema(*key) is not None:
                 named.append((f"{resource} {obj['kind']}/{obj['metadata'].get('name')}", obj))
             else:
                 unknown.add(key)  # a custom kind whose CRD is not pinned

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import COMMANDS, ROOT, fill_placeholders, set_arguments
+from tests.harness import COMMANDS
+from tests.stack_config import ROOT, fill_placeholders, set_arguments
 
 # (--set argument, the key the error names, what it says is wrong)
 BAD_SETS = [

@@ -15,7 +15,8 @@ import pytest
 from components.model.config.checks import gke_version_tuple
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
-from tests.harness import CLUSTER, POOL, P, Run, assert_rejected, ok, preview, run_program
+from tests.harness import CLUSTER, POOL, Run, assert_rejected, ok, preview, run_program
+from tests.stack_config import P
 
 # GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"

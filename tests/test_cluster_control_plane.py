@@ -12,24 +12,21 @@ import yaml
 
 from components.cli import mockrun
 from components.teardown import REPLACE_KEYS
+from tests.graph_queries import inputs_of
 from tests.harness import (
     CLUSTER,
     POOL,
-    ROOT,
     UNKNOWN,
     Mocks,
-    P,
     Run,
     assert_rejected,
-    inputs_of,
     is_secret,
     is_unknown,
-    merge,
     ok,
     run_program,
-    stack_file_config,
     warnings_of,
 )
+from tests.stack_config import ROOT, P, merge, stack_file_config
 
 ROUTER = "gcp:compute/router:Router"
 NAT = "gcp:compute/routerNat:RouterNat"

@@ -19,7 +19,9 @@ from components.component import Component
 from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
 from components.serving import Serving
 from components.tpu_node_pools import TpuCapacity
-from tests.harness import Registration, declare, dev_settings, run_program, shape
+from tests.graph_queries import shape
+from tests.harness import Registration, declare, run_program
+from tests.stack_config import dev_settings
 
 
 class RecordedPlan:

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from tests import conformance
-from tests.harness import P, Registration, Run, normalize, ok, run_program
+from tests.harness import Registration, Run, normalize, ok, run_program
+from tests.stack_config import P
 
 
 def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
@@ -152,7 +153,7 @@ def test_chart_values_are_keys_of_the_pinned_charts(dev: Run) -> None:
     checked = 0
     for reg in dev.of_type("kubernetes:helm.sh/v4:Chart"):
         if "oci://registry.k8s.io/" not in reg.inputs["chart"]:
-            continue  # the llm-d router chart: its keys are checked in tests/test_serving.py (no pinned file)
+            continue  # the llm-d router chart: its keys are checked in tests/test_serving_router.py (no pinned file)
         defaults = chart_defaults(charts, reg.inputs["chart"], reg.inputs["version"])
         assert unknown_keys(normalize(reg.plain("values")), defaults) == [], reg.name
         checked += 1

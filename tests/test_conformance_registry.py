@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests import conformance, upstream
+from tests import conformance, schema_checks, upstream
 from tests.conformance import SchemaRegistry, validate
 
 # Every (apiVersion, kind) the pinned CRDs serve: the conformance test relies on all of them being indexed.
@@ -80,7 +80,7 @@ def test_every_object_node_of_every_strict_schema_is_closed(registry: SchemaRegi
 
     for api_version, kind in registry.kinds():
         schema = registry.strict_schema(api_version, kind)
-        assert schema["properties"]["metadata"] == {"$ref": conformance.OBJECT_META_REF}
+        assert schema["properties"]["metadata"] == {"$ref": schema_checks.OBJECT_META_REF}
         walk(schema, f"{api_version}/{kind}")
     assert open_nodes == []
 

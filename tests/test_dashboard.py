@@ -26,7 +26,9 @@ import jsonschema
 import pytest
 
 from components.model.observability.dashboard import without_defaults
-from tests.harness import NO_DEMOS, P, Run, emitted, run_program, tiles
+from tests.graph_queries import NO_DEMOS, emitted, tiles
+from tests.harness import Run, run_program
+from tests.stack_config import P
 
 # Enums: their first value (number 0) is the default (proto3 requires it).
 ENUMS: dict[str, tuple[str, ...]] = {

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from components.model.diff import engine
-from tests.harness import CHART, CODELAB_MIX, JOBSET, P, Run, kueue_objects, merge, ok, preview, tpu_pools
+from tests.graph_queries import kueue_objects, tpu_pools
+from tests.harness import CHART, JOBSET, Run, ok, preview
+from tests.stack_config import CODELAB_MIX, P, merge
 
 
 def test_jobsets_wait_for_jobset_kueue_objects_and_pools(dev: Run) -> None:

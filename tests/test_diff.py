@@ -18,8 +18,9 @@ import pytest
 
 from components.cli import diff
 from components.model.diff import engine
-from tests.harness import LWS, POOL, ROOT, STACKS
+from tests.harness import LWS, POOL
 from tests.preview import NO_WORKLOADS_SETS, change, preview, record, run
+from tests.stack_config import ROOT, STACKS
 
 DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
 

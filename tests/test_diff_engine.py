@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.model.diff import engine, facts
-from tests.harness import STACKS, stack_run
+from tests.harness import stack_run
+from tests.stack_config import STACKS
 
 # Types the model knows that no stack registers (every registered one is checked below; the charts' own kinds,
 # a PodDisruptionBudget among them, by tests/test_chart_diff.py).

@@ -53,7 +53,8 @@ from components.package import dynamic_host
 from components.teardown import PoolReplacementsProvider, SliceGateProvider
 from tests import fakes
 from tests.fakes import struct
-from tests.harness import ROOT, Run, unwrap
+from tests.harness import Run, unwrap
+from tests.stack_config import ROOT
 
 TOKEN = "ya29.fake-token"
 POOL = "tpu7-pool-0"

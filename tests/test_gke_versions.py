@@ -18,9 +18,11 @@ from pulumi_gcp.container import GetEngineVersionsResult
 from pydantic.alias_generators import to_camel
 
 from components.cli import mockrun
-from tests import harness
-from tests.harness import CLUSTER, POOL, SERVER_CONFIG, Mocks, P, Run, engine_versions, run_program, stack_file_config
+from tests import graph_queries
+from tests.fakes import SERVER_CONFIG, engine_versions
+from tests.harness import CLUSTER, POOL, Mocks, Run, run_program
 from tests.harness import rejected as any_rejected
+from tests.stack_config import P, stack_file_config
 
 INVOKE = "gcp:container/getEngineVersions:getEngineVersions"
 SLICING_FLOOR = "1.35.2-gke.1842000"  # super-slicing (topologies of whole 4x4x4 cubes)
@@ -155,7 +157,7 @@ def test_a_later_answer_changes_only_the_clusters_min_master_version() -> None:
     today = run_program()
     later = run_program(mocks=Mocks(server_config=later_day(validVersions=["1.36.3-gke.100000", "1.36.2-gke.1500000"])))
     assert (version_of(today), version_of(later)) == ("1.36.2-gke.1500000", "1.36.3-gke.100000")
-    before, after = harness.inputs_of(today), harness.inputs_of(later)
+    before, after = graph_queries.inputs_of(today), graph_queries.inputs_of(later)
     assert before.keys() == after.keys()
     assert {key for key in before if before[key] != after[key]} == {(CLUSTER, "cluster-gke")}
     cluster_before, cluster_after = before[(CLUSTER, "cluster-gke")], after[(CLUSTER, "cluster-gke")]

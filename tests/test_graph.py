@@ -7,21 +7,9 @@ import pytest
 
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology, TpuSystem
-from tests.harness import (
-    CLUSTER,
-    JOBSET,
-    KUEUE,
-    POOL,
-    P,
-    Registration,
-    Run,
-    addon_charts,
-    changes,
-    normalize,
-    ok,
-    run_program,
-    tpu_pools,
-)
+from tests.graph_queries import addon_charts, tpu_pools
+from tests.harness import CLUSTER, JOBSET, KUEUE, POOL, Registration, Run, changes, normalize, ok, run_program
+from tests.stack_config import P
 
 
 def levels_of(run: Run) -> list[str]:

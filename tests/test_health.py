@@ -14,7 +14,6 @@ import pytest
 from components.cli import health as cli
 from components.model.observability import health as model
 from tests.fakes import slice_
-from tests.harness import ROOT
 from tests.health_fixtures import (
     DEGRADED,
     MAINTENANCE,
@@ -28,6 +27,7 @@ from tests.health_fixtures import (
     state,
     workload,
 )
+from tests.stack_config import ROOT
 
 # A FAILED Slice on the first cube, and its workload, which the slice controller retries.
 FAILED = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "FAILED", owner="default/wl-sub")]

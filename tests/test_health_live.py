@@ -16,8 +16,8 @@ from components.cli import health_reads
 from components.model.tpu import slices
 from tests import fakes
 from tests.fakes import KUBE_TOKEN, serve_kube
-from tests.harness import PROJECT_ID
 from tests.health_fixtures import BLOCK, POOLS, RES, affinity, command, copy_stack, no_preview, reservation, state
+from tests.stack_config import PROJECT_ID
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.model.observability import health
-from tests.harness import STACKS, workflow
+from tests.stack_config import STACKS, workflow
 
 
 def uses(job: dict[str, Any]) -> list[str]:

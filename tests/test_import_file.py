@@ -14,8 +14,9 @@ import yaml
 from components.cli import adoption
 from components.cli.plan import secret_keys, stack_config
 from components.model import import_ids as ids
-from tests.harness import PROJECT_NUMBER, ROOT, Registration, Run, fill_placeholders, merge, run_program, set_arguments
+from tests.harness import PROJECT_NUMBER, Registration, Run, run_program
 from tests.import_file_runs import cli, dev_file, import_json
+from tests.stack_config import ROOT, fill_placeholders, merge, set_arguments
 
 P = "gke-tpu-slicing"
 STACK_ROOT = "pulumi:pulumi:Stack"

@@ -17,7 +17,8 @@ from components.kueue_guard import ImmutableFieldsProvider, refusals
 from components.model.diff import dependents, engine
 from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
-from tests.harness import P, Registration, Run, ok, unwrap
+from tests.harness import Registration, Run, ok, unwrap
+from tests.stack_config import P
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"

@@ -10,21 +10,10 @@ import yaml
 from components import graph_args as program
 from components.kueue_objects import SliceQueues
 from tests import upstream
-from tests.harness import (
-    CHART,
-    JOBSET,
-    KUEUE,
-    P,
-    Run,
-    assert_rejected,
-    declare,
-    dev_settings,
-    kueue_objects,
-    normalize,
-    ok,
-    shape,
-)
+from tests.graph_queries import kueue_objects, shape
+from tests.harness import CHART, JOBSET, KUEUE, Run, assert_rejected, declare, normalize, ok
 from tests.preview import NO_WORKLOADS_SETS, change, preview
+from tests.stack_config import P, dev_settings
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,9 @@ import yaml
 from components.cli import charts, diff
 from components.cli.render import redact
 from tests import cel_rules, conformance, upstream
-from tests.harness import P, Run, normalize, ok
+from tests.harness import Run, normalize, ok
 from tests.preview import changed_objects
+from tests.stack_config import P
 
 NEW = "0.19.2"
 CHECKED = {"Topology", "ClusterQueue", "LocalQueue", "ResourceFlavor", "AdmissionCheck", "JobSet", "LeaderWorkerSet"}

@@ -11,7 +11,9 @@ import pytest
 from components.cli.plan import settings_input
 from components.model.config.checks import ConfigError
 from components.model.config.settings import load
-from tests.harness import LWS, P, Run, assert_rejected, lws, normalize, ok, run_program, stack_file_config, templates
+from tests.graph_queries import lws, templates
+from tests.harness import LWS, Run, assert_rejected, normalize, ok, run_program
+from tests.stack_config import P, stack_file_config
 
 BUCKET = "gcp:storage/bucket:Bucket"
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -177,7 +179,7 @@ def test_the_derived_cache_name_is_valid_unique_and_stable() -> None:
 def test_serving_is_internal_by_default(dev: Run) -> None:
     gateway = normalize(dev.get(GATEWAY, "serving-gateway").plain())
     assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
-    # (dev's control plane is open on purpose, with a warning of its own: tests/test_cluster.py)
+    # (dev's control plane is open on purpose, with a warning of its own: tests/test_cluster_control_plane.py)
     assert not [m for lvl, m in dev.logs if lvl == "warn" and "serving.gateway" in m]
 
 

@@ -10,7 +10,9 @@ import pytest
 from components.cli.mockrun import PROJECT
 from components.model.diff import engine
 from components.network import InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
-from tests.harness import CLUSTER, P, Run, assert_rejected, declare, dev_settings, run_program, shape
+from tests.graph_queries import shape
+from tests.harness import CLUSTER, Run, assert_rejected, declare, run_program
+from tests.stack_config import P, dev_settings
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 

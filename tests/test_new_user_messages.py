@@ -13,7 +13,7 @@ from components.model.config.checks import machine_shape
 from components.model.config.machines import MACHINE_SERIES
 from components.model.config.reference import keys as reference_keys
 from components.model.config.settings import ConfigError, load
-from tests.harness import BASE, CLOCK, REQUIRED_KEYS, P, merge, problems, set_arguments
+from tests.stack_config import BASE, CLOCK, REQUIRED_KEYS, P, merge, problems, set_arguments
 
 
 def plan_error(assignment: str) -> str:

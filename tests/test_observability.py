@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests import harness
-from tests.harness import P, Registration, Run, assert_rejected, ok, run_program
+from tests import graph_queries
+from tests.harness import Registration, Run, assert_rejected, ok, run_program
 from tests.observability_fixtures import ALERT, PM, scrape_hooks
+from tests.stack_config import P
 
 SERVICE = "gcp:projects/service:Service"
 
@@ -38,7 +39,7 @@ def test_bad_observability_config_is_rejected_before_anything_exists(settings: d
 def test_monitoring_objects_wait_for_the_monitoring_api(dev: Run) -> None:
     api = dev.get(SERVICE, "project-monitoring")
     assert api.inputs["service"] == "monitoring.googleapis.com"
-    for reg in [*dev.of_type(ALERT), *dev.of_type(harness.DASHBOARD)]:
+    for reg in [*dev.of_type(ALERT), *dev.of_type(graph_queries.DASHBOARD)]:
         assert api.urn in reg.dependencies, reg.name
 
 
@@ -57,12 +58,12 @@ def test_turning_the_section_off_removes_all_of_it() -> None:
 
 @pytest.mark.parametrize(
     ("part", "gone"),
-    [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {harness.DASHBOARD}), ("alerts", {ALERT})],
+    [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {graph_queries.DASHBOARD}), ("alerts", {ALERT})],
 )
 def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
     run = ok({f"{P}:observability": {part: False}})
     types = {r.type for r in observability(run)}
-    assert not gone & types and {PM, harness.DASHBOARD, ALERT} - gone <= types
+    assert not gone & types and {PM, graph_queries.DASHBOARD, ALERT} - gone <= types
     warned = [m for lvl, m in run.logs if lvl == "warn" and "observability.scraping" in m]
     # Charts without scraping have no data: said once at preview, not an error.
     assert len(warned) == (1 if part == "scraping" else 0), warned

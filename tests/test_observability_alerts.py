@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness import P, Run, assert_rejected, ok, run_program
+from tests.harness import Run, assert_rejected, ok, run_program
 from tests.observability_fixtures import ALERT, PM, declared, policies
+from tests.stack_config import P
 
 
 def promql(policy: dict[str, Any]) -> dict[str, Any]:

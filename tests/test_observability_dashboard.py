@@ -10,13 +10,14 @@ import pytest
 
 from components.model.observability import monitoring
 from components.observability import dashboard_url
-from tests import harness
-from tests.harness import P, Run, run_program
+from tests import graph_queries
+from tests.harness import Run, run_program
 from tests.observability_fixtures import PM, all_queries, charts, declared, policies
+from tests.stack_config import P
 
 
 def headers(d: dict[str, Any]) -> list[str]:
-    return [t["widget"]["title"] for t in harness.tiles(d) if "sectionHeader" in t["widget"]]
+    return [t["widget"]["title"] for t in graph_queries.tiles(d) if "sectionHeader" in t["widget"]]
 
 
 def every_query(run: Run) -> list[str]:
@@ -25,7 +26,7 @@ def every_query(run: Run) -> list[str]:
     alerts = [
         c["conditionPrometheusQueryLanguage"]["query"] for c in conditions if "conditionPrometheusQueryLanguage" in c
     ]
-    return all_queries(harness.emitted(run)) + alerts
+    return all_queries(graph_queries.emitted(run)) + alerts
 
 
 def metric_names(query: str) -> set[str]:
@@ -37,7 +38,7 @@ def metric_names(query: str) -> set[str]:
 
 
 def test_every_chart_query_is_balanced_and_scoped_to_the_cluster(dev: Run) -> None:
-    d = harness.emitted(dev)
+    d = graph_queries.emitted(dev)
     assert len(charts(d)) >= 10
     for query in all_queries(d):
         assert query.count("(") == query.count(")") and query.count("{") == query.count("}"), query
@@ -51,7 +52,7 @@ def test_every_metric_is_one_the_pinned_components_export(dev: Run) -> None:
 
 
 def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
-    d = harness.emitted(codelab)
+    d = graph_queries.emitted(codelab)
     assert headers(d) == [
         "Admission (Kueue)",
         "TPU slices",
@@ -74,20 +75,22 @@ def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
 
 def test_the_dashboard_follows_the_settings(codelab: Run) -> None:
     """Each of these dashboards is valid for the API too (tests/test_dashboard.py's cases)."""
-    full = harness.emitted(codelab)
-    assert len(charts(harness.emitted(run_program(harness.NO_DEMOS)))) == len(charts(full)) - 2  # two workloads fewer
-    lean = harness.emitted(run_program({f"{P}:serving": {"enabled": False}}))
+    full = graph_queries.emitted(codelab)
+    assert (
+        len(charts(graph_queries.emitted(run_program(graph_queries.NO_DEMOS)))) == len(charts(full)) - 2
+    )  # two workloads fewer
+    lean = graph_queries.emitted(run_program({f"{P}:serving": {"enabled": False}}))
     assert headers(lean) == ["Admission (Kueue)", "TPU slices"]
     assert not any("vllm:" in q or "inference_" in q for q in all_queries(lean))
     # The provisioned line follows the cubes: 64 chips each.
-    for d, chips in ((full, 128), (harness.emitted(run_program({f"{P}:tpu": {"cubes": 4}})), 256)):
+    for d, chips in ((full, 128), (graph_queries.emitted(run_program({f"{P}:tpu": {"cubes": 4}})), 256)):
         (quota,) = [c for c in charts(d) if c["title"].startswith("TPU chips")]
         assert quota["xyChart"]["thresholds"][0]["value"] == chips
 
 
 def test_the_same_settings_give_the_same_dashboard() -> None:
     """`pulumi up` twice is a no-op: the JSON string is stable."""
-    first, second = (run_program(fresh=True).get(harness.DASHBOARD, "observability-dashboard") for _ in range(2))
+    first, second = (run_program(fresh=True).get(graph_queries.DASHBOARD, "observability-dashboard") for _ in range(2))
     assert first.inputs == second.inputs
 
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import conformance, harness
-from tests.harness import CHART, LWS, P, Run, normalize, ok
-from tests.harness import label_selector_matches as selects
+from tests import conformance, graph_queries
+from tests.graph_queries import label_selector_matches as selects
+from tests.harness import CHART, LWS, Run, normalize, ok
 from tests.observability_fixtures import PM, all_queries, declared, scrape_hooks
+from tests.stack_config import P
 
 RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
 # Labels the LWS controller adds to the pods of a group (kubernetes-sigs/lws leaderworkerset_types.go).
@@ -96,7 +97,7 @@ def test_the_program_scrapes_the_epp_and_kueue_exports_the_quota_metrics(dev: Ru
     assert pm["metadata"]["name"] == f"{router['name']}-epp"
     assert pm["spec"]["endpoints"][0]["authorization"]["credentials"]["secret"]["name"] == "epp-metrics-scraper-token"
     # The EPP queries' job is that PodMonitoring's name.
-    epp_queries = [q for q in all_queries(harness.emitted(dev)) if "inference_" in q]
+    epp_queries = [q for q in all_queries(graph_queries.emitted(dev)) if "inference_" in q]
     assert epp_queries and all(f'job="{router["name"]}-epp"' in q for q in epp_queries)
 
 

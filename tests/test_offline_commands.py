@@ -13,7 +13,7 @@ import pytest
 
 from components.cli import import_file, plan, render
 from components.model.config.settings import PROJECT
-from tests.harness import PLACEHOLDER_VALUES, ROOT, STACKS
+from tests.stack_config import PLACEHOLDER_VALUES, ROOT, STACKS
 
 Main = Callable[..., int]
 

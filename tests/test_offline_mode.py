@@ -6,7 +6,8 @@ import pulumi
 
 from components.cli import mockrun
 from components.cli.mocks import FakeReservation, SymbolicMocks
-from tests.harness import CLOCK, Mocks, run_program, stack_file_config
+from tests.harness import Mocks, run_program
+from tests.stack_config import CLOCK, stack_file_config
 
 VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
 MARKERS = "read from no API (offline render: the sub-blocks are markers, taken as ready and free)"

@@ -28,8 +28,10 @@ from components.package.dynamic_host import PROVIDERS
 from components.package.inputs import settings_from
 from components.package.provider import PackageProvider
 from components.package.stack import TYPE, TpuSlicingStack
-from tests import harness
-from tests.harness import CLOCK, ROOT, TOKEN, Mocks, args_of, run_program, schema_problems, stack_file_config, wire
+from tests import stack_config
+from tests.harness import Mocks, run_program
+from tests.package_schema import TOKEN, args_of, schema_problems, wire
+from tests.stack_config import CLOCK, ROOT, stack_file_config
 
 PACKAGE_DIR = ROOT / "components" / "package"
 
@@ -111,7 +113,7 @@ BAD = {f"{PROJECT}:zone": "nowhere", f"{PROJECT}:tpu": {"cubes": -1}, f"{PROJECT
 
 
 def test_bad_inputs_get_the_programs_errors_named_before_any_resource() -> None:
-    config = harness.merge(stack_file_config("dev"), BAD)
+    config = stack_config.merge(stack_file_config("dev"), BAD)
     program = run_program(BAD)
     component = construct(config)
     assert component.registrations == [] and program.registrations == []
@@ -123,7 +125,7 @@ def test_bad_inputs_get_the_programs_errors_named_before_any_resource() -> None:
 
 
 def test_the_component_used_from_python_stops_the_same_way() -> None:
-    args = args_of(harness.merge(stack_file_config("dev"), BAD))
+    args = args_of(stack_config.merge(stack_file_config("dev"), BAD))
     run = execute({}, stack="dev", mocks=Mocks(), now=CLOCK, program=lambda: TpuSlicingStack("tpu", args))  # type: ignore[arg-type]
     assert isinstance(run.error, pulumi.RunError) and run.registrations == []
     assert _problems(run.error) == _problems(run_program(BAD).error)

@@ -16,7 +16,9 @@ from components.package import NAME
 from components.package.blocks import SliceQueues
 from components.package.provider import PackageProvider
 from components.package.schema import schema
-from tests.harness import CLOCK, ROOT, TOKEN, Mocks, args_of, run_program, schema_problems, stack_file_config, wire
+from tests.harness import Mocks, run_program
+from tests.package_schema import TOKEN, args_of, schema_problems, wire
+from tests.stack_config import CLOCK, ROOT, stack_file_config
 
 BLOCKS = ("TpuCapacity", "SliceQueues", "Serving")
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")

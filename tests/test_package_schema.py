@@ -21,7 +21,8 @@ from components.model.config.root_settings import Settings
 from components.package import NAME, VERSION
 from components.package.schema import schema, schema_text
 from components.package.stack import OUTPUTS, TYPE
-from tests.harness import ROOT, run_program
+from tests.harness import run_program
+from tests.stack_config import ROOT
 
 PACKAGE_DIR = ROOT / "components" / "package"
 

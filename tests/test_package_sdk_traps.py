@@ -18,7 +18,8 @@ from components.model.config.checks import PROJECT
 from components.package import NAME
 from components.package.provider import PackageProvider
 from components.package.stack import TpuSlicingStack
-from tests.harness import CLOCK, ROOT, Mocks
+from tests.harness import Mocks
+from tests.stack_config import CLOCK, ROOT
 
 PACKAGE_DIR = ROOT / "components" / "package"
 

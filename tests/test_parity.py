@@ -17,7 +17,8 @@ import yaml
 
 from components.vllm_containers import weights_check
 from tests import upstream
-from tests.harness import CODELAB_MIX, P, Run, normalize, ok
+from tests.harness import Run, normalize, ok
+from tests.stack_config import CODELAB_MIX, P
 
 NAMESPACE = "llm-d-pd-disaggregation"
 BUCKET = "gemma3-weights"

@@ -11,7 +11,8 @@ from functools import cache
 
 import pytest
 
-from tests.harness import ROOT, STACKS, run_program
+from tests.harness import run_program
+from tests.stack_config import ROOT, STACKS
 
 PAGE = ROOT / "docs" / "permissions.md"
 TYPE = re.compile(r"`([a-z][\w.-]*:[\w./-]*:[A-Za-z]\w*)`")

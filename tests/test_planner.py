@@ -17,8 +17,8 @@ from components.model.tpu import planner
 from components.model.tpu.geometry import SliceKind, Topology
 from components.model.tpu.partitions import PartitionTree
 from components.model.tpu.planner import Plan, Status, Workload, plan_workloads
-from tests.harness import P
 from tests.planner_fixtures import NO_DEMOS, cubes, run_plan, settings
+from tests.stack_config import P
 
 NO_SERVING = {"serving": {"enabled": False}}
 

@@ -13,8 +13,8 @@ import yaml
 
 from components.__main__ import main as components_main
 from components.cli.plan import main as plan_main
-from tests.harness import ROOT, P, merge, set_arguments
 from tests.planner_fixtures import BASE, NO_DEMOS, cubes, run_plan
+from tests.stack_config import ROOT, P, merge, set_arguments
 
 
 def test_as_dict_is_the_json_stack_output() -> None:

@@ -26,8 +26,9 @@ from pulumi_policy import EnforcementLevel, PolicyProviderResource
 from components.serving import HF_SECRET
 from policy import rules
 from tests.fakes import struct
-from tests.harness import ROOT, STACKS, UNKNOWN, Registration, Run, ok, unwrap
+from tests.harness import UNKNOWN, Registration, Run, ok, unwrap
 from tests.policy_pack import args_for, policy, provider_of, violations
+from tests.stack_config import ROOT, STACKS
 
 HF_TOKEN = {"gke-tpu-slicing:hfToken": "hf_policy_test_token"}
 POLICY_DIR = ROOT / "policy"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import CODELAB_MIX, P, Run, assert_rejected, ok, warnings_of
+from tests.harness import Run, assert_rejected, ok, warnings_of
+from tests.stack_config import CODELAB_MIX, P
 
 
 def statuses(run: Run) -> dict[str, str]:

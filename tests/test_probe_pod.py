@@ -26,9 +26,10 @@ import pytest
 from components.cli import probe_pod, verify
 from components.model.commands import credentials_command
 from tests import fakes
-from tests.conformance import validate_builtin
 from tests.fakes import Clock
-from tests.harness import ROOT, Run, ok
+from tests.harness import Run, ok
+from tests.schema_checks import validate_builtin
+from tests.stack_config import ROOT
 
 TOKEN = "fake-token"
 MODEL = "qwen3.5-397b"

@@ -20,7 +20,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from tests import upstream
-from tests.harness import ROOT, Run
+from tests.harness import Run
+from tests.stack_config import ROOT
 
 # Top-level keys of the Project struct (sdk/go/common/workspace/project.go @1b5949891b3c) not in project.json.
 PROJECT_STRUCT_EXTRA = {"requiredPulumiVersion": {"type": "string"}}

@@ -27,7 +27,7 @@ from components.model.config.reference import (
 )
 from components.model.config.rules import Rule
 from components.model.config.settings import SECRET_TOP_KEYS, ConfigError, load
-from tests.harness import CLOCK, ROOT, with_value
+from tests.stack_config import CLOCK, ROOT, with_value
 
 DOC = ROOT / "docs" / "configuration.md"
 CHANGES = ROOT / "docs" / "changes.md"

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from components.cli.plan import secret_keys
 from components.cli.render import INDEX, REDACTED, RESERVED, portable
 from components.cli.render import main as render_main
-from tests.harness import ROOT, P, Run, normalize, ok, run_program, set_arguments, unwrap
+from tests.harness import Run, normalize, ok, run_program, unwrap
+from tests.stack_config import ROOT, P, set_arguments
 
 TOKEN = "hf_render_test_token"
 

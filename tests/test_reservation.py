@@ -12,8 +12,9 @@ import pytest
 from components.cli.mocks import FakeReservation, InvokeError
 from components.cli.plan import main as plan_main
 from components.model.tpu.reservation import sub_block_of
-from tests.harness import ROOT, P, assert_rejected, ok, rejected, set_arguments
+from tests.harness import assert_rejected, ok, rejected
 from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, fake, on, run_with
+from tests.stack_config import ROOT, P, set_arguments
 
 SUB_BLOCK_TOKEN = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 

@@ -12,8 +12,10 @@ from components.cli.mocks import FakeReservation
 from components.cli.snapshot import records
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine, readback
-from tests.harness import CODELAB_MIX, REQUIRED_KEYS, P, rejected, tpu_pools
+from tests.graph_queries import tpu_pools
+from tests.harness import rejected
 from tests.reservation_fixtures import BLOCK_PATH, DEGRADED, IN_USE, MAINTENANCE, fake, on, pools, run_with
+from tests.stack_config import CODELAB_MIX, REQUIRED_KEYS, P
 
 NO_SUPER = {f"{P}:demos": {"superslicing": {"enabled": False}}}
 

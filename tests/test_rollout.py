@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from components.model.serving.rollout import pod_spec_shape, revision
-from tests.harness import LWS, ROLES, P, Run, lws, ok, preview, templates
+from tests.graph_queries import ROLES, lws, templates
+from tests.harness import LWS, Run, ok, preview
 from tests.rollout_fixtures import PATCH, PRIORITY_LABEL, awaited, name, ready_patch, replacement_steps, waits_for
+from tests.stack_config import P
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

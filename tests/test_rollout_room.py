@@ -9,8 +9,10 @@ import pytest
 
 from components.cli.mocks import FakeReservation, InvokeError, healthy_sub_block
 from components.cli.plan import main as plan_main
-from tests.harness import LWS, ROLES, Mocks, P, Run, lws, ok, set_arguments, templates, tpu_pools, warnings_of
+from tests.graph_queries import ROLES, lws, templates, tpu_pools
+from tests.harness import LWS, Mocks, Run, ok, warnings_of
 from tests.rollout_fixtures import FULL, NO_DEMOS, PRIORITY_LABEL, name, ready_patch, replacement_steps, waits_for
+from tests.stack_config import P, set_arguments
 
 
 def planned(run: Run) -> dict[str, tuple[bool, int]]:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROLES, P, Run, lws, ok, run_program, templates
+from tests.graph_queries import ROLES, lws, templates
+from tests.harness import Run, ok, run_program
+from tests.stack_config import P
 
 
 def test_vllm_is_the_leaders_pid_1_and_gets_the_grace_period(dev: Run) -> None:

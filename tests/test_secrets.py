@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from components.model.config.settings import SECRET_PATHS, secret_paths
-from tests.harness import COMMANDS, ROOT, P, fill_placeholders, merge, rejected, run_program
+from tests.harness import COMMANDS, rejected, run_program
+from tests.stack_config import ROOT, P, fill_placeholders, merge
 
 TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"  # the shape of a Hugging Face token, not a real one
 

@@ -11,29 +11,30 @@ import pytest
 from components import serving
 from components.cli.plan import settings_input
 from components.model.config.settings import load
+from tests.graph_queries import (
+    ROLES,
+    kueue_objects,
+    label_selector_matches,
+    leader,
+    lws,
+    templates,
+    tpu_pools,
+    vllm_leader,
+)
 from tests.harness import (
     CHART,
     CLUSTER,
     LWS,
     PROJECT_NUMBER,
-    ROLES,
-    P,
     Run,
     assert_rejected,
     contains_secret,
     is_secret,
-    kueue_objects,
-    label_selector_matches,
-    leader,
-    lws,
     normalize,
     ok,
-    stack_file_config,
-    templates,
-    tpu_pools,
-    vllm_leader,
 )
 from tests.serving_fixtures import GATEWAY, SIDECAR, env_of, flag_port, router, router_values, with_serving, worker
+from tests.stack_config import P, stack_file_config
 
 SECRET = "kubernetes:core/v1:Secret"
 IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from components import serving
-from tests.harness import JOBSET, ROLES, P, Run, assert_rejected, leader, lws, normalize, ok, templates, vllm_leader
+from tests.graph_queries import ROLES, leader, lws, templates, vllm_leader
+from tests.harness import JOBSET, Run, assert_rejected, normalize, ok
 from tests.serving_fixtures import (
     SIDECAR,
     UPSTREAM_SIDECAR,
@@ -22,6 +23,7 @@ from tests.serving_fixtures import (
     with_serving,
     worker,
 )
+from tests.stack_config import P
 
 # A role's slice -> its groups, hosts per group (4 chips per VM), tensor parallelism (2 TensorCores per chip).
 SHAPES = {

@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from tests.harness import CHART, Run, leader, lws, normalize
+from tests.graph_queries import leader, lws
+from tests.harness import CHART, Run, normalize
 from tests.serving_fixtures import (
     GATEWAY,
     SIDECAR,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from components.model.config.settings import load
-from tests.harness import BASE, CLOCK, PROJECT_ID, REQUIRED_KEYS, P, assert_rejected, merge, problems, with_value
+from tests.harness import assert_rejected
+from tests.stack_config import BASE, CLOCK, PROJECT_ID, REQUIRED_KEYS, P, merge, problems, with_value
 
 
 def ok(raw: dict[str, Any], project: str = "my-tpu-project") -> None:

@@ -25,8 +25,9 @@ from components import addons
 from components.model.addons import slice_controller as sc
 from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_namespace_scope
 from components.model.keys import NAMESPACE_LABEL
-from tests.harness import CODELAB_MIX, JOBSET, LWS, PROJECT, Run, assert_rejected, ok
-from tests.harness import label_selector_matches as selects
+from tests.graph_queries import label_selector_matches as selects
+from tests.harness import JOBSET, LWS, PROJECT, Run, assert_rejected, ok
+from tests.stack_config import CODELAB_MIX
 
 MUTATING = "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration"
 VALIDATING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration"

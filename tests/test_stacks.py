@@ -17,26 +17,9 @@ from components.cli.plan import stack_config
 from components.model.config.checks import MTU_MAX, PLACEHOLDER_RE
 from components.model.config.settings import ConfigError, load
 from components.model.tpu.geometry import Topology, system
-from tests.harness import (
-    CLOCK,
-    CLUSTER,
-    JOBSET,
-    LWS,
-    POOL,
-    ROOT,
-    STACKS,
-    Mocks,
-    P,
-    Run,
-    contains_secret,
-    inputs_of,
-    is_secret,
-    ok,
-    placeholders,
-    run_program,
-    stack_file_config,
-    tpu_pools,
-)
+from tests.graph_queries import inputs_of, tpu_pools
+from tests.harness import CLUSTER, JOBSET, LWS, POOL, Mocks, Run, contains_secret, is_secret, ok, run_program
+from tests.stack_config import CLOCK, ROOT, STACKS, P, placeholders, stack_file_config
 
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 NETWORK = "gcp:compute/network:Network"

@@ -23,8 +23,10 @@ from components.model.tpu import slices as model
 from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, replacement_refusals
 from tests import harness
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
-from tests.harness import NO_DEMOS, P, Registration, Run, assert_rejected, is_secret, ok, tpu_pools, unwrap
+from tests.graph_queries import NO_DEMOS, tpu_pools
+from tests.harness import Registration, Run, assert_rejected, is_secret, ok, unwrap
 from tests.preview import NO_WORKLOADS_SETS, change, preview
+from tests.stack_config import P
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from components.model.diff import engine
-from tests.harness import CLUSTER, POOL, P, Run, ok, preview, run_program, tpu_pools
+from tests.graph_queries import tpu_pools
+from tests.harness import CLUSTER, POOL, Run, ok, preview, run_program
+from tests.stack_config import P
 
 POLICY = ("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
 REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
@@ -37,7 +39,7 @@ def test_the_pools_send_the_topology_of_their_workload_policy_beside_its_name(st
       with a workload policy, and the topology with it, naming no refusal of the topology by the API.
     * The provider's `tpu_topology` is Optional, not Computed (resource_container_node_pool.go lines 399-403)
       and read back as GKE stores it (line 1614): sent, it equals what GKE stores, so the second run is a no-op
-      (test_reservation.py, test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks).
+      (test_reservation_stability.py, test_the_second_up_finds_no_difference_in_the_pools_forcenew_blocks).
     So it stays, and it is always the policy's own `accelerator_topology`, never a second value."""
     run = ok(stack=stack)
     (policy,) = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from components.model.serving import weights
-from tests.harness import Mocks, P, Run, assert_rejected, lws, ok, run_program, vllm_leader, warnings_of
+from tests.graph_queries import lws, vllm_leader
+from tests.harness import Mocks, Run, assert_rejected, ok, run_program, warnings_of
+from tests.stack_config import P
 from tests.weights_fixtures import JOB, ON, defaults, dev_serving, script
 
 # ------------------------------------------------------------------------------------------------ the layout

@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from components.model.serving import weights
-from tests.harness import CHART, LWS, POOL, ROOT, P, Run, contains_secret, ok, tpu_pools
+from tests.graph_queries import tpu_pools
+from tests.harness import CHART, LWS, POOL, Run, contains_secret, ok
+from tests.stack_config import ROOT, P
 from tests.weights_fixtures import JOB, ON, defaults, dev_serving, script
 
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import ROOT, STACKS, WORKFLOWS, stack_run, workflow
+from tests.harness import stack_run
+from tests.stack_config import ROOT, STACKS, WORKFLOWS, workflow
 
 PROMOTION = ["dev", "staging", "prod"]
 

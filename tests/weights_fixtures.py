@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import Any
 
 from components.model.config.serving_settings import ServingSettings
-from tests.harness import P, stack_file_config
+from tests.stack_config import P, stack_file_config
 
 JOB = "kubernetes:batch/v1:Job"
 ON = {f"{P}:serving": {"weightsDownload": {"enabled": True}}}
