@@ -1,6 +1,6 @@
 """Writes the package's input types (components/package/stack_args.py) from the settings models.
 
-`python -m components.cli.package_args` prints the module, `--write` writes it; tests/test_package.py fails when
+`python -m components.cli.package_args` prints the module, `--write` writes it; tests/test_package_schema.py fails when
 the committed copy is stale. One TypedDict per settings model, the field names the models' (the schema's
 camelCase names are the models' aliases), each key's description from its pydantic Field. The package's
 schema (components/package/schema.json) is written with it: `--write` writes both.

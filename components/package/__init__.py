@@ -1,7 +1,7 @@
 """The stack as a Pulumi package any Pulumi language can use (docs/package.md); `plugin/` hosts it.
 
 No `from __future__ import annotations` in this package: the SDK's schema inference reads the annotations as
-objects (tests/test_package.py checks every module).
+objects (tests/test_package_sdk_traps.py checks every module).
 """
 
 NAME = "gke-tpu-slicing"

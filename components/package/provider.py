@@ -12,7 +12,8 @@ So before the SDK's mapping, `map_inputs` refuses an Output in any plain input (
 shows input errors) and gives whole numbers of integer inputs their type back, and `construct` runs the
 component's own input check (`input_problems`) before constructing it, so bad input is reported per input,
 without a stack trace.
-The third trap, `from __future__ import annotations` breaking the inference, is kept out by tests/test_package.py.
+The third trap, `from __future__ import annotations` breaking the inference, is kept out by
+tests/test_package_sdk_traps.py.
 """
 
 import sys
