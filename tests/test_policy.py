@@ -69,7 +69,6 @@ def tpu_pools(run: Run) -> list[Registration]:
     ]
 
 
-# ---------------------------------------------------------------------------------------------------
 # The pack itself
 
 
@@ -98,7 +97,6 @@ def test_policy_requirements_pin_the_repository_versions() -> None:
         assert pins[name] == version, f"policy/requirements.txt pins {line}, constraints.txt {name}=={pins[name]}"
 
 
-# ---------------------------------------------------------------------------------------------------
 # The real program passes every rule
 
 
@@ -131,7 +129,6 @@ def test_the_rules_see_every_resource_they_are_about(dev: Run, with_token: Run) 
     assert unwrap(secret.inputs["metadata"])["name"] == rules.HF_SECRET == HF_SECRET
 
 
-# ---------------------------------------------------------------------------------------------------
 # One mutation of a real resource per rule
 
 
@@ -288,7 +285,6 @@ def test_non_kubernetes_resources_need_no_kubernetes_provider(dev: Run) -> None:
     assert violations(policy("kubernetes-explicit-provider"), args_for(network, provider=None)) == []
 
 
-# ---------------------------------------------------------------------------------------------------
 # The pack as the Pulumi CLI runs it: `python policy/`, then gRPC calls from the engine
 
 
