@@ -22,9 +22,10 @@ from components.cli.mockrun import Registration
 from components.cli.render import redact
 from components.model.addons.chart_release import EDITS, published
 from policy import rules
-from tests import conformance, schema_checks, upstream
-from tests.harness import Run, run_program
+from tests import conformance, planner_fixtures, schema_checks, upstream
+from tests.harness import Run, ok, run_program
 from tests.policy_pack import args_for, policy, violations
+from tests.stack_config import P
 
 SOURCES = "charts"
 
@@ -152,6 +153,39 @@ def test_a_value_the_chart_never_reads_is_named(releases: list[charts.Release]) 
     values = charts._with(kueue.values, ("controllerManager",), {**kueue.values["controllerManager"], "replicaz": 3})
     broken = charts.Release(**{**kueue.__dict__, "values": values})
     assert charts.ignored_values(broken) == ["controllerManager.replicaz"]
+
+
+CONTAINERS = {
+    "jobset": ("jobset-chart", "controller"),
+    "kueue": ("kueue-chart", "manager"),
+    "lws": ("lws-chart", "manager"),
+}
+
+
+@pytest.mark.parametrize(
+    "addons",
+    [
+        {},
+        {
+            "jobset": {"controllerResources": {"requests": {"cpu": "1"}}},
+            "kueue": {"controllerResources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+            "lws": {"controllerResources": {"limits": {"memory": "2Gi"}}},
+        },
+    ],
+    ids=["defaults", "partial-blocks"],
+)
+def test_each_controller_renders_the_resources_the_fit_check_counts(addons: dict[str, Any]) -> None:
+    """Helm merges a partial `controllerResources` over the chart's own amounts (components/model/addons/
+    chart_resources.py): the system-pool fit counts what each chart's Deployment really asks for."""
+    upstream.require(SOURCES)
+    counted = planner_fixtures.settings({"addons": addons}).system_pool_pods()
+    run = ok({f"{P}:addons": addons} if addons else None)
+    for addon, (resource, container) in CONTAINERS.items():
+        release = next(r for r in charts.releases(run.registrations, redact) if r.resource == resource)
+        (deploy,) = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]
+        (c,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == container]
+        got = {kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in c["resources"].items()}
+        assert got == counted[f"addons.{addon}.controllerResources"].manifest(), addon
 
 
 def test_missing_sources_name_the_fetch_command(releases: list[charts.Release], tmp_path: Path) -> None:
