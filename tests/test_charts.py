@@ -241,6 +241,14 @@ def test_the_router_waits_for_kueues_webhooks(rendered: dict[str, charts.Rendere
     assert run.get("kubernetes:helm.sh/v4:Chart", "kueue-chart").urn in router.dependencies
 
 
+def test_kueues_spread_constraint_selects_its_own_pods(rendered: dict[str, charts.Rendered]) -> None:
+    """The spread's label selector (components/model/addons/kueue_config.py SELECTOR_LABELS, written for release
+    name "kueue") is the chart's selector for the release the program installs: a renamed release spreads nothing."""
+    (deploy,) = objects_of(rendered, "kueue-chart", "Deployment")
+    (spread,) = deploy["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+
+
 def test_the_picker_keeps_the_right_to_check_scrape_tokens(
     releases: list[charts.Release], rendered: dict[str, charts.Rendered]
 ) -> None:
