@@ -12,6 +12,7 @@ import collections
 import copy
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -186,6 +187,34 @@ def test_each_controller_renders_the_resources_the_fit_check_counts(addons: dict
         (c,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == container]
         got = {kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in c["resources"].items()}
         assert got == counted[f"addons.{addon}.controllerResources"].manifest(), addon
+
+
+def test_helm_hooks_are_left_out_as_the_provider_leaves_them(
+    releases: list[charts.Release], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pinned chart has a hook; one that did must not read as an object the program applies (the provider renders
+    with DisableHooks and registers the release manifest alone). Helm's engine stands in for a chart with one."""
+    upstream.require(SOURCES)
+    meta = "metadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\n"
+    hook = f"apiVersion: batch/v1\nkind: Job\n{meta}"
+    kept = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n"
+
+    class Chart:
+        crds: list[dict[str, str]] = []
+
+        def __enter__(self) -> Chart:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def render(self, values: dict[str, Any], **options: Any) -> dict[str, str]:
+            return {"c/templates/jobs.yaml": f"{hook}---\n{kept}", "c/templates/NOTES.txt": "notes"}
+
+    monkeypatch.setattr(charts, "helm", lambda: SimpleNamespace(Chart=SimpleNamespace(load_archive=lambda _: Chart())))
+    monkeypatch.setattr(charts, "_CACHE", {})
+    rendered = charts.render_release(releases[0])
+    assert [o["metadata"]["name"] for o in rendered.objects] == ["kept"]
 
 
 def test_missing_sources_name_the_fetch_command(releases: list[charts.Release], tmp_path: Path) -> None:
