@@ -7,7 +7,7 @@ import yaml
 
 from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
 from components.model.config.checks import gke_version_tuple
-from tests import upstream
+from tests import planner_fixtures, upstream
 from tests.graph_queries import addon_charts, tpu_pools
 from tests.harness import CHART, JOBSET, LWS, POOL, Run, assert_rejected, normalize, ok
 from tests.stack_config import P
@@ -125,7 +125,7 @@ def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) ->
 
 
 def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
-    big = {"requests": {"cpu": "13", "memory": "1Gi"}}
+    big = {"requests": {"cpu": "13", "memory": "1Gi"}, "limits": {"cpu": "13", "memory": "1Gi"}}
     ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
     assert_rejected(
         {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
@@ -159,3 +159,33 @@ def test_the_gke_managed_inference_pool_crd_is_not_applied(dev: Run) -> None:
     assert all("/gateway-api-inference-extension/v1.5.0/config/crd/bases/" in f for f in files)
     assert gke_version_tuple("1.35.2-gke.1842000") > gke_version_tuple("1.34.0-gke.0")
     assert dev.depends_on(dev.get(CHART, "serving-router"), group)
+
+
+def test_a_partial_resources_block_is_checked_and_counted_with_the_charts_other_amounts() -> None:
+    """Helm merges the values set over the chart's own key by key, so a block naming some amounts keeps the chart's
+    others: requests.memory alone on Kueue renders beside the chart's limits.memory 512Mi, which the API server
+    refuses (request above limit), and requests.cpu alone keeps the chart's 512Mi memory request on the system pool."""
+    key = "addons.kueue.controllerResources.requests.memory"
+    message = assert_rejected(
+        {f"{P}:addons": {"kueue": {"controllerResources": {"requests": {"memory": "1Gi"}}}}}, [key]
+    )
+    assert "at most limits.memory (512Mi, the chart's default" in message and "set limits.memory too" in message
+    assert_rejected(
+        {f"{P}:addons": {"jobset": {"controllerResources": {"requests": {"cpu": "3"}}}}},
+        ["addons.jobset.controllerResources.requests.cpu", "limits.cpu (2, "],
+    )
+    ok(
+        {
+            f"{P}:addons": {
+                "kueue": {"controllerResources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}
+            }
+        }
+    )
+    ok({f"{P}:addons": {"lws": {"controllerResources": {"requests": {"memory": "2Gi"}}}}})  # the chart has no limits
+
+    settings = planner_fixtures.settings({"addons": {"kueue": {"controllerResources": {"requests": {"cpu": "1"}}}}})
+    counted = settings.system_pool_pods()["addons.kueue.controllerResources"]
+    assert counted.manifest() == {
+        "requests": {"cpu": "1", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "512Mi"},
+    }

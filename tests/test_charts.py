@@ -12,6 +12,7 @@ import collections
 import copy
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,9 +23,10 @@ from components.cli.mockrun import Registration
 from components.cli.render import redact
 from components.model.addons.chart_release import EDITS, published
 from policy import rules
-from tests import conformance, schema_checks, upstream
-from tests.harness import Run, run_program
+from tests import conformance, planner_fixtures, schema_checks, upstream
+from tests.harness import Run, ok, run_program
 from tests.policy_pack import args_for, policy, violations
+from tests.stack_config import P
 
 SOURCES = "charts"
 
@@ -154,6 +156,67 @@ def test_a_value_the_chart_never_reads_is_named(releases: list[charts.Release]) 
     assert charts.ignored_values(broken) == ["controllerManager.replicaz"]
 
 
+CONTAINERS = {
+    "jobset": ("jobset-chart", "controller"),
+    "kueue": ("kueue-chart", "manager"),
+    "lws": ("lws-chart", "manager"),
+}
+
+
+@pytest.mark.parametrize(
+    "addons",
+    [
+        {},
+        {
+            "jobset": {"controllerResources": {"requests": {"cpu": "1"}}},
+            "kueue": {"controllerResources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+            "lws": {"controllerResources": {"limits": {"memory": "2Gi"}}},
+        },
+    ],
+    ids=["defaults", "partial-blocks"],
+)
+def test_each_controller_renders_the_resources_the_fit_check_counts(addons: dict[str, Any]) -> None:
+    """Helm merges a partial `controllerResources` over the chart's own amounts (components/model/addons/
+    chart_resources.py): the system-pool fit counts what each chart's Deployment really asks for."""
+    upstream.require(SOURCES)
+    counted = planner_fixtures.settings({"addons": addons}).system_pool_pods()
+    run = ok({f"{P}:addons": addons} if addons else None)
+    for addon, (resource, container) in CONTAINERS.items():
+        release = next(r for r in charts.releases(run.registrations, redact) if r.resource == resource)
+        (deploy,) = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]
+        (c,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == container]
+        got = {kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in c["resources"].items()}
+        assert got == counted[f"addons.{addon}.controllerResources"].manifest(), addon
+
+
+def test_helm_hooks_are_left_out_as_the_provider_leaves_them(
+    releases: list[charts.Release], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pinned chart has a hook; one that did must not read as an object the program applies (the provider renders
+    with DisableHooks and registers the release manifest alone). Helm's engine stands in for a chart with one."""
+    upstream.require(SOURCES)
+    meta = "metadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\n"
+    hook = f"apiVersion: batch/v1\nkind: Job\n{meta}"
+    kept = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n"
+
+    class Chart:
+        crds: list[dict[str, str]] = []
+
+        def __enter__(self) -> Chart:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def render(self, values: dict[str, Any], **options: Any) -> dict[str, str]:
+            return {"c/templates/jobs.yaml": f"{hook}---\n{kept}", "c/templates/NOTES.txt": "notes"}
+
+    monkeypatch.setattr(charts, "helm", lambda: SimpleNamespace(Chart=SimpleNamespace(load_archive=lambda _: Chart())))
+    monkeypatch.setattr(charts, "_CACHE", {})
+    rendered = charts.render_release(releases[0])
+    assert [o["metadata"]["name"] for o in rendered.objects] == ["kept"]
+
+
 def test_missing_sources_name_the_fetch_command(releases: list[charts.Release], tmp_path: Path) -> None:
     fetch = r"are missing or altered in .*: run `python -m tests.upstream fetch`"
     with pytest.raises(charts.ChartUnavailable, match=fetch):
@@ -205,6 +268,14 @@ def test_the_router_waits_for_kueues_webhooks(rendered: dict[str, charts.Rendere
     run = run_program()
     router = run.get("kubernetes:helm.sh/v4:Chart", "serving-router")
     assert run.get("kubernetes:helm.sh/v4:Chart", "kueue-chart").urn in router.dependencies
+
+
+def test_kueues_spread_constraint_selects_its_own_pods(rendered: dict[str, charts.Rendered]) -> None:
+    """The spread's label selector (components/model/addons/kueue_config.py SELECTOR_LABELS, written for release
+    name "kueue") is the chart's selector for the release the program installs: a renamed release spreads nothing."""
+    (deploy,) = objects_of(rendered, "kueue-chart", "Deployment")
+    (spread,) = deploy["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
 
 
 def test_the_picker_keeps_the_right_to_check_scrape_tokens(

@@ -168,6 +168,16 @@ def _documents(text: str) -> Iterator[dict[str, Any]]:
             yield doc
 
 
+# helm.v4.Chart renders with DisableHooks and registers only the release manifest, which leaves out every object
+# annotated as a hook (pulumi/pulumi-kubernetes@94977969 provider/pkg/provider/helm/v4/chart.go:230, 269; Helm's
+# releaseutil.SortManifests puts them in the release's hooks): a hook is never applied, so it is not an object here.
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+def is_hook(obj: dict[str, Any]) -> bool:
+    return HOOK_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
 _CACHE: dict[tuple[str, ...], tuple[list[dict[str, Any]], dict[str, str]]] = {}
 
 
@@ -183,7 +193,7 @@ def _engine_render(release: Release, root: Path | None) -> tuple[list[dict[str, 
     objects = [doc for text in crds for doc in _documents(text)]
     for path in sorted(templates):
         if path.endswith((".yaml", ".yml")):
-            objects += list(_documents(templates[path]))
+            objects += [doc for doc in _documents(templates[path]) if not is_hook(doc)]
     _CACHE[key] = (objects, templates)
     return objects, templates
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from components.model.addons import chart_resources
 from components.model.addons.slice_controller import FEATURE_GATES
 from components.model.config.checks import (
     CHART_VERSION_RE,
@@ -17,6 +18,7 @@ from components.model.config.checks import (
     accept_if,
     dns1035_label,
     dns_subdomain,
+    raise_all,
 )
 from components.model.config.resources_settings import ResourceRequirements, requirements
 from components.model.config.rules import (
@@ -77,6 +79,20 @@ class HelmAddonSettings(Model):
     def pod_count(self) -> int:
         """Controller pods the chart runs on the system pool (the fit check counts each)."""
         return 1
+
+    def chart_default_resources(self) -> ResourceRequirements:
+        return type(self).model_fields["controller_resources"].get_default(call_default_factory=True)
+
+    def rendered_resources(self) -> ResourceRequirements:
+        """The controller's resources as the chart renders them: the amounts set over the chart's own
+        (components/model/addons/chart_resources.py)."""
+        return chart_resources.rendered(self.chart_default_resources(), self.controller_resources)
+
+    @model_validator(mode="after")
+    def _requests_within_the_charts_limits(self) -> HelmAddonSettings:
+        default, ours = self.chart_default_resources(), self.controller_resources
+        raise_all(chart_resources.kept_limit_problems("controller_resources", default, ours))
+        return self
 
 
 class JobSetAddon(HelmAddonSettings):

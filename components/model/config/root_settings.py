@@ -87,7 +87,7 @@ class Settings(CrossChecks, Model):
     def system_pool_pods(self) -> dict[str, ResourceRequirements]:
         """Config key -> resources of every controller pod this program places on the system pool."""
         pods: dict[str, ResourceRequirements] = {
-            f"addons.{key}.controllerResources": addon.controller_resources
+            f"addons.{key}.controllerResources": addon.rendered_resources()
             for key, addon in self.addons.helm_addons().items()
         }
         if self.serving.enabled:
