@@ -110,7 +110,7 @@ def evaluate(
             c.action = "not running yet: the next `pulumi up` creates it" + (
                 f" ({'; '.join(b.problems)})" if (b := assignment.bindings[c.cube]).problems else ""
             )
-        elif c.status == OK and c.workloads:
+        elif c.status == OK and any(w.state != "pending" for w in c.workloads):  # a pending one only waits
             c.status = ACTION if any(w.state == "rejected" for w in c.workloads) else WATCH
             c.action = (
                 unplaced_action(c.workloads)
