@@ -48,7 +48,7 @@ def test_the_pull_request_job_holds_the_write_token_and_no_cloud_credentials() -
     # one pull request per stack, found again by its branch; closed when healthy; a failed check fails
     assert 'branch="health/$STACK"' in script and "gh pr list --head" in script
     assert "gh pr close" in script and "gh pr edit" in script and "gh pr create" in script
-    assert 'if [ "$rc" != 1 ]' in script
+    assert 'if [ "$rc" != 0 ] && [ "$rc" != 1 ]' in script
     # it changes the stack file only
     assert re.findall(r"git commit [^\n]*", script) == [
         'git commit -qm "health: move $STACK\'s cubes off unhealthy sub-blocks (tpu.subBlocks)" "Pulumi.$STACK.yaml"'
@@ -68,22 +68,33 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
             assert others.get(action) == ref, u
 
 
-def _run_pull_request_step(tmp: Path, report: str) -> str:
-    """The pull-request job's script, run with stand-ins for `gh` and `git`: the body it would post."""
+def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main") -> str:
+    """The pull-request job's script, run with stand-ins for `gh` and `git` (each call logged to calls.log): the
+    body it would post ("" when it posts none)."""
     step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
     bin_ = tmp / "bin"
     bin_.mkdir(parents=True)
     for tool in ("gh", "git"):  # `gh pr list` finds no open pull request; every git command succeeds
-        (bin_ / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_ / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\nexit 0\n')
         (bin_ / tool).chmod(0o755)
     (tmp / "health").mkdir()
     files = {"rc": "1\n", "report.txt": report, "Pulumi.dev.yaml": "config: {moved: true}\n"}  # the check job's
     for name, text in files.items():
         (tmp / "health" / name).write_text(text)
     (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x"}
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x", "GITHUB_REF": ref}
     subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, check=True, capture_output=True)
-    return (tmp / "body.md").read_text()
+    body = tmp / "body.md"
+    return body.read_text() if body.exists() else ""
+
+
+def test_a_run_dispatched_on_another_branch_opens_and_closes_nothing(tmp_path: Path) -> None:
+    """`workflow_dispatch` may run on any branch: a pull request cut from there would carry that branch's unmerged
+    commits into main, and a healthy run there would close main's health pull request."""
+    assert _run_pull_request_step(tmp_path / "a", f"next step: {health.MOVE}:\n", "refs/heads/try-health") == ""
+    assert not (tmp_path / "a" / "calls.log").exists()  # no git, no gh
+    _run_pull_request_step(tmp_path / "b", f"next step: {health.MOVE}:\n")  # on main it does
+    assert "gh pr create" in (tmp_path / "b" / "calls.log").read_text()
 
 
 def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_path: Path) -> None:
