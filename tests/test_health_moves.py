@@ -129,3 +129,17 @@ def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) ->
     bare.write_text("config:\n  gcp:project: p\n")
     with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
         cli.write_sub_blocks(bare, ["sb-3"])
+
+
+def test_write_replaces_a_compact_sub_blocks_sequence_too(tmp_path: Path) -> None:
+    """YAML lets a block sequence's dashes sit at its key's indent (`subBlocks:` then `- sb-1`), as people write it by
+    hand: the whole entry is replaced, not its first line alone (which left the dashes behind, unparseable)."""
+    path = tmp_path / "Pulumi.x.yaml"
+    head, tail = "config:\n  gke-tpu-slicing:tpu:\n    cubes: 2\n", "    reservation:\n      name: r\n"
+    path.write_text(head + "    subBlocks:\n    - sb-1\n    # the second\n    - sb-2\n" + tail)
+    cli.write_sub_blocks(path, ["sb-3", "sb-2"])
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n" + tail
+    # A comment after the entry, at its indent, is the next key's: it stays.
+    path.write_text(head + "    subBlocks: [sb-1, sb-2]\n    # the reservation\n" + tail)
+    cli.write_sub_blocks(path, ["sb-3", "sb-2"])
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n    # the reservation\n" + tail
