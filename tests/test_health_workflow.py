@@ -68,7 +68,7 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
             assert others.get(action) == ref, u
 
 
-def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main") -> str:
+def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main", code: int = 0) -> str:
     """The pull-request job's script, run with stand-ins for `gh` and `git` (each call logged to calls.log): the
     body it would post ("" when it posts none)."""
     step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
@@ -83,7 +83,9 @@ def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main")
         (tmp / "health" / name).write_text(text)
     (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x", "GITHUB_REF": ref}
-    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, check=True, capture_output=True)
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, capture_output=True, text=True)
+    assert done.returncode == code, done.stdout + done.stderr
+    (tmp / "stdout").write_text(done.stdout)
     body = tmp / "body.md"
     return body.read_text() if body.exists() else ""
 
@@ -91,9 +93,9 @@ def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main")
 def test_a_run_dispatched_on_another_branch_opens_and_closes_nothing(tmp_path: Path) -> None:
     """`workflow_dispatch` may run on any branch: a pull request cut from there would carry that branch's unmerged
     commits into main, and a healthy run there would close main's health pull request."""
-    assert _run_pull_request_step(tmp_path / "a", f"next step: {health.MOVE}:\n", "refs/heads/try-health") == ""
+    assert _run_pull_request_step(tmp_path / "a", f"next step: {health.MOVE}:\naction needed\n", "refs/heads/x") == ""
     assert not (tmp_path / "a" / "calls.log").exists()  # no git, no gh
-    _run_pull_request_step(tmp_path / "b", f"next step: {health.MOVE}:\n")  # on main it does
+    _run_pull_request_step(tmp_path / "b", f"next step: {health.MOVE}:\naction needed\n")  # on main it does
     assert "gh pr create" in (tmp_path / "b" / "calls.log").read_text()
 
 
@@ -101,9 +103,18 @@ def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_
     """The previews refuse the move while the stack runs queued workloads: the body says so first, matching the
     line the command prints (components/model/observability/health.py MOVE_AFTER_DRAINING)."""
     drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
+    drain += "\naction needed\n"  # the report's last line (components/cli/health.py main)
     body = _run_pull_request_step(tmp_path / "a", drain)
     assert body.startswith("**Do not merge yet.**") and drain in body
-    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n"
+    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n\naction needed\n"
     assert _run_pull_request_step(tmp_path / "c", unprotect).startswith("**Do not merge yet.**")
-    plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n")
+    plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n\naction needed\n")
     assert "Do not merge yet" not in plain and plain.startswith("The hourly health check proposes")
+
+
+def test_exit_1_without_the_report_is_a_check_that_could_not_run(tmp_path: Path) -> None:
+    """Python exits 1 on an uncaught error too: that is no "action needed", and no pull request comes of it."""
+    crash = "Traceback (most recent call last):\n  ...\nKeyError: 'name'\n"
+    assert _run_pull_request_step(tmp_path, crash, code=1) == ""
+    assert "could not run (exit 1, no report)" in (tmp_path / "stdout").read_text()
+    assert not (tmp_path / "calls.log").exists()
