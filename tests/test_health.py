@@ -75,7 +75,12 @@ def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
 
 
 def test_evicted_workloads_whose_slices_are_gone_are_reported_apart(stack: Path) -> None:
-    other = workload("wl-preempted", "Pending", [{"type": "Evicted", "status": "True", "reason": "Preempted"}])
+    # Preempted, its quota not released yet (Kueue resets the check to Pending on any eviction): not pending either.
+    preempted = [
+        {"type": "Evicted", "status": "True", "reason": "Preempted"},
+        {"type": "QuotaReserved", "status": "True"},
+    ]
+    other = workload("wl-preempted", "Pending", preempted, "Reset to Pending after eviction. Previously: Ready")
     code, out, _ = run(stack, reservation(), state(slice_list=[], workloads=[EVICTED, other]))
     assert code == 0  # Kueue requeued it and the controller retries: watched, not an action
     last = out.splitlines()[4]

@@ -103,7 +103,7 @@ def workload_states(workloads: Iterable[Mapping[str, Any]], check: str) -> list[
             out.append(WorkloadState(name, state, reason, named))
         elif ac is not None and ac.get("state") == CHECK_RETRY:
             out.append(WorkloadState(name, "retrying", str(ac.get("message") or ""), named))
-        elif ac is not None and ac.get("state") == CHECK_PENDING and _true(conditions, "QuotaReserved"):
+        elif ac is not None and ac.get("state") == CHECK_PENDING and _true(conditions, "QuotaReserved") and not evicted:
             out.append(WorkloadState(name, "pending", str(ac.get("message") or ""), named))
     return sorted(out, key=lambda w: w.name)
 
