@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.cli import health as cli
+from tests.fakes import slice_
 from tests.health_fixtures import DEGRADED, MAINTENANCE, copy_stack, no_preview, report, reservation, run, state
 
 
@@ -143,3 +144,16 @@ def test_write_replaces_a_compact_sub_blocks_sequence_too(tmp_path: Path) -> Non
     path.write_text(head + "    subBlocks: [sb-1, sb-2]\n    # the reservation\n" + tail)
     cli.write_sub_blocks(path, ["sb-3", "sb-2"])
     assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n    # the reservation\n" + tail
+
+
+def test_a_slice_creation_failure_is_a_retry_not_a_move_when_the_controller_retries_creation(stack: Path) -> None:
+    """The slice controller counts a Slice whose Ready reason is SliceCreationFailed as failed only without the
+    UseRetryMechanismForSliceCreation gate (xpk@250d4b3c slice/internal/core/slice.go:85-91 isError); with it GKE
+    retries the creation and the workload is evicted only once the Slice is stale (FormationTimeout)."""
+    failing = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "SliceCreationFailed", owner="default/wl-sub")]
+    code, data = report(stack, reservation(), state(slice_list=failing), preview=no_preview)
+    assert code == 1 and data["cubes"][0]["action"] == "move to sb-3: a Slice on it is SliceCreationFailed"
+    gate = ("--set", "addons.sliceController.featureGates[0]=UseRetryMechanismForSliceCreation")
+    code, data = report(stack, reservation(), state(slice_list=failing), *gate, preview=no_preview)
+    assert (code, data["proposal"]) == (0, None)
+    assert data["cubes"][0]["action"] == "watch: Slices are forming or being dismantled"

@@ -149,6 +149,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         workloads=state["workloads"],
         check=settings.kueue.admission_check_name,
         block=tpu.reservation.block,
+        gates=settings.addons.slice_controller.feature_gates,
     )
     if result.proposal is not None:
         from components.teardown import workload_keys

@@ -11,7 +11,8 @@ What each read says, from the sources this program pins:
   podSetRequestedOnlyHealthySlices).
 * The Slices: the Ready condition's reason is GKE's health of the slice (core/constants.go MMIGHealthStatus*:
   ACTIVATING, ACTIVE, ACTIVE_DEGRADED, DEACTIVATING, FAILED, INCOMPLETE, UNKNOWN) or `SliceCreationFailed`;
-  the controller calls FAILED and SliceCreationFailed an error (core/slice.go isError).
+  the controller calls FAILED an error, and SliceCreationFailed unless the UseRetryMechanismForSliceCreation
+  gate is on (core/slice.go:85-91 isError; the stack's `addons.sliceController.featureGates`).
 * The workloads: when a Slice fails (or an untolerated degraded one, with the FailOnUntoleratedDegradedSlice
   gate), the slice controller sets its admission check to Retry and the Workload condition `TPUSliceFailure`
   (reason RuntimeFailure, FormationTimeout, Deletion or ConfigurationFailure; workload_controller.go
@@ -43,8 +44,16 @@ from components.model.tpu.reservation import SubBlock
 PARTITION_STATE_RE = re.compile("^" + re.escape(partition_state_label("S")).replace("S", r"(\d+x\d+x\d+)", 1) + "$")
 PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
 SLICE_OK = frozenset({"ACTIVE"})
-# core/slice.go isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
+# core/slice.go:85-91 isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
 SLICE_FAILED = frozenset({"FAILED", "SliceCreationFailed"})
+RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # components/model/addons/slice_controller.py FEATURE_GATES
+
+
+def slice_failed_states(gates: Iterable[str]) -> frozenset[str]:
+    """The Ready reasons the slice controller counts as failed, with these of its feature gates on."""
+    return SLICE_FAILED - {"SliceCreationFailed"} if RETRY_CREATION_GATE in gates else SLICE_FAILED
+
+
 SLICE_DEGRADED = frozenset({"ACTIVE_DEGRADED"})
 SLICE_FAILURE_CONDITION = "TPUSliceFailure"  # core/constants.go WorkloadSliceFailureConditionType
 CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
