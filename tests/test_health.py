@@ -75,7 +75,12 @@ def test_a_failed_slice_on_a_healthy_sub_block(stack: Path) -> None:
 
 
 def test_evicted_workloads_whose_slices_are_gone_are_reported_apart(stack: Path) -> None:
-    other = workload("wl-preempted", "Pending", [{"type": "Evicted", "status": "True", "reason": "Preempted"}])
+    # Preempted, its quota not released yet (Kueue resets the check to Pending on any eviction): not pending either.
+    preempted = [
+        {"type": "Evicted", "status": "True", "reason": "Preempted"},
+        {"type": "QuotaReserved", "status": "True"},
+    ]
+    other = workload("wl-preempted", "Pending", preempted, "Reset to Pending after eviction. Previously: Ready")
     code, out, _ = run(stack, reservation(), state(slice_list=[], workloads=[EVICTED, other]))
     assert code == 0  # Kueue requeued it and the controller retries: watched, not an action
     last = out.splitlines()[4]
@@ -89,6 +94,36 @@ def test_a_rejected_admission_check_is_an_action(stack: Path) -> None:
         stack, reservation(), state(workloads=[workload("wl-bad", "Rejected", msg="ConfigurationFailure")])
     )
     assert code == 1 and "reactivate the rejected workloads" in out
+
+
+def test_a_workload_kueue_deactivated_for_a_rejected_check_is_still_an_action(stack: Path) -> None:
+    """Kueue turns a Rejected check around at once: it deactivates the Workload (spec.active false), evicts it with
+    reason DeactivatedDueToAdmissionCheck and resets the check to Pending (kueue v0.17.4
+    pkg/controller/core/workload_controller.go:754, :385, :458-483; pkg/workload/workload.go:1878 ReasonWithCause;
+    pkg/workload/admissionchecks.go:89 resetChecksOnEviction). That settled state is what the check reads."""
+    evicted = {"type": "Evicted", "status": "True", "reason": "DeactivatedDueToAdmissionCheck", "message": "x"}
+    deactivated = workload("wl-bad", "Pending", [evicted], "Reset to Pending after eviction. Previously: Rejected")
+    deactivated["spec"] = {"active": False}
+    code, out, _ = run(stack, reservation(), state(slice_list=[], workloads=[deactivated]))
+    assert code == 1 and "reactivate the rejected workloads" in out
+    assert "workload default/wl-bad (rejected: DeactivatedDueToAdmissionCheck)" in out
+    deactivated["spec"] = {"active": True}  # reactivated by its owner: Kueue requeues it, nothing left to do
+    code, out, _ = run(stack, reservation(), state(slice_list=[], workloads=[deactivated]))
+    assert code == 0 and "wl-bad" not in out
+
+
+def test_a_workload_whose_slices_are_still_being_created_is_not_called_requeued(stack: Path) -> None:
+    """Admitted, its slice check Pending while the controller creates its Slices (xpk workload_controller.go
+    buildAdmissionCheckMessage "Waiting for Slices to be created"): nothing failed, nothing was requeued."""
+    reserved = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}]
+    new = workload("wl-new", "Pending", reserved, "Waiting for Slices to be created")
+    code, out, _ = run(stack, reservation(), state(slice_list=[], workloads=[new]))
+    assert code == 0
+    assert "workload default/wl-new (pending: Waiting for Slices to be created) (no Slice of it yet)" in out
+    assert "its Slices are gone" not in out and "requeued" not in out
+    forming = [slice_("default-wl-new-0", "2x2x2", ["c1-0"], "ACTIVATING", owner="default/wl-new")]
+    code, data = report(stack, reservation(), state(slice_list=forming, workloads=[new]))
+    assert code == 0 and data["cubes"][0]["action"] == "watch: Slices are forming or being dismantled"
 
 
 def test_a_cube_not_created_yet_is_watched_not_moved(stack: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.cli import health as cli
+from tests.fakes import slice_
 from tests.health_fixtures import DEGRADED, MAINTENANCE, copy_stack, no_preview, report, reservation, run, state
 
 
@@ -129,3 +130,30 @@ def test_write_replaces_an_existing_sub_blocks_entry_in_place(tmp_path: Path) ->
     bare.write_text("config:\n  gcp:project: p\n")
     with pytest.raises(cli.HealthError, match=r"no `gke-tpu-slicing:tpu:` map .* set it by hand: \[sb-3\]"):
         cli.write_sub_blocks(bare, ["sb-3"])
+
+
+def test_write_replaces_a_compact_sub_blocks_sequence_too(tmp_path: Path) -> None:
+    """YAML lets a block sequence's dashes sit at its key's indent (`subBlocks:` then `- sb-1`), as people write it by
+    hand: the whole entry is replaced, not its first line alone (which left the dashes behind, unparseable)."""
+    path = tmp_path / "Pulumi.x.yaml"
+    head, tail = "config:\n  gke-tpu-slicing:tpu:\n    cubes: 2\n", "    reservation:\n      name: r\n"
+    path.write_text(head + "    subBlocks:\n    - sb-1\n    # the second\n    - sb-2\n" + tail)
+    cli.write_sub_blocks(path, ["sb-3", "sb-2"])
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n" + tail
+    # A comment after the entry, at its indent, is the next key's: it stays.
+    path.write_text(head + "    subBlocks: [sb-1, sb-2]\n    # the reservation\n" + tail)
+    cli.write_sub_blocks(path, ["sb-3", "sb-2"])
+    assert path.read_text() == head + "    subBlocks: [sb-3, sb-2]\n    # the reservation\n" + tail
+
+
+def test_a_slice_creation_failure_is_a_retry_not_a_move_when_the_controller_retries_creation(stack: Path) -> None:
+    """The slice controller counts a Slice whose Ready reason is SliceCreationFailed as failed only without the
+    UseRetryMechanismForSliceCreation gate (xpk@250d4b3c slice/internal/core/slice.go:85-91 isError); with it GKE
+    retries the creation and the workload is evicted only once the Slice is stale (FormationTimeout)."""
+    failing = [slice_("default-wl-sub-0", "2x2x2", ["c1-0"], "SliceCreationFailed", owner="default/wl-sub")]
+    code, data = report(stack, reservation(), state(slice_list=failing), preview=no_preview)
+    assert code == 1 and data["cubes"][0]["action"] == "move to sb-3: a Slice on it is SliceCreationFailed"
+    gate = ("--set", "addons.sliceController.featureGates[0]=UseRetryMechanismForSliceCreation")
+    code, data = report(stack, reservation(), state(slice_list=failing), *gate, preview=no_preview)
+    assert (code, data["proposal"]) == (0, None)
+    assert data["cubes"][0]["action"] == "watch: Slices are forming or being dismantled"

@@ -48,7 +48,7 @@ def test_the_pull_request_job_holds_the_write_token_and_no_cloud_credentials() -
     # one pull request per stack, found again by its branch; closed when healthy; a failed check fails
     assert 'branch="health/$STACK"' in script and "gh pr list --head" in script
     assert "gh pr close" in script and "gh pr edit" in script and "gh pr create" in script
-    assert 'if [ "$rc" != 1 ]' in script
+    assert 'if [ "$rc" != 0 ] && [ "$rc" != 1 ]' in script
     # it changes the stack file only
     assert re.findall(r"git commit [^\n]*", script) == [
         'git commit -qm "health: move $STACK\'s cubes off unhealthy sub-blocks (tpu.subBlocks)" "Pulumi.$STACK.yaml"'
@@ -68,31 +68,53 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
             assert others.get(action) == ref, u
 
 
-def _run_pull_request_step(tmp: Path, report: str) -> str:
-    """The pull-request job's script, run with stand-ins for `gh` and `git`: the body it would post."""
+def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main", code: int = 0) -> str:
+    """The pull-request job's script, run with stand-ins for `gh` and `git` (each call logged to calls.log): the
+    body it would post ("" when it posts none)."""
     step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
     bin_ = tmp / "bin"
     bin_.mkdir(parents=True)
     for tool in ("gh", "git"):  # `gh pr list` finds no open pull request; every git command succeeds
-        (bin_ / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_ / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\nexit 0\n')
         (bin_ / tool).chmod(0o755)
     (tmp / "health").mkdir()
     files = {"rc": "1\n", "report.txt": report, "Pulumi.dev.yaml": "config: {moved: true}\n"}  # the check job's
     for name, text in files.items():
         (tmp / "health" / name).write_text(text)
     (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x"}
-    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, check=True, capture_output=True)
-    return (tmp / "body.md").read_text()
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STACK": "dev", "GH_TOKEN": "x", "GITHUB_REF": ref}
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, capture_output=True, text=True)
+    assert done.returncode == code, done.stdout + done.stderr
+    (tmp / "stdout").write_text(done.stdout)
+    body = tmp / "body.md"
+    return body.read_text() if body.exists() else ""
+
+
+def test_a_run_dispatched_on_another_branch_opens_and_closes_nothing(tmp_path: Path) -> None:
+    """`workflow_dispatch` may run on any branch: a pull request cut from there would carry that branch's unmerged
+    commits into main, and a healthy run there would close main's health pull request."""
+    assert _run_pull_request_step(tmp_path / "a", f"next step: {health.MOVE}:\naction needed\n", "refs/heads/x") == ""
+    assert not (tmp_path / "a" / "calls.log").exists()  # no git, no gh
+    _run_pull_request_step(tmp_path / "b", f"next step: {health.MOVE}:\naction needed\n")  # on main it does
+    assert "gh pr create" in (tmp_path / "b" / "calls.log").read_text()
 
 
 def test_the_pull_request_says_do_not_merge_yet_when_the_move_needs_a_drain(tmp_path: Path) -> None:
     """The previews refuse the move while the stack runs queued workloads: the body says so first, matching the
     line the command prints (components/model/observability/health.py MOVE_AFTER_DRAINING)."""
     drain = f"proposed change: x\nnext step: {health.MOVE_AFTER_DRAINING}: the preview refuses ...\n  1. turn off\n"
+    drain += "\naction needed\n"  # the report's last line (components/cli/health.py main)
     body = _run_pull_request_step(tmp_path / "a", drain)
     assert body.startswith("**Do not merge yet.**") and drain in body
-    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n"
+    unprotect = f"next step: {health.MOVE_AFTER_UNPROTECTING}: Pulumi refuses ...\n\naction needed\n"
     assert _run_pull_request_step(tmp_path / "c", unprotect).startswith("**Do not merge yet.**")
-    plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n")
+    plain = _run_pull_request_step(tmp_path / "b", f"proposed change: x\nnext step: {health.MOVE}:\n\naction needed\n")
     assert "Do not merge yet" not in plain and plain.startswith("The hourly health check proposes")
+
+
+def test_exit_1_without_the_report_is_a_check_that_could_not_run(tmp_path: Path) -> None:
+    """Python exits 1 on an uncaught error too: that is no "action needed", and no pull request comes of it."""
+    crash = "Traceback (most recent call last):\n  ...\nKeyError: 'name'\n"
+    assert _run_pull_request_step(tmp_path, crash, code=1) == ""
+    assert "could not run (exit 1, no report)" in (tmp_path / "stdout").read_text()
+    assert not (tmp_path / "calls.log").exists()

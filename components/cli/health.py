@@ -149,6 +149,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         workloads=state["workloads"],
         check=settings.kueue.admission_check_name,
         block=tpu.reservation.block,
+        gates=settings.addons.slice_controller.feature_gates,
     )
     if result.proposal is not None:
         from components.teardown import workload_keys
@@ -250,11 +251,24 @@ def write_sub_blocks(path: Path, value: Sequence[str]) -> None:
         lines[start + 1 : start + 1] = new
     else:
         stop = hit + 1
-        while stop < end and (not lines[stop].strip() or len(lines[stop]) - len(lines[stop].lstrip()) > len(pad)):
+        # The entry's own lines: deeper ones, and a block sequence's dashes at the key's indent (YAML allows both).
+        while stop < end and (
+            not lines[stop].strip()
+            or len(lines[stop]) - len(lines[stop].lstrip()) > len(pad)
+            or re.match(rf"^{pad}(-(\s|$)|#)", lines[stop])
+        ):
             stop += 1
+        tail = stop  # a comment at the key's indent after the entry belongs to the key below it: kept
+        while tail > hit + 1 and (not lines[tail - 1].strip() or re.match(rf"^{pad}#", lines[tail - 1])):
+            tail -= 1
+        if any(re.match(rf"^{pad}#", line) for line in lines[tail:stop]):
+            stop = tail
         lines[hit:stop] = new
     out = "".join(lines)
-    before, after = yaml.safe_load(text), yaml.safe_load(out)
+    try:
+        before, after = yaml.safe_load(text), yaml.safe_load(out)
+    except yaml.YAMLError:  # one line, never a traceback: the workflow reads exit 1 as "action needed"
+        raise HealthError(f"{path}: could not set tpu.subBlocks in place; set it by hand: {flow}") from None
     if ((after.get("config") or {}).get(f"{PROJECT}:tpu") or {}).get("subBlocks") != list(value):
         raise HealthError(f"{path}: could not set tpu.subBlocks in place; set it by hand: {flow}")
     if _without_sub_blocks(after) != _without_sub_blocks(before):

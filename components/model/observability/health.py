@@ -11,13 +11,17 @@ What each read says, from the sources this program pins:
   podSetRequestedOnlyHealthySlices).
 * The Slices: the Ready condition's reason is GKE's health of the slice (core/constants.go MMIGHealthStatus*:
   ACTIVATING, ACTIVE, ACTIVE_DEGRADED, DEACTIVATING, FAILED, INCOMPLETE, UNKNOWN) or `SliceCreationFailed`;
-  the controller calls FAILED and SliceCreationFailed an error (core/slice.go isError).
+  the controller calls FAILED an error, and SliceCreationFailed unless the UseRetryMechanismForSliceCreation
+  gate is on (core/slice.go:85-91 isError; the stack's `addons.sliceController.featureGates`).
 * The workloads: when a Slice fails (or an untolerated degraded one, with the FailOnUntoleratedDegradedSlice
   gate), the slice controller sets its admission check to Retry and the Workload condition `TPUSliceFailure`
   (reason RuntimeFailure, FormationTimeout, Deletion or ConfigurationFailure; workload_controller.go
   updateWorkloadStatus, core/constants.go WorkloadSlice*); Kueue then evicts the Workload with reason
   `AdmissionCheck` and requeues it (kueue v0.17.4 pkg/controller/core/workload_controller.go:767), or, for
-  a Rejected check, deactivates it (:754).
+  a Rejected check, deactivates it (:754): at once `spec.active` false (:385), an eviction with reason
+  `DeactivatedDueToAdmissionCheck` (:458-483, pkg/workload/workload.go:1878 ReasonWithCause) and the check reset
+  to Pending (pkg/workload/admissionchecks.go:89), so that settled state counts as rejected too.
+* A Workload admitted whose check is still Pending waits for its Slices to form: shown, not a failure.
 
 Nothing here moves anything: an action is a `tpu.subBlocks` value for a person to review (the health
 workflow puts it in a pull request), with what the change preview says that change does.
@@ -40,11 +44,21 @@ from components.model.tpu.reservation import SubBlock
 PARTITION_STATE_RE = re.compile("^" + re.escape(partition_state_label("S")).replace("S", r"(\d+x\d+x\d+)", 1) + "$")
 PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelectorHealthy
 SLICE_OK = frozenset({"ACTIVE"})
-# core/slice.go isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
+# core/slice.go:85-91 isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
 SLICE_FAILED = frozenset({"FAILED", "SliceCreationFailed"})
+RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # components/model/addons/slice_controller.py FEATURE_GATES
+
+
+def slice_failed_states(gates: Iterable[str]) -> frozenset[str]:
+    """The Ready reasons the slice controller counts as failed, with these of its feature gates on."""
+    return SLICE_FAILED - {"SliceCreationFailed"} if RETRY_CREATION_GATE in gates else SLICE_FAILED
+
+
 SLICE_DEGRADED = frozenset({"ACTIVE_DEGRADED"})
 SLICE_FAILURE_CONDITION = "TPUSliceFailure"  # core/constants.go WorkloadSliceFailureConditionType
 CHECK_RETRY, CHECK_REJECTED, CHECK_PENDING = "Retry", "Rejected", "Pending"  # admissioncheck_types.go:30-40
+# What Kueue's eviction of a deactivated Workload says when a Rejected check deactivated it (module docstring).
+DEACTIVATED_BY_CHECK = f"DeactivatedDueTo{EVICTED_BY_CHECK}"
 
 OK, WATCH, ACTION = "ok", "watch", "action"
 NO_ACTION, MOVE, OTHER = "none", "move", "other"
@@ -61,7 +75,7 @@ class WorkloadState:
     """One Kueue Workload that a slice failure touched (evicted, retrying, rejected) or that waits on a Slice."""
 
     name: str  # namespace/name
-    state: str  # evicted, retrying, rejected, pending
+    state: str  # evicted, retrying, rejected (or deactivated for it), pending (its Slices being created)
     reason: str  # TPUSliceFailure reason or the admission check's message
     slices: tuple[str, ...] = ()  # Slice names its failure message names
 
@@ -84,16 +98,21 @@ def workload_states(workloads: Iterable[Mapping[str, Any]], check: str) -> list[
         failure = _true(conditions, SLICE_FAILURE_CONDITION)
         evicted = _true(conditions, "Evicted")
         message = str((failure or {}).get("message") or (ac or {}).get("message") or "")
-        named = tuple(sorted(set(re.findall(r"([a-z0-9][-a-z0-9.]*[a-z0-9]): ", message.split("Errors:", 1)[-1]))))
+        # The Slices the controller's message names: "...Errors: <slice>: <message>; ..." (buildAdmissionCheckMessage).
+        errors = message.split("Errors:", 1)[1] if "Errors:" in message else ""
+        named = tuple(sorted(set(re.findall(r"([a-z0-9][-a-z0-9.]*[a-z0-9]): ", errors))))
+        inactive = (wl.get("spec") or {}).get("active") is False
         if ac is not None and ac.get("state") == CHECK_REJECTED:
             out.append(WorkloadState(name, "rejected", str(ac.get("message") or ""), named))
+        elif inactive and (evicted or {}).get("reason") == DEACTIVATED_BY_CHECK:
+            out.append(WorkloadState(name, "rejected", DEACTIVATED_BY_CHECK, named))
         elif (evicted is not None and evicted.get("reason") == EVICTED_BY_CHECK) or failure is not None:
             reason = str((failure or {}).get("reason") or (evicted or {}).get("reason") or "")
             state = "evicted" if evicted is not None else "retrying"
             out.append(WorkloadState(name, state, reason, named))
         elif ac is not None and ac.get("state") == CHECK_RETRY:
             out.append(WorkloadState(name, "retrying", str(ac.get("message") or ""), named))
-        elif ac is not None and ac.get("state") == CHECK_PENDING and _true(conditions, "QuotaReserved"):
+        elif ac is not None and ac.get("state") == CHECK_PENDING and _true(conditions, "QuotaReserved") and not evicted:
             out.append(WorkloadState(name, "pending", str(ac.get("message") or ""), named))
     return sorted(out, key=lambda w: w.name)
 
@@ -245,7 +264,9 @@ class Report:
             for w in c.workloads:
                 lines.append(f"  workload {w.describe()}")
         for w in self.unplaced:
-            lines.append(f"workload {w.describe()} (its Slices are gone)")
+            lines.append(
+                f"workload {w.describe()} ({'no Slice of it yet' if w.state == 'pending' else 'its Slices are gone'})"
+            )
         if self.proposal is not None:
             lines.append(f"proposed change: {SUB_BLOCKS_KEY}: [{', '.join(self.proposal)}]")
             lines.append(
@@ -278,4 +299,6 @@ def _counts(states: Iterable[str]) -> str:
 def unplaced_action(workloads: Sequence[WorkloadState]) -> str:
     if any(w.state == "rejected" for w in workloads):
         return "reactivate the rejected workloads once the cause is fixed (Kueue deactivated them)"
+    if all(w.state == "pending" for w in workloads):
+        return "watch: admitted, the slice controller is creating their Slices"
     return "watch: Kueue requeued them, the slice controller retries"

@@ -12,13 +12,13 @@ from components.model.observability.health import (
     ACTION,
     OK,
     SLICE_DEGRADED,
-    SLICE_FAILED,
     SLICE_OK,
     SUB_BLOCKS_KEY,
     WATCH,
     CubeHealth,
     Report,
     partition_summary,
+    slice_failed_states,
     unplaced_action,
     workload_states,
 )
@@ -50,8 +50,11 @@ def evaluate(
     workloads: Sequence[Mapping[str, Any]],
     check: str,
     block: str = "",
+    gates: Sequence[str] = (),
 ) -> Report:
-    """Each cube's health and the action it needs (the rules: components/model/observability/health.py's docstring)."""
+    """Each cube's health and the action it needs (the rules: components/model/observability/health.py's docstring);
+    `gates`: the slice controller's feature gates turned on (addons.sliceController.featureGates)."""
+    failed = slice_failed_states(gates)
     labels_of = [dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes]
     states = workload_states(workloads, check)
     placed: set[str] = set()
@@ -81,9 +84,9 @@ def evaluate(
             )
         if c.degraded_nodes:
             return f"{c.degraded_nodes} of its nodes report a partition not HEALTHY ({c.partitions})"
-        if any(state.split(",")[0] in SLICE_FAILED | SLICE_DEGRADED for _, state, _ in c.slices):
+        if any(state.split(",")[0] in failed | SLICE_DEGRADED for _, state, _ in c.slices):
             return "a Slice on it is " + ", ".join(
-                sorted({s.split(",")[0] for _, s, _ in c.slices if s.split(",")[0] not in SLICE_OK})
+                sorted({s.split(",")[0] for _, s, _ in c.slices if s.split(",")[0] in failed | SLICE_DEGRADED})
             )
         return None
 
@@ -110,7 +113,7 @@ def evaluate(
             c.action = "not running yet: the next `pulumi up` creates it" + (
                 f" ({'; '.join(b.problems)})" if (b := assignment.bindings[c.cube]).problems else ""
             )
-        elif c.status == OK and c.workloads:
+        elif c.status == OK and any(w.state != "pending" for w in c.workloads):  # a pending one only waits
             c.status = ACTION if any(w.state == "rejected" for w in c.workloads) else WATCH
             c.action = (
                 unplaced_action(c.workloads)
