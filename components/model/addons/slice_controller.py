@@ -49,7 +49,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-FEATURE_GATES = ("FailOnUntoleratedDegradedSlice", "UseRetryMechanismForSliceCreation")
+RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # under it, health reads a creation failure as a retry
+FEATURE_GATES = ("FailOnUntoleratedDegradedSlice", RETRY_CREATION_GATE)
 DEPLOYMENT = ("slice-controller-system", "slice-controller-controller-manager")  # its namespace and name
 CONTAINER = "manager"  # config/manager/manager.yaml
 FLAG = "--feature-gates="

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.model.addons.slice_controller import RETRY_CREATION_GATE
 from components.model.config.checks import PROJECT
 from components.model.keys import partition_state_label
 from components.model.observability.monitoring import EVICTED_BY_CHECK  # the eviction reason the alert counts too
@@ -46,7 +47,6 @@ PARTITION_HEALTHY = "HEALTHY"  # xpk core/constants.go TPUSliceHealthNodeSelecto
 SLICE_OK = frozenset({"ACTIVE"})
 # core/slice.go:85-91 isError: FAILED always, SliceCreationFailed unless the retry gate retries it.
 SLICE_FAILED = frozenset({"FAILED", "SliceCreationFailed"})
-RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # components/model/addons/slice_controller.py FEATURE_GATES
 
 
 def slice_failed_states(gates: Iterable[str]) -> frozenset[str]:
