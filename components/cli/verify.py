@@ -271,7 +271,7 @@ def pod_probe(
 ) -> list[ProbeResult]:
     """Both requests from a pod in the cluster (components/cli/probe_pod.py), judged as `probe` judges them."""
     requests_ = [(kind, url.rstrip("/") + PATHS[kind], request_json(request_body(kind, model))) for kind in KINDS]
-    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, **_budget(args))
+    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, backoff=args.backoff, **_budget(args))
     answers = parse_log(run_probe_pod(core, manifest, sleep=sleep, clock=clock, log=log))
     results = []
     for kind, target, _ in requests_:
