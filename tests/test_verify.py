@@ -226,3 +226,10 @@ def test_base_url() -> None:
     assert verify.base_url("10.0.0.5") == "http://10.0.0.5"
     assert verify.base_url("fd00::5", "https", 8443) == "https://[fd00::5]:8443"
     assert verify.base_url("gw.internal", port=80) == "http://gw.internal:80"
+
+
+def test_the_help_names_every_stack_output_it_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        verify.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert [key for key in verify.STACK_OUTPUT_KEYS.values() if key not in text] == []

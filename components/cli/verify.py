@@ -67,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stack-outputs",
         metavar="FILE",
-        help="JSON from `pulumi stack output --json` ('-' for stdin); reads gatewayName, gatewayNamespace, "
-        "servedModelName, inferencePool, servingLeaders. Explicit flags win.",
+        help=f"JSON from `pulumi stack output --json` ('-' for stdin); reads {', '.join(STACK_OUTPUT_KEYS.values())}. "
+        "Explicit flags win.",
     )
     parser.add_argument("--gateway-name", help=f"Gateway name (default: {DEFAULT_GATEWAY_NAME})")
     parser.add_argument("--namespace", help="namespace of the Gateway")
@@ -130,7 +130,7 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
 
 
 def read_stack_outputs(source: str, stdin: TextIO | None = None) -> dict[str, str]:
-    """{gateway_name, namespace, model} found in `pulumi stack output --json` (a file, or '-' for stdin)."""
+    """The STACK_OUTPUT_KEYS fields found in `pulumi stack output --json` (a file, or '-' for stdin)."""
     try:
         if source == "-":
             data = json.load(stdin if stdin is not None else sys.stdin)
