@@ -227,6 +227,16 @@ def test_without_a_kubeconfig_verify_names_the_stacks_get_credentials_command(
     assert "pulumi stack output kubeconfig --show-secrets" in err
 
 
+def test_without_the_stacks_command_verify_points_at_it(
+    no_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flags typed by hand name no credentials command: the hint is the stack's own (its endpoint flag included),
+    not a bare get-credentials, which targets the IP endpoint (private in dev) instead of the DNS-based one."""
+    assert verify.main(["--namespace", "ns", "--model", MODEL], sleep=lambda _s: None) == 1
+    err = capsys.readouterr().err
+    assert 'get the cluster\'s credentials first: eval "$(pulumi stack output credentialsCommand)"\n' in err
+
+
 # ---------------------------------------------------------------------------------------------
 # The pod's script, in /bin/sh with a fake curl
 

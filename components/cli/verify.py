@@ -188,7 +188,9 @@ def main(
     def error(exc: VerifyError) -> int:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(exc, NoKubeconfig):
-            fix = credentials or "gcloud container clusters get-credentials CLUSTER --location REGION --project PROJECT"
+            # Without the stack's own command, point at it: a bare get-credentials targets the IP endpoint (private
+            # in dev, authorized networks only in staging and prod), the stack's the DNS-based one (docs/access.md).
+            fix = credentials or 'eval "$(pulumi stack output credentialsCommand)"'
             print(
                 f"get the cluster's credentials first: {fix}\n(or pass --kubeconfig FILE, for example the stack's "
                 "secret output: pulumi stack output kubeconfig --show-secrets > kubeconfig.yaml)",
