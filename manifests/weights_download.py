@@ -111,7 +111,10 @@ def copy(http, repo, revision, path, size, bucket, name):
     url = f"{HF}/{repo}/resolve/{revision}/{urllib.parse.quote(path)}"
     with http.open(urllib.request.Request(url, headers=hf_headers())) as source:
         if size <= CHUNK:
-            return put_small(http, bucket, name, read_full(source, size))
+            data = read_full(source, size)
+            if len(data) != size:  # http.client ends a read cut short without an error
+                raise OSError(f"{path}: the download ended at byte {len(data)} of {size}")
+            return put_small(http, bucket, name, data)
         start = f"{GCS}/upload/storage/v1/b/{bucket}/o?uploadType=resumable&name={quote(name)}"
         with http.gcs(
             "POST",

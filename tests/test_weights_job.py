@@ -216,6 +216,23 @@ def test_the_job_resends_what_cloud_storage_did_not_persist(monkeypatch: pytest.
     assert sum("https://session/" in u for _, u in fake.requests) > 4  # some bytes went out twice
 
 
+def test_a_file_cut_short_fails_the_pod_and_writes_no_marker() -> None:
+    """A connection closed early ends urllib's read without an error (http.client returns fewer bytes): a small
+    file stored short would be marked complete and break vLLM's load; the pod fails and its retry copies it."""
+    download = script(weights.DOWNLOAD_SCRIPT)
+    fake = FakeEndpoints({"config.json": b'{"model_type": "qwen"}', "model-00001.safetensors": b"x" * 10})
+    resolve = fake.__call__
+
+    def cut(request: Any) -> Answer:
+        answer = resolve(request)
+        return Answer(answer.getvalue()[:5]) if "config.json" in request.full_url else answer
+
+    with pytest.raises(OSError, match=r"config\.json: the download ended at byte 5 of 22"):
+        download.run(download.Http(cut), "bkt", "a/b", "models--a--b", "f" * 40, log=lambda _: None)
+    assert not [name for name in fake.stored if name.endswith(download.MARKER)]
+    assert not [name for name in fake.stored if name.endswith("config.json")]
+
+
 def test_the_job_waits_for_its_access_to_propagate_then_gives_up() -> None:
     download = script(weights.DOWNLOAD_SCRIPT)
     files = {"config.json": b"{}"}
