@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from components.cli import verify
 from components.cli.verify import GatewayNotReady, VerifyError
 from components.cli.verify_reads import NoKubeconfig
+from components.model.config.serving_settings import ServingSettings
 from tests.verify_fixtures import (
     CHAT,
     COMPLETIONS,
@@ -233,3 +234,8 @@ def test_the_help_names_every_stack_output_it_reads(capsys: pytest.CaptureFixtur
         verify.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert [key for key in verify.STACK_OUTPUT_KEYS.values() if key not in text] == []
+
+
+def test_the_default_wait_is_the_leaders_startup_budget() -> None:
+    # verify imports no settings (it runs from any shell); its default is serving.startupTimeoutSeconds' default.
+    assert ServingSettings.model_fields["startup_timeout_seconds"].default == verify.DEFAULT_WAIT_S
