@@ -111,7 +111,10 @@ def copy(http, repo, revision, path, size, bucket, name):
     url = f"{HF}/{repo}/resolve/{revision}/{urllib.parse.quote(path)}"
     with http.open(urllib.request.Request(url, headers=hf_headers())) as source:
         if size <= CHUNK:
-            return put_small(http, bucket, name, read_full(source, size))
+            data = read_full(source, size)
+            if len(data) != size:  # http.client ends a read cut short without an error
+                raise OSError(f"{path}: the download ended at byte {len(data)} of {size}")
+            return put_small(http, bucket, name, data)
         start = f"{GCS}/upload/storage/v1/b/{bucket}/o?uploadType=resumable&name={quote(name)}"
         with http.gcs(
             "POST",
@@ -120,19 +123,34 @@ def copy(http, repo, revision, path, size, bucket, name):
             headers={"X-Upload-Content-Length": str(size), "Content-Type": "application/json"},
         ) as answer:
             session = answer.headers["Location"]
-        sent = 0
+        sent = 0  # bytes Cloud Storage has persisted
         while sent < size:
             chunk = read_full(source, min(CHUNK, size - sent))
             if not chunk:
                 raise OSError(f"{path}: the download ended at byte {sent} of {size}")
-            headers = {"Content-Range": f"bytes {sent}-{sent + len(chunk) - 1}/{size}"}
-            try:
-                with http.gcs("PUT", session, data=chunk, headers=headers):
-                    pass
-            except urllib.error.HTTPError as err:
-                if err.code != 308:  # 308: the chunk is stored, send the next one
-                    raise
-            sent += len(chunk)
+            end = sent + len(chunk)
+            while sent < end:  # the part of the chunk not persisted yet
+                sent = put_chunk(http, session, chunk[len(chunk) - (end - sent) :], sent, size)
+
+
+def put_chunk(http, session, data, start, size):
+    """PUTs bytes start.. of the upload; returns how many bytes of it Cloud Storage has persisted since.
+
+    A 308 (more to come) says in its Range header (`bytes=0-N`, none when nothing is stored) how far it got,
+    which may be short of what was sent: the rest is sent again.
+    """
+    headers = {"Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}"}
+    try:
+        with http.gcs("PUT", session, data=data, headers=headers):
+            return size  # 200 or 201: the object is complete
+    except urllib.error.HTTPError as err:
+        if err.code != 308:
+            raise
+        stored = (err.headers.get("Range") or "").rpartition("-")[2]
+        persisted = int(stored) + 1 if stored.isdigit() else 0
+    if persisted < start:  # it never forgets what it acknowledged; a session that does is broken
+        raise OSError(f"upload session reports {persisted} bytes stored, {start} were acknowledged")
+    return persisted
 
 
 def existing_once_allowed(http, bucket, prefix, log, sleep=time.sleep):

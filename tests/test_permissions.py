@@ -81,3 +81,16 @@ def test_the_stacks_page_grants_what_the_table_lists() -> None:
     assert deploy_roles - {"roles/browser", "roles/compute.viewer", "roles/storage.objectUser"} <= set(
         re.findall(r"`(roles/[\w.]+)`", summary)
     )
+
+
+# Project-level reads that roles/viewer holds (each role's permissions are in roles/viewer's list,
+# https://cloud.google.com/iam/docs/roles-permissions); the weights bucket's object listing is not among them:
+# Viewer lists buckets only (https://cloud.google.com/storage/docs/access-control/iam-roles, basic roles).
+IN_VIEWER = {"roles/serviceusage.serviceUsageViewer", "roles/browser", "roles/compute.viewer", "roles/container.viewer"}
+
+
+def test_the_summary_grants_the_preview_account_what_the_table_lists() -> None:
+    summary = PAGE.read_text(encoding="utf-8").split("In short", 1)[1].split("for `pulumi-preview`", 1)[1]
+    preview_roles = {r for row in rows() for r in re.findall(r"`(roles/[\w.]+)`", row[3])}
+    assert "roles/viewer" in summary
+    assert preview_roles - IN_VIEWER <= set(re.findall(r"`(roles/[\w.]+)`", summary))

@@ -82,8 +82,8 @@ class FakeApiServer:
         if path == f"{pods}/{name}/log" and method == "GET":
             return 200, self.log
         if path == f"{pods}/{name}" and method == "DELETE":
-            self.deleted.append(name)
-            return 200, {"kind": "Status", "status": "Success"}
+            self.deleted.append(name)  # the API server answers a pod's DELETE with the pod (ReturnDeletedObject)
+            return 200, {**self.created[-1], "status": {"phase": "Succeeded"}}
         return 404, {"kind": "Status", "code": 404}
 
     def serve(self) -> ThreadingHTTPServer:
@@ -123,7 +123,7 @@ def test_requests_go_out_from_a_pod_whose_log_is_the_answer(
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
     (pod,) = api.created
-    assert api.deleted == [pod["metadata"]["name"]]
+    assert api.deleted == [pod["metadata"]["name"]] and "could not delete" not in err
     # the pod runs the image pinned by exact tag, POSTs both bodies to the Gateway's own address
     (container,) = pod["spec"]["containers"]
     assert container["image"] == probe_pod.CURL_IMAGE
@@ -227,6 +227,16 @@ def test_without_a_kubeconfig_verify_names_the_stacks_get_credentials_command(
     assert "pulumi stack output kubeconfig --show-secrets" in err
 
 
+def test_without_the_stacks_command_verify_points_at_it(
+    no_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flags typed by hand name no credentials command: the hint is the stack's own (its endpoint flag included),
+    not a bare get-credentials, which targets the IP endpoint (private in dev) instead of the DNS-based one."""
+    assert verify.main(["--namespace", "ns", "--model", MODEL], sleep=lambda _s: None) == 1
+    err = capsys.readouterr().err
+    assert 'get the cluster\'s credentials first: eval "$(pulumi stack output credentialsCommand)"\n' in err
+
+
 # ---------------------------------------------------------------------------------------------
 # The pod's script, in /bin/sh with a fake curl
 
@@ -235,9 +245,11 @@ POSIX = pytest.mark.skipif(
 )
 
 
-def run_script(tmp_path: Path, replies: list[tuple[str, str]], attempts: int = 3) -> tuple[str, list[str]]:
-    """Runs the pod's script with a `curl` answering `replies` in order ((body, "CODE SECONDS")); returns its
-    stdout and the URLs curl was called with."""
+def run_script(
+    tmp_path: Path, replies: list[tuple[str, str]], attempts: int = 3, script: str | None = None
+) -> tuple[str, list[str]]:
+    """Runs the pod's script (or `script`) with a `curl` answering `replies` in order ((body, "CODE SECONDS"));
+    returns its stdout and the URLs curl was called with. `sleep` records its argument in tmp_path/sleeps."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (tmp_path / "replies.json").write_text(json.dumps(replies))
@@ -249,10 +261,10 @@ def run_script(tmp_path: Path, replies: list[tuple[str, str]], attempts: int = 3
         f"with open({str(tmp_path / 'calls')!r}, 'a') as f: f.write(sys.argv[-1] + '\\n')\n"
         "sys.stdout.write(body + '\\n' + tail)\n"
     )
-    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sleep").write_text(f'#!/bin/sh\necho "$1" >> {shlex.quote(str(tmp_path / "sleeps"))}\n')
     for tool in ("curl", "sleep"):
         (bin_dir / tool).chmod(0o755)
-    script = probe_pod.pod_script(attempts, 5, 10, 4)
+    script = script if script is not None else probe_pod.pod_script(attempts, 5, 10, 4)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     args = ["completions", "http://gw/v1/completions", '{"model":"m"}', "chat", "http://gw/v1/chat/completions", "{}"]
     done = subprocess.run(
@@ -291,6 +303,19 @@ def test_the_script_gives_up_after_its_attempts(tmp_path: Path) -> None:
     assert answers["completions"].latency_ms is None
     assert answers["chat"] == probe_pod.PodAnswer("chat", 2, 404, 100.0, "multi\nline body")
     assert len(calls) == 4
+
+
+@POSIX
+def test_verify_backoff_and_max_delay_space_the_pods_retries(api: FakeApiServer, tmp_path: Path) -> None:
+    """`--backoff` is the first retry's delay wherever the requests go out from, not only with `--direct`."""
+    assert verify_via(api, tmp_path, "--backoff", "4", "--max-delay", "6", "--attempts", "4")[0] == 0
+    script = api.created[-1]["spec"]["containers"][0]["command"][2]
+    replies = [("<html>503</html>", "503 0.1")] * 4 + [('{"error": "bad"}', "400 0.1")]
+
+    out, calls = run_script(tmp_path, replies, script=script)
+
+    assert (tmp_path / "sleeps").read_text().split() == ["4", "6", "6"]  # then the 4th attempt fails: no sleep
+    assert probe_pod.parse_log(out)["completions"].attempts == 4 and len(calls) == 5
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from components.cli import verify
 from components.cli.verify import GatewayNotReady, VerifyError
 from components.cli.verify_reads import NoKubeconfig
+from components.model.config.serving_settings import ServingSettings
 from tests.verify_fixtures import (
     CHAT,
     COMPLETIONS,
@@ -226,3 +227,15 @@ def test_base_url() -> None:
     assert verify.base_url("10.0.0.5") == "http://10.0.0.5"
     assert verify.base_url("fd00::5", "https", 8443) == "https://[fd00::5]:8443"
     assert verify.base_url("gw.internal", port=80) == "http://gw.internal:80"
+
+
+def test_the_help_names_every_stack_output_it_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        verify.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert [key for key in verify.STACK_OUTPUT_KEYS.values() if key not in text] == []
+
+
+def test_the_default_wait_is_the_leaders_startup_budget() -> None:
+    # verify imports no settings (it runs from any shell); its default is serving.startupTimeoutSeconds' default.
+    assert ServingSettings.model_fields["startup_timeout_seconds"].default == verify.DEFAULT_WAIT_S

@@ -4,14 +4,16 @@ and the pods its selector finds, on a fake clock."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes.client import V1ObjectMeta, V1Pod, V1PodCondition, V1PodList, V1PodStatus
 
-from components.cli import verify
+from components.cli import probe_pod, verify
 from tests.fakes import Clock
+from tests.stack_config import ROOT
 from tests.verify_fixtures import CHAT, COMPLETIONS, MODEL, FakeCustomObjects, Stub, argv, serve
 
 
@@ -129,3 +131,47 @@ def test_stack_outputs_name_the_pool_and_the_leader_count(stub: Stub, tmp_path: 
     assert code == 0
     assert objects.calls[0][3:] == ("inferencepools", "pd") and pods.selectors
     assert verify.read_stack_outputs(str(outputs))["leaders"] == "2"
+
+
+class RecordingCore(FakePods):
+    """The CoreV1Api calls of verify's default path, each recorded as the RBAC (verb, resource, namespace) it needs
+    (the client's read_* is `get`, list_* `list`; `_log` is the pods/log subresource)."""
+
+    def __init__(self, *lists: list[V1Pod]) -> None:
+        super().__init__(*lists)
+        self.needs: set[tuple[str, str, str]] = set()
+
+    def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> V1PodList:
+        self.needs.add(("list", "pods", namespace))
+        return super().list_namespaced_pod(namespace, label_selector=label_selector)
+
+    def create_namespaced_pod(self, namespace: str, body: Any) -> None:
+        self.needs.add(("create", "pods", namespace))
+
+    def read_namespaced_pod(self, name: str, namespace: str) -> V1Pod:
+        self.needs.add(("get", "pods", namespace))
+        return V1Pod(status=V1PodStatus(phase="Succeeded"))
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str) -> str:
+        self.needs.add(("get", "pods/log", namespace))
+        body = json.dumps({"choices": [{"text": "fine"}]})
+        return "".join(f"{probe_pod.MARK} kind={k} attempts=1 status=200 seconds=1\n{body}\n{probe_pod.MARK} end\n"
+                       for k in ("completions", "chat"))  # fmt: skip
+
+    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int) -> None:
+        self.needs.add(("delete", "pods", namespace))
+
+
+def test_the_permissions_page_names_every_verb_verify_needs() -> None:
+    """docs/permissions.md lists `verb resource` pairs per namespace, as `kubectl auth can-i` takes them."""
+    objects, core = FakeCustomObjects(pool=POOL), RecordingCore([pod("prefill", True), pod("decode", True)])
+    args = ["--namespace", "ns", "--model", MODEL, "--pool", "pd"]
+    assert verify.main(args, api=objects, pods=core, sleep=lambda _s: None, clock=Clock()) == 0
+    needs = core.needs | {("get", call[3], call[2]) for call in objects.calls}
+    page = (ROOT / "docs" / "permissions.md").read_text(encoding="utf-8")
+    paragraph = page[page.index("`verify` (after `pulumi up`") :].split("\n\n", 1)[0].replace("\n", " ")
+    workload, default = paragraph.split(" in the workload namespace", 1)
+    pairs = re.compile(r"`(get|list|create|delete) ([a-z/]+)`")
+    named = {(*pair, "ns") for pair in pairs.findall(workload)}
+    named |= {(*pair, probe_pod.PROBE_NAMESPACE) for pair in pairs.findall(default.split(" in `default`", 1)[0])}
+    assert needs == named

@@ -123,10 +123,15 @@ class Answer(io.BytesIO):
 class FakeEndpoints:
     """Hugging Face's tree and resolve endpoints and Cloud Storage's list, media and resumable uploads."""
 
-    def __init__(self, files: dict[str, bytes], stored: dict[str, bytes] | None = None, denied: int = 0) -> None:
+    def __init__(
+        self, files: dict[str, bytes], stored: dict[str, bytes] | None = None, denied: int = 0, keeps: int = 0
+    ) -> None:
         self.files, self.stored, self.requests = files, dict(stored or {}), []
         self.sessions: dict[str, tuple[str, bytearray]] = {}
         self.denied = denied  # listings refused with 403 before access arrives
+        # With keeps > 0, an intermediate request is persisted only in part, as the 308's Range header then says:
+        # Cloud Storage may persist less than a request sent.
+        self.keeps = keeps
 
     def __call__(self, request: Any) -> Answer:
         url, method = request.full_url, request.get_method()
@@ -158,7 +163,11 @@ class FakeEndpoints:
         assert start == len(data) and end - start + 1 == len(request.data)
         data += request.data
         if len(data) < total:
-            raise urllib.error.HTTPError(url, 308, "Resume Incomplete", {}, None)  # type: ignore[arg-type]
+            kept = len(request.data) // 2 // self.keeps * self.keeps if self.keeps else 0
+            if kept:  # half of what came, in whole `keeps` blocks: each request still stores something
+                del data[start + kept :]
+            persisted = {"Range": f"bytes=0-{len(data) - 1}"} if data else {}
+            raise urllib.error.HTTPError(url, 308, "Resume Incomplete", persisted, None)  # type: ignore[arg-type]
         self.stored[target] = bytes(data)
         return Answer()
 
@@ -191,6 +200,37 @@ def test_the_job_streams_every_file_resumes_and_writes_the_marker_last(monkeypat
     copy(download, again, log=logs.append)
     assert [m for m, u in again.requests if "metadata" not in u] == ["GET"]
     assert "nothing to do" in logs[-1]
+
+
+def test_the_job_resends_what_cloud_storage_did_not_persist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 308 says in its Range header how much is stored; the next request starts there (googleapis/python-storage
+    _media/_upload.py `_process_resumable_response` reads it the same way)."""
+    download = script(weights.DOWNLOAD_SCRIPT)
+    monkeypatch.setattr(download, "CHUNK", 256 * 1024)
+    big = bytes(range(251)) * 4000  # 1004000 bytes: four chunks, each request persisted by half
+    fake = FakeEndpoints({"config.json": b"{}", "model-00001.safetensors": big}, keeps=64 * 1024)
+
+    assert copy(download, fake, log=lambda _: None) == 0
+
+    assert fake.stored["models--a--b/snapshots/" + "f" * 40 + "/model-00001.safetensors"] == big
+    assert sum("https://session/" in u for _, u in fake.requests) > 4  # some bytes went out twice
+
+
+def test_a_file_cut_short_fails_the_pod_and_writes_no_marker() -> None:
+    """A connection closed early ends urllib's read without an error (http.client returns fewer bytes): a small
+    file stored short would be marked complete and break vLLM's load; the pod fails and its retry copies it."""
+    download = script(weights.DOWNLOAD_SCRIPT)
+    fake = FakeEndpoints({"config.json": b'{"model_type": "qwen"}', "model-00001.safetensors": b"x" * 10})
+    resolve = fake.__call__
+
+    def cut(request: Any) -> Answer:
+        answer = resolve(request)
+        return Answer(answer.getvalue()[:5]) if "config.json" in request.full_url else answer
+
+    with pytest.raises(OSError, match=r"config\.json: the download ended at byte 5 of 22"):
+        download.run(download.Http(cut), "bkt", "a/b", "models--a--b", "f" * 40, log=lambda _: None)
+    assert not [name for name in fake.stored if name.endswith(download.MARKER)]
+    assert not [name for name in fake.stored if name.endswith("config.json")]
 
 
 def test_the_job_waits_for_its_access_to_propagate_then_gives_up() -> None:

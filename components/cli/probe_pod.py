@@ -37,16 +37,21 @@ RETRY_STATUSES = "000|404|408|425|429|5??"
 PULL_MARGIN_S = 180  # image pull and scheduling on a system node, before the requests' own budget starts
 
 
-def pod_script(attempts: int, connect_timeout: float, read_timeout: float, max_delay: float) -> str:
+def pod_script(
+    attempts: int, connect_timeout: float, read_timeout: float, max_delay: float, backoff: float = 1.0
+) -> str:
     """The pod's `sh -c` script: for each (kind, url, body) argument triple, POST with bounded retries.
 
+    The first retry waits `backoff` seconds, each next one twice as long, at most `max_delay` (whole seconds, at
+    least 1: the shell's arithmetic is integer), as `http_probe.Backoff` does for `--direct`.
     Prints per request `@@verify kind=K attempts=N status=S seconds=T`, the body, then `@@verify end`.
     """
     c, m, d = int(max(1, connect_timeout)), int(max(1, connect_timeout + read_timeout)), int(max(1, max_delay))
+    first = max(1, int(min(backoff, max_delay)))
     return "\n".join(
         [
             'while [ "$#" -ge 3 ]; do',
-            "  kind=$1; url=$2; body=$3; shift 3; n=0; delay=1",
+            f"  kind=$1; url=$2; body=$3; shift 3; n=0; delay={first}",
             "  while :; do",
             "    n=$((n+1))",
             f"    out=$(curl -sS --connect-timeout {c} --max-time {m} -H 'Content-Type: application/json' \\",
@@ -74,11 +79,11 @@ def deadline_seconds(attempts: int, connect_timeout: float, read_timeout: float,
 
 def pod_manifest(
     name: str, requests: list[tuple[str, str, str]], *, attempts: int, connect_timeout: float, read_timeout: float,
-    max_delay: float,
+    max_delay: float, backoff: float = 1.0,
 ) -> dict[str, Any]:  # fmt: skip
     """The probe pod: `requests` are (kind, url, JSON body); restricted security, no token, bounded run."""
     args = [arg for request in requests for arg in request]
-    script = pod_script(attempts, connect_timeout, read_timeout, max_delay)
+    script = pod_script(attempts, connect_timeout, read_timeout, max_delay, backoff)
     deadline = deadline_seconds(attempts, connect_timeout, read_timeout, max_delay, len(requests))
     return {
         "apiVersion": "v1",

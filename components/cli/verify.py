@@ -67,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stack-outputs",
         metavar="FILE",
-        help="JSON from `pulumi stack output --json` ('-' for stdin); reads gatewayName, gatewayNamespace, "
-        "servedModelName, inferencePool, servingLeaders. Explicit flags win.",
+        help=f"JSON from `pulumi stack output --json` ('-' for stdin); reads {', '.join(STACK_OUTPUT_KEYS.values())}. "
+        "Explicit flags win.",
     )
     parser.add_argument("--gateway-name", help=f"Gateway name (default: {DEFAULT_GATEWAY_NAME})")
     parser.add_argument("--namespace", help="namespace of the Gateway")
@@ -130,7 +130,7 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
 
 
 def read_stack_outputs(source: str, stdin: TextIO | None = None) -> dict[str, str]:
-    """{gateway_name, namespace, model} found in `pulumi stack output --json` (a file, or '-' for stdin)."""
+    """The STACK_OUTPUT_KEYS fields found in `pulumi stack output --json` (a file, or '-' for stdin)."""
     try:
         if source == "-":
             data = json.load(stdin if stdin is not None else sys.stdin)
@@ -188,7 +188,9 @@ def main(
     def error(exc: VerifyError) -> int:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(exc, NoKubeconfig):
-            fix = credentials or "gcloud container clusters get-credentials CLUSTER --location REGION --project PROJECT"
+            # Without the stack's own command, point at it: a bare get-credentials targets the IP endpoint (private
+            # in dev, authorized networks only in staging and prod), the stack's the DNS-based one (docs/access.md).
+            fix = credentials or 'eval "$(pulumi stack output credentialsCommand)"'
             print(
                 f"get the cluster's credentials first: {fix}\n(or pass --kubeconfig FILE, for example the stack's "
                 "secret output: pulumi stack output kubeconfig --show-secrets > kubeconfig.yaml)",
@@ -271,7 +273,7 @@ def pod_probe(
 ) -> list[ProbeResult]:
     """Both requests from a pod in the cluster (components/cli/probe_pod.py), judged as `probe` judges them."""
     requests_ = [(kind, url.rstrip("/") + PATHS[kind], request_json(request_body(kind, model))) for kind in KINDS]
-    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, **_budget(args))
+    manifest = pod_manifest(pod_name(), requests_, max_delay=args.max_delay, backoff=args.backoff, **_budget(args))
     answers = parse_log(run_probe_pod(core, manifest, sleep=sleep, clock=clock, log=log))
     results = []
     for kind, target, _ in requests_:
