@@ -9,8 +9,11 @@ import re
 import pytest
 import yaml
 
+from components.cli import charts
+from components.cli.render import redact
+from tests import planner_fixtures, upstream
 from tests.graph_queries import leader, lws
-from tests.harness import CHART, Run, normalize
+from tests.harness import CHART, Run, assert_rejected, normalize, ok
 from tests.serving_fixtures import (
     GATEWAY,
     SIDECAR,
@@ -22,6 +25,7 @@ from tests.serving_fixtures import (
     sidecar_of,
     with_serving,
 )
+from tests.stack_config import P
 
 # Every flag llm-d-router v0.10.0's sidecar parses (llm-d/llm-d-router@71f4f0999f95b96c49a9d0c4afbd18dfdb943c26
 # pkg/sidecar/proxy/options.go AddFlags, plus controller-runtime v0.23's zap flags it binds); pflag exits on any
@@ -189,3 +193,28 @@ def test_epp_config_is_the_current_pd_schema(dev: Run) -> None:
     for profile in config["schedulingProfiles"]:
         refs = [p["pluginRef"] for p in profile["plugins"]]
         assert set(refs) <= set(plugins) and refs[0] == f"{profile['name']}-filter"
+
+
+def test_a_partial_epp_resources_block_is_checked_and_counted_with_the_charts_other_amounts() -> None:
+    """Helm merges serving.router.eppResources over the router chart's own amounts (requests cpu 8, memory 8Gi,
+    limits memory 16Gi): a request above the limit it keeps is refused, and the system-pool fit counts what the
+    picker's container really asks for, as the pinned chart renders it."""
+    too_big = {f"{P}:serving": {"router": {"eppResources": {"requests": {"memory": "32Gi"}}}}}
+    key = "serving.router.eppResources.requests.memory"
+    assert_rejected(too_big, [key, "at most limits.memory (16Gi, the chart's default", "set limits.memory too"])
+    ok({f"{P}:serving": {"router": {"eppResources": {"requests": {"memory": "32Gi"}, "limits": {"memory": "32Gi"}}}}})
+
+    partial = {"router": {"eppResources": {"requests": {"memory": "4Gi"}}}}
+    counted = planner_fixtures.settings({"serving": partial}).system_pool_pods()["serving.router.eppResources"]
+    assert counted.manifest() == {"requests": {"cpu": "8", "memory": "4Gi"}, "limits": {"memory": "16Gi"}}
+    upstream.require("charts")
+    release = next(
+        r
+        for r in charts.releases(ok({f"{P}:serving": partial}).registrations, redact)
+        if r.resource == "serving-router"
+    )
+    (deploy,) = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]
+    (epp,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert {
+        kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in epp["resources"].items()
+    } == counted.manifest()

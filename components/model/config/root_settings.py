@@ -92,7 +92,7 @@ class Settings(CrossChecks, Model):
         }
         if self.serving.enabled:
             # The gateway-mode chart runs no proxy of its own: the GKE Gateway's load balancer is the proxy.
-            pods["serving.router.eppResources"] = self.serving.router.epp_resources
+            pods["serving.router.eppResources"] = self.serving.router.rendered_epp_resources()
         return pods
 
     # Each cross-check with the top-level keys it reads: when some other key is invalid, the checks that do

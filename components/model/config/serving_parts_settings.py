@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from components.model.addons import chart_resources
 from components.model.config.checks import (
     K8S_NAMES,
     LWS_NAME_MAX,
@@ -16,6 +17,7 @@ from components.model.config.checks import (
     SettingError,
     accept_if,
     dns1035_label,
+    raise_all,
 )
 from components.model.config.oci import OCI_REFERENCE_RE, image_reference
 from components.model.config.resources_settings import ResourceAmounts, ResourceRequirements, requirements
@@ -214,6 +216,11 @@ def router_image_tag(chart_version: str) -> str:
     return "v" + chart_version.removeprefix("v")
 
 
+# What the router chart (llm-d-router v0.10.0 routerlib/values.yaml:59-65) gives the picker where eppResources is
+# silent: Helm merges the block set over it key by key (components/model/addons/chart_resources.py).
+EPP_CHART_RESOURCES = requirements("8", "8Gi", None, "16Gi")
+
+
 class RouterSettings(Model):
     # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
     # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
@@ -261,6 +268,15 @@ class RouterSettings(Model):
                 "from v0.10.0 on; v0.9.0 and earlier default to 8001)"
             )
         return v
+
+    @model_validator(mode="after")
+    def _epp_requests_within_the_charts_limits(self) -> RouterSettings:
+        raise_all(chart_resources.kept_limit_problems("epp_resources", EPP_CHART_RESOURCES, self.epp_resources))
+        return self
+
+    def rendered_epp_resources(self) -> ResourceRequirements:
+        """The picker's resources as the chart renders them: the amounts set over the chart's own."""
+        return chart_resources.rendered(EPP_CHART_RESOURCES, self.epp_resources)
 
 
 class RoutingSidecarSettings(Model):
