@@ -79,3 +79,20 @@ def test_a_version_without_pinned_sources_is_one_chart_update_not_every_object_d
     changes, notes = preview("addons.kueue.version=0.17.5")
     assert "kueue-chart: chart oci://registry.k8s.io/kueue/charts/kueue 0.17.5 has no pinned sources" in notes
     assert sorted(changes) == ["kueue-chart"] and changes["kueue-chart"].action == "update"
+
+
+def test_moving_kueues_namespace_is_refused_for_the_webhook_configurations_it_keeps() -> None:
+    """The chart puts its release namespace on its two cluster-scoped webhook configurations: their child names
+    change while the object stays the one the cluster holds, so creating them under the new names fails (the
+    provider creates client-side); the namespaced objects move with the namespace and are created and deleted."""
+    changes, _ = preview("addons.kueue.namespace=kueue-sys")
+    webhooks = {n: c for n, c in changes.items() if "WebhookConfiguration" in c.type}
+    created = {n.split(":", 1)[1] for n, c in webhooks.items() if c.action == "rejected"}
+    assert created == {
+        "kueue-sys/kueue-validating-webhook-configuration",
+        "kueue-sys/kueue-mutating-webhook-configuration",
+    }
+    assert all("AlreadyExists" in c.reason for c in webhooks.values() if c.action == "rejected")
+    assert {c.action for n, c in webhooks.items() if n.split(":", 1)[1].startswith("kueue-system/")} == {"delete"}
+    deployments = {c.action for n, c in changes.items() if n.endswith("/kueue-controller-manager")}
+    assert deployments == {"create", "delete"}

@@ -303,9 +303,37 @@ def test_an_alias_keeps_the_resource() -> None:
     new = record("p", new_type, obj, aliases=[{"spec": {"type": old_type, "parentUrn": ""}}])
     (only,) = engine.diff([record("p", old_type, obj)], [new]).changes
     assert only.action == engine.SAME and "alias" in only.reason
-    # without the alias: a new object and a deletion
-    without = engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes
-    assert sorted(c.action for c in without) == [engine.CREATE, engine.DELETE]
+    # without the alias: a new resource for the object the cluster still holds (another version of one kind is the
+    # same object), whose create fails before the old one is deleted
+    without = {c.action: c for c in engine.diff([record("p", old_type, obj)], [{**new, "aliases": []}]).changes}
+    assert sorted(without) == [engine.DELETE, engine.REJECTED] and "AlreadyExists" in without[engine.REJECTED].reason
+
+
+WEBHOOKS = "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+
+
+@pytest.mark.parametrize(
+    ("type_", "old_meta", "new_meta", "created"),
+    [
+        # cluster-scoped: a namespace in the manifest names no other object (Kueue's chart writes one)
+        (WEBHOOKS, {"name": "w", "namespace": "a"}, {"name": "w", "namespace": "b"}, engine.REJECTED),
+        (CONFIG_MAP, {"name": "c", "namespace": "a"}, {"name": "c", "namespace": "a"}, engine.REJECTED),
+        (CONFIG_MAP, {"name": "c", "namespace": "a"}, {"name": "c", "namespace": "b"}, engine.CREATE),
+        (CONFIG_MAP, {"name": "c", "namespace": "a"}, {"name": "d", "namespace": "a"}, engine.CREATE),
+        ("kubernetes:core/v1:ConfigMapPatch", {"name": "c"}, {"name": "c"}, engine.CREATE),  # a patch upserts
+        (CONFIG_MAP, {}, {}, engine.CREATE),  # names the provider generates differ
+    ],
+    ids=["cluster-scoped", "same-object", "other-namespace", "other-name", "patch", "auto-named"],
+)
+def test_a_create_of_an_object_the_update_deletes_under_another_name_is_refused(
+    type_: str, old_meta: dict[str, str], new_meta: dict[str, str], created: str
+) -> None:
+    """The provider creates client-side and deletes the old resource after: a new resource for an object the cluster
+    still holds fails with AlreadyExists (components/model/diff/kubernetes.py ALREADY_EXISTS)."""
+    old, new = record("old", type_, {"metadata": old_meta}), record("new", type_, {"metadata": new_meta})
+    actions = {c.name: c.action for c in engine.diff([old], [new]).changes}
+    assert actions == {"old": engine.DELETE, "new": created}
 
 
 def test_ignored_changes_are_not_diffed_and_replace_on_changes_replaces() -> None:

@@ -16,7 +16,8 @@ does with them, in registration order (a resource is registered after everything
    program's own check refuses (given its inputs as the preview sees them: unknown where they reference a
    replaced resource);
 6. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
-   Google Cloud resource whose fixed name stays (the create fails with 409 alreadyExists).
+   Google Cloud resource whose fixed name stays (the create fails with 409 alreadyExists), and a create of a
+   Kubernetes object the cluster still holds under the name of a resource the update deletes.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from components.model.diff.families import (
     facts_of,
     is_modelled,
 )
-from components.model.diff.kubernetes import update_await
+from components.model.diff.kubernetes import ALREADY_EXISTS, cluster_identity, update_await
 from components.model.diff.unknowns import UNKNOWN
 from components.model.records import record
 
@@ -301,6 +302,12 @@ def diff(
                     deleted_first.setdefault(dep["urn"], why)
                     replaced.setdefault(dep["urn"], dep)
         changes.append(change)
+    # A create of an object the update still holds under a deleted resource's name (kubernetes.ALREADY_EXISTS).
+    deleted = {cluster_identity(r) for r in old if r["urn"] not in matched} - {None}
+    new_by_urn = {r["urn"]: r for r in new}
+    for change in changes:
+        if change.action == CREATE and cluster_identity(new_by_urn[change.urn]) in deleted:
+            change.action, change.reason = REJECTED, ALREADY_EXISTS
     for rec in old:
         if rec["urn"] not in matched:
             if rec.get("protect"):

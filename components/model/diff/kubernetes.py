@@ -16,6 +16,8 @@ changed too, or `replaceOnChanges`), the new object is a create and the fact doe
 
 from __future__ import annotations
 
+from typing import Any
+
 from components.model import keys
 from components.model.diff.chart_kinds import CHART_KINDS
 from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, PULUMI_KUBERNETES, REJECT, REMOVED, REPLACE, Fact
@@ -256,3 +258,32 @@ def update_await(inputs: dict[str, object]) -> str:
     if annotations.get(WAIT_FOR):
         return f"awaited again: {WAIT_FOR} {annotations[WAIT_FOR]} ({AWAIT}/await/await.go:504)"
     return ""
+
+
+# The built-in kinds pulumi-kubernetes knows to be cluster-scoped (provider/pkg/kinds/kinds.go:224-245). A manifest
+# may still give one a namespace (Kueue's chart does, on its webhook configurations): the provider keeps it in the
+# resource's name (provider/yaml/v2/yaml.go:347-349), the API server ignores it.
+CLUSTER_SCOPED = frozenset({
+    "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "CSINode",
+    "CustomResourceDefinition", "FlowSchema", "IngressClass", "MutatingWebhookConfiguration", "Namespace", "Node",
+    "PersistentVolume", "PodSecurityPolicy", "PriorityClass", "PriorityLevelConfiguration", "RuntimeClass",
+    "StorageClass", "ValidatingWebhookConfiguration", "VolumeAttachment",
+})  # fmt: skip
+# Since v4.29.0 (0d18fe4f0, #4278) a create is client-side unless the provider sets upsertExistingObjects
+# (await/await.go:190-243), and the old resource is deleted only after the new one is created.
+ALREADY_EXISTS = (
+    "the cluster holds this object under the name of a resource this update deletes, after creating this one: "
+    f"the create fails with AlreadyExists ({AWAIT}/await/await.go:276)"
+)
+
+
+def cluster_identity(rec: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """The object a Kubernetes record names in the cluster, (group, kind, namespace, name); None for a component, a
+    Patch (it applies to an existing object) or a name left to the provider."""
+    prefix, group_version, kind = [*rec["type"].split(":"), "", ""][:3]
+    metadata = (rec.get("inputs") or {}).get("metadata") or {}
+    name = metadata.get("name")
+    if prefix != "kubernetes" or not rec.get("custom") or kind.endswith("Patch") or not isinstance(name, str):
+        return None
+    namespace = "" if kind in CLUSTER_SCOPED else str(metadata.get("namespace") or "")
+    return group_version.rpartition("/")[0], kind, namespace, name
