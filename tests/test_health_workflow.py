@@ -68,17 +68,22 @@ def test_actions_are_pinned_as_the_other_workflows_pin_them() -> None:
             assert others.get(action) == ref, u
 
 
-def _run_pull_request_step(tmp: Path, report: str, ref: str = "refs/heads/main", code: int = 0) -> str:
+def _run_pull_request_step(
+    tmp: Path, report: str, ref: str = "refs/heads/main", code: int = 0, open_pr: str = "", moved: bool = True
+) -> str:
     """The pull-request job's script, run with stand-ins for `gh` and `git` (each call logged to calls.log): the
-    body it would post ("" when it posts none)."""
+    body it would post ("" when it posts none). `open_pr`: what `gh pr list` finds; `moved`: the check job proposes
+    a changed stack file."""
     step = next(s for s in workflow("health.yml")["jobs"]["pull-request"]["steps"] if "run" in s)
     bin_ = tmp / "bin"
     bin_.mkdir(parents=True)
-    for tool in ("gh", "git"):  # `gh pr list` finds no open pull request; every git command succeeds
-        (bin_ / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\nexit 0\n')
+    for tool in ("gh", "git"):  # `gh pr list` finds `open_pr`; every git command succeeds
+        listed = f'[ "$1 $2" = "pr list" ] && echo "{open_pr}"\n' if tool == "gh" else ""
+        (bin_ / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\n{listed}exit 0\n')
         (bin_ / tool).chmod(0o755)
     (tmp / "health").mkdir()
-    files = {"rc": "1\n", "report.txt": report, "Pulumi.dev.yaml": "config: {moved: true}\n"}  # the check job's
+    proposed = "config: {moved: true}\n" if moved else "config: {}\n"
+    files = {"rc": "1\n", "report.txt": report, "Pulumi.dev.yaml": proposed}  # the check job's
     for name, text in files.items():
         (tmp / "health" / name).write_text(text)
     (tmp / "Pulumi.dev.yaml").write_text("config: {}\n")
@@ -118,3 +123,15 @@ def test_exit_1_without_the_report_is_a_check_that_could_not_run(tmp_path: Path)
     assert _run_pull_request_step(tmp_path, crash, code=1) == ""
     assert "could not run (exit 1, no report)" in (tmp_path / "stdout").read_text()
     assert not (tmp_path / "calls.log").exists()
+
+
+def test_a_run_with_no_move_to_propose_closes_the_stale_proposal(tmp_path: Path) -> None:
+    """An action no tpu.subBlocks change gives (no spare sub-block): the open pull request's move is an earlier
+    run's, onto sub-blocks this run no longer finds usable, so it is closed, saying why, and the run fails."""
+    report = "next step: no spare sub-block ...\n\naction needed\n"
+    assert _run_pull_request_step(tmp_path / "a", report, code=1, open_pr="7", moved=False) == ""
+    calls = (tmp_path / "a" / "calls.log").read_text()
+    assert "gh pr close 7 --delete-branch --comment" in calls and "no longer" in calls
+    assert "gh pr create" not in calls and "gh pr edit" not in calls
+    _run_pull_request_step(tmp_path / "b", report, code=1, moved=False)  # nothing open: nothing to close
+    assert "gh pr close" not in (tmp_path / "b" / "calls.log").read_text()
