@@ -48,7 +48,6 @@ VLLM_KEEP_ALIVE_S = SIDECAR_IDLE_CONN_TIMEOUT_S + 30
 # probes both on the vLLM port: startup and readiness on /v1/models, liveness on /health.
 READY_PATH = "/v1/models"
 HEALTH_PATH = "/health"
-METRICS_PATH = "/metrics"
 STARTUP_PERIOD_S = 30
 STARTUP_INITIAL_DELAY_S = 15
 WEIGHTS_MOUNT = "/data"

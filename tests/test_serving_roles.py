@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from components import serving
+from components.vllm_containers import SIDECAR_IDLE_CONN_TIMEOUT_S
+from components.vllm_leaderworkersets import VLLM_POD
 from tests.graph_queries import ROLES, leader, lws, templates, vllm_leader
 from tests.harness import JOBSET, Run, assert_rejected, normalize, ok
 from tests.serving_fixtures import (
@@ -144,7 +145,7 @@ def test_startup_budget_covers_the_pods_own_waits() -> None:
     """The setting's floor is the sum of the waits manifests/vllm-pod.yaml allows itself."""
     from components.model.config.serving_settings import POD_STARTUP_WAITS_SECONDS
 
-    shared = yaml.safe_load(serving.VLLM_POD.read_text())
+    shared = yaml.safe_load(VLLM_POD.read_text())
     ray = int(re.search(r"--ray_init_timeout=(\d+)", shared["leaderScript"])[1])
     engine = int(shared["env"]["VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT"])
     assert ray + engine == POD_STARTUP_WAITS_SECONDS
@@ -167,7 +168,7 @@ def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidec
         # vLLM on localhost), which it keeps idle for 90 s (llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go
         # IdleConnTimeout): the server's keep-alive must outlive that, or reused connections get reset.
         keep_alive = env_of(vllm_leader(obj))["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]["value"]
-        assert int(keep_alive) > 90 == serving.SIDECAR_IDLE_CONN_TIMEOUT_S
+        assert int(keep_alive) > 90 == SIDECAR_IDLE_CONN_TIMEOUT_S
         keep_alives.add(keep_alive)
         # only the leader runs the API server
         assert "VLLM_HTTP_TIMEOUT_KEEP_ALIVE" not in env_of(worker(obj)["containers"][0])

@@ -126,20 +126,12 @@ def unknown_chart_keys(values: dict, keys: dict | None, path: str = "") -> list[
     return out
 
 
-def test_the_gateway_takes_routes_from_its_own_namespace_only(dev: Run) -> None:
-    """With `from: All` anyone allowed to create an HTTPRoute in any namespace could attach a path to the model's
-    load balancer; `Same` admits "Only Routes in the same namespace" (Gateway API v1.4.1 gateways CRD,
-    `allowedRoutes.namespaces.from`). The router chart's HTTPRoute is released in the chart's namespace and names
-    the Gateway without a namespace (llm-d-router v0.10.0 llm-d-router-gateway/templates/httproute.yaml:
-    `.Release.Namespace`, `inferenceGatewayNamespace` unset), so it must be the Gateway's namespace to attach."""
-    gw = dev.get(GATEWAY, "serving-gateway")
-    (listener,) = normalize(gw.inputs["spec"])["listeners"]
-    assert listener["allowedRoutes"] == {"namespaces": {"from": "Same"}}
-    assert router(dev)["namespace"] == gw.inputs["metadata"]["namespace"]
-    assert "inferenceGatewayNamespace" not in router_values(dev).get("httpRoute", {})
-
-
 def test_gateway_and_router(dev: Run) -> None:
+    """The listener admits "Only Routes in the same namespace" (Gateway API v1.4.1 gateways CRD,
+    `allowedRoutes.namespaces.from`; with `All` anyone allowed to create an HTTPRoute anywhere could attach a path to
+    the model's load balancer). The chart's HTTPRoute is released in the chart's namespace and names the Gateway
+    without a namespace (llm-d-router v0.10.0 llm-d-router-gateway/templates/httproute.yaml: `.Release.Namespace`,
+    `inferenceGatewayNamespace` unset), so the release must be in the Gateway's namespace to attach."""
     gw = dev.get(GATEWAY, "serving-gateway")
     assert gw.inputs["metadata"] == {"name": "llm-d-inference-gateway", "namespace": "llm-d-pd-disaggregation"}
     listener = {"name": "default", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
