@@ -65,7 +65,7 @@ BAD = {
     "model label over 63 characters": ({"model": "org/" + "m" * 64}, ["serving.model", "label value"]),
     "guide too long for a release name": ({"guide": "g" * 54}, ["serving.guide", "at most 53"]),
     # The router chart's HTTPRoute names the Gateway truncated to 63 (llm-d-router-gateway templates/_helpers.tpl).
-    "Gateway name the HTTPRoute would truncate": ({"gateway": {"name": "g" * 64}}, ["serving.gateway.name", "at most 63"]),
+    "Gateway name over 63": ({"gateway": {"name": "g" * 64}}, ["serving.gateway.name", "at most 63"]),
     "serving topology fits no partition": ({"prefill": {"topology": "1x1x1"}}, ["serving.prefill.topology", "1x1x1"]),
 }
 
