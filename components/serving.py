@@ -3,8 +3,6 @@
 The model servers are built in `components.vllm_leaderworkersets`, the router's values in `components.llmd_router`;
 this component declares them with the Gateway, the buckets' IAM (read on the weights, write on the stack's own XLA
 cache bucket) and the HF token Secret, from its args (components/graph_args.py serving_args builds them).
-`leader_selector`, `metrics_port` and METRICS_PATH (re-exported here) say which pods serve and where
-they expose metrics.
 """
 
 from typing import Any, NotRequired, TypedDict
@@ -17,31 +15,19 @@ from components.component import Component
 from components.kubernetes_object import KubernetesObject
 from components.llmd_router import RouterArgs, router_values
 from components.model.commands import verify_command
-from components.vllm_containers import HF_SECRET, METRICS_PATH, ROLES, SIDECAR_IDLE_CONN_TIMEOUT_S, ModelServerArgs
+from components.vllm_containers import HF_SECRET, ROLES, ModelServerArgs
 from components.vllm_leaderworkersets import (
     LWS_API,
-    VLLM_POD,
     ServingRoleArgs,
     hf_token_secret,
-    leader_selector,
     leader_worker_set,
     leaders_ready,
     lws_revision,
-    metrics_port,
 )
 from components.weights_download_job import NAMESPACE as WEIGHTS_NAMESPACE
 from components.weights_download_job import WRITER_KSA, WeightsDownload, WeightsDownloadArgs
 
-__all__ = [
-    "HF_SECRET",
-    "METRICS_PATH",
-    "SIDECAR_IDLE_CONN_TIMEOUT_S",
-    "VLLM_POD",
-    "Serving",
-    "leader_selector",
-    "metrics_port",
-    "router_values",
-]
+__all__ = ["HF_SECRET", "Serving"]
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 FUSE_KSA = "gcs-fuse-ksa"

@@ -36,7 +36,9 @@ KV_CONNECTOR = {
     "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
 }
 # The pod's own IP from the downward API; Kubernetes expands $(POD_IP) in the command before the shell runs,
-# as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice).
+# as llm-d's TPU7x recipe does for kv_ip (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice). The pinned
+# image's connector does not read kv_ip: each host announces its own address (vllm-project/tpu-inference@18ed6153
+# tpu_inference/distributed/tpu_connector.py:244 and utils.py:34, the Ray nodes' get_host_ip).
 POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 # vLLM closes idle connections after 5 s; the routing sidecar's Go transport keeps them for 90 s
 # (IdleConnTimeout, llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go) and resets on reuse. The sidecar holds
@@ -48,7 +50,6 @@ VLLM_KEEP_ALIVE_S = SIDECAR_IDLE_CONN_TIMEOUT_S + 30
 # probes both on the vLLM port: startup and readiness on /v1/models, liveness on /health.
 READY_PATH = "/v1/models"
 HEALTH_PATH = "/health"
-METRICS_PATH = "/metrics"
 STARTUP_PERIOD_S = 30
 STARTUP_INITIAL_DELAY_S = 15
 WEIGHTS_MOUNT = "/data"

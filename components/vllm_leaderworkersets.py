@@ -6,8 +6,8 @@ slice topology (components/graph_args.py serving_role_args); the LWS's name carr
 revision of its pod shape (components/model/serving/rollout.py), so a change Kueue would refuse rolls to a new LWS.
 
 Only leaders serve: they run vLLM's API server, the workers only Ray. `leader_selector` is the one
-definition of "a pod that serves", used by the InferencePool and by anything else that must find
-the model servers (metrics scraping: `leader_selector` plus `metrics_port` and METRICS_PATH).
+definition of "a pod that serves", used by the InferencePool; `leader_metrics_target`, a role's leaders and the
+port their metrics are scraped on.
 """
 
 import copy
@@ -109,11 +109,6 @@ def leader_metrics_target(model: ModelServerArgs, role: str) -> tuple[dict[str, 
     """
     selector = {**model_labels(model, role), WORKER_INDEX_LABEL: LEADER_INDEX}
     return selector, ROLES[role].vllm_port_name
-
-
-def metrics_port(role: str) -> int:
-    """The port of the vLLM server of a role's leader, which serves Prometheus metrics at METRICS_PATH."""
-    return ROLES[role].vllm_port
 
 
 def hf_token_secret(

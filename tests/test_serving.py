@@ -8,19 +8,9 @@ import shlex
 
 import pytest
 
-from components import serving
 from components.cli.plan import settings_input
 from components.model.config.settings import load
-from tests.graph_queries import (
-    ROLES,
-    kueue_objects,
-    label_selector_matches,
-    leader,
-    lws,
-    templates,
-    tpu_pools,
-    vllm_leader,
-)
+from tests.graph_queries import ROLES, kueue_objects, label_selector_matches, leader, lws, templates, tpu_pools
 from tests.harness import (
     CHART,
     CLUSTER,
@@ -33,7 +23,7 @@ from tests.harness import (
     normalize,
     ok,
 )
-from tests.serving_fixtures import GATEWAY, SIDECAR, env_of, flag_port, router, router_values, with_serving, worker
+from tests.serving_fixtures import GATEWAY, SIDECAR, env_of, router, router_values, with_serving, worker
 from tests.stack_config import P, stack_file_config
 
 SECRET = "kubernetes:core/v1:Secret"
@@ -74,6 +64,8 @@ BAD = {
     ),
     "model label over 63 characters": ({"model": "org/" + "m" * 64}, ["serving.model", "label value"]),
     "guide too long for a release name": ({"guide": "g" * 54}, ["serving.guide", "at most 53"]),
+    # The router chart's HTTPRoute names the Gateway truncated to 63 (llm-d-router-gateway templates/_helpers.tpl).
+    "Gateway name over 63": ({"gateway": {"name": "g" * 64}}, ["serving.gateway.name", "at most 63"]),
     "serving topology fits no partition": ({"prefill": {"topology": "1x1x1"}}, ["serving.prefill.topology", "1x1x1"]),
 }
 
@@ -173,14 +165,6 @@ def test_selector_evaluation_can_fail() -> None:
     assert not label_selector_matches({"matchLabels": {"a": "1"}}, {"a": "2"})
     assert not label_selector_matches({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
     assert label_selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"})
-
-
-def test_leader_selector_and_metrics_port_are_public(dev: Run) -> None:
-    guide = load(*settings_input(stack_file_config())).serving.guide
-    assert serving.leader_selector(guide) == router_values(dev)["router"]["modelServers"]["matchLabels"]
-    for role in ROLES:
-        ports = [p["containerPort"] for p in vllm_leader(lws(dev, role))["ports"]]
-        assert [p for p in ports if p == serving.metrics_port(role)] == [flag_port(lws(dev, role))]
 
 
 def test_serving_graph_order(dev: Run) -> None:

@@ -9,20 +9,11 @@ import re
 import pytest
 import yaml
 
-from components import serving
+from components.vllm_containers import SIDECAR_IDLE_CONN_TIMEOUT_S
+from components.vllm_leaderworkersets import VLLM_POD
 from tests.graph_queries import ROLES, leader, lws, templates, vllm_leader
 from tests.harness import JOBSET, Run, assert_rejected, normalize, ok
-from tests.serving_fixtures import (
-    SIDECAR,
-    UPSTREAM_SIDECAR,
-    env_of,
-    flag,
-    flag_port,
-    sidecar_of,
-    vllm_args,
-    with_serving,
-    worker,
-)
+from tests.serving_fixtures import env_of, flag, flag_port, vllm_args, with_serving, worker
 from tests.stack_config import P
 
 # A role's slice -> its groups, hosts per group (4 chips per VM), tensor parallelism (2 TensorCores per chip).
@@ -57,7 +48,6 @@ def test_prefill_and_decode_differ_only_by_role(dev: Run) -> None:
     assert [p["containerPort"] for p in vllm_leader(prefill)["ports"]] == [8000, 9100, 9600]
     assert [p["containerPort"] for p in vllm_leader(decode)["ports"]] == [8200, 9100, 9600]
     assert "initContainers" not in leader(prefill)
-    assert sidecar_of(dev) == {**UPSTREAM_SIDECAR, "image": f"{SIDECAR}:v0.10.0"}
     # Everything else is the same builder's output: swap the role-specific parts and compare.
     same = [a for a in p_args if not a.startswith(("--port=", '{"kv_connector'))]
     assert same == [a for a in d_args if not a.startswith(("--port=", '{"kv_connector'))]
@@ -144,7 +134,7 @@ def test_startup_budget_covers_the_pods_own_waits() -> None:
     """The setting's floor is the sum of the waits manifests/vllm-pod.yaml allows itself."""
     from components.model.config.serving_settings import POD_STARTUP_WAITS_SECONDS
 
-    shared = yaml.safe_load(serving.VLLM_POD.read_text())
+    shared = yaml.safe_load(VLLM_POD.read_text())
     ray = int(re.search(r"--ray_init_timeout=(\d+)", shared["leaderScript"])[1])
     engine = int(shared["env"]["VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT"])
     assert ray + engine == POD_STARTUP_WAITS_SECONDS
@@ -167,7 +157,7 @@ def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidec
         # vLLM on localhost), which it keeps idle for 90 s (llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go
         # IdleConnTimeout): the server's keep-alive must outlive that, or reused connections get reset.
         keep_alive = env_of(vllm_leader(obj))["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]["value"]
-        assert int(keep_alive) > 90 == serving.SIDECAR_IDLE_CONN_TIMEOUT_S
+        assert int(keep_alive) > 90 == SIDECAR_IDLE_CONN_TIMEOUT_S
         keep_alives.add(keep_alive)
         # only the leader runs the API server
         assert "VLLM_HTTP_TIMEOUT_KEEP_ALIVE" not in env_of(worker(obj)["containers"][0])

@@ -266,7 +266,6 @@ def test_the_leaders_wait_starts_after_the_download_and_counts_loading_only(dev:
     job = on.get(JOB, "serving-weights-job")
     patches = on.of_type(patch_type)
     assert patches and all(on.depends_on(p, job) for p in patches)
-    assert all(on.depends_on(reg, job) for reg in on.of_type(LWS))
     waits = {p.inputs["metadata"]["annotations"].get(timeout) for p in patches}
     assert waits == {p.inputs["metadata"]["annotations"].get(timeout) for p in off.of_type(patch_type)}
     job_wait = int(job.inputs["metadata"]["annotations"][timeout])

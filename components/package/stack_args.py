@@ -314,7 +314,7 @@ class GatewaySettings(TypedDict):
     """Settings of name, className, exposeToInternet."""
 
     name: NotRequired[str]
-    """The Gateway's name. Allowed: a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName. Default: "llm-d-inference-gateway"."""
+    """The Gateway's name. Allowed: a DNS-1123 subdomain of at most 63 characters: a custom resource's name, which the router chart's HTTPRoute names in its parentRef cut to 63. Default: "llm-d-inference-gateway"."""
     class_name: NotRequired[str]
     """The Gateway's GKE class (default: regional internal). Allowed: a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet). Default: "gke-l7-rilb"."""
     expose_to_internet: NotRequired[bool]

@@ -17,6 +17,7 @@ from components.model.config.checks import (
     SettingError,
     accept_if,
     dns1035_label,
+    dns_subdomain,
     raise_all,
 )
 from components.model.config.oci import OCI_REFERENCE_RE, image_reference
@@ -35,7 +36,6 @@ from components.model.config.rules import (
     OciChart,
     PriorityName,
     Rule,
-    Subdomain,
     TopologyName,
     at_least,
 )
@@ -120,15 +120,18 @@ EXTERNAL_GATEWAY_CLASSES = {
 
 
 class GatewaySettings(Model):
-    # A Gateway is a custom resource, and the router chart's HTTPRoute names it in parentRefs[].name.
+    # A Gateway is a custom resource, and the router chart's HTTPRoute names it in parentRefs[].name, cut to 63
+    # (`trunc 63`): a longer name would leave the route attached to no Gateway.
     name: Annotated[
-        Subdomain,
+        str,
+        AfterValidator(lambda v: dns_subdomain(v, 63, ": the router chart's HTTPRoute names the Gateway cut to 63")),
         Rule(
-            "a DNS-1123 subdomain (at most 253): a custom resource's name, and an HTTPRoute parentRef's ObjectName",
-            f"{K8S_NAMES}; gateway-api v1.4.1 CRDs (ObjectName)",
+            "a DNS-1123 subdomain of at most 63 characters: a custom resource's name, which the router chart's "
+            "HTTPRoute names in its parentRef cut to 63",
+            f"{K8S_NAMES}; llm-d/llm-d-router 71f4f099 config/charts/llm-d-router-gateway/templates/_helpers.tpl",
             "serving-names",
             "Gateway",
-            "g." * 126 + "g",
+            "g." * 31 + "g",
         ),
     ] = Field("llm-d-inference-gateway", description="the Gateway's name")
     class_name: Annotated[

@@ -17,8 +17,6 @@ from pathlib import Path
 
 # A Hugging Face commit: 40 hex digits (what `hf download --revision` and the cache's snapshot folders take).
 _SNAPSHOT_RE = re.compile(r"^(?P<cache>(?:.+/)?models--[^/]+)/snapshots/(?P<revision>[0-9a-f]{40})$")
-# Written last by the download Job: its presence means every file of the snapshot is in the bucket.
-COMPLETE_MARKER = ".complete"
 # What vLLM needs to load a safetensors checkpoint: its config and at least one shard.
 REQUIRED_FILE = "config.json"
 WEIGHTS_SUFFIX = ".safetensors"
