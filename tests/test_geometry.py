@@ -111,7 +111,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Cube, int, list[Workload], int | None]:
         else:  # a super-slice: whole cubes along an axis that keeps it a Slice's shape, sometimes too many
             k = draw(st.integers(2, n_cubes + 1))
             d = cube.topology.dims
-            shapes = [t for a in range(3) if list(t := d[:a] + (d[a] * k,) + d[a + 1 :]) == sorted(t)]
+            shapes = [t for a in range(3) if list(t := (*d[:a], d[a] * k, *d[a + 1 :])) == sorted(t)]
             shape = Topology(draw(st.sampled_from(shapes)))
         value, slices = draw(st.sampled_from(sorted(PRIORITIES))), draw(st.integers(1, 6))
         gang, step = draw(st.booleans()), draw(st.integers(0, 3))
