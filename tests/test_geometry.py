@@ -90,7 +90,7 @@ def test_super_slices_take_whole_cubes(cube_shape: Topology, multiples: list[int
 def test_super_slices_are_what_a_slice_takes() -> None:
     """GKE's Slice refuses a tpu7x topology whose dimensions decrease or that passes 9,216 chips (144 cubes)."""
     cube = Cube(TPU7X, Topology.parse("4x4x4"))
-    for bad, why in (("4x8x4", "4x4x8"), ("8x4x4", "4x4x8"), ("4x4x580", "at most 9216 chips")):
+    for bad, why in (("4x8x4", "such as 4x4x8"), ("8x4x4", "such as 4x4x8"), ("4x4x580", "not 9280")):
         with pytest.raises(GeometryError, match=f"{bad} .*{why}"):
             cube.classify(Topology.parse(bad))
     assert cube.classify(Topology.parse("4x4x576")).cubes == 144

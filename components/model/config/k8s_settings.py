@@ -333,7 +333,7 @@ class SubslicingDemo(Model):
         int,
         at_least(
             1,
-            " (slices); the longest Job name bounds it with demos.subslicing.name",
+            " (slices); the longest pod name bounds it with demos.subslicing.name",
             f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
         ),
     ] = Field(6, ge=1, description="how many sub-slices the demo asks for")

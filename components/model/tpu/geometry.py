@@ -150,12 +150,13 @@ class Cube:
         if topology.rank == self.topology.rank and self.topology.divides(topology):
             # GKE's Slice refuses dimensions that decrease and more than 9,216 chips (its reference page,
             # https://cloud.google.com/kubernetes-engine/docs/reference/crds/slice; xpk@367c8382
-            # src/xpk/core/scheduling.py:203 _check_super_slicing_topology, 144 cubes).
-            if list(topology.dims) != sorted(topology.dims) or topology.chips > MAX_SLICE_CHIPS:
-                ordered = Topology(tuple(sorted(topology.dims)))
+            # src/xpk/core/scheduling.py:232 _check_super_slicing_topology, 144 cubes).
+            ordered = Topology(tuple(sorted(topology.dims)))
+            if ordered != topology or topology.chips > MAX_SLICE_CHIPS:
+                why = f"such as {ordered}" if ordered != topology else f"not {topology.chips}"
                 raise GeometryError(
-                    f"{topology} is not a super-slice GKE's Slice takes: dimensions that do not decrease "
-                    f"(such as {ordered}), at most {MAX_SLICE_CHIPS} chips"
+                    f"{topology} is not a super-slice GKE's Slice takes: dimensions that do not decrease, at most "
+                    f"{MAX_SLICE_CHIPS} chips ({why})"
                 )
             return Slice(topology, SliceKind.SUPER, self)
         allowed = ", ".join(str(p) for p in reversed(partitions))
