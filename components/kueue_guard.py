@@ -1,27 +1,14 @@
-"""Kueue fields the API server never updates: replaced in the order Kueue's finalizers allow, or refused at preview.
+"""Kueue fields the API server never updates (`immutable_fields`, with the keys that change each): refused at preview.
 
-Immutable in the pinned Kueue v0.17.4 CRDs (CEL rules, cited in components/model/diff/kubernetes.py FACTS):
-
-* Topology `spec.levels`, derived from `tpu.machineType` (the host shape) and `tpu.cubeTopology`.
-* ResourceFlavor `nodeLabels` and `topologyName` once `topologyName` is set, from `tpu.machineType` (the
-  accelerator label) and `kueue.topologyName`.
-* LocalQueue `spec.clusterQueue`, from `kueue.clusterQueue`.
-* ResourceFlavor `metadata.name` (no object is ever renamed: pulumi-kubernetes replaces on a name change), from
-  `kueue.flavorName`: the flavor replaces delete-first, so the ClusterQueue that names it does too.
-* AdmissionCheck `spec.controllerName` is the constant `accelerator.gke.io/slice`.
-
-Deleting them is gated by Kueue's `kueue.x-k8s.io/resource-in-use` finalizer (model/diff/kubernetes.py): a Topology
-stays while a ResourceFlavor names it, a ResourceFlavor while a ClusterQueue names it, a ClusterQueue while it has
-reserving workloads; a LocalQueue has none.
-components/kueue_objects.py declares them to replace delete-first, each naming the next by Output, so Pulumi
-deletes first every object whose referencing input would replace it (components/model/diff/dependents.py:
-the whole input unknown, and pulumi-kubernetes replaces any object whose `metadata` is wholly unknown): the
-program's JobSets and LeaderWorkerSets (their queue label names the LocalQueue), then LocalQueue,
-ClusterQueue, ResourceFlavor, Topology, the order the finalizers release. So the replacement finishes (but
-for workloads submitted outside the program, which the ClusterQueue waits for), and this guard is still
-needed because it finishes by deleting serving and the demos: it refuses, at preview, a change of those
-fields that would delete and re-create queued workloads the program runs before and after, so that outage
-is a step the user takes (set `demos.*.enabled` and `serving.enabled` to false with the key or before it).
+Their CEL rules in the pinned Kueue v0.17.4 CRDs and the `kueue.x-k8s.io/resource-in-use` finalizers that gate
+deleting them are in components/model/diff/kubernetes.py FACTS; the AdmissionCheck's immutable `controllerName`
+is a constant. components/kueue_objects.py replaces them delete-first in the order those finalizers release, and
+Pulumi deletes before them whatever their replacement would replace (components/model/diff/dependents.py): the
+program's JobSets and LeaderWorkerSets, whose queue label names the LocalQueue. So the replacement finishes (but
+for workloads submitted outside the program, which the ClusterQueue waits for) by deleting serving and the demos:
+this guard refuses, at preview, a change of those fields that would delete and re-create queued workloads the
+program runs before and after, so that outage is a step the user takes (set `demos.*.enabled` and
+`serving.enabled` to false with the key or before it).
 
 The guard is a `pulumi.dynamic.Resource` whose provider's `check` compares the previous inputs with the new
 ones; the engine calls it during `pulumi preview` (and the preview of `pulumi up`) before any change.

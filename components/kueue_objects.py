@@ -159,17 +159,13 @@ class SliceQueues(Component):
         )
         self.cluster_queue = KubernetesObject(
             f"{name}-cluster-queue",
-            {
-                "apiVersion": KUEUE_V1BETA2,
-                "kind": "ClusterQueue",
+            kueue_object(
+                "ClusterQueue",
                 # Names the flavor by Output in its metadata: a delete-first replacement of the flavor deletes the
                 # ClusterQueue first (Pulumi asks its Diff with `metadata` wholly unknown, which pulumi-kubernetes
                 # replaces: components/model/diff/dependents.py); `replace_on_changes=["metadata"]` adds nothing to it.
-                "metadata": {
-                    "name": args["cluster_queue"],
-                    "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name},
-                },
-                "spec": {
+                {"name": args["cluster_queue"], "annotations": {FLAVOR_ANNOTATION: self.flavor.object_name}},
+                spec={
                     "namespaceSelector": {},
                     "admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check.object_name}]},
                     "preemption": {"withinClusterQueue": "LowerPriority"},
@@ -189,7 +185,7 @@ class SliceQueues(Component):
                         }
                     ],
                 },
-            },
+            ),
             pulumi.ResourceOptions.merge(
                 after_kueue, pulumi.ResourceOptions(replace_on_changes=["metadata"], delete_before_replace=True)
             ),

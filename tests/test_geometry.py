@@ -77,10 +77,23 @@ def test_partitions_halve_one_axis_per_level(cube_shape: Topology) -> None:
 def test_super_slices_take_whole_cubes(cube_shape: Topology, multiples: list[int]) -> None:
     cube = Cube(TPU7X, cube_shape)
     t = Topology(tuple(d * m for d, m in zip(cube_shape.dims, multiples, strict=True)))
-    s = cube.classify(t)
     n = math.prod(multiples)
+    if n > 1 and list(t.dims) != sorted(t.dims):
+        with pytest.raises(GeometryError, match="dimensions that do not decrease"):
+            cube.classify(t)
+        return
+    s = cube.classify(t)
     assert s.cubes == n and s.chips == n * cube.chips and s.vms == n * cube.vms
     assert s.kind is (SliceKind.SUB if n == 1 else SliceKind.SUPER)
+
+
+def test_super_slices_are_what_a_slice_takes() -> None:
+    """GKE's Slice refuses a tpu7x topology whose dimensions decrease or that passes 9,216 chips (144 cubes)."""
+    cube = Cube(TPU7X, Topology.parse("4x4x4"))
+    for bad, why in (("4x8x4", "such as 4x4x8"), ("8x4x4", "such as 4x4x8"), ("4x4x580", "not 9280")):
+        with pytest.raises(GeometryError, match=f"{bad} .*{why}"):
+            cube.classify(Topology.parse(bad))
+    assert cube.classify(Topology.parse("4x4x576")).cubes == 144
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,11 +108,11 @@ def scenarios(draw: st.DrawFn) -> tuple[Cube, int, list[Workload], int | None]:
     for i in range(draw(st.integers(0, 7))):
         if draw(st.booleans()):
             shape = draw(st.sampled_from(cube.partitions()))
-        else:  # a super-slice: whole cubes along some axes, sometimes more than provisioned
-            axis = draw(st.integers(0, 2))
-            dims = list(cube.topology.dims)
-            dims[axis] *= draw(st.integers(2, n_cubes + 1))
-            shape = Topology(tuple(dims))
+        else:  # a super-slice: whole cubes along an axis that keeps it a Slice's shape, sometimes too many
+            k = draw(st.integers(2, n_cubes + 1))
+            d = cube.topology.dims
+            shapes = [t for a in range(3) if list(t := (*d[:a], d[a] * k, *d[a + 1 :])) == sorted(t)]
+            shape = Topology(draw(st.sampled_from(shapes)))
         value, slices = draw(st.sampled_from(sorted(PRIORITIES))), draw(st.integers(1, 6))
         gang, step = draw(st.booleans()), draw(st.integers(0, 3))
         workloads.append(Workload.of(cube, f"w{i}", shape, slices, PRIORITIES[value], value, gang=gang, step=step))

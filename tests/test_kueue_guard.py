@@ -134,10 +134,13 @@ def test_a_wholly_unknown_input_replaces_a_kubernetes_object_as_the_provider_ans
 
 
 def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them_first(dev: Run) -> None:
-    """The change preview of the same update: no refusal, and each workload deleted before the Topology."""
+    """The change preview of the same update: no refusal, each workload deleted before the Topology, and every queue
+    object replaced delete-first."""
     off = ok({f"{P}:kueue": {"topologyName": "slice-topology-2"}, **NO_WORKLOADS})
     result = engine.diff(records(dev.registrations), records(off.registrations), checks=CHECKS).by_name()
     assert not [c for c in result.values() if c.action == engine.REJECTED]
+    for name in ("queues-topology", "queues-flavor", "queues-cluster-queue", "queues-local-queue"):
+        assert (result[name].action, result[name].delete_first) == (engine.REPLACE, True), name
     for name in ("subslicing-jobset", "serving-prefill", "serving-decode"):
         assert result[name].action == engine.DELETE and result[name].reason.startswith("deleted before queues-topology")
 

@@ -12,7 +12,6 @@ from components.kueue_objects import SliceQueues
 from tests import upstream
 from tests.graph_queries import kueue_objects, shape
 from tests.harness import CHART, JOBSET, KUEUE, Run, assert_rejected, declare, normalize, ok
-from tests.preview import NO_WORKLOADS_SETS, change, preview
 from tests.stack_config import P, dev_settings
 
 
@@ -81,19 +80,6 @@ def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> Non
         assert {"spec": {"type": "kubernetes:kueue.x-k8s.io/v1beta1:WorkloadPriorityClass"}} in [
             {"spec": {"type": a.get("spec", {}).get("type")}} for a in reg.aliases
         ]
-
-
-def test_a_topology_or_flavor_rename_without_workloads_replaces_every_queue_object_delete_first() -> None:
-    expected = {
-        "kueue.topologyName=other-topology": ("queues-topology", "queues-flavor", "queues-cluster-queue"),
-        "kueue.flavorName=other-rf": ("queues-flavor", "queues-cluster-queue"),
-    }
-    for key, replaced in expected.items():
-        code, result = preview("dev", *NO_WORKLOADS_SETS, "--change", key)
-        assert code == 0, key
-        for name in (*replaced, "queues-local-queue"):
-            c = change(result, name)
-            assert (c["action"], c["deleteFirst"]) == ("replace", True), (key, c)
 
 
 def test_the_queues_from_their_args_alone_register_as_in_the_program() -> None:

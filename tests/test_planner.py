@@ -255,7 +255,7 @@ def test_super_slice_larger_than_the_cubes() -> None:
 
 
 def test_topology_that_fits_no_partition_is_a_config_error() -> None:
-    for bad in ("4x2x2", "2x2x3", "4x4x6"):
+    for bad in ("4x2x2", "2x2x3", "4x4x6", "4x8x4"):
         with pytest.raises(ConfigError) as err:
             settings({"demos": {"subslicing": {"topology": bad}}})
         assert f"{P}:demos.subslicing.topology = '{bad}'" in str(err.value)

@@ -34,17 +34,12 @@ def test_every_problem_of_one_section_and_between_sections() -> None:
     raw: dict[str, Any] = {
         "tpu": {"cubeTopology": "4x4x2", "poolPrefix": "p" * 38, "cubes": 10, "reservation": {"consumeType": "ANY"}},
         "serving": {"prefill": {"tensorParallelSize": 8, "name": "p" * 40}, "decode": {"priority": "urgent"}},
-        "demos": {"subslicing": {"name": "s" * 53, "replicas": 11}},
+        "demos": {"subslicing": {"name": "s" * 45, "replicas": 11}},
     }
     found = problems(raw)
     keys = [line.split(" ", 1)[0].rstrip(":") for line in found]
-    # tpu's three problems, and the demo check, which reads demos alone; the serving checks read tpu: not run.
-    assert keys == [
-        f"{P}:tpu.cubeTopology",
-        f"{P}:tpu.reservation.consumeType",
-        f"{P}:tpu.poolPrefix",
-        f"{P}:demos.subslicing.name",
-    ], found
+    # tpu's three problems; the serving and demo checks read tpu: not run.
+    assert keys == [f"{P}:tpu.cubeTopology", f"{P}:tpu.reservation.consumeType", f"{P}:tpu.poolPrefix"], found
     # Once tpu is valid, the serving and demo problems all show at once.
     raw["tpu"] = BASE["tpu"]
     found = problems(raw)
@@ -59,12 +54,15 @@ def test_every_problem_of_one_section_and_between_sections() -> None:
     ), found
 
 
-def test_the_longest_jobset_job_name_bounds_the_demo_name_with_its_replicas() -> None:
-    name = "s" * 53
+def test_the_longest_jobset_pod_name_bounds_the_demo_name_with_its_replicas_and_pods() -> None:
+    # JobSet makes every Job Indexed and refuses <name>-job-jax-<job>-<pod>-abcde past 63 (2x2x2: 2 pods per Job).
+    name = "s" * 45
     ok({**BASE, "demos": {"subslicing": {"name": name, "replicas": 10}}})
     found = problems({**BASE, "demos": {"subslicing": {"name": name, "replicas": 11}}})
-    assert f"{P}:demos.subslicing.name = '{name}': at most 52 characters here" in found[0], found
-    assert f"'{name}-job-jax-10' would be 64" in found[0]
+    assert f"{P}:demos.subslicing.name = '{name}': at most 44 characters here" in found[0], found
+    assert f"'{name}-job-jax-10-1-abcde' would be 64" in found[0]
+    found = problems({**BASE, "demos": {"superslicing": {"name": "s" * 45}}})  # 4x4x8: pods 0..31
+    assert f"{P}:demos.superslicing.name = '{'s' * 45}': at most 44 characters here" in found[0], found
 
 
 def test_the_last_pool_name_bounds_the_pool_prefix_with_the_cube_count() -> None:

@@ -253,11 +253,11 @@ class SubslicingDemo(TypedDict):
     enabled: NotRequired[bool]
     """Whether that demo JobSet exists. Default: true."""
     name: NotRequired[str]
-    """The demo JobSet's name. Allowed: a DNS-1035 label such that JobSet's longest Job name, <name>-job-jax-<replicas - 1>, has at most 63 characters (53 with 1-10 replicas). Default: "kueue-jobset-simple-subslicing"."""
+    """The demo JobSet's name. Allowed: a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-<replicas - 1>-<pods - 1>-abcde, has at most 63 characters (45 with 1-10 replicas of 1-10 pods). Default: "kueue-jobset-simple-subslicing"."""
     topology: NotRequired[str]
-    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes. Default: "2x2x2"."""
+    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
     replicas: NotRequired[int]
-    """How many sub-slices the demo asks for. Allowed: an integer of at least 1 (slices); the longest Job name bounds it with demos.subslicing.name. Default: 6."""
+    """How many sub-slices the demo asks for. Allowed: an integer of at least 1 (slices); the longest pod name bounds it with demos.subslicing.name. Default: 6."""
     priority: NotRequired[str]
     """The demo's Kueue priority class. Allowed: a key of kueue.priorities. Default: "low-priority-1000"."""
 
@@ -268,9 +268,9 @@ class SuperslicingDemo(TypedDict):
     enabled: NotRequired[bool]
     """Whether that demo JobSet exists. Default: true."""
     name: NotRequired[str]
-    """The demo JobSet's name. Allowed: a DNS-1035 label of at most 53 characters: JobSet names its one Job <name>-job-jax-0. Default: "kueue-jobset-simple-superslicing"."""
+    """The demo JobSet's name. Allowed: a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-0-<pods - 1>-abcde, has at most 63 characters (44 with 11-100 pods). Default: "kueue-jobset-simple-superslicing"."""
     topology: NotRequired[str]
-    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes. Default: "4x4x8"."""
+    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "4x4x8"."""
     priority: NotRequired[str]
     """The demo's Kueue priority class. Allowed: a key of kueue.priorities. Default: "medium-priority-2000"."""
 
@@ -301,7 +301,7 @@ class ServingRole(TypedDict):
     replicas: NotRequired[int]
     """LWS groups, one slice each. Allowed: an integer of at least 1 (LWS groups, one slice each). Default: 4."""
     topology: NotRequired[str]
-    """Each group's slice; the group size (its VMs) is derived. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes. Default: "2x2x2"."""
+    """Each group's slice; the group size (its VMs) is derived. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
     priority: NotRequired[str]
     """The groups' Kueue priority class. Allowed: a key of kueue.priorities. Default: "high-priority-3000"."""
     tensor_parallel_size: NotRequired[int]

@@ -24,7 +24,7 @@ from components.model.config.checks import (
     node_allocatable,
     node_allocatable_of,
 )
-from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_job_name
+from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_pod_name
 from components.model.config.resources_settings import ResourceAmounts
 from components.model.config.rules import LWS_ROOM
 from components.model.tpu import geometry
@@ -184,22 +184,22 @@ class CrossChecks:
         return errors
 
     def _check_demos(self: Settings) -> list[SettingError]:
-        """JobSet's webhook refuses a JobSet whose longest Job name, <jobset>-<replicatedJob>-<last index>,
-        is not a DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go, validateCreate:
-        placement.GenJobName(js.Name, rJob.Name, rJob.Replicas-1) through validation.IsDNS1035Label)."""
+        """JobSet's webhook refuses a JobSet whose longest pod name is not a DNS-1035 label (longest_pod_name)."""
         errors = []
         for key, demo in self.demos.jobsets().items():
-            if not demo.enabled:
+            try:
+                pods = self.slice_of(demo.topology).vms if demo.enabled else 0
+            except geometry.GeometryError:  # _check_workloads names the topology
                 continue
-            job = longest_job_name(demo.name, demo.replicas)
-            if len(job) > DNS_LABEL_MAX:
+            pod = longest_pod_name(demo.name, demo.replicas, pods)
+            if pods and len(pod) > DNS_LABEL_MAX:
                 errors.append(
                     SettingError(
                         f"demos.{key}.name",
                         demo.name,
-                        f"at most {DNS_LABEL_MAX - (len(job) - len(demo.name))} characters here: JobSet names its "
-                        f"Jobs <name>-{DEMO_REPLICATED_JOB}-<index> ({job!r} would be {len(job)}), and a Job name "
-                        f"is a DNS-1035 label of at most {DNS_LABEL_MAX}",
+                        f"at most {DNS_LABEL_MAX - (len(pod) - len(demo.name))} characters here: JobSet names its "
+                        f"pods <name>-{DEMO_REPLICATED_JOB}-<job index>-<pod index>-<5 characters> ({pod!r} would "
+                        f"be {len(pod)}), and a pod name is a DNS-1035 label of at most {DNS_LABEL_MAX}",
                     )
                 )
         return errors

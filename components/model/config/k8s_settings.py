@@ -295,15 +295,16 @@ class KueueSettings(Model):
 DEMO_REPLICATED_JOB = "job-jax"
 
 
-def longest_job_name(jobset: str, replicas: int) -> str:
-    """The longest Job name JobSet generates (kubernetes-sigs/jobset v0.11.1 pkg/util/placement GenJobName)."""
-    return f"{jobset}-{DEMO_REPLICATED_JOB}-{replicas - 1}"
+def longest_pod_name(jobset: str, replicas: int, pods: int) -> str:
+    """The longest pod name JobSet's webhook checks: it makes every Job Indexed, then refuses a JobSet whose
+    GenPodName + "-abcde" is no DNS-1035 label (kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go:127,254;
+    pkg/util/placement/placement.go:20). Longer than every Job name, <jobset>-<replicatedJob>-<index>."""
+    return f"{jobset}-{DEMO_REPLICATED_JOB}-{replicas - 1}-{pods - 1}-abcde"
 
 
 def _jobset_name(v: str) -> str:
-    # A JobSet's Jobs (and their pods and headless Service) take its name as prefix, and JobSet's webhook
-    # requires them to be DNS-1035 labels (jobset_webhook.go validateCreate, IsDNS1035Label).
-    return dns1035_label(v, DNS_LABEL_MAX - len(f"-{DEMO_REPLICATED_JOB}-0"), ": JobSet's Job names start with it")
+    # A JobSet's Jobs and pods take its name as prefix, and JobSet's webhook requires them to be DNS-1035 labels.
+    return dns1035_label(v, DNS_LABEL_MAX - len(longest_pod_name("", 1, 1)), ": JobSet's pod names start with it")
 
 
 # The keys both demos have.
@@ -319,11 +320,11 @@ class SubslicingDemo(Model):
         str,
         AfterValidator(_jobset_name),
         Rule(
-            "a DNS-1035 label such that JobSet's longest Job name, <name>-job-jax-<replicas - 1>, has at most 63 "
-            "characters (53 with 1-10 replicas)",
+            "a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-<replicas - 1>-<pods - 1>-abcde, "
+            "has at most 63 characters (45 with 1-10 replicas of 1-10 pods)",
             JOBSET_WEBHOOK,
-            refused="a" * 54,
-            accepted="a" * 53,
+            refused="a" * 46,
+            accepted="a" * 45,
             context={"demos": {"subslicing": {"replicas": 10}}},
         ),
     ] = Field("kueue-jobset-simple-subslicing", description=_DEMO_NAME)
@@ -332,7 +333,7 @@ class SubslicingDemo(Model):
         int,
         at_least(
             1,
-            " (slices); the longest Job name bounds it with demos.subslicing.name",
+            " (slices); the longest pod name bounds it with demos.subslicing.name",
             f"{THIS_PROGRAM}; {JOBSET_WEBHOOK}",
         ),
     ] = Field(6, ge=1, description="how many sub-slices the demo asks for")
@@ -345,10 +346,11 @@ class SuperslicingDemo(Model):
         str,
         AfterValidator(_jobset_name),
         Rule(
-            "a DNS-1035 label of at most 53 characters: JobSet names its one Job <name>-job-jax-0",
+            "a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-0-<pods - 1>-abcde, has at most 63 "
+            "characters (44 with 11-100 pods)",
             JOBSET_WEBHOOK,
             refused="0-superslice",
-            accepted="a" * 53,
+            accepted="a" * 44,
         ),
     ] = Field("kueue-jobset-simple-superslicing", description=_DEMO_NAME)
     topology: DemoTopology = "4x4x8"

@@ -102,7 +102,7 @@ class Settings(CrossChecks, Model):
         (frozenset({"tpu", "project"}), "_check_reservation_project"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
-        (frozenset({"demos"}), "_check_demos"),
+        (frozenset({"tpu", "demos"}), "_check_demos"),
         (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
         (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),

@@ -43,6 +43,7 @@ MAINTENANCE = (
 NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
 MACHINES = GENERAL_PURPOSE  # the machine-type table's own sources (components/model/config/machines.py)
 TPU7X = "https://cloud.google.com/tpu/docs/tpu7x"
+SLICE_CRD = "https://cloud.google.com/kubernetes-engine/docs/reference/crds/slice"
 RESERVATION_BLOCK_API = (
     "googleapis/googleapis@f8291d2b google/cloud/compute/v1/compute.proto:65408 (ReservationBlock.name: "
     "1-63 characters, RFC 1035)"
@@ -132,8 +133,9 @@ TopologyName = Annotated[
     str,
     AfterValidator(parse_topology),
     Rule(
-        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice), within tpu.cubes",
-        f"{DYNAMIC_SLICING}; {TPU7X}",
+        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do "
+        "not decrease, at most 9216 chips), within tpu.cubes",
+        f"{DYNAMIC_SLICING}; {TPU7X}; {SLICE_CRD}",
         refused="3x3x3",
         accepted="2x2x1",
     ),

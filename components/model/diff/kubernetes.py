@@ -148,7 +148,7 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "kubernetes:inference.networking.k8s.io/v1:InferencePool": (),
     "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective": (),
     # ---------------------------------------------------------------- Kueue v0.17.4
-    # Deleting them waits for the `kueue.x-k8s.io/resource-in-use` finalizer (components/kueue_guard.py orders the
+    # Deleting them waits for the `kueue.x-k8s.io/resource-in-use` finalizer (components/kueue_objects.py orders the
     # replacements): a Topology while a ResourceFlavor names it (pkg/controller/tas/topology_controller.go L109-121),
     # a ResourceFlavor while a ClusterQueue names it (pkg/controller/core/resourceflavor_controller.go L107-116), a
     # ClusterQueue while it has reserving workloads (clusterqueue_controller.go L201-209); a LocalQueue has none.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 _TOPOLOGY_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
+MAX_SLICE_CHIPS = 9216  # the largest Slice GKE's slice controller forms (144 tpu7x cubes)
 
 
 class GeometryError(ValueError):
@@ -147,6 +148,16 @@ class Cube:
         if topology in partitions:
             return Slice(topology, SliceKind.SUB, self)
         if topology.rank == self.topology.rank and self.topology.divides(topology):
+            # GKE's Slice refuses dimensions that decrease and more than 9,216 chips (its reference page,
+            # https://cloud.google.com/kubernetes-engine/docs/reference/crds/slice; xpk@367c8382
+            # src/xpk/core/scheduling.py:232 _check_super_slicing_topology, 144 cubes).
+            ordered = Topology(tuple(sorted(topology.dims)))
+            if ordered != topology or topology.chips > MAX_SLICE_CHIPS:
+                why = f"such as {ordered}" if ordered != topology else f"not {topology.chips}"
+                raise GeometryError(
+                    f"{topology} is not a super-slice GKE's Slice takes: dimensions that do not decrease, at most "
+                    f"{MAX_SLICE_CHIPS} chips ({why})"
+                )
             return Slice(topology, SliceKind.SUPER, self)
         allowed = ", ".join(str(p) for p in reversed(partitions))
         raise GeometryError(
