@@ -105,3 +105,12 @@ def test_the_plan_reports_of_offline_md_are_what_plan_prints_for_dev() -> None:
         printed = (out + err).strip()
         assert printed == shown.strip(), f"offline.md: `plan {args}` prints\n{printed}"
         assert code == (1 if shown.startswith("error:") else 0), (args, code)  # plan.py: 1 invalid configuration
+
+
+def test_the_import_file_example_of_offline_md_is_what_it_prints() -> None:
+    page = (ROOT / "docs" / "offline.md").read_text(encoding="utf-8")
+    example = re.search(r"```\n\$ python -m components import-file (.*?)\n(.*?)\n\.\.\.\n```", page, re.S)
+    assert example, "offline.md: the import-file example is missing"
+    code, out, err = run(import_file.main, shlex.split(example.group(1)))
+    assert code == 0, err
+    assert out.startswith(f"{example.group(2)}\n"), f"offline.md: `import-file {example.group(1)}` prints\n{out}"
