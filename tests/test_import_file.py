@@ -285,12 +285,6 @@ def test_an_error_of_the_program_itself_is_one_line(monkeypatch: pytest.MonkeyPa
     assert (code, out, err) == (1, "", "error: a component refused\n")
 
 
-def test_the_command_is_registered() -> None:
-    from components.__main__ import COMMANDS
-
-    assert COMMANDS["import-file"][0] == "components.cli.import_file"
-
-
 def test_private_nodes_egress_is_left_to_up_as_a_new_component() -> None:
     # Staging has private nodes: its Cloud Router and NAT are new (the scripts made public nodes), so the
     # file leaves the whole Egress component to `pulumi up` and still names every other resource.
