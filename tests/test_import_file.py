@@ -204,6 +204,14 @@ def test_the_two_parts_split_the_file_and_refer_to_each_other_by_urn(dev: Run) -
     )
 
 
+def test_a_file_naming_the_provider_says_it_must_be_in_the_stack_first() -> None:
+    # Since pulumi v3.231.0 an import creates a named provider missing from the stack, with no inputs (pkg/resource/
+    # deploy/import.go registerProviders): the objects would be read from the ambient kubeconfig's cluster.
+    for part, names in (("all", True), ("kubernetes", True), ("cloud", False)):
+        code, _, err = cli("--stack", "dev", "--part", part)
+        assert code == 0 and ("--part cloud" in err and "--targets" in err) == names, (part, err)
+
+
 def test_targets_are_the_provider_and_what_was_skipped_as_the_program_registers_them(dev: Run) -> None:
     code, out, _ = cli("--stack", "dev", "--targets")
     assert code == 0

@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         choices=("cloud", "kubernetes", "all"),
         default="all",
         help="cloud: Google Cloud resources; kubernetes: objects through the cluster's provider (needs the "
-        "provider in the stack); all: both (default)",
+        "provider in the stack); all: both, the provider in the stack too (default)",
     )
     parser.add_argument(
         "--project-number",
@@ -187,7 +187,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     elif args.explain:
         print(explain(plan, args.stack, project), file=out)
     else:
-        print(json.dumps(import_file(plan, args.stack, args.part, project), indent=2), file=out)
+        data = import_file(plan, args.stack, args.part, project)
+        print(json.dumps(data, indent=2), file=out)
+        if "nameTable" in data and plan.provider[0] in data["nameTable"]:
+            # A newer `pulumi import` creates a named provider missing from the stack, with no configuration.
+            print(
+                f"note: the Kubernetes objects name the provider {plan.provider[0]}, which must be in the stack "
+                "before this import: on a new stack, import --part cloud, then `pulumi up $(... --targets)`",
+                file=err,
+            )
         print(
             f"{len(plan.skipped)} resources are left to `pulumi up` (run with --explain for the list and reasons)",
             file=err,
