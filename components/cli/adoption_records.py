@@ -67,8 +67,8 @@ NOT_IMPORTED_TYPES = {
         "recorded in the stack by `pulumi up --target <provider URN>` between the two parts",
     ),
     "kubernetes:helm.sh/v4:Chart": (
-        "a chart's objects are named by the chart's render at run time, which needs the chart (not available "
-        "offline); the chart component adopts them on `up`",
+        "its objects are registered by the provider when `up` renders the chart (helm.v4.Chart is a component "
+        "the provider constructs), not by the program; the chart component adopts them on `up`",
         CHART_AFTER,
     ),
     "kubernetes:yaml/v2:ConfigFile": (
