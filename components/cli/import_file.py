@@ -1,12 +1,12 @@
 """`python -m components import-file --stack dev`: adopt a deployment the reference scripts already made.
 
-Prints a file for `pulumi import --file` (`{"nameTable": {name: URN}, "resources": [{type, name, id, parent,
-provider, component, version}]}`) naming every importable resource the stack declares: the program's logical names
-(components/cli/adoption.py), the parent components (created empty, `component: true`) and ids in each provider's
-import format (components/model/import_ids.py). Two parts, because `pulumi import` cannot import a provider and a
-Kubernetes object must name one already in the stack (pulumi/pulumi pkg/resource/deploy/import.go looks it up in
-the existing state): `--part cloud`, `pulumi up $(... --targets)` (records the Kubernetes provider), `--part
-kubernetes`.
+Prints a file for `pulumi import --file` (`{"nameTable": {name: URN}, "resources": [{type, name, logicalName, id,
+parent, provider, component, version}]}`) naming every importable resource the stack declares: the program's logical
+names (components/cli/adoption.py), the parent components (created empty, `component: true`) and ids in each
+provider's import format (components/model/import_ids.py). Two parts, because `pulumi import` cannot import a provider
+and a Kubernetes object must name one already in the stack (pulumi/pulumi pkg/resource/deploy/import.go looks it up in
+the existing state; since v3.231.0 it creates a missing one, unconfigured): `--part cloud`, `pulumi up $(...
+--targets)` (records the Kubernetes provider), `--part kubernetes`.
 """
 
 from __future__ import annotations
