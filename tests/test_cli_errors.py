@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import shutil
 import subprocess
@@ -96,10 +97,12 @@ def test_a_good_set_still_works(tmp_path: Path) -> None:
     assert "stack dev" in out
 
 
-def test_the_reference_command_is_listed() -> None:
+def test_every_command_the_docs_name_is_registered() -> None:
     from components.__main__ import COMMANDS as ALL
 
-    assert "reference" in ALL
+    pages = "".join(page.read_text(encoding="utf-8") for page in [ROOT / "README.md", *ROOT.glob("docs/*.md")])
+    named = set(re.findall(r"python -m components ([a-z][-a-z]*)", pages))
+    assert "import-file" in named and named <= set(ALL), named - set(ALL)
 
 
 def test_the_real_process_prints_one_line_and_exits_2() -> None:

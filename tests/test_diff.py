@@ -217,7 +217,8 @@ def test_base_runs_the_program_at_a_git_revision(tmp_path: Path) -> None:
     assert code == 0, err
     assert actions(json.loads(out)).get("capacity-tpu7-pool-3") == "create"
     code, out, err = run("dev", "--base", "no-such-ref", directory=tmp_path)
-    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-ref" in err
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--base 'no-such-ref'" in err
+    assert "a branch, tag or commit" in err, err  # what it takes, not git's own command line
 
 
 # ------------------------------------------------------------------------------------------------ output, errors

@@ -123,7 +123,7 @@ EXAMPLES = [
         {"bucket": "{{bucket}}", "role": "roles/storage.objectViewer", "member": "user:jane@example.com"},
         "b/{{bucket}} roles/storage.objectViewer user:jane@example.com",
     ),
-    # pulumi-kubernetes reads ids with ParseFqName: "namespace/name", or "name" (FqName with no namespace)
+    # pulumi-kubernetes reads ids with parseFqName (provider/pkg/provider/util.go): "namespace/name", or "name"
     ("kubernetes:apps/v1:Deployment", {"metadata.namespace": "default", "metadata.name": "my-app"}, "default/my-app"),
     ("kubernetes:core/v1:Namespace", {"metadata.name": "kueue-system"}, "kueue-system"),
 ]

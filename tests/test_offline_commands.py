@@ -1,4 +1,4 @@
-"""The offline commands (plan, render, import-file) on a stack file with placeholders: the refusal names
+"""The offline commands on a stack file with placeholders: the refusal names
 `--set`, and the flags it prints, with values, make the same command run (what docs/offline.md tells a newcomer)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import import_file, plan, render
+from components.cli import import_file, plan
 from components.model.config.settings import PROJECT
 from tests.stack_config import PLACEHOLDER_VALUES, ROOT, STACKS
 
@@ -51,16 +51,6 @@ def test_plan_names_set_for_every_placeholder_and_its_flags_work(stack: str) -> 
     code, out, err = run(plan.main, ["--stack", stack, *flags])
     assert code == 0, err
     assert "TPU plan:" in out
-
-
-def test_import_file_and_render_name_set_too(tmp_path: Path) -> None:
-    code, _, err = run(import_file.main, ["--stack", "dev"])
-    assert code == 1
-    flags = hint_flags(err)
-    assert run(import_file.main, ["--stack", "dev", *flags])[0] == 0
-    code, _, err = run(render.main, ["--stack", "dev", "--out", str(tmp_path / "out")])
-    assert code == 1 and hint_flags(err) == flags
-    assert not (tmp_path / "out").exists()
 
 
 def test_no_hint_when_no_placeholder_is_left() -> None:
@@ -105,3 +95,12 @@ def test_the_plan_reports_of_offline_md_are_what_plan_prints_for_dev() -> None:
         printed = (out + err).strip()
         assert printed == shown.strip(), f"offline.md: `plan {args}` prints\n{printed}"
         assert code == (1 if shown.startswith("error:") else 0), (args, code)  # plan.py: 1 invalid configuration
+
+
+def test_the_import_file_example_of_offline_md_is_what_it_prints() -> None:
+    page = (ROOT / "docs" / "offline.md").read_text(encoding="utf-8")
+    example = re.search(r"```\n\$ python -m components import-file (.*?)\n(.*?)\n\.\.\.\n```", page, re.S)
+    assert example, "offline.md: the import-file example is missing"
+    code, out, err = run(import_file.main, shlex.split(example.group(1)))
+    assert code == 0, err
+    assert out.startswith(f"{example.group(2)}\n"), f"offline.md: `import-file {example.group(1)}` prints\n{out}"

@@ -20,7 +20,6 @@ from tests.harness import Mocks, run_program
 from tests.package_schema import TOKEN, args_of, schema_problems, wire
 from tests.stack_config import CLOCK, ROOT, stack_file_config
 
-BLOCKS = ("TpuCapacity", "SliceQueues", "Serving")
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")
 GATES = ("pulumi-python:dynamic/teardown:SliceGate", "pulumi-python:dynamic/teardown:PoolReplacements")
 QUEUES = (
@@ -32,15 +31,6 @@ QUEUES = (
     ),
     "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass",
 )
-
-
-@pytest.mark.parametrize("block", BLOCKS)
-def test_every_input_and_output_of_a_block_has_a_description(block: str) -> None:
-    spec = schema()
-    resource = spec["resources"][f"{NAME}:index:{block}"]
-    assert resource["description"] and resource["inputProperties"] and resource["properties"]
-    for kind in ("inputProperties", "properties"):
-        assert [k for k, p in resource[kind].items() if not p.get("description")] == [], (block, kind)
 
 
 def test_the_capacity_blocks_resource_inputs_are_inputs_and_its_shape_plain() -> None:

@@ -117,12 +117,18 @@ def test_only_the_secret_takes_an_output_and_no_integer_input_does() -> None:
     assert _shape(spec["resources"][TYPE]["inputProperties"]["hfToken"]) == {"type": "string"}
 
 
-def test_every_input_has_a_description() -> None:
+def test_every_component_input_output_and_type_has_a_description() -> None:
     spec = schema()
-    props = {f"{TYPE}.{k}": p for k, p in spec["resources"][TYPE]["inputProperties"].items()}
+    props = {
+        f"{n}.{k}": p
+        for n, r in spec["resources"].items()
+        for kind in ("inputProperties", "properties")
+        for k, p in r[kind].items()
+    }
     props |= {f"{n}.{k}": p for n, t in spec["types"].items() for k, p in t.get("properties", {}).items()}
     assert [k for k, p in props.items() if not p.get("description")] == []
-    assert all(t.get("description") for t in spec["types"].values())
+    assert all(t.get("description") for t in [*spec["types"].values(), *spec["resources"].values()])
+    assert all(r["inputProperties"] and r["properties"] for r in spec["resources"].values())
 
 
 def test_an_input_says_what_its_rule_allows() -> None:
@@ -144,10 +150,9 @@ def _sentence_of(text: str | None) -> str:
     return text[:1].upper() + text[1:].rstrip(".")
 
 
-def test_every_output_is_the_programs_and_has_a_description() -> None:
+def test_every_output_is_the_programs() -> None:
     resource = schema()["resources"][TYPE]
     assert set(resource["properties"]) == set(OUTPUTS)
-    assert all(p.get("description") for p in resource["properties"].values())
     assert resource["description"].startswith("TPU7x (Ironwood) dynamic slicing on GKE")
 
 

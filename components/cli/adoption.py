@@ -20,6 +20,7 @@ from components.cli.adoption_records import (
     NEW_COMPONENTS,
     NOT_IMPORTED_TYPES,
     Adoption,
+    Component,
     Entry,
     Skipped,
     skip,
@@ -60,6 +61,18 @@ def adoption(
     by_urn = {r.urn: r for r in run.registrations}
     out, unknown = Adoption(), []
     skipped_urns: set[str] = set()
+    names: dict[str, str] = {}  # a component's URN -> its name in the file
+
+    def component(reg: Registration | None) -> str | None:
+        """The file's name of a parent component, recorded with its own parents."""
+        if reg is None:
+            return None
+        if reg.urn not in names:
+            parent = component(by_urn.get(reg.parent))
+            name = reg.name if reg.name not in out.components else f"{reg.name}-{reg.type.rsplit(':', 1)[-1]}"
+            names[reg.urn] = name
+            out.components[name] = Component(reg.type, reg.name, parent)
+        return names[reg.urn]
 
     def left(reg: Registration, why: str, after: str) -> None:
         up = by_urn.get(reg.parent)
@@ -76,7 +89,7 @@ def adoption(
             left(reg, *NEW_COMPONENTS[reg.type])
             continue
         if reg.type == K8S_PROVIDER:
-            out.provider = (reg.name, up.type if up else "")
+            out.provider = (reg.name, component(up))
         if reg.type in NOT_IMPORTED_TYPES:
             why, after = NOT_IMPORTED_TYPES[reg.type]
             left(reg, why, after.format_map({"name": inputs.get("name", reg.name)}))
@@ -120,8 +133,7 @@ def adoption(
             )
             continue
         assert up is not None, reg.name  # every resource of the program is in a component
-        out.components[up.name] = up.type
-        out.entries.append(Entry(reg.type, reg.name, up.name, id_, kubernetes=reg.type.startswith("kubernetes:")))
+        out.entries.append(Entry(reg.type, reg.name, component(up), id_, kubernetes=reg.type.startswith("kubernetes:")))
     if unknown:
         raise ValueError(
             f"import-file knows no import-id format for {', '.join(sorted(set(unknown)))}: add one to "

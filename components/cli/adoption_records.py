@@ -35,13 +35,24 @@ class Skipped:
     on_request: bool = False
 
 
+@dataclass(frozen=True)
+class Component:
+    """A parent component: its type, logical name and parent's name in the file (None under the stack)."""
+
+    type: str
+    logical_name: str
+    parent: str | None = None
+
+
 @dataclass
 class Adoption:
+    # Components by their name in the file: the logical name, unless another component has it (the internal
+    # firewall's component is named like the network component it is under).
+    components: dict[str, Component] = field(default_factory=dict)
     entries: list[Entry] = field(default_factory=list)
-    components: dict[str, str] = field(default_factory=dict)  # logical name -> component type
     skipped: list[Skipped] = field(default_factory=list)
-    # The Kubernetes provider the objects name: its logical name and its parent component's type.
-    provider: tuple[str, str] = ("", "")
+    # The Kubernetes provider the objects name: its logical name and its parent component's name.
+    provider: tuple[str, str | None] = ("", None)
 
 
 CHART_AFTER = (
@@ -56,8 +67,8 @@ NOT_IMPORTED_TYPES = {
         "recorded in the stack by `pulumi up --target <provider URN>` between the two parts",
     ),
     "kubernetes:helm.sh/v4:Chart": (
-        "a chart's objects are named by the chart's render at run time, which needs the chart (not available "
-        "offline); the chart component adopts them on `up`",
+        "its objects are registered by the provider when `up` renders the chart (helm.v4.Chart is a component "
+        "the provider constructs), not by the program; the chart component adopts them on `up`",
         CHART_AFTER,
     ),
     "kubernetes:yaml/v2:ConfigFile": (
@@ -118,4 +129,4 @@ def skip(plan: Adoption, names: Sequence[str]) -> Adoption:
         for e in plan.entries
         if e.name in names
     ]
-    return Adoption(kept, dict(plan.components), [*plan.skipped, *dropped], plan.provider)
+    return Adoption(dict(plan.components), kept, [*plan.skipped, *dropped], plan.provider)

@@ -138,10 +138,13 @@ def _git(args: list[str], cwd: Path) -> bytes:
 
 def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[dict[str, Any]]:
     """The program and stack file at `ref`, run by that revision's own mock runner in a subprocess."""
-    if ref.startswith("-"):
-        raise DiffError(f"--base {ref!r}: not a git revision")
     top = Path(_git(["rev-parse", "--show-toplevel"], directory).decode().strip())
-    sha = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top).decode().strip()
+    try:
+        if ref.startswith("-"):
+            raise DiffError(ref)
+        sha = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top).decode().strip()
+    except DiffError:
+        raise DiffError(f"--base {ref!r}: not a commit here; a branch, tag or commit, e.g. origin/main") from None
     with tempfile.TemporaryDirectory(prefix="diff-base-") as tmp:
         archive = Path(tmp) / "base.tar"
         archive.write_bytes(_git(["archive", "--format=tar", sha], top))

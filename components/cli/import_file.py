@@ -1,12 +1,12 @@
 """`python -m components import-file --stack dev`: adopt a deployment the reference scripts already made.
 
-Prints a file for `pulumi import --file` (`{"nameTable": {name: URN}, "resources": [{type, name, id, parent,
-provider, component, version}]}`) naming every importable resource the stack declares: the program's logical names
-(components/cli/adoption.py), the parent components (created empty, `component: true`) and ids in each provider's
-import format (components/model/import_ids.py). Two parts, because `pulumi import` cannot import a provider and a
-Kubernetes object must name one already in the stack (pulumi/pulumi pkg/resource/deploy/import.go looks it up in
-the existing state): `--part cloud`, `pulumi up $(... --targets)` (records the Kubernetes provider), `--part
-kubernetes`.
+Prints a file for `pulumi import --file` (`{"nameTable": {name: URN}, "resources": [{type, name, logicalName, id,
+parent, provider, component, version}]}`) naming every importable resource the stack declares: the program's logical
+names (components/cli/adoption.py), the parent components (created empty, `component: true`) and ids in each
+provider's import format (components/model/import_ids.py). Two parts, because `pulumi import` cannot import a provider
+and a Kubernetes object must name one already in the stack (pulumi/pulumi pkg/resource/deploy/import.go looks it up in
+the existing state; since v3.231.0 it creates a missing one, unconfigured): `--part cloud`, `pulumi up $(...
+--targets)` (records the Kubernetes provider), `--part kubernetes`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, TextIO
 
 from components.cli.adoption import GCP_VERSION, Adoption, adoption, skip
@@ -43,21 +43,28 @@ def targets(plan: Adoption, stack: str, project: str = PROJECT) -> list[str]:
     urns = [provider_urn(plan, stack, project)]
     for s in plan.skipped:
         if s.on_request and s.type.startswith("gcp:"):
-            parent_type = plan.components[s.parent] if s.parent else None
-            urns.append(urn(stack, project, s.type, s.name, parent_type=parent_type))
+            urns.append(urn(plan, stack, project, s.type, s.name, s.parent))
     return [f"--target={u}" for u in urns]
 
 
-def urn(stack: str, project: str, type_: str, name: str, parent_type: str | None = None) -> str:
-    """The URN the engine gives a resource: its parent's qualified type, `$`, its own type; a child of the
-    stack has no parent type (generateURN in pulumi/pulumi pkg/resource/deploy/deployment.go)."""
-    qualified = f"{parent_type}${type_}" if parent_type else type_
-    return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
+def urn(plan: Adoption, stack: str, project: str, type_: str, name: str, parent: str | None) -> str:
+    """The URN the engine gives a resource: its parents' types, then its own, joined by `$`; the stack is left
+    out (generateURN in pulumi/pulumi pkg/resource/deploy/deployment.go)."""
+    for component in chain(plan, parent):
+        type_ = f"{plan.components[component].type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
+def chain(plan: Adoption, parent: str | None) -> Iterator[str]:
+    """A component's name in the file, then its parents', up to the stack."""
+    while parent is not None:
+        yield parent
+        parent = plan.components[parent].parent
 
 
 def provider_urn(plan: Adoption, stack: str, project: str = PROJECT) -> str:
-    name, parent_type = plan.provider
-    return urn(stack, project, "pulumi:providers:kubernetes", name, parent_type=parent_type or None)
+    name, parent = plan.provider
+    return urn(plan, stack, project, "pulumi:providers:kubernetes", name, parent)
 
 
 def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = PROJECT) -> dict[str, Any]:
@@ -73,14 +80,18 @@ def import_file(plan: Adoption, stack: str, part: Part = "all", project: str = P
         (s.parent, s.type.startswith("kubernetes:")) for s in plan.skipped if s.on_request and s.parent
     ]
     # Components the cloud part already created are referred to by URN in the kubernetes part.
-    in_cloud = {parent for parent, kubernetes in members if not kubernetes}
+    in_cloud = {c for parent, kubernetes in members if not kubernetes for c in chain(plan, parent)}
     name_table: dict[str, str] = {}
     resources: list[dict[str, Any]] = []
-    for parent in dict.fromkeys(parent for parent, kubernetes in members if in_part(kubernetes)):
-        if part == "kubernetes" and parent in in_cloud:
-            name_table[parent] = urn(stack, project, plan.components[parent], parent)
-        else:
-            resources.append({"type": plan.components[parent], "name": parent, "component": True})
+    for name in dict.fromkeys(c for parent, k in members if in_part(k) for c in chain(plan, parent)):
+        component = plan.components[name]
+        if part == "kubernetes" and name in in_cloud:
+            name_table[name] = urn(plan, stack, project, component.type, component.logical_name, component.parent)
+            continue
+        spec = {"type": component.type, "name": name, "component": True}
+        if component.logical_name != name:
+            spec["logicalName"] = component.logical_name
+        resources.append({**spec, "parent": component.parent} if component.parent else spec)
     if any(e.kubernetes for e in wanted):
         name_table[plan.provider[0]] = provider_urn(plan, stack, project)
     for e in wanted:
@@ -124,7 +135,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         choices=("cloud", "kubernetes", "all"),
         default="all",
         help="cloud: Google Cloud resources; kubernetes: objects through the cluster's provider (needs the "
-        "provider in the stack); all: both (default)",
+        "provider in the stack); all: both, the provider in the stack too (default)",
     )
     parser.add_argument(
         "--project-number",
@@ -176,7 +187,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     elif args.explain:
         print(explain(plan, args.stack, project), file=out)
     else:
-        print(json.dumps(import_file(plan, args.stack, args.part, project), indent=2), file=out)
+        data = import_file(plan, args.stack, args.part, project)
+        print(json.dumps(data, indent=2), file=out)
+        if "nameTable" in data and plan.provider[0] in data["nameTable"]:
+            # A newer `pulumi import` creates a named provider missing from the stack, with no configuration.
+            print(
+                f"note: the Kubernetes objects name the provider {plan.provider[0]}, which must be in the stack "
+                "before this import: on a new stack, import --part cloud, then `pulumi up $(... --targets)`",
+                file=err,
+            )
         print(
             f"{len(plan.skipped)} resources are left to `pulumi up` (run with --explain for the list and reasons)",
             file=err,

@@ -10,7 +10,7 @@ cluster's id, its import id names the cluster). Sources, per type:
 * Service accounts "can be imported using their URI" (google_service_account.html.markdown); IAM members
   "use space-delimited identifiers: the resource in question, the role, and the member identity".
 * Kubernetes: pulumi-kubernetes reads an id as `namespace/name`, or `name` for a cluster-scoped object
-  (ParseFqName / FqName in pulumi/pulumi-kubernetes provider/pkg/clients).
+  (parseFqName, pulumi/pulumi-kubernetes@94977969d provider/pkg/provider/util.go:103, used by Read).
 """
 
 from __future__ import annotations

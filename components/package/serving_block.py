@@ -34,7 +34,7 @@ class ServingArgs(TypedDict):
     kueue: NotRequired[KueueSettings]
     """The existing Kueue objects the roles queue in (namespace, LocalQueue, priorities), as the program's `kueue`."""
     hf_token: NotRequired[pulumi.Input[str]]
-    """The Hugging Face token, a Pulumi secret (only when the download Job fetches the weights)."""
+    """The Hugging Face token, a Pulumi secret: a Secret and `HF_TOKEN` of the serving pods and the download Job."""
 
 
 _RENAMES = {"cluster.name": "clusterName"}
