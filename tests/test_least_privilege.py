@@ -183,7 +183,7 @@ def test_serving_is_internal_by_default(dev: Run) -> None:
     assert not [m for lvl, m in dev.logs if lvl == "warn" and "serving.gateway" in m]
 
 
-EXTERNAL = ["gke-l7-regional-external-managed", "gke-l7-global-external-managed", "gke-l7-gxlb"]
+EXTERNAL = ["gke-l7-regional-external-managed", "gke-l7-global-external-managed"]
 
 
 @pytest.mark.parametrize("class_name", EXTERNAL)
@@ -209,6 +209,10 @@ def test_an_external_gateway_class_needs_the_named_opt_in(class_name: str) -> No
         ),
         ({"gateway": {"className": "istio"}}, ["serving.gateway.className = 'istio'", "gke-l7-rilb (internal)"]),
         (
+            {"gateway": {"className": "gke-l7-gxlb", "exposeToInternet": True}},
+            ["serving.gateway.className = 'gke-l7-gxlb'", "classic load balancer", "endpoint picker"],
+        ),
+        (
             {"gateway": {"exposeToInternet": True}},
             ["serving.gateway.exposeToInternet = true", "internal class gke-l7-rilb"],
         ),
@@ -217,7 +221,7 @@ def test_an_external_gateway_class_needs_the_named_opt_in(class_name: str) -> No
             ["serving.xlaCacheBucket = 'shared-bucket'", "other than serving.weightsBucket"],
         ),
     ],
-    ids=["multi-cluster-class", "not-a-gke-class", "opt-in-on-internal", "cache-is-the-weights"],
+    ids=["multi-cluster-class", "not-a-gke-class", "classic-balancer", "opt-in-on-internal", "cache-is-the-weights"],
 )
 def test_other_serving_settings_are_refused(serving: dict[str, Any], fragments: list[str]) -> None:
     assert_rejected({f"{P}:serving": serving}, [f"{P}:{f}" if f.startswith("serving") else f for f in fragments])

@@ -316,7 +316,7 @@ class GatewaySettings(TypedDict):
     name: NotRequired[str]
     """The Gateway's name. Allowed: a DNS-1123 subdomain of at most 63 characters: a custom resource's name, which the router chart's HTTPRoute names in its parentRef cut to 63. Default: "llm-d-inference-gateway"."""
     class_name: NotRequired[str]
-    """The Gateway's GKE class (default: regional internal). Allowed: a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet). Default: "gke-l7-rilb"."""
+    """The Gateway's GKE class (default: regional internal). Allowed: a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, gke-l7-global-external-managed (external: only with serving.gateway.exposeToInternet); not the classic gke-l7-gxlb, which takes no Service Extensions, so no InferencePool. Default: "gke-l7-rilb"."""
     expose_to_internet: NotRequired[bool]
     """The opt-in an external Gateway class needs. Default: false."""
 

@@ -115,8 +115,11 @@ INTERNAL_GATEWAY_CLASSES = {"gke-l7-rilb": "a regional internal Application Load
 EXTERNAL_GATEWAY_CLASSES = {
     "gke-l7-regional-external-managed": "a regional external Application Load Balancer",
     "gke-l7-global-external-managed": "a global external Application Load Balancer",
-    "gke-l7-gxlb": "a classic global external Application Load Balancer",
 }
+# gke-l7-gxlb makes a classic Application Load Balancer, which cannot call the endpoint picker: the InferencePool
+# backend is a Service Extensions callout, and the classic balancer takes no extensions
+# (https://cloud.google.com/service-extensions/docs/lb-extensions-overview, "Supported Application Load Balancers").
+CLASSIC_GATEWAY_CLASS = "gke-l7-gxlb"
 
 
 class GatewaySettings(Model):
@@ -139,14 +142,16 @@ class GatewaySettings(Model):
         accept_if(
             lambda v: v in INTERNAL_GATEWAY_CLASSES or v in EXTERNAL_GATEWAY_CLASSES,
             f"one of GKE's single-cluster GatewayClasses: {', '.join(INTERNAL_GATEWAY_CLASSES)} (internal), "
-            f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true)",
+            f"{', '.join(EXTERNAL_GATEWAY_CLASSES)} (external, with serving.gateway.exposeToInternet: true); not "
+            f"{CLASSIC_GATEWAY_CLASS}, a classic load balancer, which cannot call the router's endpoint picker",
         ),
         Rule(
             "a single-cluster GKE GatewayClass: gke-l7-rilb (internal), or gke-l7-regional-external-managed, "
-            "gke-l7-global-external-managed, gke-l7-gxlb (external: only with serving.gateway.exposeToInternet)",
+            "gke-l7-global-external-managed (external: only with serving.gateway.exposeToInternet); not the classic "
+            "gke-l7-gxlb, which takes no Service Extensions, so no InferencePool",
             GATEWAY_CLASSES,
-            refused="gke-l7-rilb-mc",
-            accepted="gke-l7-gxlb",
+            refused="gke-l7-gxlb",
+            accepted="gke-l7-global-external-managed",
             context={"serving": {"gateway": {"exposeToInternet": True}}},
         ),
     ] = Field("gke-l7-rilb", description="the Gateway's GKE class (default: regional internal)")
@@ -158,7 +163,7 @@ class GatewaySettings(Model):
             GATEWAY_CLASSES,
             refused=False,
             accepted=True,
-            context={"serving": {"gateway": {"className": "gke-l7-gxlb"}}},
+            context={"serving": {"gateway": {"className": "gke-l7-regional-external-managed"}}},
         ),
     ] = Field(False, description="the opt-in an external Gateway class needs")
 
