@@ -173,6 +173,15 @@ def test_an_end_of_support_exclusion_sends_no_end_time() -> None:
     ]
 
 
+def test_exclusion_times_are_sent_as_gke_stores_them() -> None:
+    # GKE keeps them as protobuf Timestamps, read back in UTC with 0, 3 or 6 fractional digits: any other
+    # spelling of the same time would read back different and update the cluster on every `pulumi up`.
+    exclusion = {"start": "2026-12-01T02:00:00.5+02:00", "end": "2026-12-20T00:00:00.000001-05:00"}
+    run = ok({f"{P}:cluster": {"maintenanceExclusion": exclusion}})
+    (sent,) = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]["maintenanceExclusions"]
+    assert (sent["startTime"], sent["endTime"]) == ("2026-12-01T00:00:00.500Z", "2026-12-20T05:00:00.000001Z")
+
+
 @pytest.mark.parametrize(("case", "overrides", "expected"), MAINTENANCE_BAD, ids=[c[0] for c in MAINTENANCE_BAD])
 def test_cluster_settings_that_cannot_work_are_refused_by_name(
     case: str, overrides: dict[str, Any], expected: list[str]
