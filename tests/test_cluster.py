@@ -49,11 +49,6 @@ MAINTENANCE_BAD = [
         _exclusion({"start": "2026-12-01T00:00:00Z"}),
         ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"],
     ),
-    (
-        "unknown end behaviour",
-        _exclusion({**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"}),
-        ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
-    ),
 ]
 
 
