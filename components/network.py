@@ -54,7 +54,6 @@ class Egress(Component):
 
     def __init__(self, name: str, args: EgressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:network:Egress", name, opts)
-        # name, network and region are ForceNew (model/diff/gcp_force_new.py).
         self.router = gcp.compute.Router(
             f"{name}-router",
             name=args["router_name"],
@@ -63,7 +62,6 @@ class Egress(Component):
             network=args["network"],
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
-        # name, router and region are ForceNew (model/diff/gcp_force_new.py); the subnetwork list updates in place.
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
             name=args["nat_name"],
@@ -189,8 +187,7 @@ class InternalFirewall(Component):
     Its own component because the pods' range exists only with the cluster, which needs the network first.
     Its sources: the TPU subnet (the nodes, and the control plane's endpoint GKE places in the node subnet), the
     pods' range, the proxy-only subnet. The service range is not a source: Service IPs are translated on the
-    sending node (GKE Dataplane V2), no packet on the VPC carries one. `source_ranges` and `allow` update in place
-    (PATCH); only name, direction, params and project are ForceNew (model/diff/gcp_force_new.py).
+    sending node (GKE Dataplane V2), no packet on the VPC carries one.
     """
 
     def __init__(self, name: str, args: InternalFirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:

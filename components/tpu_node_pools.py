@@ -120,11 +120,13 @@ class TpuCapacity(Component):
                 "accelerator_topology": args["cube_topology"],
                 "accelerator_topology_mode": args["accelerator_topology_mode"],
             },
-            # Every field of a resource policy is ForceNew (model/diff/gcp_force_new.py) and the name is fixed:
-            # delete first. Pulumi then also replaces the pools (their placement_policy is ForceNew) before deleting it.
+            # The workload policy's fields are ForceNew (model/diff/gcp_force_new.py), not `name`: the provider would
+            # PATCH a policy of the new name, which does not exist (resource_compute_resource_policy.go L876-891), so
+            # a new name replaces it too. Delete first, the name being fixed; Pulumi then also replaces the pools
+            # (their placement_policy is ForceNew) before deleting it.
             # cluster.protect covers the capacity too: losing a pool (or the policy it is placed by)
             # stops every slice on its cube, and recreating it waits for a cube of reserved VMs in one placement.
-            opts=self.child(delete_before_replace=True, protect=protect),
+            opts=self.child(delete_before_replace=True, replace_on_changes=["name"], protect=protect),
         )
         # pool -> its sub-block (None: bound to the block)
         self.sub_blocks = {p["name"]: p.get("sub_block") for p in args["pools"]}

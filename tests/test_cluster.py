@@ -49,11 +49,6 @@ MAINTENANCE_BAD = [
         _exclusion({"start": "2026-12-01T00:00:00Z"}),
         ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"],
     ),
-    (
-        "unknown end behaviour",
-        _exclusion({**LASTING, "endTimeBehavior": "FOREVER", "scope": "NO_MINOR_UPGRADES"}),
-        ["maintenanceExclusion.endTimeBehavior = 'FOREVER'", "UNTIL_END_OF_SUPPORT"],
-    ),
 ]
 
 
@@ -83,15 +78,17 @@ def test_cluster_flags(dev: Run) -> None:
     # Pulumi.dev.yaml sets no exclusion (a fixed window expires) and turns deletion protection off.
     assert "maintenancePolicy" not in c
     assert c["deletionProtection"] is False
-    window = {"start": "2026-12-01T00:00:00Z", "end": "2026-12-29T00:00:00Z"}
+    # Times as GKE reads them back (protobuf Timestamps: UTC, 0, 3 or 6 fractional digits), or every up would
+    # update the policy.
+    window = {"start": "2026-12-01T02:00:00.5+02:00", "end": "2026-12-28T19:00:00.000001-05:00"}
     with_window = ok({f"{P}:cluster": {"maintenanceExclusion": window}})
     assert with_window.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"] == {
         "dailyMaintenanceWindow": {"startTime": "03:00"},
         "maintenanceExclusions": [
             {
                 "exclusionName": "no-upgrade-next-month",
-                "startTime": "2026-12-01T00:00:00Z",
-                "endTime": "2026-12-29T00:00:00Z",
+                "startTime": "2026-12-01T00:00:00.500Z",
+                "endTime": "2026-12-29T00:00:00.000001Z",
                 "exclusionOptions": {"scope": "NO_UPGRADES"},
             }
         ],

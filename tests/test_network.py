@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import pulumi
 import pytest
 
 from components.cli.mockrun import PROJECT
+from components.model.config.network_settings import NetworkSettings
 from components.model.diff import engine
 from components.network import InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
 from tests.graph_queries import shape
-from tests.harness import CLUSTER, Run, assert_rejected, declare, run_program
+from tests.harness import CLUSTER, Run, declare, run_program
 from tests.stack_config import P, dev_settings
 
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -47,6 +49,12 @@ def test_network(dev: Run) -> None:
         assert net.urn in child.property_dependencies["network"]
 
 
+def test_network_prefix_names_exactly_the_resources_it_names(dev: Run) -> None:
+    described = re.findall(r"`(?:<prefix>)?-([a-z-]+)`", NetworkSettings.model_fields["prefix"].description or "")
+    named = {str(r.inputs.get("name")) for r in dev.registrations if r.type.startswith("gcp:compute/")}
+    assert {f"qwen-serving-{s}" for s in described} == {n for n in named if n.startswith("qwen-serving-")}
+
+
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_the_internal_firewall_admits_only_the_vpcs_own_ranges(stack: str) -> None:
     run = run_program(stack=stack)
@@ -72,14 +80,6 @@ def test_the_firewall_follows_the_subnets_and_the_pods_range_in_place() -> None:
     assert fw.inputs["sourceRanges"] == ["10.20.0.0/18", "10.4.0.0/14", "10.21.0.0/26"]
     # In place: the provider PATCHes source_ranges; the firewall keeps its name and direction (ForceNew).
     assert fw.inputs["name"] == "qwen-serving-allow-internal" and fw.inputs["direction"] == "INGRESS"
-
-
-def test_the_old_wide_source_key_is_gone() -> None:
-    assert_rejected(
-        {f"{P}:network": {"internalSourceRanges": ["10.0.0.0/8"]}},
-        ["network.internalSourceRanges", "unknown key"],
-        prefix="invalid stack configuration (1 problem)",
-    )
 
 
 # The URN the firewall had while the Network component declared it (the recorded runs' URN scheme).

@@ -11,6 +11,7 @@ from functools import cache
 
 import pytest
 
+from components import reservation_reads
 from tests.harness import run_program
 from tests.stack_config import ROOT, STACKS
 
@@ -69,7 +70,8 @@ def test_the_xla_bucket_monitoring_and_the_reservation_reads_are_there() -> None
     by_type = {t: row for row in rows() for t in TYPE.findall(row[1])}
     assert "on the project" in by_type["gcp:storage/bucket:Bucket"][2]
     assert "roles/monitoring.editor" in by_type["gcp:monitoring/alertPolicy:AlertPolicy"][2]
-    assert "compute.reservationSubBlocks.get" in by_type["gcp:compute/getReservationSubBlock:getReservationSubBlock"][2]
+    # Every permission the reads need, as their error names them (components/reservation_reads.py).
+    assert all(f"`{p}`" in by_type[reservation_reads.TOKENS["subBlock"]][2] for p in reservation_reads.PERMISSIONS)
 
 
 def test_the_stacks_page_grants_what_the_table_lists() -> None:

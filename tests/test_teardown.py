@@ -24,7 +24,7 @@ from components.teardown import PoolReplacementsProvider, SliceGateProvider, clu
 from tests import harness
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.graph_queries import NO_DEMOS, tpu_pools
-from tests.harness import Registration, Run, assert_rejected, is_secret, ok, unwrap
+from tests.harness import Registration, Run, is_secret, ok, unwrap
 from tests.preview import NO_WORKLOADS_SETS, change, preview
 from tests.stack_config import P
 
@@ -154,10 +154,6 @@ def test_one_gate_per_pool_with_the_kubeconfig_secret_end_to_end(dev: Run) -> No
     assert {g.plain("timeoutSeconds") for g in run.of_type(GATE)} == {300}
     none = ok({f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS})
     assert none.of_type(GATE) == [] and none.of_type(harness.POOL)
-
-
-def test_the_drain_timeout_must_be_positive() -> None:
-    assert_rejected({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 0}}}, ["drainTimeoutSeconds"])
 
 
 def slice_api(request: pytest.FixtureRequest, groups: list[str], list_status: int = 200) -> tuple[str, list]:

@@ -141,6 +141,15 @@ def test_pools_reference_the_policy_so_a_policy_replacement_replaces_them_first(
     assert all(result[p.name].action == engine.REPLACE for p in tpu_pools(dev))
 
 
+def test_a_new_workload_policy_name_replaces_the_policy_and_first_every_pool(dev: Run) -> None:
+    # `name` is not ForceNew on the resource policy: the provider would PATCH a policy of the new name, which
+    # does not exist (resource_compute_resource_policy.go L151-161, L876-891).
+    other = run_program({f"{P}:tpu": {"workloadPolicyName": "other-policy"}})
+    result = preview(dev, other).by_name()
+    assert (result["capacity-policy"].action, result["capacity-policy"].delete_first) == (engine.REPLACE, True)
+    assert all(result[p.name].action == engine.REPLACE for p in tpu_pools(dev))
+
+
 def test_nothing_of_capacity_waits_for_the_slice_controller_nor_it_for_the_pools(dev: Run) -> None:
     """They are created while the add-ons install; only their gates wait for the slice controller."""
     slice_controller = dev.get("kubernetes:yaml/v2:ConfigFile", "slice-controller-manifest")

@@ -14,7 +14,7 @@ class NetworkSettings(TypedDict):
     """Settings of prefix, mtu, tpuSubnetCidr, proxySubnetCidr."""
 
     prefix: NotRequired[str]
-    """Names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`. Allowed: a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63. Default: "qwen-serving"."""
+    """Names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-router`, `-nat`. Allowed: a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63. Default: "qwen-serving"."""
     mtu: NotRequired[int]
     """The VPC's MTU (the largest GCE allows, as the codelab sets it). Allowed: an integer from 1300 to 8896. Default: 8896."""
     tpu_subnet_cidr: NotRequired[str]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
@@ -116,4 +116,10 @@ class MaintenanceExclusion(Model):
         return self
 
     def rfc3339(self, when: datetime) -> str:
-        return when.isoformat().replace("+00:00", "Z")
+        """`when` as GKE reads it back: a protobuf Timestamp (googleapis container/v1 cluster_service.proto
+        TimeWindow), in UTC with 0, 3 or 6 fractional digits (https://protobuf.dev/programming-guides/json/). The
+        provider diffs the times as read (flattenMaintenancePolicy, resource_container_cluster.go line 8288), so
+        another spelling of the same time would update the cluster on every run."""
+        utc = when.astimezone(UTC)
+        digits = "seconds" if not utc.microsecond else "milliseconds" if utc.microsecond % 1000 == 0 else "microseconds"
+        return utc.isoformat(timespec=digits).replace("+00:00", "Z")

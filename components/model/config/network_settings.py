@@ -30,8 +30,7 @@ class NetworkSettings(Model):
             "a" * 48,
         ),
     ] = Field(
-        "qwen-serving",
-        description="names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-allow-proxy`, `-router`, `-nat`",
+        "qwen-serving", description="names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-router`, `-nat`"
     )
     mtu: Annotated[
         int,
@@ -76,6 +75,5 @@ class NetworkSettings(Model):
     tpu_subnet_name = _derived("tpu")
     proxy_subnet_name = _derived("proxy")
     firewall_name = _derived("allow-internal")
-    proxy_firewall_name = _derived("allow-proxy")
     router_name = _derived("router")
     nat_name = _derived("nat")
