@@ -41,7 +41,7 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", NO_WORKLOADS, "tpu.reservation.name=other-reservation", "reservation"),
     ("staging", (), "tpu.reservation.name=other-reservation", "protect"),
     ("dev", (), "tpu.acceleratorTopologyMode=AUTO_CONNECT", "workload-policy"),
-    ("dev", ("demos.superslicing.topology=4x4x4",), "tpu.cubeTopology=2x4x4", "kueue-immutable"),
+    ("dev", (), "tpu.cubeTopology=2x4x4", "kueue-immutable"),
     ("dev", (), "tpu.poolPrefix=tpu7x-pool", "pool-prefix"),
     ("dev", (), "addons.kueue.version=0.17.5", "addon-version"),
     ("dev", (), "addons.kueue.namespace=kueue-sys", "addon-namespace"),

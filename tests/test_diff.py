@@ -127,8 +127,8 @@ def test_an_image_change_updates_the_sets_in_place_and_awaits_nothing() -> None:
 
 
 def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() -> None:
-    # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; the super-slice demo fits in whole 2x4x4 cubes.
-    code, result = preview("dev", "--set", "demos.superslicing.topology=4x4x4", "--change", "tpu.cubeTopology=2x4x4")
+    # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; dev's sub-slices still fit (its super-slice demo is off).
+    code, result = preview("dev", "--change", "tpu.cubeTopology=2x4x4")
     assert code == 1
     # Kueue never updates spec.levels (a CEL rule): an in-place update is rejected;
     # a program that replaces the Topology instead (deleting the queued workloads first) refuses while they run.

@@ -176,7 +176,8 @@ def test_cube_topology_changes_levels_pools_and_quota() -> None:
         {
             f"{P}:tpu": {"cubeTopology": "2x4x4", "cubes": 3},
             f"{P}:demos": {
-                "superslicing": {"enabled": True, "topology": "2x4x8"},
+                # the largest slice of a 2x4x4 cube (GKE super-slices 4x4x4 cubes only)
+                "superslicing": {"enabled": True, "topology": "2x4x4"},
                 "subslicing": {"topology": "2x2x4", "replicas": 3},
             },
             f"{P}:serving": {"enabled": False},
@@ -189,7 +190,7 @@ def test_cube_topology_changes_levels_pools_and_quota() -> None:
     ]
     assert [p.inputs["nodeCount"] for p in tpu_pools(run)] == [8, 8, 8]
     assert demo_shape(run, "subslicing") == (3, 4, 4, "2x2x4")
-    assert demo_shape(run, "superslicing") == (1, 16, 4, "2x4x8")
+    assert demo_shape(run, "superslicing") == (1, 8, 4, "2x4x4")
     cq = normalize(run.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
     assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "96"
 

@@ -263,6 +263,23 @@ def test_topology_that_fits_no_partition_is_a_config_error() -> None:
         settings({"serving": {"decode": {"topology": "2x4x2"}}})
 
 
+def test_a_super_slice_on_smaller_cubes_is_a_config_error() -> None:
+    """Every workload spanning cubes is refused on 2x4x4 pools at once, naming the key, the value, what is allowed."""
+    with pytest.raises(ConfigError) as err:
+        settings(
+            {
+                "tpu": {"cubeTopology": "2x4x4", "cubes": 4},
+                "demos": {"superslicing": {"enabled": True, "topology": "2x4x8"}},
+                "serving": {"decode": {"topology": "4x4x4"}},
+            }
+        )
+    for key, value in (("demos.superslicing.topology", "2x4x8"), ("serving.decode.topology", "4x4x4")):
+        assert (
+            f"{P}:{key} = '{value}': {value} would stitch 2 cubes of 2x4x4, but GKE forms a super-slice only "
+            "from whole 4x4x4 cubes (tpu.cubeTopology: 4x4x4)" in str(err.value)
+        )
+
+
 def test_more_chips_than_the_reservation() -> None:
     plan = run_plan(cubes(1), {"demos": {"subslicing": {"replicas": 12}}})
     (error,) = [e for e in plan.errors if "subslicing" in e]

@@ -106,7 +106,7 @@ class TpuSettings(TypedDict):
     machine_type: NotRequired[str]
     """The TPU VM type (the TPU facts table, `components/model/tpu/geometry.py`). Allowed: a TPU machine type that supports dynamic slicing: tpu7x-standard-4t. Default: "tpu7x-standard-4t"."""
     cube_topology: NotRequired[str]
-    """One node pool's ICI block and the workload policy's accelerator topology. Allowed: a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x). Default: "4x4x4"."""
+    """One node pool's ICI block and the workload policy's accelerator topology. Allowed: a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x); a smaller cube takes sub-slices only (GKE stitches super-slices from 4x4x4 cubes). Default: "4x4x4"."""
     cubes: NotRequired[int]
     """TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling. Allowed: an integer of at least 0 (0 = no TPU pools). Default: 2."""
     workload_policy_name: NotRequired[str]
@@ -255,7 +255,7 @@ class SubslicingDemo(TypedDict):
     name: NotRequired[str]
     """The demo JobSet's name. Allowed: a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-<replicas - 1>-<pods - 1>-abcde, has at most 63 characters (45 with 1-10 replicas of 1-10 pods). Default: "kueue-jobset-simple-subslicing"."""
     topology: NotRequired[str]
-    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
+    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: 4x4x4 cubes only, dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
     replicas: NotRequired[int]
     """How many sub-slices the demo asks for. Allowed: an integer of at least 1 (slices); the longest pod name bounds it with demos.subslicing.name. Default: 6."""
     priority: NotRequired[str]
@@ -270,7 +270,7 @@ class SuperslicingDemo(TypedDict):
     name: NotRequired[str]
     """The demo JobSet's name. Allowed: a DNS-1035 label such that JobSet's longest pod name, <name>-job-jax-0-<pods - 1>-abcde, has at most 63 characters (44 with 11-100 pods). Default: "kueue-jobset-simple-superslicing"."""
     topology: NotRequired[str]
-    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "4x4x8"."""
+    """The demo's slice shape. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: 4x4x4 cubes only, dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "4x4x8"."""
     priority: NotRequired[str]
     """The demo's Kueue priority class. Allowed: a key of kueue.priorities. Default: "medium-priority-2000"."""
 
@@ -301,7 +301,7 @@ class ServingRole(TypedDict):
     replicas: NotRequired[int]
     """LWS groups, one slice each. Allowed: an integer of at least 1 (LWS groups, one slice each). Default: 4."""
     topology: NotRequired[str]
-    """Each group's slice; the group size (its VMs) is derived. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
+    """Each group's slice; the group size (its VMs) is derived. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: 4x4x4 cubes only, dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
     priority: NotRequired[str]
     """The groups' Kueue priority class. Allowed: a key of kueue.priorities. Default: "high-priority-3000"."""
     tensor_parallel_size: NotRequired[int]

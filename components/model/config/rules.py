@@ -133,8 +133,8 @@ TopologyName = Annotated[
     str,
     AfterValidator(parse_topology),
     Rule(
-        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: dimensions that do "
-        "not decrease, at most 9216 chips), within tpu.cubes",
+        "a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: 4x4x4 cubes only, "
+        "dimensions that do not decrease, at most 9216 chips), within tpu.cubes",
         f"{DYNAMIC_SLICING}; {TPU7X}; {SLICE_CRD}",
         refused="3x3x3",
         accepted="2x2x1",

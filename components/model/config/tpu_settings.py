@@ -99,7 +99,8 @@ class TpuSettings(Model):
         str,
         AfterValidator(parse_topology),
         Rule(
-            "a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x)",
+            "a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x); a smaller cube "
+            "takes sub-slices only (GKE stitches super-slices from 4x4x4 cubes)",
             _SLICING,
             "workload-policy",
             "4x4x",

@@ -148,6 +148,16 @@ class Cube:
         if topology in partitions:
             return Slice(topology, SliceKind.SUB, self)
         if topology.rank == self.topology.rank and self.topology.divides(topology):
+            # GKE stitches a super-slice from whole machine cubes only: its slice controller takes any shape that
+            # is not a sub-slice as 4x4x4 partitions of 64 chips, each dimension a multiple of 4 (xpk@250d4b3c
+            # slice/internal/topology/topology.go:106, internal/core/constants.go:30-34; xpk@367c8382
+            # src/xpk/core/system_characteristics.py:593: super-slicing on 4x4x4 pools only).
+            if self.topology != self.system.cube:
+                raise GeometryError(
+                    f"{topology} would stitch {topology.chips // self.chips} cubes of {self.topology}, but GKE forms "
+                    f"a super-slice only from whole {self.system.cube} cubes (tpu.cubeTopology: {self.system.cube}); "
+                    f"on {self.topology} cubes a slice is a sub-slice: {', '.join(map(str, reversed(partitions)))}"
+                )
             # GKE's Slice refuses dimensions that decrease and more than 9,216 chips (its reference page,
             # https://cloud.google.com/kubernetes-engine/docs/reference/crds/slice; xpk@367c8382
             # src/xpk/core/scheduling.py:232 _check_super_slicing_topology, 144 cubes).
@@ -160,6 +170,8 @@ class Cube:
                 )
             return Slice(topology, SliceKind.SUPER, self)
         allowed = ", ".join(str(p) for p in reversed(partitions))
+        if self.topology != self.system.cube:
+            raise GeometryError(f"{topology} is not a partition of the {self.topology} cube ({allowed})")
         raise GeometryError(
             f"{topology} is neither a partition of the {self.topology} cube ({allowed}) nor a whole number of "
             f"{self.topology} cubes along each axis (such as {self.super_slice_example()})"
