@@ -19,6 +19,7 @@ from components.vllm_containers import HF_SECRET, ROLES, ModelServerArgs
 from components.vllm_leaderworkersets import (
     LWS_API,
     ServingRoleArgs,
+    delete_timeouts,
     hf_token_secret,
     leader_worker_set,
     leaders_ready,
@@ -264,6 +265,7 @@ class Serving(Component):
                     provider=provider,
                     depends_on=before_pods,
                     delete_before_replace=not roles[role.name]["create_first"],
+                    custom_timeouts=delete_timeouts(model["termination_grace_period_seconds"]),
                 ),
             )
             for role in ROLES.values()

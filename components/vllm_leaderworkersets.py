@@ -227,7 +227,7 @@ def leader_worker_set(
         priority=spec["priority"],
     )
     # skipAwait: the leaders-ready patch's waitFor lands on this live object; without it every in-place update
-    # would wait for the groups again (components/model/serving/rollout.py). Its delete is still awaited.
+    # would wait for the groups again (components/model/serving/rollout.py). Its delete is awaited (delete_timeouts).
     lws_annotations = {**EXCLUSIVE_TOPOLOGY, SKIP_AWAIT_ANNOTATION: "true"}
     return {
         "apiVersion": LWS_API,
@@ -288,3 +288,22 @@ ROLLOUT_SCHEDULING_BUDGET_S = 1800
 def rollout_timeout_seconds(startup_timeout_seconds: int) -> int:
     """How long Pulumi waits for a new LWS's groups: the leaders' startup budget plus getting them scheduled."""
     return startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S
+
+
+# pulumi-kubernetes deletes the LWS in the foreground, so the LWS stays until its pods are gone (each may take its
+# grace period), and waits for that (pulumi/pulumi-kubernetes@94977969d provider/pkg/await/await.go:964-1016) for the
+# resource's customTimeouts.delete, else `pulumi.com/timeoutSeconds`, else 10 minutes (await.go:976-979,
+# metadata/overrides.go:53-66); past it the delete fails and the LWS stays in the state (provider/pkg/provider/
+# provider.go:2654-2656) while its pods go on stopping. The engine passes the timeout stored with the old state
+# (pulumi/pulumi@1b5949891b pkg/resource/deploy/step.go:695) and diffs only the inputs (step_generator.go:2884-2971;
+# a same step stores the new timeouts, pkg/backend/snapshot.go:294): a delete timeout is no change to preview.
+PROVIDER_DELETE_WAIT_S = 600
+# After the last pod has stopped: the garbage collector and the slice controller's Workload finalizer (released once
+# the pods have terminated, docs/teardown.md), then the LWS itself. An estimate, not a measurement.
+DELETE_MARGIN_S = 120
+
+
+def delete_timeouts(termination_grace_period_seconds: int) -> pulumi.CustomTimeouts | None:
+    """The LWS's delete wait when its pods may stop for longer than the provider's default window allows."""
+    wait = termination_grace_period_seconds + DELETE_MARGIN_S
+    return pulumi.CustomTimeouts(delete=f"{wait}s") if wait > PROVIDER_DELETE_WAIT_S else None

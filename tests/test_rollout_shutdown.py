@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.graph_queries import ROLES, lws, templates
-from tests.harness import Run, ok, run_program
+from tests.harness import LWS, Run, ok, run_program
 from tests.stack_config import P
 
 
@@ -37,6 +37,19 @@ def test_the_grace_period_is_a_setting_no_shorter_than_the_gateways_request_time
     short = run_program({f"{P}:serving": {"terminationGracePeriodSeconds": 299}})
     assert short.error is not None and short.registrations == []
     assert f"{P}:serving.terminationGracePeriodSeconds = 299: at least 300 seconds" in str(short.error)
+
+
+def test_the_lws_delete_waits_out_a_grace_period_longer_than_the_providers_window(dev: Run) -> None:
+    """A foreground delete waits for the pods, each up to its grace period: past pulumi-kubernetes' 10-minute delete
+    wait, `destroy` and a rollout's delete of the old set would fail while pods still finish requests. The default
+    grace period fits that window, so the default stacks set no timeout (nothing changes for them)."""
+    for role in ROLES:
+        assert dev.get(LWS, f"serving-{role}").options["customTimeouts"] == {}
+    run = ok({f"{P}:serving": {"terminationGracePeriodSeconds": 900}})
+    for role in ROLES:
+        timeouts = run.get(LWS, f"serving-{role}").options["customTimeouts"]
+        assert set(timeouts) == {"delete"} and timeouts["delete"].endswith("s")
+        assert int(timeouts["delete"][:-1]) > 900
 
 
 HELPER = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"

@@ -139,6 +139,7 @@ class RecordingMonitor(MockMonitor):
                         "replaceOnChanges": list(request.replaceOnChanges),
                         "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
                         "additionalSecretOutputs": list(request.additionalSecretOutputs),
+                        "customTimeouts": json_format.MessageToDict(request.customTimeouts),
                     },
                     aliases=[json_format.MessageToDict(a) for a in request.aliases]
                     + [{"urn": u} for u in request.aliasURNs],

@@ -98,7 +98,8 @@ PULUMI_KUBERNETES = "pulumi/pulumi-kubernetes@94977969d provider/pkg"
 PULUMI_DOCS = "https://www.pulumi.com/docs/iac/concepts/options"
 REPLACE_ON_CHANGES = f"{PULUMI_DOCS}/replaceonchanges/: a change of these properties replaces the resource"
 # deleteBeforeReplace (https://www.pulumi.com/docs/iac/concepts/options/deletebeforereplace/) is read from the
-# registration and reported as a replacement's `deleteFirst`.
+# registration and reported as a replacement's `deleteFirst`. customTimeouts are recorded and never diffed, as by the
+# engine (components/vllm_leaderworkersets.py delete_timeouts).
 IGNORE_CHANGES = f"{PULUMI_DOCS}/ignorechanges/: changes of these properties are not diffed (the old value is kept)"
 ALIASES = f"{PULUMI_DOCS}/aliases/: the resource was known under these earlier URNs (no delete and create)"
 PROTECT = f"{PULUMI_DOCS}/protect/: the engine refuses to delete a protected resource, and so to replace it"
