@@ -225,3 +225,26 @@ BAD_CONFIG = [
 @pytest.mark.parametrize(("case", "overrides", "expected"), BAD_CONFIG, ids=[c[0] for c in BAD_CONFIG])
 def test_bad_config_fails_before_any_resource(case: str, overrides: dict, expected: list[str]) -> None:
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
+
+
+def test_the_tpu_subnet_holds_an_address_for_every_node_at_the_peak() -> None:
+    # 8 cubes x 16 VMs of a 4x4x4 cube + 3 system nodes (1 per zone) + 1 surge node + the private endpoint + the
+    # internal Gateway + 4 reserved = 138 addresses: a /25 (128) is refused, a /24 (256) is the smallest that fits.
+    tpu = {"tpu": {**BASE["tpu"], "cubes": 8}}
+    assert problems({**tpu, "network": {"tpuSubnetCidr": "10.10.0.0/25"}}) == [
+        f"{P}:network.tpuSubnetCidr = '10.10.0.0/25': a block of at least 138 addresses (/24 or larger), not 128: "
+        "its primary range holds 128 TPU VMs (tpu.cubes=8 x 16 VMs of a 4x4x4 cube), 3 system nodes "
+        "(cluster.systemNodeCount=1 x the 3 zones of a regional cluster), 1 surge node of a system pool upgrade, "
+        "1 control-plane private endpoint, 1 internal Gateway address, 4 addresses Google Cloud reserves in every "
+        "primary range"
+    ]
+    ok({**tpu, "network": {"tpuSubnetCidr": "10.10.0.0/24"}})
+    # No TPU pools, no Gateway: 4 x 3 system nodes + 1 + 1 + 4 = 18 do not fit a /28; 3 x 3 + 6 = 15 do.
+    small = {
+        "tpu": {**BASE["tpu"], "cubes": 0},
+        "serving": {"enabled": False},
+        "network": {"tpuSubnetCidr": "10.10.0.0/28"},
+    }
+    (found,) = problems({**small, "cluster": {"systemNodeCount": 4}})
+    assert "at least 18 addresses (/27 or larger), not 16" in found and "TPU VMs" not in found, found
+    ok({**small, "cluster": {"systemNodeCount": 3}})

@@ -18,7 +18,7 @@ class NetworkSettings(TypedDict):
     mtu: NotRequired[int]
     """The VPC's MTU (the largest GCE allows, as the codelab sets it). Allowed: an integer from 1300 to 8896. Default: 8896."""
     tpu_subnet_cidr: NotRequired[str]
-    """Primary range of the TPU and node subnet. Allowed: an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr. Default: "10.10.0.0/18"."""
+    """Primary range of the TPU and node subnet. Allowed: an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr, with an address for every node at the peak (the TPU VMs, the system nodes, a surge node), the control plane's private endpoint, an internal Gateway and the 4 Google Cloud reserves. Default: "10.10.0.0/18"."""
     proxy_subnet_cidr: NotRequired[str]
     """The proxy-only subnet the regional internal Gateway needs. Allowed: an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet. Default: "172.16.0.0/26"."""
 

@@ -4,6 +4,7 @@ CROSS_CHECKS table (components/model/config/root_settings.py) with the top-level
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING
 
 from components.model.config.checks import (
@@ -29,6 +30,16 @@ from components.model.config.resources_settings import ResourceAmounts
 from components.model.config.rules import LWS_ROOM
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Topology
+
+# The primary range's takers beside the nodes: Google Cloud reserves 4 addresses in each
+# (https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet). A regional cluster without
+# node locations runs each pool in 3 zones (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters).
+# The system pool sets no upgrade_settings: GKE's surge default adds maxSurge=1 node beside the old ones
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies#surge); TPU pools' surge
+# is not counted (a cube's reservation holds no spare VM). The control plane's private endpoint goes in the node
+# subnet (components/model/diff/gcp.py), and so does an internal Gateway's forwarding rule: the proxy-only subnet
+# is the VPC's only other one, and it takes none.
+RESERVED_ADDRESSES, REGIONAL_ZONES, SURGE_NODES = 4, 3, 1
 
 if TYPE_CHECKING:
     from components.model.config.root_settings import Settings
@@ -70,6 +81,34 @@ class CrossChecks:
                 )
             )
         return errors
+
+    def _check_subnet_fit(self: Settings) -> list[SettingError]:
+        """The TPU subnet's primary range holds an address for every node at the stack's peak: GKE fails to create
+        or upgrade nodes in a range with none left. Pods and Services take the secondary ranges GKE adds."""
+        tpu, cube, per_zone = self.tpu, self.tpu.cube, self.cluster.system_node_count
+        takers = {
+            f"{tpu.cubes * cube.vms} TPU VMs (tpu.cubes={tpu.cubes} x {cube.vms} VMs of a {tpu.cube_topology} cube)": (
+                tpu.cubes * cube.vms
+            ),
+            f"{per_zone * REGIONAL_ZONES} system nodes (cluster.systemNodeCount={per_zone} x the {REGIONAL_ZONES} "
+            "zones of a regional cluster)": per_zone * REGIONAL_ZONES,
+            f"{SURGE_NODES} surge node of a system pool upgrade": SURGE_NODES,
+            "1 control-plane private endpoint": 1,
+            "1 internal Gateway address": int(self.serving.enabled and not self.serving.gateway.external),
+            f"{RESERVED_ADDRESSES} addresses Google Cloud reserves in every primary range": RESERVED_ADDRESSES,
+        }
+        needed, block = sum(takers.values()), ipaddress.ip_network(self.network.tpu_subnet_cidr)
+        if block.num_addresses >= needed:
+            return []
+        why = ", ".join(k for k, n in takers.items() if n)
+        return [
+            SettingError(
+                "network.tpuSubnetCidr",
+                self.network.tpu_subnet_cidr,
+                f"a block of at least {needed} addresses (/{min(29, 32 - (needed - 1).bit_length())} or larger), "
+                f"not {block.num_addresses}: its primary range holds {why}",
+            )
+        ]
 
     def _check_reservation_project(self: Settings) -> list[SettingError]:
         r = self.tpu.reservation

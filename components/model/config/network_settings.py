@@ -41,11 +41,13 @@ class NetworkSettings(Model):
         str,
         AfterValidator(lambda v: cidr(v, max_prefix=29, why="a subnet's primary range is at least a /29")),
         Rule(
-            "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr",
+            "an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr, with an "
+            "address for every node at the peak (the TPU VMs, the system nodes, a surge node), the control plane's "
+            "private endpoint, an internal Gateway and the 4 Google Cloud reserves",
             "https://cloud.google.com/vpc/docs/subnets#valid-ranges",
             "subnets",
             "10.10.0.0/30",
-            "10.10.0.0/29",
+            "10.10.0.0/26",
         ),
     ] = Field("10.10.0.0/18", description="primary range of the TPU and node subnet")
     proxy_subnet_cidr: Annotated[

@@ -99,6 +99,7 @@ class Settings(CrossChecks, Model):
     # not read it still run, so every independent problem is in the one error.
     CROSS_CHECKS: ClassVar[tuple[tuple[frozenset[str], str], ...]] = (
         (frozenset({"cluster", "addons", "serving"}), "_check_system_pool_fit"),
+        (frozenset({"network", "cluster", "tpu", "serving"}), "_check_subnet_fit"),
         (frozenset({"tpu", "project"}), "_check_reservation_project"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
