@@ -313,28 +313,19 @@ def test_a_broken_dashboard_is_caught(dev: Run, breakage: Any) -> None:
     assert dashboard_problems(d) != []
 
 
-def test_the_model_sees_the_permanent_diff_of_a_zero_position(dev: Run) -> None:
-    """The first tile of a row sits at column 0, the first row at line 0: written out, each is a change forever."""
-    config = emitted(dev)
-    first = tiles(config)[0]
-    assert "xPos" not in first and "yPos" not in first  # at the origin, so left out
-    for field in ("xPos", "yPos"):
-        broken = copy.deepcopy(config)
-        broken["mosaicLayout"]["tiles"][0][field] = 0
-        assert defaults_in(broken) == [f"mosaicLayout.tiles[0].{field} = 0"]
-        assert not diff_suppressed(stored(broken), broken)
-
-
 @pytest.mark.parametrize(
     ("path", "value"),
     [
+        # The first tile of a row sits at column 0, the first row at line 0: written out, each is a change forever.
+        (("mosaicLayout", "tiles", 0, "xPos"), 0),
+        (("mosaicLayout", "tiles", 0, "yPos"), 0),
         (("mosaicLayout", "tiles", 0, "widget", "sectionHeader", "dividerBelow"), False),
         (("mosaicLayout", "tiles", 1, "widget", "xyChart", "dataSets", 0, "legendTemplate"), ""),
         (("mosaicLayout", "tiles", 1, "widget", "xyChart", "thresholds"), []),
         (("mosaicLayout", "tiles", 1, "widget", "xyChart", "yAxis", "scale"), "SCALE_UNSPECIFIED"),
         (("mosaicLayout", "tiles", 1, "widget", "xyChart", "dataSets", 0, "timeSeriesQuery", "unitOverride"), ""),
     ],
-    ids=["false", "empty-string", "empty-list", "default-enum", "empty-unit"],
+    ids=["zero-x", "zero-y", "false", "empty-string", "empty-list", "default-enum", "empty-unit"],
 )
 def test_every_kind_of_default_is_found_and_would_diff(dev: Run, path: tuple[Any, ...], value: Any) -> None:
     broken = emitted(dev)

@@ -7,13 +7,14 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from components.model.config.checks import Model, SettingError, accept_if
+from components.model.config.checks import _PROJECT_ID_RE, Model, SettingError, accept_if
 from components.model.config.rules import MINUTES, THIS_PROGRAM, Flag, Rule
 
 # projects/<project id or number>/notificationChannels/<channel id>, the form the Monitoring API returns
-# (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels).
+# (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels); a project ID as
+# gcp:project takes it (checks.py).
 NOTIFICATION_CHANNEL_RE = re.compile(
-    r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[0-9]{1,20})/notificationChannels/[0-9]+$"
+    rf"^projects/({_PROJECT_ID_RE.pattern[1:-1]}|[0-9]{{1,20}})/notificationChannels/[0-9]+$"
 )
 # A Prometheus duration (prometheus/common model.ParseDuration: integer amounts of y w d h m s ms, largest unit
 # first, each at most once), as the Managed Prometheus operator parses PodMonitoring intervals

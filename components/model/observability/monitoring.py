@@ -15,9 +15,12 @@ Metric names, each as exported by the version this program pins:
   `vllm:inter_token_latency_seconds` (`vllm:time_per_output_token_seconds` is hidden behind
   `--show-hidden-metrics-for-version` since 0.11), `vllm:num_requests_waiting`, `vllm:num_requests_running`,
   `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc` was its pre-0.10 name).
-* Gateway API Inference Extension v1.5.0 (the EPP), `pkg/epp/metrics/metrics.go`:
-  `inference_extension_scheduler_attempts_total{status}`, `inference_extension_scheduler_e2e_duration_seconds`,
-  `inference_objective_request_total{model_name,target_model_name}`, `inference_pool_ready_pods{name}`.
+* The endpoint picker, llm-d-router's own build at the router's release (image `llm-d-router-endpoint-picker`,
+  llm-d/llm-d-router@71f4f099 v0.10.0 `pkg/epp/metrics/metrics.go`:73-74, :239-240, :253-254, :267-268, registered
+  at :427-463): `inference_extension_scheduler_attempts_total{status}`,
+  `inference_extension_scheduler_e2e_duration_seconds`, `inference_objective_request_total{model_name,
+  target_model_name}`, `inference_pool_ready_pods{name}`. Each is marked deprecated there for an `llm_d_epp_*`
+  twin exported beside it: a router release that drops them empties the router row.
 * GKE system metrics (https://cloud.google.com/monitoring/api/metrics_kubernetes):
   `kubernetes.io/node/accelerator/tensorcore_utilization` and `kubernetes.io/container/accelerator/duty_cycle`,
   queried with PromQL's UTF-8 syntax, the quoted name inside the braces, and `monitored_resource` naming the
@@ -42,7 +45,7 @@ from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, TPU_RESOUR
 
 _KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
 _VLLM = "vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger, the image's vLLM >= 0.11)"
-_GAIE = "kubernetes-sigs/gateway-api-inference-extension pkg/epp/metrics/metrics.go@v1.5.0"
+_EPP = "llm-d/llm-d-router pkg/epp/metrics/metrics.go@v0.10.0 (71f4f099)"
 _GKE = "https://cloud.google.com/monitoring/api/metrics_kubernetes (TPU system metrics)"
 # Every metric a query names, and where its name comes from (tests check that no query names another).
 METRIC_SOURCES = {
@@ -57,10 +60,10 @@ METRIC_SOURCES = {
     "vllm:num_requests_waiting": _VLLM,
     "vllm:num_requests_running": _VLLM,
     "vllm:kv_cache_usage_perc": _VLLM,
-    "inference_extension_scheduler_attempts_total": _GAIE,
-    "inference_extension_scheduler_e2e_duration_seconds_bucket": _GAIE,
-    "inference_objective_request_total": _GAIE,
-    "inference_pool_ready_pods": _GAIE,
+    "inference_extension_scheduler_attempts_total": _EPP,
+    "inference_extension_scheduler_e2e_duration_seconds_bucket": _EPP,
+    "inference_objective_request_total": _EPP,
+    "inference_pool_ready_pods": _EPP,
     "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
     "kubernetes.io/container/accelerator/duty_cycle": _GKE,
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
