@@ -96,6 +96,7 @@ def test_alerts_watch_what_the_capacity_plan_warns_about(dev: Run) -> None:
     )
     quota_full = queries["observability-tpu-quota-full"]
     assert ">=" in quota_full and "kueue_cluster_queue_nominal_quota" in quota_full
+    assert quota_full.endswith(") > 0")  # a zero quota (no cubes) and zero usage are not "fully used"
     for role in ("prefill", "decode"):
         job = declared(dev, PM, f"observability-{role}-leaders")["metadata"]["name"]
         assert (
@@ -113,7 +114,11 @@ def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(d
     leader = 'replica_role!="follower"'
     assert f'kueue_evicted_workloads_total{{{scope},reason="AdmissionCheck",{leader}}}[10m]' in query
     assert f'kueue_evicted_workloads_total{{{scope},underlying_cause="AdmissionCheck",{leader}}}[10m]' in query
-    assert query.count("or vector(0)") == 2 and query.endswith("> 0")  # one side without series is 0, not empty
+    assert query.count("or vector(0)") == 4 and query.endswith("> 0")  # one side without series is 0, not empty
+    # A label set's first eviction creates its counter at 1, which `increase` cannot see: new series count too.
+    for cause in ('reason="AdmissionCheck"', 'underlying_cause="AdmissionCheck"'):
+        m = f"kueue_evicted_workloads_total{{{scope},{cause},{leader}}}"
+        assert f"count({m} unless {m} offset 10m)" in query
     assert "Preempted" not in query
 
 

@@ -190,7 +190,14 @@ class Queries:
         deactivates the Workload, counted as reason Deactivated, underlying_cause AdmissionCheck (:455-491)."""
         retry = self.kueue("kueue_evicted_workloads_total", reason=EVICTED_BY_CHECK)
         rejected = self.kueue("kueue_evicted_workloads_total", underlying_cause=EVICTED_BY_CHECK)
-        return " + ".join(f"(sum(increase({m}[{SLICE_EVICTION_WINDOW}])) or vector(0))" for m in (retry, rejected))
+        # Kueue creates each label set's counter at its first eviction, at 1 (metrics.go:884 only ever calls Inc),
+        # and `increase` sees no rise in a series that starts at 1 (Managed Prometheus even drops a new counter's
+        # first sample as its reset point), so a label set that appeared within the window counts as well.
+        w = SLICE_EVICTION_WINDOW
+        return " + ".join(
+            f"(sum(increase({m}[{w}])) or vector(0)) + (count({m} unless {m} offset {w}) or vector(0))"
+            for m in (retry, rejected)
+        )
 
     def node_tensorcore(self) -> str:
         sel = _utf8_selector(
@@ -270,7 +277,8 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         AlertRule(
             "tpu-quota-full",
             f"{settings.cluster.name}: TPU quota of ClusterQueue {settings.kueue.cluster_queue} fully used",
-            f"{q.tpu_usage()} >= {q.tpu_quota()}",
+            # `> 0`: Kueue exports a zero quota and usage too (tpu.cubes 0), which `>=` alone would hold forever.
+            f"({q.tpu_usage()} >= {q.tpu_quota()}) > 0",
             o.quota_full_minutes,
             "observability.quotaFullMinutes",
             "WARNING",
