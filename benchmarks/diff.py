@@ -55,7 +55,7 @@ def command_seconds() -> float:
     """Wall time of the whole command as a user runs it on the dev stack (interpreter, imports, two runs)."""
     import subprocess
 
-    from tests.harness import ROOT, set_arguments
+    from tests.stack_config import ROOT, set_arguments
 
     cmd = [sys.executable, "-m", "components", "diff", "--stack", "dev", *set_arguments("dev"), "--second-run"]
     start = time.perf_counter()

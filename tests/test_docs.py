@@ -159,3 +159,9 @@ def test_the_change_previews_test_files_are_named_after_its_modules() -> None:
     for path in sorted((ROOT / "tests").glob("test_diff_*.py")):
         module = ROOT / "components" / "model" / "diff" / f"{path.stem.removeprefix('test_diff_')}.py"
         assert module.is_file(), f"{path.name} names no module of components/model/diff/"
+
+
+def test_the_codelab_differences_are_numbered_once() -> None:
+    # Pages and code cite them by number ("difference 11"), so a number given twice points at two of them.
+    numbers = [int(n) for n in re.findall(r"^(\d+)\. \*\*", (ROOT / "docs" / "codelab.md").read_text(), flags=re.M)]
+    assert numbers == list(range(1, len(numbers) + 1))

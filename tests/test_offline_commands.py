@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import import_file, plan
+from components.cli import diff, import_file, plan, render
 from components.model.config.settings import PROJECT
 from tests.stack_config import PLACEHOLDER_VALUES, ROOT, STACKS
 
@@ -104,3 +104,23 @@ def test_the_import_file_example_of_offline_md_is_what_it_prints() -> None:
     code, out, err = run(import_file.main, shlex.split(example.group(1)))
     assert code == 0, err
     assert out.startswith(f"{example.group(2)}\n"), f"offline.md: `import-file {example.group(1)}` prints\n{out}"
+
+
+def test_the_render_and_diff_examples_of_offline_md_are_what_they_print(tmp_path: Path) -> None:
+    """Their counts follow every resource the program adds. The objects inside the charts count only where Helm's
+    engine and the chart sources are there (`render`'s table says so), so those two numbers are not compared."""
+    page = (ROOT / "docs" / "offline.md").read_text(encoding="utf-8")
+    render_args, render_shown = re.search(
+        r"```\n\$ python -m components render ((?:.*\\\n)*.*)\n(?:warning: .*\n)*(stack .*)", page
+    ).groups()
+    diff_args = re.search(r"```bash\n# a change to try.*?\npython -m components diff (.*?)\n#", page, re.S)[1]
+    diff_shown = re.search(r"\n```\n(stack dev: .*)\n", page[page.index(diff_args) :])[1]
+    words = [w.replace("rendered/prod", str(tmp_path / "prod")) for w in shlex.split(render_args.replace("\\\n", " "))]
+    mask = re.compile(r"\d+ (?=chart objects|same)")
+    for main, argv, shown in (
+        (render.main, words, render_shown),
+        (diff.main, shlex.split(diff_args.replace("\\\n", " ")), diff_shown),
+    ):
+        _, out, err = run(main, argv)
+        first = next(line for line in out.splitlines() if line.startswith("stack "))
+        assert mask.sub("N ", first.replace(str(tmp_path / "prod"), "rendered/prod")) == mask.sub("N ", shown), err

@@ -3,8 +3,9 @@
 from typing import Any
 
 import pulumi
+import pytest
 
-from components.cli import mockrun
+from components.cli import charts, mockrun, render
 from components.cli.mocks import FakeReservation, SymbolicMocks
 from tests.harness import Mocks, run_program
 from tests.stack_config import CLOCK, stack_file_config
@@ -46,3 +47,15 @@ def test_a_run_under_other_mocks_is_online_whatever_its_answers_look_like() -> N
     table = sub_block_table(run.logs)
     assert MARKERS not in table and "the Compute API (at preview)" in table
     assert VERSIONS in [c.token for c in run.mocks.calls]
+
+
+def test_render_says_once_that_helms_engine_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same line for each of the four charts told the user nothing more.
+    def missing(release: charts.Release) -> None:
+        raise charts.ChartUnavailable("the chart objects need helm-python-sdk")
+
+    monkeypatch.setattr(charts, "render_release", missing)
+    run = run_program()
+    assert run.error is None, run.error
+    _, counts, warnings = render.chart_files(run.registrations)
+    assert warnings == ["chart objects not rendered: the chart objects need helm-python-sdk"] and counts == {}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from itertools import pairwise
 from typing import Any
 
@@ -110,6 +112,21 @@ def test_every_stack_gets_an_offline_diff_against_the_pull_requests_base_without
     assert upload["if"] == "always()" and upload["with"]["name"] == "offline-diff-${{ matrix.stack }}"
     # The check fails with the command's exit status: 1 when a change is rejected.
     assert job["steps"][-1]["run"] == 'exit "$(cat "offline-diff/$STACK.rc")"'
+    # The job installs requirements.txt alone: its placeholder filler must import nothing only the tests install
+    # (else `fill` is empty and every stack's diff stops at its placeholders).
+    (filler,) = re.findall(r"python -c '([^']*)' \"\$STACK\"", run["run"])
+    pins = {
+        f: {line.split("==")[0].lower() for line in (ROOT / f).read_text().splitlines() if "==" in line}
+        for f in ("requirements.txt", "requirements-dev.txt")
+    }
+    block = (
+        "import sys, importlib.metadata as md\n"
+        f"dev = {sorted(pins['requirements-dev.txt'] - pins['requirements.txt'])!r}\n"
+        "for mod, dists in md.packages_distributions().items():\n"
+        "    if all(d.lower().replace('_', '-') in dev for d in dists): sys.modules[mod] = None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", block + filler, "dev"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("--set\n"), done.stderr
 
 
 def test_one_comment_per_pull_request_is_posted_by_a_workflow_run_that_runs_no_pr_code() -> None:

@@ -113,7 +113,9 @@ def chart_files(registrations: list[Registration]) -> tuple[dict[str, str], dict
         try:
             rendered = helm_charts.render_release(release)
         except helm_charts.ChartUnavailable as e:
-            warnings.append(f"chart objects not rendered: {e}")
+            # Once per cause: without Helm's engine every chart says the same.
+            if (warning := f"chart objects not rendered: {e}") not in warnings:
+                warnings.append(warning)
             continue
         except Exception as e:  # the engine refused the chart with these values (HelmRenderError)
             what = f"{release.chart} {release.version}"
