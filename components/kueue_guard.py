@@ -34,7 +34,13 @@ def queued_workloads(settings: Settings) -> int:
 
 
 def immutable_fields(
-    levels: list[str], accelerator: str, topology_name: str, cluster_queue: str, flavor_name: str
+    levels: list[str],
+    accelerator: str,
+    topology_name: str,
+    cluster_queue: str,
+    flavor_name: str,
+    local_queue: str,
+    namespace: str,
 ) -> dict[str, dict[str, Any]]:
     """Each immutable field, by the config keys that change it: {field: {"keys": ..., "value": ...}}."""
     return {
@@ -45,7 +51,22 @@ def immutable_fields(
         # A name never changes either: a renamed ResourceFlavor is replaced delete-first, and the ClusterQueue that
         # names it by Output (FLAVOR_ANNOTATION in its metadata) is deleted before it, and what is queued on it.
         "ResourceFlavor.metadata.name": {"keys": "kueue.flavorName", "value": flavor_name},
+        # The LocalQueue alone is replaced, but the workloads' queue label names it by Output: deleted before it.
+        "LocalQueue.metadata.name": {"keys": "kueue.localQueue", "value": local_queue},
+        "LocalQueue.metadata.namespace": {"keys": "kueue.namespace", "value": namespace},
     }
+
+
+# Each object names the next by Output, so a delete-first replacement of one replaces those before it too.
+REPLACED_WITH = ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"]
+
+
+def replaced_with(field: str) -> str:
+    """What a change of `field` replaces delete-first: its own kind and every kind naming it, in deletion order."""
+    kinds = REPLACED_WITH[: REPLACED_WITH.index(field.split(".", 1)[0]) + 1]
+    if len(kinds) == 1:
+        return f"the {kinds[0]} is replaced delete-first, and Pulumi deletes before it"
+    return f"the {', '.join(kinds[:-1])} and {kinds[-1]} are replaced delete-first, and Pulumi deletes before them"
 
 
 def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
@@ -66,9 +87,8 @@ def refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
             CheckFailure(
                 name,
                 f"{new['keys']}: this changes the Kueue {name} from {old['value']!r} to {new['value']!r}, which "
-                "the API server never updates (an immutable field); it is replaced delete-first together with the "
-                "LocalQueue, ClusterQueue and ResourceFlavor, and Pulumi deletes before them the "
-                f"{running} queued workload(s) the program runs (serving is down until they are re-created). "
+                f"the API server never updates (an immutable field); {replaced_with(name)} the {running} queued "
+                "workload(s) the program runs (serving is down until they are re-created). "
                 "Disable demos.*.enabled and serving.enabled first (or in the same `pulumi up`), then enable them "
                 "again",
             )

@@ -115,7 +115,13 @@ class SliceQueues(Component):
         # Immutable fields change only through a replacement, which deletes the queued workloads first; the guard
         # refuses one at preview while they run before and after (components/kueue_guard.py).
         fields = immutable_fields(
-            self.levels, args["accelerator"], args["topology_name"], args["cluster_queue"], args["flavor_name"]
+            self.levels,
+            args["accelerator"],
+            args["topology_name"],
+            args["cluster_queue"],
+            args["flavor_name"],
+            args["local_queue"],
+            args["namespace"],
         )
         self.guard = ImmutableFields(f"{name}-immutable-fields", fields, args["queued_workloads"], self.child())
         # Every Kueue object waits for the Kueue chart: its CRDs and a webhook with endpoints.

@@ -52,9 +52,9 @@ def test_a_protected_dependent_stops_the_replacement() -> None:
 
 def test_a_local_queue_rename_deletes_the_serving_sets_first() -> None:
     """kueue.localQueue: the serving LeaderWorkerSets take new names (create-first on their own), but their labels
-    name the LocalQueue by Output, so its delete-first replacement deletes them first."""
+    name the LocalQueue by Output, so its delete-first replacement deletes them first: the guard refuses it."""
     code, result = preview("dev", "--change", "kueue.localQueue=other-lq")
-    assert code == 0
+    assert code == 1 and change(result, "queues-immutable-fields")["action"] == "rejected"
     for name in ("serving-decode", "serving-prefill", "subslicing-jobset"):  # dev runs no super-slicing demo
         c = change(result, name)
         assert (c["action"], c["deleteFirst"]) == ("replace", True), c

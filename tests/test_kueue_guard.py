@@ -145,55 +145,73 @@ def test_turning_the_workloads_off_with_the_change_goes_through_and_deletes_them
         assert result[name].action == engine.DELETE and result[name].reason.startswith("deleted before queues-topology")
 
 
+LOCAL_QUEUE = (f"{KUEUE}:LocalQueue", "queues-local-queue")
+
+
 def guard_inputs(run: Run) -> dict[str, Any]:
     (guard,) = run.of_type(GUARD)
     return unwrap(guard.inputs)
 
 
-RENAMES = {
+CHANGES = {
     "kueue.topologyName": ("topologyName", "slice-topology-2"),
     "kueue.flavorName": ("flavorName", "slice-rf-2"),
     "kueue.clusterQueue": ("clusterQueue", "cq-2"),
     "kueue.localQueue": ("localQueue", "lq-2"),
+    "kueue.namespace": ("namespace", "slice-workloads-2"),
     "kueue.admissionCheckName": ("admissionCheckName", "ac-2"),
 }
-# The renames refused while workloads run, and the immutable field each would change.
+# The changes refused while workloads run, the immutable field each would change and what it replaces.
 REFUSED = {
-    "kueue.clusterQueue": "LocalQueue.spec.clusterQueue",
-    "kueue.topologyName": "ResourceFlavor.spec.topologyName",
-    "kueue.flavorName": "ResourceFlavor.metadata.name",
+    "kueue.clusterQueue": ("LocalQueue.spec.clusterQueue", "the LocalQueue is"),
+    "kueue.topologyName": ("ResourceFlavor.spec.topologyName", "the LocalQueue, ClusterQueue and ResourceFlavor are"),
+    "kueue.flavorName": ("ResourceFlavor.metadata.name", "the LocalQueue, ClusterQueue and ResourceFlavor are"),
+    "kueue.localQueue": ("LocalQueue.metadata.name", "the LocalQueue is"),
+    "kueue.namespace": ("LocalQueue.metadata.namespace", "the LocalQueue is"),
 }
 
 
-def renamed(key: str) -> dict[str, Any]:
-    return {f"{P}:kueue": dict([RENAMES[key]])}
+def changed(key: str) -> dict[str, Any]:
+    return {f"{P}:kueue": dict([CHANGES[key]])}
 
 
-@pytest.mark.parametrize("key", sorted(RENAMES))
-def test_every_rename_that_deletes_the_cluster_queue_first_is_refused_while_workloads_run(dev: Run, key: str) -> None:
-    """pulumi-kubernetes replaces an object whose metadata.name changes (provider/pkg/provider/diff.go); with
-    deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
-    calculateDependentReplacements), the queued workloads among them: a rename that deletes the ClusterQueue
-    first is refused while they run; a LocalQueue's alone is not (docs/changes.md, "local-queue")."""
-    after = ok(renamed(key))
-    deleted_first: list[str] = []
+def identity(reg: Registration) -> tuple[str, str | None]:
+    meta = reg.plain("metadata")
+    return meta["name"], meta.get("namespace")
+
+
+@pytest.mark.parametrize("key", sorted(CHANGES))
+def test_every_change_that_deletes_the_workloads_first_is_refused_while_they_run(dev: Run, key: str) -> None:
+    """pulumi-kubernetes replaces an object whose metadata.name or namespace changes (provider/pkg/provider/diff.go);
+    with deleteBeforeReplace its dependents that would be replaced go first (step_generator.go
+    calculateDependentReplacements), the queued workloads among them, whose queue label names the LocalQueue: a
+    change that deletes them first is refused while they run."""
+    after = ok(changed(key))
+    deleted_first: list[Registration] = []
     for reg in dev.registrations:
         if not reg.type.startswith(KUEUE) or not reg.options.get("deleteBeforeReplace"):
             continue
-        if after.get(reg.type, reg.name).plain("metadata")["name"] != reg.plain("metadata")["name"]:
-            deleted_first += [kind_of(r) for r in dependent_replacements(dev, reg)]
+        if identity(after.get(reg.type, reg.name)) != identity(reg):
+            deleted_first += dependent_replacements(dev, reg)
+    workloads = {r.name for r in deleted_first if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
     refused = [f.property for f in refusals(guard_inputs(dev), guard_inputs(after))]
-    assert bool(refused) == ("ClusterQueue" in deleted_first), (deleted_first, refused)
+    assert bool(refused) == bool(workloads) == (key in REFUSED), (workloads, refused)
 
 
-@pytest.mark.parametrize(("key", "field"), REFUSED.items())
-def test_a_change_is_refused_at_preview_while_workloads_run(codelab: Run, key: str, field: str) -> None:
-    overrides = renamed(key)
+@pytest.mark.parametrize(("key", "field", "replaced"), [(k, *v) for k, v in REFUSED.items()])
+def test_a_change_is_refused_at_preview_while_workloads_run(codelab: Run, key: str, field: str, replaced: str) -> None:
+    overrides = changed(key)
     before, after = guard_inputs(codelab), guard_inputs(ok(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
-    # codelab runs 4 queued workloads, the changed (dev) program 3: those 3 would be deleted and re-created.
-    assert failure.reason.startswith(f"{key}: ") and "the 3 queued workload(s)" in failure.reason
+    # The key, the old and the new value, what is replaced; codelab runs 4 queued workloads, the changed (dev)
+    # program 3: those 3 would be deleted and re-created.
+    old, new = codelab.get(*LOCAL_QUEUE).plain("metadata"), CHANGES[key][1]
+    assert failure.reason.startswith(f"{key}: this changes the Kueue {field} from ")
+    assert f" to {new!r}, " in failure.reason and f"{replaced} replaced delete-first" in failure.reason
+    if key in ("kueue.localQueue", "kueue.namespace"):
+        assert f"from {old[field.rsplit('.', 1)[1]]!r} to " in failure.reason
+    assert "the 3 queued workload(s)" in failure.reason
     assert "Disable demos.*.enabled and serving.enabled first" in failure.reason
     # The provider's Check is what the engine calls during preview.
     assert [f.property for f in ImmutableFieldsProvider().check(before, after).failures] == [field]
