@@ -21,6 +21,11 @@ NOTIFICATION_CHANNEL_RE = re.compile(
 # (prometheus-engine v0.17.2 pkg/operator/apis/monitoring/v1/common_types.go). Without `y`: the CRD's
 # `format: duration` is validated by the API server (kube-openapi strfmt), which knows no years.
 _DURATION_RE = re.compile(r"^(?=.)([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$")
+_UNIT_SECONDS = (604800, 86400, 3600, 60, 1, 0.001)  # _DURATION_RE's groups, in order
+# PromQL takes an instant selector's sample from the last 5 minutes (Prometheus' default lookback delta; Managed
+# Service for Prometheus is at parity with Prometheus 2.44 but for the differences it lists, and this is none:
+# https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences).
+PROMQL_LOOKBACK_SECONDS = 300
 
 
 _THRESHOLD = "how long the condition holds before that alert fires"
@@ -128,3 +133,9 @@ class ObservabilitySettings(Model):
     @property
     def has_alerts(self) -> bool:
         return self.enabled and self.alerts
+
+    @property
+    def scrape_interval_seconds(self) -> float:
+        m = _DURATION_RE.match(self.scrape_interval)
+        assert m is not None  # the field's rule
+        return sum(float(g.rstrip("mswdh")) * k for g, k in zip(m.groups(), _UNIT_SECONDS, strict=True) if g)

@@ -27,7 +27,7 @@ from components.model.config.cross_checks import CrossChecks
 from components.model.config.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.config.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
 from components.model.config.network_settings import NetworkSettings
-from components.model.config.observability_settings import ObservabilitySettings
+from components.model.config.observability_settings import PROMQL_LOOKBACK_SECONDS, ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
 from components.model.config.rules import ProjectId, Rule
 from components.model.config.serving_settings import ServingSettings
@@ -156,6 +156,13 @@ class Settings(CrossChecks, Model):
             out.append(
                 f"{PROJECT}:observability.scraping = false: the dashboard's Kueue, vLLM and router charts and every "
                 "alert read scraped metrics, so they will show no data (only the TPU system metrics remain)"
+            )
+        if o.scrapes and o.has_alerts and o.scrape_interval_seconds > PROMQL_LOOKBACK_SECONDS:
+            out.append(
+                f"{PROJECT}:observability.scrapeInterval = {o.scrape_interval}: longer than the 5 minutes PromQL looks "
+                "back for a sample, so the alerts' series come and go between scrapes: the slice-failure alert takes "
+                "an eviction counter missing at its window's start for a first eviction and fires without one, and the "
+                "others miss what they watch; 5m or less keeps them whole"
             )
         return out
 
