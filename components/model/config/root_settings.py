@@ -160,9 +160,8 @@ class Settings(CrossChecks, Model):
         if o.scrapes and o.has_alerts and o.scrape_interval_seconds > PROMQL_LOOKBACK_SECONDS:
             out.append(
                 f"{PROJECT}:observability.scrapeInterval = {o.scrape_interval}: longer than the 5 minutes PromQL looks "
-                "back for a sample, so the alerts' series come and go between scrapes: the slice-failure alert takes "
-                "an eviction counter missing at its window's start for a first eviction and fires without one, and the "
-                "others miss what they watch; 5m or less keeps them whole"
+                "back for a sample, so the alerts' series come and go between scrapes and the alerts miss what they "
+                "watch; 5m or less keeps them whole"
             )
         return out
 

@@ -192,10 +192,12 @@ class Queries:
         rejected = self.kueue("kueue_evicted_workloads_total", underlying_cause=EVICTED_BY_CHECK)
         # Kueue creates each label set's counter at its first eviction, at 1 (metrics.go:884 only ever calls Inc),
         # and `increase` sees no rise in a series that starts at 1 (Managed Prometheus even drops a new counter's
-        # first sample as its reset point), so a label set that appeared within the window counts as well.
+        # first sample as its reset point), so a label set that appeared within the window counts as well: one
+        # with no sample in the hour before it (not merely none at its start, which a slow scrape would fake).
         w = SLICE_EVICTION_WINDOW
         return " + ".join(
-            f"(sum(increase({m}[{w}])) or vector(0)) + (count({m} unless {m} offset {w}) or vector(0))"
+            f"(sum(increase({m}[{w}])) or vector(0)) + "
+            f"(count({m} unless last_over_time({m}[1h] offset {w})) or vector(0))"
             for m in (retry, rejected)
         )
 
