@@ -7,6 +7,7 @@ engine's delete-before-replace algorithm and the guard's check is given the inpu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from components.model.diff import dependents, engine
 from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, ok, unwrap
-from tests.stack_config import P
+from tests.stack_config import ROOT, P
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
@@ -269,3 +270,11 @@ def test_every_guarded_field_is_an_immutable_field_of_the_model(dev: Run) -> Non
     cel = {f"{t.rsplit(':', 1)[1]}.{f.path}" for t, fs in kubernetes.FACTS.items() if t.startswith(KUEUE) for f in fs}
     assert cel - guarded == {"AdmissionCheck.spec.controllerName", "ResourceFlavor.spec.tolerations"}
     assert "tolerations" not in kueue(dev, "ResourceFlavor").plain("spec")
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED))
+def test_the_change_page_names_the_object_each_key_renames(dev: Run, key: str) -> None:
+    """docs/changes.md says, per key, which renamed object the replacement starts from (the last one deleted)."""
+    deleted = [r for r in deleted_before(dev, ok(changed(key))) if r.type.startswith(KUEUE)]
+    text = " ".join((ROOT / "docs" / "changes.md").read_text().split())
+    assert re.search(rf"renamed (or moved )?{kind_of(deleted[-1])} \([^)]*`{re.escape(key)}`", text), key
