@@ -59,11 +59,14 @@ def immutable_fields(
 
 # Each object names the next by Output, so a delete-first replacement of one replaces those before it too.
 REPLACED_WITH = ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"]
+# A field that holds another object's name: its key renames that object too, which is replaced from there.
+NAMES = {"LocalQueue.spec.clusterQueue": "ClusterQueue", "ResourceFlavor.spec.topologyName": "Topology"}
 
 
 def replaced_with(field: str) -> str:
-    """What a change of `field` replaces delete-first: its own kind and every kind naming it, in deletion order."""
-    kinds = REPLACED_WITH[: REPLACED_WITH.index(field.split(".", 1)[0]) + 1]
+    """What a change of `field` replaces delete-first: the kind it renames or its own, and every kind naming it,
+    in deletion order."""
+    kinds = REPLACED_WITH[: REPLACED_WITH.index(NAMES.get(field, field.split(".", 1)[0])) + 1]
     if len(kinds) == 1:
         return f"the {kinds[0]} is replaced delete-first, and Pulumi deletes before it"
     return f"the {', '.join(kinds[:-1])} and {kinds[-1]} are replaced delete-first, and Pulumi deletes before them"

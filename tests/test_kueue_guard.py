@@ -7,6 +7,7 @@ engine's delete-before-replace algorithm and the guard's check is given the inpu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from components.model.diff import dependents, engine
 from components.model.diff.families import facts_of
 from components.model.keys import FLAVOR_ANNOTATION
 from tests.harness import Registration, Run, ok, unwrap
-from tests.stack_config import P
+from tests.stack_config import ROOT, P
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
@@ -161,13 +162,13 @@ CHANGES = {
     "kueue.namespace": ("namespace", "slice-workloads-2"),
     "kueue.admissionCheckName": ("admissionCheckName", "ac-2"),
 }
-# The changes refused while workloads run, the immutable field each would change and what it replaces.
+# The changes refused while workloads run and the immutable field each would change.
 REFUSED = {
-    "kueue.clusterQueue": ("LocalQueue.spec.clusterQueue", "the LocalQueue is"),
-    "kueue.topologyName": ("ResourceFlavor.spec.topologyName", "the LocalQueue, ClusterQueue and ResourceFlavor are"),
-    "kueue.flavorName": ("ResourceFlavor.metadata.name", "the LocalQueue, ClusterQueue and ResourceFlavor are"),
-    "kueue.localQueue": ("LocalQueue.metadata.name", "the LocalQueue is"),
-    "kueue.namespace": ("LocalQueue.metadata.namespace", "the LocalQueue is"),
+    "kueue.clusterQueue": "LocalQueue.spec.clusterQueue",
+    "kueue.topologyName": "ResourceFlavor.spec.topologyName",
+    "kueue.flavorName": "ResourceFlavor.metadata.name",
+    "kueue.localQueue": "LocalQueue.metadata.name",
+    "kueue.namespace": "LocalQueue.metadata.namespace",
 }
 
 
@@ -180,6 +181,23 @@ def identity(reg: Registration) -> tuple[str, str | None]:
     return meta["name"], meta.get("namespace")
 
 
+def deleted_before(before: Run, after: Run) -> list[Registration]:
+    """What the update deletes, in order: each renamed delete-first Kueue object after its dependents."""
+    deleted_first: list[Registration] = []
+    for reg in before.registrations:
+        if not reg.type.startswith(KUEUE) or not reg.options.get("deleteBeforeReplace"):
+            continue
+        if identity(after.get(reg.type, reg.name)) != identity(reg):
+            deleted_first += dependent_replacements(before, reg)
+    return deleted_first
+
+
+def replaced_kinds(before: Run, after: Run) -> str:
+    """The Kueue kinds the update replaces delete-first, in deletion order, as the refusal names them."""
+    kinds = list(dict.fromkeys(kind_of(r) for r in deleted_before(before, after) if r.type.startswith(KUEUE)))
+    return f"the {kinds[0]} is" if len(kinds) == 1 else f"the {', '.join(kinds[:-1])} and {kinds[-1]} are"
+
+
 @pytest.mark.parametrize("key", sorted(CHANGES))
 def test_every_change_that_deletes_the_workloads_first_is_refused_while_they_run(dev: Run, key: str) -> None:
     """pulumi-kubernetes replaces an object whose metadata.name or namespace changes (provider/pkg/provider/diff.go);
@@ -187,21 +205,18 @@ def test_every_change_that_deletes_the_workloads_first_is_refused_while_they_run
     calculateDependentReplacements), the queued workloads among them, whose queue label names the LocalQueue: a
     change that deletes them first is refused while they run."""
     after = ok(changed(key))
-    deleted_first: list[Registration] = []
-    for reg in dev.registrations:
-        if not reg.type.startswith(KUEUE) or not reg.options.get("deleteBeforeReplace"):
-            continue
-        if identity(after.get(reg.type, reg.name)) != identity(reg):
-            deleted_first += dependent_replacements(dev, reg)
+    deleted_first = deleted_before(dev, after)
     workloads = {r.name for r in deleted_first if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
     refused = [f.property for f in refusals(guard_inputs(dev), guard_inputs(after))]
     assert bool(refused) == bool(workloads) == (key in REFUSED), (workloads, refused)
 
 
-@pytest.mark.parametrize(("key", "field", "replaced"), [(k, *v) for k, v in REFUSED.items()])
-def test_a_change_is_refused_at_preview_while_workloads_run(codelab: Run, key: str, field: str, replaced: str) -> None:
+@pytest.mark.parametrize(("key", "field"), REFUSED.items())
+def test_a_change_is_refused_at_preview_while_workloads_run(codelab: Run, dev: Run, key: str, field: str) -> None:
     overrides = changed(key)
     before, after = guard_inputs(codelab), guard_inputs(ok(overrides))
+    # What the refusal says is replaced is what the update would replace (a renamed ClusterQueue or Topology too).
+    replaced = replaced_kinds(dev, ok(overrides))
     (failure,) = refusals(before, after)
     assert failure.property == field
     # The key, the old and the new value, what is replaced; codelab runs 4 queued workloads, the changed (dev)
@@ -255,3 +270,11 @@ def test_every_guarded_field_is_an_immutable_field_of_the_model(dev: Run) -> Non
     cel = {f"{t.rsplit(':', 1)[1]}.{f.path}" for t, fs in kubernetes.FACTS.items() if t.startswith(KUEUE) for f in fs}
     assert cel - guarded == {"AdmissionCheck.spec.controllerName", "ResourceFlavor.spec.tolerations"}
     assert "tolerations" not in kueue(dev, "ResourceFlavor").plain("spec")
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED))
+def test_the_change_page_names_the_object_each_key_renames(dev: Run, key: str) -> None:
+    """docs/changes.md says, per key, which renamed object the replacement starts from (the last one deleted)."""
+    deleted = [r for r in deleted_before(dev, ok(changed(key))) if r.type.startswith(KUEUE)]
+    text = " ".join((ROOT / "docs" / "changes.md").read_text().split())
+    assert re.search(rf"renamed (or moved )?{kind_of(deleted[-1])} \([^)]*`{re.escape(key)}`", text), key
