@@ -86,21 +86,21 @@ class CrossChecks:
         """The TPU subnet's primary range holds an address for every node at the stack's peak: GKE fails to create
         or upgrade nodes in a range with none left. Pods and Services take the secondary ranges GKE adds."""
         tpu, cube, per_zone = self.tpu, self.tpu.cube, self.cluster.system_node_count
-        takers = {
-            f"{tpu.cubes * cube.vms} TPU VMs (tpu.cubes={tpu.cubes} x {cube.vms} VMs of a {tpu.cube_topology} cube)": (
-                tpu.cubes * cube.vms
+        takers = [  # (addresses, what takes them)
+            (tpu.cubes * cube.vms, f"TPU VMs (tpu.cubes={tpu.cubes} x {cube.vms} VMs of a {tpu.cube_topology} cube)"),
+            (
+                per_zone * REGIONAL_ZONES,
+                f"system nodes (cluster.systemNodeCount={per_zone} x the {REGIONAL_ZONES} zones of a regional cluster)",
             ),
-            f"{per_zone * REGIONAL_ZONES} system nodes (cluster.systemNodeCount={per_zone} x the {REGIONAL_ZONES} "
-            "zones of a regional cluster)": per_zone * REGIONAL_ZONES,
-            f"{SURGE_NODES} surge node of a system pool upgrade": SURGE_NODES,
-            "1 control-plane private endpoint": 1,
-            "1 internal Gateway address": int(self.serving.enabled and not self.serving.gateway.external),
-            f"{RESERVED_ADDRESSES} addresses Google Cloud reserves in every primary range": RESERVED_ADDRESSES,
-        }
-        needed, block = sum(takers.values()), ipaddress.ip_network(self.network.tpu_subnet_cidr)
+            (SURGE_NODES, "surge node of a system pool upgrade"),
+            (1, "control-plane private endpoint"),
+            (int(self.serving.enabled and not self.serving.gateway.external), "internal Gateway address"),
+            (RESERVED_ADDRESSES, "addresses Google Cloud reserves in every primary range"),
+        ]
+        needed, block = sum(n for n, _ in takers), ipaddress.ip_network(self.network.tpu_subnet_cidr)
         if block.num_addresses >= needed:
             return []
-        why = ", ".join(k for k, n in takers.items() if n)
+        why = ", ".join(f"{n} {what}" for n, what in takers if n)
         return [
             SettingError(
                 "network.tpuSubnetCidr",
