@@ -106,18 +106,28 @@ def test_no_template_reads_what_helm_v3_20_and_v4_render_differently() -> None:
             for action in re.findall(r"\{\{.*?\}\}", path.read_text(), re.S):
                 if re.search(r"\.Capabilities|\blookup\b", action):
                     uses[path.relative_to(base).as_posix()].append(action)
-    assert sorted(uses) == [
-        "jobset-v0.11.1/templates/prometheus/service_monitor.yaml",
-        "kueue-v0.19.2/templates/map/manifests.yaml",
-    ]
+    monitors = {"jobset-v0.11.1": "service_monitor.yaml", "jobset-v0.12.0": "monitor.yaml"}
+    assert sorted(uses) == sorted(
+        [
+            *(f"{chart}/templates/prometheus/{name}" for chart, name in monitors.items()),
+            "keda-v2.20.2/templates/NOTES.txt",  # the install notes' version warning: text, never an object
+            "kueue-v0.19.2/templates/map/manifests.yaml",
+        ]
+    )
     # Kueue 0.19.2: the MutatingAdmissionPolicy only with its value on (off by default, and the program leaves it).
-    assert all(a.startswith("{{- if and .Values.enableMutatingAdmissionPolicy") for a in uses[sorted(uses)[1]])
+    assert all(
+        a.startswith("{{- if and .Values.enableMutatingAdmissionPolicy")
+        for a in uses["kueue-v0.19.2/templates/map/manifests.yaml"]
+    )
     values = (base / "kueue-v0.19.2" / "values.yaml").read_text()
     assert re.search(r"^enableMutatingAdmissionPolicy: false$", values, re.M)
     # JobSet: a ServiceMonitor (or a failure without monitoring.coreos.com) only under `prometheus.enable`, off.
-    text = (base / "jobset-v0.11.1/templates/prometheus/service_monitor.yaml").read_text()
-    assert text.index("{{- if .Values.prometheus.enable }}") < text.index(".Capabilities")
-    assert re.search(r"^prometheus:\n  # .*\n  enable: false$", (base / "jobset-v0.11.1/values.yaml").read_text(), re.M)
+    for chart, name in monitors.items():
+        text = (base / chart / "templates/prometheus" / name).read_text()
+        assert text.index("{{- if .Values.prometheus.enable }}") < text.index(".Capabilities"), chart
+        assert re.search(r"^prometheus:\n  # .*\n  enable: false$", (base / chart / "values.yaml").read_text(), re.M), (
+            chart
+        )
 
 
 # ------------------------------------------------------------------------------------------- conformance
