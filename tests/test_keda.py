@@ -21,6 +21,7 @@ from components.cli.render import redact
 from components.keda import Keda, KedaArgs
 from components.model.addons import keda as model
 from components.model.config.checks import ConfigError
+from components.model.diff import kubernetes
 from components.model.keys import METADATA_SERVER_LABEL
 from tests import conformance, planner_fixtures, upstream
 from tests.harness import CHART, PROJECT_NUMBER, Run, declare, ok
@@ -296,6 +297,13 @@ def test_the_crds_refuse_what_keda_would(crds: conformance.SchemaRegistry) -> No
     )
     assert set(rejected) == {"upside-down"}  # minReplicaCount must be less than or equal to maxReplicaCount
     assert set(failures) == {"misspelt", "negative"}
+
+
+def test_the_change_preview_updates_keda_objects_in_place(crds: conformance.SchemaRegistry) -> None:
+    """No transition rule (a rule reading `oldSelf`) in the CRDs KEDA's chart installs: the model's empty facts."""
+    for kind in ("ScaledObject", "TriggerAuthentication"):
+        assert "oldSelf" not in json.dumps(crds.crd(model.KEDA_API, kind)), kind
+        assert kubernetes.FACTS[f"kubernetes:{model.KEDA_API}:{kind}"] == (), kind
 
 
 def test_keda_objects_wait_for_the_chart_and_the_operators_access() -> None:
