@@ -15,6 +15,7 @@ from components.component import Component
 from components.model.addons.kueue_config import namespaces_requirement
 from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
 from components.model.config.k8s_settings import HelmAddonSettings
+from components.model.config.oci import chart_source
 
 GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
 # GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
@@ -54,7 +55,7 @@ class HelmAddonArgs(TypedDict):
     namespace: str
     """The controller's namespace, created here."""
     chart: str
-    """The chart (an OCI reference)."""
+    """The chart: an OCI reference, or a Helm repository's URL and the chart's name joined by "/"."""
     version: str
     """The chart's version."""
     values: dict[str, Any]
@@ -73,10 +74,12 @@ class HelmAddon(Component):
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata={"name": args["namespace"]}, opts=self.child(provider=provider)
         )
+        chart, repository = chart_source(args["chart"])
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
             name=name,
-            chart=args["chart"],
+            chart=chart,
+            repository_opts={"repo": repository} if repository else None,
             version=args["version"],
             namespace=self.namespace.metadata.name,
             values=args["values"],

@@ -20,7 +20,8 @@ from components.addons import (
 )
 from components.cluster import Cluster
 from components.demo_jobsets import SlicingJobSet, SlicingJobSetArgs
-from components.graph_args import capacity_args, cluster_args, observability_args, queues_args, serving_args
+from components.graph_args import capacity_args, cluster_args, keda_args, observability_args, queues_args, serving_args
+from components.keda import Keda
 from components.kueue_objects import SliceQueues
 from components.model.addons.kueue_config import kueue_chart_values, queued_namespaces
 from components.model.commands import stack_credentials_command
@@ -124,6 +125,8 @@ def declare_stack(
         return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider), _under(opts))
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
+    if a.keda.enabled:  # KEDA's objects are to wait for its `ready` (components/keda.py)
+        Keda("keda", keda_args(settings, provider, services.project_api), _under(opts))
     # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
     slice_controller = SliceController(
         "slice-controller",

@@ -10,11 +10,13 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.addons import HelmAddon
+from components.addons import HelmAddon, chart_values
 from components.cluster import AuthorizedNetwork, ClusterArgs, SystemPoolArgs, maintenance_exclusion
+from components.keda import KedaArgs
 from components.kueue_guard import queued_workloads
 from components.kueue_objects import SliceQueuesArgs, healthy_partition_selector, topology_levels, tpu_quota
 from components.llmd_router import RouterArgs
+from components.model.addons.keda import keda_chart_values
 from components.model.commands import stack_credentials_command
 from components.model.config.settings import Settings
 from components.model.keys import ACCELERATOR_LABEL
@@ -35,6 +37,22 @@ from components.serving import ServingArgs, WeightsDownloadSpec
 from components.tpu_node_pools import TpuCapacityArgs, TpuPoolArgs, reservation_affinity
 from components.vllm_containers import ModelServerArgs
 from components.vllm_leaderworkersets import ServingRoleArgs, leader_metrics_target
+
+
+def keda_args(settings: Settings, provider: k8s.Provider, project_api: gcp.projects.Service | None) -> KedaArgs:
+    keda = settings.addons.keda
+    args = KedaArgs(
+        project=settings.project,
+        workload_pool=settings.workload_pool,
+        namespace=keda.namespace,
+        chart=keda.chart,
+        version=keda.version,
+        values=chart_values(keda, keda_chart_values(keda)),
+        provider=provider,
+    )
+    if project_api is not None:
+        args["project_api"] = project_api
+    return args
 
 
 def cluster_args(

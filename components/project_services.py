@@ -10,7 +10,7 @@ from components.model.config.settings import Settings
 
 APIS = ("container", "compute", "iam", "cloudresourcemanager", "file", "networkservices")
 # Dashboards and alert policies are Cloud Monitoring API objects; GKE's managed Prometheus writes through the
-# same API but does not enable it for us, so it is enabled here whenever either is declared.
+# same API but does not enable it for us, so it is enabled here whenever either is declared, or KEDA reads it.
 MONITORING_API = "monitoring"
 
 
@@ -23,7 +23,7 @@ def apis(settings: Settings) -> tuple[str, ...]:
     o = settings.observability
     return (
         APIS
-        + ((MONITORING_API,) if o.has_dashboard or o.has_alerts else ())
+        + ((MONITORING_API,) if o.has_dashboard or o.has_alerts or settings.addons.keda.enabled else ())
         + ((STORAGE_API,) if settings.serving.enabled else ())
     )
 

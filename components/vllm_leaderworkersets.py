@@ -22,6 +22,7 @@ from components.model.keys import (
     ENGINE_TYPE_LABEL,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GUIDE_LABEL,
+    LWS_API,
     MODEL_LABEL,
     ROLE_LABEL,
     SKIP_AWAIT_ANNOTATION,
@@ -51,7 +52,6 @@ from components.vllm_containers import (
     vllm_command,
 )
 
-LWS_API = "leaderworkerset.x-k8s.io/v1"
 # The leader's WORKER_INDEX_LABEL (sigs.k8s.io/lws api/leaderworkerset/v1 WorkerIndexLabelKey). The templates
 # cannot carry the label: LWS sets it per pod.
 LEADER_INDEX = "0"

@@ -78,6 +78,8 @@ def set_arguments(stack: str) -> list[str]:
 # super-slicing demo off (it needs both cubes, which serving holds: docs/stacks.md, "The dev tour"); the
 # tests of that demo, of its preemption and of a graph with every workload kind start from this.
 CODELAB_MIX = {f"{PROJECT}:demos": {"superslicing": {"enabled": True}}}
+# The add-ons no stack file turns on yet (KEDA): dev with them, for the tests that check every chart and type.
+OPT_IN_ADDONS = {f"{PROJECT}:addons": {"keda": {"enabled": True}}}
 
 
 def stack_file_config(stack: str = "dev", *, filled: bool = True) -> dict[str, Any]:

@@ -26,16 +26,14 @@ from policy import rules
 from tests import conformance, planner_fixtures, schema_checks, upstream
 from tests.harness import Run, ok, run_program
 from tests.policy_pack import args_for, policy, violations
-from tests.stack_config import P
+from tests.stack_config import OPT_IN_ADDONS, P
 
 SOURCES = "charts"
 
 
 @pytest.fixture(scope="session")
 def releases() -> list[charts.Release]:
-    run = run_program()
-    assert run.error is None, run.error
-    return charts.releases(run.registrations, redact)
+    return charts.releases(ok(OPT_IN_ADDONS).registrations, redact)  # dev with every chart it can install
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +86,8 @@ def test_the_rendered_images_are_the_released_ones(rendered: dict[str, charts.Re
     assert images("kueue-chart")["manager"] == ("registry.k8s.io/kueue/kueue:v0.17.4", "IfNotPresent")
     assert images("jobset-chart")["controller"] == ("registry.k8s.io/jobset/jobset:v0.11.1", "IfNotPresent")
     assert images("lws-chart")["manager"] == ("registry.k8s.io/lws/lws:v0.8.0", "IfNotPresent")
+    keda = {"keda-operator": "keda", "keda-admission-webhooks": "keda-admission-webhooks"}
+    assert images("keda-chart") == {c: (f"ghcr.io/kedacore/{i}:2.20.2", "IfNotPresent") for c, i in keda.items()}
     router = images("serving-router")
     assert router == {"epp": ("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", "IfNotPresent")}
     # The latency-predictor images are the one release edit not applied (their tag is not in the git tag): none runs.
@@ -166,21 +166,23 @@ def test_a_value_the_chart_never_reads_is_named(releases: list[charts.Release]) 
     assert charts.ignored_values(broken) == ["controllerManager.replicaz"]
 
 
-CONTAINERS = {
-    "jobset": ("jobset-chart", "controller"),
-    "kueue": ("kueue-chart", "manager"),
-    "lws": ("lws-chart", "manager"),
+CONTAINERS = {  # each add-on's chart and the containers its `controllerResources` sets
+    "jobset": ("jobset-chart", ("controller",)),
+    "kueue": ("kueue-chart", ("manager",)),
+    "lws": ("lws-chart", ("manager",)),
+    "keda": ("keda-chart", ("keda-operator", "keda-admission-webhooks")),
 }
 
 
 @pytest.mark.parametrize(
     "addons",
     [
-        {},
+        {"keda": {"enabled": True}},
         {
             "jobset": {"controllerResources": {"requests": {"cpu": "1"}}},
             "kueue": {"controllerResources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
             "lws": {"controllerResources": {"limits": {"memory": "2Gi"}}},
+            "keda": {"enabled": True, "controllerResources": {"requests": {"memory": "200Mi"}}},
         },
     ],
     ids=["defaults", "partial-blocks"],
@@ -190,13 +192,15 @@ def test_each_controller_renders_the_resources_the_fit_check_counts(addons: dict
     chart_resources.py): the system-pool fit counts what each chart's Deployment really asks for."""
     upstream.require(SOURCES)
     counted = planner_fixtures.settings({"addons": addons}).system_pool_pods()
-    run = ok({f"{P}:addons": addons} if addons else None)
-    for addon, (resource, container) in CONTAINERS.items():
+    run = ok({f"{P}:addons": addons})
+    for addon, (resource, names) in CONTAINERS.items():
         release = next(r for r in charts.releases(run.registrations, redact) if r.resource == resource)
-        (deploy,) = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]
-        (c,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == container]
-        got = {kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in c["resources"].items()}
-        assert got == counted[f"addons.{addon}.controllerResources"].manifest(), addon
+        deployments = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]
+        containers = {c["name"]: c for d in deployments for c in d["spec"]["template"]["spec"]["containers"]}
+        assert len(deployments) == len(names), addon
+        for name, resources in ((n, containers[n]["resources"]) for n in names):
+            got = {kind: {k: str(v) for k, v in amounts.items()} for kind, amounts in resources.items()}
+            assert got == counted[f"addons.{addon}.controllerResources"].manifest(), (addon, name)
 
 
 def test_helm_hooks_are_left_out_as_the_provider_leaves_them(
@@ -345,8 +349,8 @@ def chart_children(run: Run, rendered: dict[str, charts.Rendered]) -> list[Regis
 
 
 @pytest.fixture(scope="module")
-def children(dev: Run, rendered: dict[str, charts.Rendered]) -> list[Registration]:
-    return chart_children(dev, rendered)
+def children(rendered: dict[str, charts.Rendered]) -> list[Registration]:
+    return chart_children(ok(OPT_IN_ADDONS), rendered)
 
 
 def pack_violations(children: list[Registration], stack: str) -> dict[tuple[str, str], list[str]]:

@@ -13,7 +13,7 @@ import pytest
 
 from components import reservation_reads
 from tests.harness import run_program
-from tests.stack_config import ROOT, STACKS
+from tests.stack_config import OPT_IN_ADDONS, ROOT, STACKS
 
 PAGE = ROOT / "docs" / "permissions.md"
 TYPE = re.compile(r"`([a-z][\w.-]*:[\w./-]*:[A-Za-z]\w*)`")
@@ -30,10 +30,11 @@ def rows() -> list[list[str]]:
 
 @cache
 def declared() -> dict[str, set[str]]:
-    """Every resource type registered and every invoke made, by the stacks that declare them."""
+    """Every resource type registered and every invoke made, by the stacks that declare them (and dev with the add-ons
+    no stack file turns on yet)."""
     found: dict[str, set[str]] = {}
-    for stack in STACKS:
-        run = run_program(stack=stack)
+    runs = {stack: run_program(stack=stack) for stack in STACKS} | {"dev+opt-in": run_program(OPT_IN_ADDONS)}
+    for stack, run in runs.items():
         assert run.error is None, (stack, run.error)
         for token in {r.type for r in run.registrations} | {c.token for c in run.mocks.calls}:
             found.setdefault(token, set()).add(stack)

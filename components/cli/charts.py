@@ -39,6 +39,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "oci://registry.k8s.io/jobset/charts/jobset": ("jobset", "jobset-{tag}"),
     "oci://registry.k8s.io/kueue/charts/kueue": ("kueue", "kueue-{tag}"),
     "oci://registry.k8s.io/lws/charts/lws": ("lws", "lws-{tag}"),
+    "https://kedacore.github.io/charts/keda": ("keda", "keda-{tag}"),
     "oci://ghcr.io/llm-d/charts/llm-d-router-gateway": (
         "llm-d-router-gateway",
         "llm-d-router-{tag}/llm-d-router-gateway",
@@ -78,7 +79,7 @@ class Release:
     """One `helm.v4.Chart` of the program, as registered: what the provider would pull and render."""
 
     resource: str  # the Pulumi name of the Chart component
-    chart: str  # oci://...
+    chart: str  # oci://..., or a Helm repository's URL and the chart's name joined by "/" (as the settings say it)
     version: str
     name: str  # Helm's release name
     namespace: str
@@ -223,7 +224,9 @@ def releases(registrations: list[Any], redact: Any) -> list[Release]:
 def release_of(resource: str, inputs: dict[str, Any]) -> Release:
     """A `helm.v4.Chart`'s inputs as the provider reads them (release name and namespace defaulted as it does)."""
     name, namespace = inputs.get("name") or resource, inputs.get("namespace") or "default"
-    return Release(resource, inputs["chart"], inputs["version"], name, namespace, inputs.get("values") or {})
+    repository = (inputs.get("repositoryOpts") or {}).get("repo")
+    chart = f"{repository.rstrip('/')}/{inputs['chart']}" if repository else inputs["chart"]
+    return Release(resource, chart, inputs["version"], name, namespace, inputs.get("values") or {})
 
 
 def _leaves(values: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

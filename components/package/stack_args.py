@@ -189,6 +189,23 @@ class LwsAddon(TypedDict):
     """The controller's resources (default: the pinned chart's own)."""
 
 
+class KedaAddon(TypedDict):
+    """KEDA, the burst slots' autoscaler: the values it gets and why, components/model/addons/keda.py."""
+
+    chart: NotRequired[str]
+    """KEDA's Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository>, or a Helm repository's chart, https://<repository URL>/<chart name> (no version: the version key pins it). Default: "https://kedacore.github.io/charts/keda"."""
+    version: NotRequired[str]
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "2.20.2"."""
+    namespace: NotRequired[str]
+    """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "keda"."""
+    controller_resources: NotRequired[ResourceRequirements]
+    """Each KEDA pod's resources, the operator's and its admission webhook's (default: the chart's)."""
+    enabled: NotRequired[bool]
+    """Whether KEDA is installed. Default: false."""
+    replicas: NotRequired[int]
+    """Replicas of KEDA's operator and of its admission webhook (2+: under disruption budgets). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
+
+
 class SliceControllerSettings(TypedDict):
     """Settings of manifestUrl, drainTimeoutSeconds, featureGates."""
 
@@ -208,7 +225,7 @@ class InferenceExtensionSettings(TypedDict):
 
 
 class AddonsSettings(TypedDict):
-    """Settings of jobset, kueue, lws, sliceController, inferenceExtension."""
+    """Settings of jobset, kueue, lws, keda, sliceController, inferenceExtension."""
 
     jobset: NotRequired[JobSetAddon]
     """The jobset settings: chart, version, namespace, controllerResources."""
@@ -216,6 +233,8 @@ class AddonsSettings(TypedDict):
     """The kueue settings: chart, version, namespace, controllerResources, replicas."""
     lws: NotRequired[LwsAddon]
     """The lws settings: chart, version, namespace, controllerResources."""
+    keda: NotRequired[KedaAddon]
+    """KEDA, the burst slots' autoscaler: the values it gets and why, components/model/addons/keda.py."""
     slice_controller: NotRequired[SliceControllerSettings]
     """The sliceController settings: manifestUrl, drainTimeoutSeconds, featureGates."""
     inference_extension: NotRequired[InferenceExtensionSettings]
@@ -438,7 +457,7 @@ class TpuSlicingStackArgs(TypedDict):
     tpu: NotRequired[TpuSettings]
     """The tpu settings: machineType, cubeTopology, cubes, workloadPolicyName, acceleratorTopologyMode, poolPrefix, reservation, subBlocks."""
     addons: NotRequired[AddonsSettings]
-    """The addons settings: jobset, kueue, lws, sliceController, inferenceExtension."""
+    """The addons settings: jobset, kueue, lws, keda, sliceController, inferenceExtension."""
     kueue: NotRequired[KueueSettings]
     """The kueue settings: namespace, topologyName, flavorName, admissionCheckName, clusterQueue, localQueue, priorities, tpuQuota, cpuQuota, memoryQuota."""
     demos: NotRequired[DemosSettings]

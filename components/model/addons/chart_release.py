@@ -1,4 +1,4 @@
-"""What a chart's release script changes between its git tag and the package its OCI registry serves.
+"""What a chart's release script changes between its git tag and the package its registry or repository serves.
 
 The add-on charts are rendered offline from their sources at the release tag (components/cli/charts.py). The
 published packages are not those sources byte for byte: each project's release script rewrites the image
@@ -21,6 +21,9 @@ version and appVersion. `published` applies the same edits to the loaded files, 
   (`LATENCY_PREDICTOR_TAG`) that the git tag does not record; they render only with
   `router.latencyPredictor.enabled`, which the program leaves off (tests/test_charts.py checks that no such
   container is rendered), so they are not edited here.
+* KEDA: nothing. Its chart is published to the Helm repository kedacore.github.io/charts, whose package is committed
+  at the tag (KEDA_PACKAGE): its values.yaml is the source's byte for byte, its Chart.yaml the source's version and
+  appVersion `2.20.2`, no `v` (the image tags default to the appVersion, templates/manager/deployment.yaml).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from typing import Any
+
+KEDA_PACKAGE = "kedacore/charts@cbb9bb8c docs/keda-2.20.2.tgz (index.yaml digest db60b1fa)"
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class ReleaseEdits:
     values: tuple[tuple[tuple[str, ...], str], ...]
     version_keeps_v: bool  # Chart.yaml `version`: the tag as is (LWS, router) or without its leading `v`
     source: str
+    app_version_keeps_v: bool = True  # Chart.yaml `appVersion` likewise (KEDA's has none: its images are so tagged)
 
 
 def _image(prefix: tuple[str, ...], repository: str, *, registry: str | None = None) -> tuple:
@@ -73,6 +79,7 @@ EDITS: dict[str, ReleaseEdits] = {
         version_keeps_v=True,
         source="llm-d/llm-d-router@04ee2866 hack/push-chart.sh",
     ),
+    "keda": ReleaseEdits(values=(), version_keeps_v=False, source=KEDA_PACKAGE, app_version_keeps_v=False),
 }
 
 
@@ -102,5 +109,5 @@ def published(
     for path, value in edits.values:
         _set(out_values, path, value.format(tag=tag))
     out_meta["version"] = tag if edits.version_keeps_v else tag.removeprefix("v")
-    out_meta["appVersion"] = tag
+    out_meta["appVersion"] = tag if edits.app_version_keeps_v else tag.removeprefix("v")
     return out_values, out_meta

@@ -31,6 +31,7 @@ from components.model.config.rules import (
     QUANTITY_RULE,
     SEMVER,
     THIS_PROGRAM,
+    HelmChart,
     Namespace,
     OciChart,
     PriorityName,
@@ -63,6 +64,10 @@ AddonNamespace = Annotated[Namespace, Field(description="the controller's namesp
 ControllerResources = Annotated[
     ResourceRequirements, Field(description="the controller's resources (default: the pinned chart's own)")
 ]
+
+
+_REPLICAS_FIT, _FIT_SOURCES = "; every replica's requests count in the system-pool fit", f"{THIS_PROGRAM}; {NODE_SIZES}"
+_KEDA_PODS = "each KEDA pod's resources, the operator's and its admission webhook's (default: the chart's)"
 
 
 class HelmAddonSettings(Model):
@@ -113,15 +118,9 @@ class KueueAddon(HelmAddonSettings):
     )
     # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
     # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/addons/kueue_config.py).
-    replicas: Annotated[
-        int,
-        at_least(
-            1,
-            "; every replica's requests count in the system-pool fit",
-            f"{THIS_PROGRAM}; {NODE_SIZES}",
-            "kueue-replicas",
-        ),
-    ] = Field(2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)")
+    replicas: Annotated[int, at_least(1, _REPLICAS_FIT, _FIT_SOURCES, "kueue-replicas")] = Field(
+        2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)"
+    )
 
     def pod_count(self) -> int:
         return self.replicas
@@ -133,6 +132,26 @@ class LwsAddon(HelmAddonSettings):
     version: AddonVersion = "0.8.0"
     namespace: AddonNamespace = "lws-system"
     controller_resources: ControllerResources = Field(default_factory=lambda: requirements("1", "1Gi", None, None))
+
+
+class KedaAddon(HelmAddonSettings):
+    """KEDA, the burst slots' autoscaler: the values it gets and why, components/model/addons/keda.py."""
+
+    resources_path: ClassVar[tuple[str, ...]] = ("resources", "operator")
+    enabled: Annotated[bool, FLAG, Rule(change="keda")] = Field(False, description="whether KEDA is installed")
+    # Published in a Helm repository only (kedacore/charts@cbb9bb8c README.md: `helm repo add kedacore <this URL>`).
+    chart: Annotated[HelmChart, Field(description="KEDA's Helm chart")] = "https://kedacore.github.io/charts/keda"
+    version: AddonVersion = "2.20.2"
+    namespace: AddonNamespace = "keda"
+    controller_resources: Annotated[ResourceRequirements, Field(description=_KEDA_PODS)] = Field(
+        default_factory=lambda: requirements("100m", "100Mi", "1", "1000Mi")  # the chart's, for both pods
+    )
+    replicas: Annotated[int, at_least(1, _REPLICAS_FIT, _FIT_SOURCES, "keda")] = Field(
+        2, ge=1, description="replicas of KEDA's operator and of its admission webhook (2+: under disruption budgets)"
+    )
+
+    def pod_count(self) -> int:
+        return 2 * self.replicas  # the operator's and the webhook's
 
 
 class SliceControllerSettings(Model):
@@ -202,11 +221,14 @@ class AddonsSettings(Model):
     jobset: Annotated[JobSetAddon, _ADDON] = Field(default_factory=dict)
     kueue: Annotated[KueueAddon, _ADDON] = Field(default_factory=dict)
     lws: Annotated[LwsAddon, _ADDON] = Field(default_factory=dict)
+    keda: Annotated[KedaAddon, _ADDON] = Field(default_factory=dict)
     slice_controller: SliceControllerSettings = Field(default_factory=dict)
     inference_extension: InferenceExtensionSettings = Field(default_factory=dict)
 
     def helm_addons(self) -> dict[str, HelmAddonSettings]:
-        return {"jobset": self.jobset, "kueue": self.kueue, "lws": self.lws}
+        """The add-ons the stack installs from charts."""
+        addons: dict[str, HelmAddonSettings] = {"jobset": self.jobset, "kueue": self.kueue, "lws": self.lws}
+        return {**addons, "keda": self.keda} if self.keda.enabled else addons
 
 
 _IMMUTABLE = Rule(change="kueue-immutable")

@@ -48,3 +48,29 @@ def oci_chart(v: str) -> str:
             "key pins it)"
         )
     return v
+
+
+# A chart in a classic Helm repository (https://helm.sh/docs/topics/chart_repository/): the repository's URL and
+# the chart's name, which Helm joins with "/" to find index.yaml's entry. The name: lowercase letters, digits and
+# dashes (https://helm.sh/docs/chart_best_practices/conventions/#chart-names).
+_REPO_CHART_RE = re.compile(r"^https://[^\s/?#]+(?:/[^\s/?#]+)*/(?P<name>[a-z0-9]+(?:-[a-z0-9]+)*)$")
+
+
+def helm_chart(v: str) -> str:
+    """An OCI chart (oci://...) or a chart of an https Helm repository (https://<repository>/<chart name>)."""
+    if v.startswith("oci://"):
+        return oci_chart(v)
+    if not _REPO_CHART_RE.match(v):
+        raise ValueError(
+            "an OCI chart reference, oci://<registry>/<repository>, or a Helm repository's chart, "
+            "https://<repository URL>/<chart name> (lowercase name; no version: the version key pins it)"
+        )
+    return v
+
+
+def chart_source(v: str) -> tuple[str, str | None]:
+    """(chart, repository) as helm.v4.Chart takes them: an OCI reference whole, a repository's chart split."""
+    if v.startswith("oci://"):
+        return v, None
+    repository, _, name = v.rpartition("/")
+    return name, repository

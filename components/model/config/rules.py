@@ -24,7 +24,7 @@ from components.model.config.checks import (
     project_id,
 )
 from components.model.config.machines import GENERAL_PURPOSE
-from components.model.config.oci import oci_chart
+from components.model.config.oci import helm_chart, oci_chart
 
 # Sources, cited by many rules.
 GCE_NAMES = "https://cloud.google.com/compute/docs/naming-resources#resource-name-format"
@@ -52,6 +52,7 @@ RESERVATION_API = "googleapis/googleapis@f8291d2b google/cloud/compute/v1/comput
 QUANTITY = "kubernetes/apimachinery pkg/api/resource/quantity.go (ParseQuantity)"
 REQUESTS_LIMITS = "kubernetes/kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements)"
 HELM_OCI = "https://helm.sh/docs/topics/registries/"
+HELM_REPO = "https://helm.sh/docs/topics/chart_repository/"
 SEMVER = "https://semver.org (Helm chart versions are SemVer 2)"
 KUEUE_CRDS = (
     "kubernetes-sigs/kueue v0.17.4 config/components/crd/bases (ClusterQueueReference, ResourceFlavorReference)"
@@ -171,6 +172,18 @@ OCI_CHART = Rule(
 Subdomain = Annotated[str, AfterValidator(dns_subdomain), SUBDOMAIN]
 Namespace = Annotated[str, AfterValidator(dns_label), NAMESPACE]  # k8s ValidateNamespaceName
 OciChart = Annotated[str, AfterValidator(oci_chart), OCI_CHART]
+# For a chart published in a classic Helm repository too (KEDA's, https://kedacore.github.io/charts, has no OCI one).
+HelmChart = Annotated[
+    str,
+    AfterValidator(helm_chart),
+    Rule(
+        "an OCI chart reference, oci://<registry>/<repository>, or a Helm repository's chart, https://<repository "
+        "URL>/<chart name> (no version: the version key pins it)",
+        f"{HELM_OCI}; {HELM_REPO}",
+        refused="kedacore/keda",
+        accepted="https://example.com/charts/keda",
+    ),
+]
 QUANTITY_RULE = Rule("a Kubernetes quantity (full grammar, no sign)", QUANTITY, refused="lots", accepted="1e3")
 MINUTES = Rule("an integer from 1 to 1440", THIS_PROGRAM, refused=1441, accepted=1440)
 

@@ -147,6 +147,12 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "kubernetes:monitoring.googleapis.com/v1:ClusterPodMonitoring": (),
     "kubernetes:inference.networking.k8s.io/v1:InferencePool": (),
     "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective": (),
+    # ---------------------------------------------------------------- KEDA v2.20.2 (components/model/addons/keda.py)
+    # Their CRDs (the chart's templates/crds) hold one CEL rule, minReplicaCount <= maxReplicaCount, no transition
+    # rule, and KEDA's webhook checks an update as a create (kedacore/keda@68a5b502 apis/keda/v1alpha1/
+    # scaledobject_webhook.go:133-145, triggerauthentication_webhook.go:88-97): both update in place.
+    "kubernetes:keda.sh/v1alpha1:ScaledObject": (),
+    "kubernetes:keda.sh/v1alpha1:TriggerAuthentication": (),
     # ---------------------------------------------------------------- Kueue v0.17.4
     # Deleting them waits for the `kueue.x-k8s.io/resource-in-use` finalizer (components/kueue_objects.py orders the
     # replacements): a Topology while a ResourceFlavor names it (pkg/controller/tas/topology_controller.go L109-121),
