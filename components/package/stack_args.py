@@ -31,7 +31,7 @@ class MaintenanceExclusion(TypedDict):
     start: str
     """When the exclusion starts. Allowed: an RFC 3339 time with a zone, before end."""
     end: NotRequired[str]
-    """When the exclusion ends. Allowed: an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has ended)."""
+    """When the exclusion ends. Allowed: an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has ended); with scope NO_UPGRADES at most 30 days after start, with a NO_MINOR scope at most the minor version's end of support (a warning where the program knows that date: endTimeBehavior: UNTIL_END_OF_SUPPORT follows it instead)."""
     end_time_behavior: NotRequired[str]
     """An exclusion that lasts until the minor version's end of support. Allowed: UNTIL_END_OF_SUPPORT (GKE ends the exclusion when the minor version's support ends) or unset; only with scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES, and without end."""
     scope: NotRequired[str]

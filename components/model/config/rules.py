@@ -40,6 +40,9 @@ MAINTENANCE = (
     "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions"
     "#scope_of_maintenance_to_exclude"
 )
+MAINTENANCE_LIMITS = (
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions#limitations"
+)
 NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
 MACHINES = GENERAL_PURPOSE  # the machine-type table's own sources (components/model/config/machines.py)
 TPU7X = "https://cloud.google.com/tpu/docs/tpu7x"
