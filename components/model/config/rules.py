@@ -35,6 +35,10 @@ TF_CLUSTER = "hashicorp/terraform-provider-google-beta google-beta/services/cont
 TF_POLICY = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_resource_policy.go"
 PROJECT_IDS = "https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin"
 VPC_MTU = "https://cloud.google.com/vpc/docs/mtu"
+FLOW_LOGS = "https://cloud.google.com/vpc/docs/flow-logs"
+NAT_LOGS = "https://cloud.google.com/nat/docs/monitoring"
+TF_SUBNETWORK = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_subnetwork.go"
+TF_NAT = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_router_nat.go"
 DYNAMIC_SLICING = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
 MAINTENANCE = (
     "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions"
