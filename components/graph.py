@@ -85,8 +85,12 @@ def declare_stack(
         proxy_subnet_name=net.proxy_subnet_name,
         proxy_subnet_cidr=net.proxy_subnet_cidr,
     )
+    if (flow_logs := net.flow_logs.log_config()) is not None:
+        network_args["flow_logs"] = flow_logs
     if c.private_nodes:  # no external IP: without NAT they could pull nothing but Google-hosted images
-        network_args["egress"] = EgressNames(router_name=net.router_name, nat_name=net.nat_name)
+        network_args["egress"] = EgressNames(
+            router_name=net.router_name, nat_name=net.nat_name, log_filter=net.nat_logs
+        )
     network = Network("network", network_args, _under(opts, after_compute))
     identity = NodeIdentity(
         "identity",

@@ -41,6 +41,8 @@ class EgressArgs(TypedDict):
     """The VPC's id."""
     subnetwork: pulumi.Input[str]
     """The id of the subnet whose ranges are NATed (the TPU subnet: the nodes and the pods)."""
+    log_filter: NotRequired[str]
+    """What the NAT logs: ALL, ERRORS_ONLY or TRANSLATIONS_ONLY (default: ERRORS_ONLY)."""
 
 
 class Egress(Component):
@@ -71,10 +73,11 @@ class Egress(Component):
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
             subnetworks=[{"name": args["subnetwork"], "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
-            # Errors only: a node whose pull or download fails for want of NAT ports (OUT_OF_RESOURCES) or an
-            # endpoint NAT drops shows in Cloud Logging. Always sent: a NAT sent without one can read back with
-            # the API's default and plan a change on every run (model/diff/readback.py, "RouterNat logConfig").
-            log_config={"enable": True, "filter": "ERRORS_ONLY"},
+            # Always on: at least a pull or download that fails for want of NAT ports (OUT_OF_RESOURCES) shows in
+            # Cloud Logging, and with ALL every connection the nodes and pods open to the internet. Always sent: a
+            # NAT sent without one can read back with the API's default and plan a change on every run
+            # (model/diff/readback.py, "RouterNat logConfig"). Updated in place (model/diff/gcp.py).
+            log_config={"enable": True, "filter": args.get("log_filter", "ERRORS_ONLY")},
             opts=self.child(**REPLACE_DELETE_FIRST),
         )
         self.register_outputs({"router": self.router.self_link, "nat": self.nat.name})
@@ -85,6 +88,8 @@ class EgressNames(TypedDict):
     """The Cloud Router's name."""
     nat_name: str
     """The Cloud NAT's name."""
+    log_filter: NotRequired[str]
+    """What the NAT logs: ALL, ERRORS_ONLY or TRANSLATIONS_ONLY (default: ERRORS_ONLY)."""
 
 
 class NetworkArgs(TypedDict):
@@ -106,6 +111,8 @@ class NetworkArgs(TypedDict):
     """The proxy-only subnet's range."""
     egress: NotRequired[EgressNames]
     """The Cloud Router and NAT of private nodes (no external IP); none without."""
+    flow_logs: NotRequired[dict[str, Any]]
+    """The TPU subnet's VPC flow logs (the provider's `log_config`, FlowLogSettings.log_config); none without."""
 
 
 class Network(Component):
@@ -135,7 +142,11 @@ class Network(Component):
                 **extra,
             )
 
-        self.tpu_subnet = subnet("tpu", args["tpu_subnet_name"], args["tpu_subnet_cidr"], private_ip_google_access=True)
+        # Flow logs on the TPU subnet only: GCE takes none on a proxy-only subnet (its log_config's description).
+        logs = {"log_config": args["flow_logs"]} if args.get("flow_logs") else {}
+        self.tpu_subnet = subnet(
+            "tpu", args["tpu_subnet_name"], args["tpu_subnet_cidr"], private_ip_google_access=True, **logs
+        )
         # The regional internal L7 Gateway (gke-l7-rilb) runs its Envoy proxies in this range.
         proxy = {"purpose": "REGIONAL_MANAGED_PROXY", "role": "ACTIVE"}
         self.proxy_subnet = subnet("proxy", args["proxy_subnet_name"], args["proxy_subnet_cidr"], **proxy)
@@ -151,6 +162,7 @@ class Network(Component):
                     nat_name=names["nat_name"],
                     network=self.network.id,
                     subnetwork=self.tpu_subnet.id,
+                    **({"log_filter": names["log_filter"]} if "log_filter" in names else {}),
                 ),
                 self.child(),
             )

@@ -156,6 +156,10 @@ def resolve_cluster_version(settings: Settings, offline: bool = False) -> str:
     conflict = exclusion_conflict(settings, resolution.version)
     if conflict:
         pulumi.log.warn(conflict)
+    past = c.maintenance_exclusion and spec.kind == "default"
+    past = past and c.maintenance_exclusion.past_support(gke_versions.minor_of(resolution.version))
+    if past:  # a prefix or an exact version: Settings.warnings() said it already
+        pulumi.log.warn(past)
     running = running_master_version(settings)
     version = gke_versions.to_send(resolution.version, running)
     if version != resolution.version:

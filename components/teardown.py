@@ -17,6 +17,9 @@ of a pool while the program ran queued workloads until now (its provider's `chec
 does), even when none of them has a Slice on that pool: the preview reads no cluster, and Kueue may admit one onto
 the pool while its gate waits (docs/health.md, "Move after draining"). A replaced pool's `id` is unknown in the
 preview. A replaced cluster is exempt: the Kubernetes provider is replaced with it, and with it every workload.
+A pool removed (fewer `tpu.cubes`) is refused likewise while queued workloads stay declared: its gate is deleted
+with the other removed resources at the end of the update, after the workloads the change turns off (they depend
+on it) but never after those it keeps, whose Slices Kueue may have placed, or may place, on that pool.
 
 Pulumi runs every dynamic resource of the program in one `python -m pulumi.dynamic` process whose gRPC server
 has four worker threads (`pulumi/dynamic/__main__.py` main, `ThreadPoolExecutor(max_workers=4)`, pulumi
@@ -25,7 +28,7 @@ has four worker threads (`pulumi/dynamic/__main__.py` main, `ThreadPoolExecutor(
 
 import time
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -37,7 +40,7 @@ from pulumi.runtime import rpc
 from components.component import Component
 from components.dynamic_record import RecordProvider
 from components.model.config.settings import Settings
-from components.model.diff.families import SLICE_GATE, replace_keys
+from components.model.diff.families import DELETE_WAITS, SLICE_GATE, replace_keys
 from components.model.keys import NODE_POOL_LABEL
 from components.model.tpu import slices as model
 
@@ -45,6 +48,7 @@ TIMEOUT_KEY = "addons.sliceController.drainTimeoutSeconds"
 POLL_SECONDS = 10.0
 # Inputs whose change means another pool (or cluster): the gate is replaced, and so deleted first.
 REPLACE_KEYS = replace_keys(SLICE_GATE)
+GATE_DELETE_WAITS = DELETE_WAITS[SLICE_GATE].split(" (", 1)[0]  # what the refusal says, without the source
 
 ListNodes = Callable[[str], list[dict[str, str]]]
 ListSlices = Callable[[], list[dict[str, Any]] | None]
@@ -182,34 +186,52 @@ def _unknown(value: Any) -> bool:
     return isinstance(value, Unknown) or value == rpc.UNKNOWN
 
 
-def replacement_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
-    """A failure when a pool that exists is replaced (its id unknown at preview) while workloads ran until now."""
-    running = list(olds.get("workloads") or [])
-    if not olds or not running or _unknown(news.get("cluster")):
+class PoolBlock(NamedTuple):
+    """Pools a change replaces or removes (`what`) whose gates would wait for the Slices of `running` workloads."""
+
+    what: str  # "replaces" or "removes"
+    pools: list[str]
+    running: list[str]  # the workloads' keys, to turn off first
+
+
+def pool_blocks(olds: dict[str, Any], news: dict[str, Any]) -> list[PoolBlock]:
+    """A change that replaces a pool that exists (its id unknown at preview) while workloads ran until now, or
+    removes one while queued workloads stay declared: either way its gate's delete would wait for Slices that
+    nothing deletes (module docstring)."""
+    if not olds or _unknown(news.get("cluster")):
         return []
     old_pools, new_pools = olds.get("pools") or {}, news.get("pools") or {}
-    replaced = sorted(
-        p for p, id_ in new_pools.items() if p in old_pools and _unknown(id_) and not _unknown(old_pools[p])
-    )
-    if not replaced:
-        return []
-    off = ", ".join(f"{key}=false" for key in running)
-    return [
-        CheckFailure(
-            "pools",
-            f"this change replaces the TPU node pool(s) {', '.join(replaced)} (delete first), whose teardown gate "
-            "waits until no Slice uses the pool, but nothing deletes the queued workloads that run on the pools "
-            f"(Kueue may place them on any pool): {', '.join(running)}. Turn them off first ({off}, then "
-            "`pulumi up`), then make the change, then turn them on again",
+    # A replacement deletes the gate in the middle of the update, before any workload the change turns off.
+    ran = list(olds.get("workloads") or [])
+    replaced = [p for p, id_ in new_pools.items() if p in old_pools and _unknown(id_) and not _unknown(old_pools[p])]
+    # A removed gate goes at the end, after the workloads the change turns off (they depend on it), not the others.
+    staying = list(news.get("workloads") or [])
+    removed = [p for p in old_pools if p not in new_pools]
+    candidates = (PoolBlock("replaces", sorted(replaced), ran), PoolBlock("removes", sorted(removed), staying))
+    return [block for block in candidates if block.pools and block.running]
+
+
+def pool_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[CheckFailure]:
+    """What `check` refuses: each of `pool_blocks`, naming the pools and the keys to turn off first."""
+    out = []
+    for what, pools, running in pool_blocks(olds, news):
+        off = ", ".join(f"{key}=false" for key in running)
+        how = " (delete first)" if what == "replaces" else ""
+        reason = (
+            f"this change {what} the TPU node pool(s) {', '.join(pools)}{how}, whose teardown gate's delete "
+            f"{GATE_DELETE_WAITS}, but nothing deletes the queued workloads that run on the pools (Kueue may place "
+            f"them on any pool): {', '.join(running)}. Turn them off first ({off}, then `pulumi up`), then make the "
+            "change, then turn them on again"
         )
-    ]
+        out.append(CheckFailure("pools", reason))
+    return out
 
 
 class PoolReplacementsProvider(RecordProvider):
     """State only: its `check` refuses; it never replaces (a code change is no change of its)."""
 
     record_id = "tpu-pool-replacements"
-    refusals = staticmethod(replacement_refusals)
+    refusals = staticmethod(pool_refusals)
 
 
 class PoolReplacements(pulumi.dynamic.Resource, module="teardown", name="PoolReplacements"):

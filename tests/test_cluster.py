@@ -16,7 +16,7 @@ from components.model.config.checks import gke_version_tuple
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
 from tests.harness import CLUSTER, POOL, Run, assert_rejected, ok, preview, run_program
-from tests.stack_config import P
+from tests.stack_config import CLOCK, SMALLEST, P, merge
 
 # GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"
@@ -48,6 +48,17 @@ MAINTENANCE_BAD = [
         "no end",
         _exclusion({"start": "2026-12-01T00:00:00Z"}),
         ["maintenanceExclusion.end is not set", "UNTIL_END_OF_SUPPORT"],
+    ),
+    # GKE's limit (maintenance-windows-and-exclusions, Limitations): a "No upgrades" exclusion lasts 30 days at most.
+    (
+        "no upgrades for 30 days and a second",
+        _exclusion({"start": "2026-12-01T00:00:00Z", "end": "2026-12-31T00:00:01Z"}),
+        [
+            "maintenanceExclusion.end = '2026-12-31T00:00:01Z'",
+            "at most 30 days after start",
+            "maintenance-windows-and-exclusions#limitations",
+            "endTimeBehavior: UNTIL_END_OF_SUPPORT",
+        ],
     ),
 ]
 
@@ -175,3 +186,32 @@ def test_cluster_settings_that_cannot_work_are_refused_by_name(
     case: str, overrides: dict[str, Any], expected: list[str]
 ) -> None:
     assert_rejected(overrides, expected, prefix="invalid stack configuration (1 problem)")
+
+
+def test_a_no_upgrades_exclusion_of_exactly_30_days_is_taken() -> None:
+    thirty = {"start": "2026-12-01T00:00:00Z", "end": "2026-12-31T00:00:00Z"}
+    run = ok(_exclusion(thirty))
+    (exclusion,) = run.get(CLUSTER, "cluster-gke").inputs["maintenancePolicy"]["maintenanceExclusions"]
+    assert exclusion["endTime"] == "2026-12-31T00:00:00Z"
+    # The other scopes are bounded by the minor version's end of support instead, not by 30 days.
+    ok(_exclusion({**thirty, "end": "2027-03-01T00:00:00Z", "scope": "NO_MINOR_OR_NODE_UPGRADES"}))
+
+
+def test_a_minor_exclusion_ending_past_the_versions_end_of_support_warns_where_the_date_is_known() -> None:
+    # GKE ends 1.35's standard support on 2027-04-11 (gke_versions.END_OF_STANDARD_SUPPORT, with its source);
+    # 1.35 is below the sub-slicing floor, so with super-slices only.
+    exclusion = {"start": "2026-12-01T00:00:00Z", "end": "2027-05-01T00:00:00Z", "scope": "NO_MINOR_UPGRADES"}
+    only_superslices = {"demos": {"subslicing": {"enabled": False}}, "serving": {"enabled": False}}
+
+    def warnings(version: str, end: str) -> list[str]:
+        cluster = {"version": version, "maintenanceExclusion": {**exclusion, "end": end}}
+        raw = merge(SMALLEST, {**only_superslices, "cluster": cluster})
+        return [w for w in load(raw, "my-tpu-project", now=CLOCK).warnings() if "maintenanceExclusion.end" in w]
+
+    (warning,) = warnings("1.35", "2027-05-01T00:00:00Z")
+    assert "2027-05-01T00:00:00Z" in warning and "1.35" in warning and "2027-04-11" in warning
+    assert "endTimeBehavior: UNTIL_END_OF_SUPPORT" in warning
+    (exact,) = warnings("1.35.2-gke.1842000", "2027-05-01T00:00:00Z")
+    assert exact == warning
+    # Before that day, or on a minor whose end of support the program does not know (1.36), nothing is said.
+    assert warnings("1.35", "2027-04-10T00:00:00Z") == warnings("1.36", "2027-05-01T00:00:00Z") == []

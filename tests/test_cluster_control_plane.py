@@ -187,8 +187,8 @@ def test_staging_and_prod_nodes_are_private_with_nat_egress(private: Run) -> Non
     assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS"
     assert nat.inputs["subnetworks"] == [{"name": "network-tpu-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]
     assert subnet.urn in nat.property_dependencies["subnetworks"]
-    # Sent, so what the API reads back matches (not Computed in the provider) and NAT errors are logged.
-    assert nat.inputs["logConfig"] == {"enable": True, "filter": "ERRORS_ONLY"}
+    # Sent, so what the API reads back matches (not Computed in the provider); every translation and error logged.
+    assert nat.inputs["logConfig"] == {"enable": True, "filter": "ALL"}
     # No node boots before it has egress: the cluster (and so its default pool and every pool) waits for NAT.
     assert private.depends_on(cluster, nat)
     assert all(private.depends_on(p, nat) for p in pools)

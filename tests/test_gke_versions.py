@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 from components.cli import mockrun
 from tests import graph_queries
 from tests.fakes import SERVER_CONFIG, engine_versions
-from tests.harness import CLUSTER, POOL, Mocks, Run, run_program
+from tests.harness import CLUSTER, POOL, Mocks, Run, run_program, warnings_of
 from tests.harness import rejected as any_rejected
 from tests.stack_config import P, stack_file_config
 
@@ -341,3 +341,16 @@ def test_the_cluster_read_failing_stops_with_what_was_read() -> None:
     refused = failing("gcp:container/getCluster:getCluster", "name", denied)
     # No specific reservation to read: the version is the first to read the cluster.
     any_rejected(at("1.36", refused, tpu={"reservation": {"block": ""}}), "could not read cluster", "403")
+
+
+def test_a_minor_exclusion_past_the_default_versions_end_of_support_warns_once_resolved() -> None:
+    # 'default' names no minor until GKE answers: the preview checks the exclusion's end against what it resolves to
+    # (1.35 on OLD_DAY, whose standard support ends 2027-04-11: gke_versions.END_OF_STANDARD_SUPPORT).
+    exclusion = {"start": "2026-12-01T00:00:00Z", "end": "2027-05-01T00:00:00Z", "scope": "NO_MINOR_UPGRADES"}
+    run = at("default", Mocks(server_config=OLD_DAY), cluster={"maintenanceExclusion": exclusion}, **NO_SUBSLICES)
+    assert version_of(run) == "1.35.3-gke.1100000"
+    (warning,) = [w for w in warnings_of(run) if "maintenanceExclusion.end" in w]
+    assert "support of 1.35 on 2027-04-11" in warning and "UNTIL_END_OF_SUPPORT" in warning
+    # On the harness's usual day 'default' is a 1.36, whose end of support the program does not know: no warning.
+    usual = at("default", cluster={"maintenanceExclusion": exclusion}, **NO_SUBSLICES)
+    assert not [w for w in warnings_of(usual) if "maintenanceExclusion.end" in w]

@@ -54,7 +54,7 @@ NO_WORKLOADS = ("--set", "demos.subslicing.enabled=false", "--set", "serving.ena
 
 def test_a_move_under_running_workloads_is_a_move_after_draining_as_the_preview_refuses_it(stack: Path) -> None:
     """The change preview refuses a pool's replacement while the stack runs queued workloads (teardown.py
-    replacement_refusals): the report says so, names the keys to turn off, and the three deployments in order."""
+    pool_refusals): the report says so, names the keys to turn off, and the three deployments in order."""
     code, data = report(stack, reservation(sb_1=DEGRADED), state("DEGRADED"))
     assert code == 1 and data["preview"]["rejected"] is True
     rejected = [c for c in data["preview"]["changes"] if c["action"] == "rejected"]

@@ -102,7 +102,8 @@ def test_the_network_and_its_firewall_from_their_args_alone_register_as_in_the_p
                 tpu_subnet_cidr=net.tpu_subnet_cidr,
                 proxy_subnet_name=net.proxy_subnet_name,
                 proxy_subnet_cidr=net.proxy_subnet_cidr,
-                egress={"router_name": net.router_name, "nat_name": net.nat_name},
+                egress={"router_name": net.router_name, "nat_name": net.nat_name, "log_filter": net.nat_logs},
+                flow_logs=net.flow_logs.log_config() or {},
             ),
         )
         InternalFirewall(

@@ -20,12 +20,12 @@ from pulumi.output import UNKNOWN
 from components import teardown
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, replacement_refusals
+from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, pool_refusals
 from tests import harness
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.graph_queries import NO_DEMOS, tpu_pools
 from tests.harness import Registration, Run, is_secret, ok, unwrap
-from tests.preview import NO_WORKLOADS_SETS, change, preview
+from tests.preview import NO_WORKLOADS, NO_WORKLOADS_SETS, change, preview
 from tests.stack_config import P
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
@@ -291,11 +291,11 @@ def test_the_program_refuses_a_pool_replacement_while_workloads_ran() -> None:
     (failure,) = PoolReplacementsProvider().check(old, replaced).failures
     assert failure.property == "pools" and "tpu7-pool-1" in failure.reason and "tpu7-pool-2" not in failure.reason
     assert "serving.enabled=false" in failure.reason
-    assert replacement_refusals({}, replaced) == []  # the first run: nothing ran
-    assert replacement_refusals({**old, "workloads": []}, replaced) == []  # nothing ran on the pools
-    assert replacement_refusals(old, {**replaced, "cluster": UNKNOWN}) == []  # the cluster goes too: all drained
+    assert pool_refusals({}, replaced) == []  # the first run: nothing ran
+    assert pool_refusals({**old, "workloads": []}, replaced) == []  # nothing ran on the pools
+    assert pool_refusals(old, {**replaced, "cluster": UNKNOWN}) == []  # the cluster goes too: all drained
     added = guard_inputs({"tpu7-pool-1": "id-1", "tpu7-pool-2": "id-2", "tpu7-pool-3": UNKNOWN}, [])
-    assert replacement_refusals(old, added) == []  # a new pool is created, not replaced
+    assert pool_refusals(old, added) == []  # a new pool is created, not replaced
     assert (
         PoolReplacementsProvider().diff("id", {**old, "__provider": "a"}, {**old, "__provider": "b"}).changes is False
     )
@@ -316,3 +316,37 @@ def test_diff_shows_the_refusal_of_a_pool_replacement_under_workloads() -> None:
     assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"
     for name in ("serving-decode", "subslicing-jobset", "teardown-tpu7-pool-1", "capacity-tpu7-pool-1"):
         assert change(result, name)["deleteFirst"] is True, name
+
+
+def test_the_program_refuses_removing_a_pool_while_queued_workloads_stay_declared() -> None:
+    """A removed pool's gate is deleted at the end of the update and waits for the pool's Slices: those of the
+    queued workloads the program still declares never go (Kueue may have placed them on that pool, and may place a
+    new one there until the pool is gone). Workloads turned off in the same change are deleted before the gate
+    (they depend on it), so that change is taken."""
+    both = {"tpu7-pool-1": "id-1", "tpu7-pool-2": "id-2"}
+    running = ["demos.subslicing.enabled", "serving.enabled"]
+    assert PoolReplacementsProvider().check(guard_inputs(both, running), guard_inputs(both, running)).failures == []
+    removed = guard_inputs({"tpu7-pool-1": "id-1"}, running)
+    (failure,) = PoolReplacementsProvider().check(guard_inputs(both, running), removed).failures
+    assert failure.property == "pools" and "removes the TPU node pool(s) tpu7-pool-2" in failure.reason
+    assert "tpu7-pool-1" not in failure.reason
+    assert "demos.subslicing.enabled=false, serving.enabled=false" in failure.reason
+    assert pool_refusals(guard_inputs(both, []), removed)  # turned on in the same change: Kueue may use the pool
+    assert pool_refusals(guard_inputs(both, running), guard_inputs({"tpu7-pool-1": "id-1"}, [])) == []
+    assert pool_refusals(guard_inputs(both, running), {**removed, "cluster": UNKNOWN}) == []  # all go with it
+
+
+def test_diff_refuses_fewer_cubes_under_workloads_and_says_what_the_gate_waits_for() -> None:
+    code, result = preview("dev", "--change", "tpu.cubes=1")
+    guard = change(result, "teardown-pool-replacements")
+    assert code == 1 and guard["action"] == "rejected", guard
+    assert "this change removes tpu7-pool-2, whose gates would wait" in guard["reason"]
+    assert "turn off demos.subslicing.enabled, serving.enabled first" in guard["reason"]
+    gate = change(result, "teardown-tpu7-pool-2")
+    assert gate["action"] == "delete" and "waits until no Slice uses its pool" in gate["reason"]
+    # Without queued workloads, or turning them off in the same change, the pool and its gate just go.
+    for args in (NO_WORKLOADS_SETS, tuple(a for kv in NO_WORKLOADS for a in ("--change", kv))):
+        code, result = preview("dev", *args, "--change", "tpu.cubes=1")
+        assert code == 0, result
+        assert change(result, "capacity-tpu7-pool-2")["action"] == "delete"
+        assert change(result, "teardown-tpu7-pool-2")["action"] == "delete"

@@ -65,14 +65,15 @@ def _previewed(value: Any) -> Any:
 
 
 def _pool_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
-    """The program refuses at preview a TPU pool's replacement while workloads run (teardown.py)."""
-    from components.teardown import replacement_refusals
+    """The program refuses at preview a TPU pool's replacement while workloads ran, or its removal while they stay
+    (teardown.py pool_blocks)."""
+    from components.teardown import pool_blocks
 
     return [
-        f"{failure.property}: refused by the program's check before any change (components/teardown.py "
-        "replacement_refusals: the pool's gate would wait for the Slices of workloads nothing deletes; turn off "
-        f"{', '.join(olds.get('workloads') or [])} first)"
-        for failure in replacement_refusals(olds, _previewed(news))
+        f"pools: refused by the program's check before any change: this change {block.what} "
+        f"{', '.join(block.pools)}, whose gates would wait for the Slices of workloads nothing deletes, so turn off "
+        f"{', '.join(block.running)} first (components/teardown.py pool_refusals)"
+        for block in pool_blocks(olds, _previewed(news))
     ]
 
 

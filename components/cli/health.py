@@ -154,7 +154,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
     if result.proposal is not None:
         from components.teardown import workload_keys
 
-        result.drain_first = workload_keys(settings)  # what teardown.py replacement_refusals names
+        result.drain_first = workload_keys(settings)  # what teardown.py pool_refusals names
         result.unprotect_first = ["cluster.protect"] if settings.cluster.protect else []  # tpu_node_pools.py protect=
         result.stack_file = f"Pulumi.{args.stack}.yaml"
     return result, settings, config

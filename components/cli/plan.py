@@ -50,9 +50,32 @@ def _secure_to_placeholder(value: Any) -> Any:
     return value
 
 
+class GoYamlLoader(yaml.SafeLoader):
+    """YAML 1.1 as PyYAML reads it, but for the two plain scalars Pulumi's Go YAML (go-yaml, resolve.go `resolve`
+    and decode.go `scalar`) reads otherwise: a timestamp decoded into interface{} stays the string typed, and base 60
+    is "purposefully unsupported" (`12:30` is no 750). Stack files are read as `pulumi up` reads them."""
+
+
+GoYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _no_base_60(constructor: Any) -> Any:
+    def construct(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        return node.value if ":" in node.value else constructor(loader, node)
+
+    return construct
+
+
+GoYamlLoader.add_constructor("tag:yaml.org,2002:int", _no_base_60(yaml.SafeLoader.construct_yaml_int))
+GoYamlLoader.add_constructor("tag:yaml.org,2002:float", _no_base_60(yaml.SafeLoader.construct_yaml_float))
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=GoYamlLoader)
     except OSError as err:
         raise StackFileError(f"cannot read {path}: {err.strerror or err}") from None
     except yaml.YAMLError as err:
@@ -94,12 +117,30 @@ def _set_error(key: str, what: str, fix: str) -> StackFileError:
     return StackFileError(f"--set {key}: {what}; {fix}")
 
 
+# Go's strconv.Atoi on a 64-bit platform: an optional sign, ASCII digits, within int64.
+_ATOI_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def path_value(text: str) -> bool | int | str:
+    """VALUE as `pulumi config set --path` stores it under a nested key (pulumi/pulumi@c5647f7c
+    sdk/go/common/resource/config/map.go `adjustObjectValue`): `true` and `false` are booleans, a base-10 integer
+    without a leading zero (Atoi) an integer, and anything else the string typed: a date, `yes`, `0755`, `1.36`,
+    `null`, quotes and brackets included. What the key's setting then makes of it is the program's check."""
+    if text in ("true", "false"):
+        return text == "true"
+    if (len(text) > 1 and text[0] == "0") or not _ATOI_RE.match(text):
+        return text
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else text
+
+
 def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     """`KEY=VALUE` as `pulumi config set --path KEY VALUE` would store it, on a copy of `config`.
 
     KEY is `gcp:project`, or a project key with or without the `gke-tpu-slicing:` prefix, with
-    `.` and `[n]` for nested items (`tpu.reservation.name`). VALUE is read as a YAML scalar. A bad
-    assignment is a StackFileError of one line naming the key; a secret key's value is never in it.
+    `.` and `[n]` for nested items (`tpu.reservation.name`). VALUE is stored as `path_value` says (a one-segment
+    key's as typed: map.go `Set` stores it unchanged). A bad assignment is a StackFileError of one line naming the
+    key; a secret key's value is never in it.
     """
     key, sep, text = assignment.partition("=")
     shown_key = key if _SET_KEY_RE.match(key) else "<key>"
@@ -117,18 +158,7 @@ def apply_set(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         key = f"{PROJECT}:{key}"
     top, _, rest = key.partition(".")
     parts: list[str | int] = [top, *[int(x) if x.isdigit() else x for x in re.split(r"\.|\[|\]\.?", rest) if x]]
-    bare = key.removeprefix(f"{PROJECT}:")
-    secret = key.startswith(f"{PROJECT}:") and is_secret_path(bare)
-    try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError as err:
-        problem = "" if secret else f" ({getattr(err, 'problem', None) or 'unreadable'})"
-        advice = " (a secret is better set with `pulumi config set --secret`)" if secret else ""
-        fix = f"quote it, e.g. --set '{shown_key}=\"<value>\"'{advice}"
-        raise _set_error(shown_key, f"the value is not valid YAML{problem}", fix) from None
-    if isinstance(value, dict | list):
-        fix = f"--set takes one scalar; set each item ({shown_key}.<item>=... or {shown_key}[0]=...)"
-        raise _set_error(shown_key, "a map or list value", f"{fix}, or write the structure in the stack file")
+    value = path_value(text) if len(parts) > 1 else text
     out = copy.deepcopy(config)
     node: Any = out
     for part, after in itertools.pairwise([*parts, None]):  # `after` None: `part` is where the value goes

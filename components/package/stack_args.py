@@ -10,8 +10,19 @@ from typing import NotRequired, TypedDict
 import pulumi
 
 
+class FlowLogSettings(TypedDict):
+    """VPC flow logs of the TPU subnet: one record per flow (5-tuple) and interval, so their volume grows with the flows each interval sees, not with bytes. Serving's flows are long-lived (the router's and the prefill-to-decode KV connections, scrapes): a longer interval collapses each into fewer records, which keeps every flow (sampling 1) affordable, and a short one a forensic timeline does not need (docs/quotas.md, "Network logs")."""
+
+    enabled: NotRequired[bool]
+    """VPC flow logs of the TPU subnet (nodes and pods) in Cloud Logging. Default: true."""
+    aggregation_interval: NotRequired[str]
+    """How long one record aggregates a flow's packets (records per flow). Allowed: INTERVAL_5_SEC, INTERVAL_30_SEC, INTERVAL_1_MIN, INTERVAL_5_MIN, INTERVAL_10_MIN or INTERVAL_15_MIN. Default: "INTERVAL_5_MIN"."""
+    sampling: NotRequired[float]
+    """The share of flow records kept (1: every flow shows, as forensics needs). Allowed: a number greater than 0 and at most 1: the share of flow records kept (1: every one). Default: 1.0."""
+
+
 class NetworkSettings(TypedDict):
-    """Settings of prefix, mtu, tpuSubnetCidr, proxySubnetCidr."""
+    """Settings of prefix, mtu, tpuSubnetCidr, proxySubnetCidr, flowLogs, natLogs."""
 
     prefix: NotRequired[str]
     """Names `<prefix>-main`, `-tpu`, `-proxy`, `-allow-internal`, `-router`, `-nat`. Allowed: a GCE name prefix: lowercase letters, digits, '-', starting with a letter; at most 48 characters, so that the longest derived name, <prefix>-allow-internal, is a GCE name of at most 63. Default: "qwen-serving"."""
@@ -21,6 +32,10 @@ class NetworkSettings(TypedDict):
     """Primary range of the TPU and node subnet. Allowed: an IPv4 CIDR block with no host bits set, /29 or larger, not overlapping network.proxySubnetCidr, with an address for every node at the peak (the TPU VMs, the system nodes, a surge node), the control plane's private endpoint, an internal Gateway and the 4 Google Cloud reserves. Default: "10.10.0.0/18"."""
     proxy_subnet_cidr: NotRequired[str]
     """The proxy-only subnet the regional internal Gateway needs. Allowed: an IPv4 CIDR block with no host bits set, /26 or larger (64 addresses), not overlapping the TPU subnet. Default: "172.16.0.0/26"."""
+    flow_logs: NotRequired[FlowLogSettings]
+    """VPC flow logs of the TPU subnet: one record per flow (5-tuple) and interval, so their volume grows with the flows each interval sees, not with bytes. Serving's flows are long-lived (the router's and the prefill-to-decode KV connections, scrapes): a longer interval collapses each into fewer records, which keeps every flow (sampling 1) affordable, and a short one a forensic timeline does not need (docs/quotas.md, "Network logs")."""
+    nat_logs: NotRequired[str]
+    """What Cloud NAT logs of the nodes' and pods' egress (with cluster.privateNodes). Allowed: ALL (every connection NAT translates and every packet it drops), ERRORS_ONLY or TRANSLATIONS_ONLY. Default: "ALL"."""
 
 
 class MaintenanceExclusion(TypedDict):
@@ -31,7 +46,7 @@ class MaintenanceExclusion(TypedDict):
     start: str
     """When the exclusion starts. Allowed: an RFC 3339 time with a zone, before end."""
     end: NotRequired[str]
-    """When the exclusion ends. Allowed: an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has ended)."""
+    """When the exclusion ends. Allowed: an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has ended); with scope NO_UPGRADES at most 30 days after start, with a NO_MINOR scope at most the minor version's end of support (a warning where the program knows that date: endTimeBehavior: UNTIL_END_OF_SUPPORT follows it instead)."""
     end_time_behavior: NotRequired[str]
     """An exclusion that lasts until the minor version's end of support. Allowed: UNTIL_END_OF_SUPPORT (GKE ends the exclusion when the minor version's support ends) or unset; only with scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES, and without end."""
     scope: NotRequired[str]
@@ -451,7 +466,7 @@ class TpuSlicingStackArgs(TypedDict):
     zone: NotRequired[str]
     """The TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part. Allowed: a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix. Default: "us-central1-ai1a"."""
     network: NotRequired[NetworkSettings]
-    """The network settings: prefix, mtu, tpuSubnetCidr, proxySubnetCidr."""
+    """The network settings: prefix, mtu, tpuSubnetCidr, proxySubnetCidr, flowLogs, natLogs."""
     cluster: NotRequired[ClusterSettings]
     """The cluster settings: name, version, releaseChannel, systemMachineType, systemNodeCount, deletionProtection, protect, dailyMaintenanceStart, maintenanceExclusion, privateNodes, controlPlane."""
     tpu: NotRequired[TpuSettings]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Literal
 
 from components.model.config.checks import gke_version_tuple
@@ -30,6 +31,13 @@ DYNAMIC_SLICING_DOC = "https://cloud.google.com/kubernetes-engine/docs/how-to/us
 _EXACT_RE = re.compile(r"^\d+\.\d+\.\d+-gke\.\d+$")
 _MINOR_RE = re.compile(r"^(\d+)\.(\d+)$")
 _PATCH_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+# The end of GKE's standard support per minor version, where the program knows it: GKE's release schedule
+# (https://cloud.google.com/kubernetes-engine/docs/release-schedule, "End of standard support"), as transcribed by
+# https://endoflife.date/api/v1/products/google-kubernetes-engine (generated 2026-04-10: 1.35 `eolFrom`). Only the
+# minor versions the program's floor admits (1.35 for super-slices); 1.36 has no date in those sources yet, so an
+# exclusion on it is not checked. A "No minor (or node) upgrades" exclusion lasts at most until then (rules.py
+# MAINTENANCE_LIMITS); `endTimeBehavior: UNTIL_END_OF_SUPPORT` follows the date GKE itself holds.
+END_OF_STANDARD_SUPPORT: dict[str, date] = {"1.35": date(2027, 4, 11)}
 ALLOWED = (
     "'default' (the release channel's default version), a version prefix such as 1.36 or 1.36.1 "
     "(the newest such version the channel offers), or an exact GKE version such as 1.36.0-gke.3712000 "
@@ -54,6 +62,11 @@ class VersionSpec:
         # "1.36." and "1.36.1-": a bare "1.3" would also match 1.30-1.39.
         return self.value + ("." if _MINOR_RE.match(self.value) else "-")
 
+    @property
+    def minor(self) -> str | None:
+        """The minor version it names ("1.36"); None for 'default' (the channel's, known once resolved)."""
+        return None if self.kind == "default" else minor_of(self.value)
+
     def newest_possible(self) -> tuple[int, ...] | None:
         """An upper bound of every version this spec can resolve to (None: unbounded, 'default')."""
         if self.kind == "exact":
@@ -63,6 +76,11 @@ class VersionSpec:
             inf = 10**12
             return tuple(parts + [inf] * (4 - len(parts)))
         return None
+
+
+def minor_of(version: str) -> str:
+    """ "1.36" of 1.36, 1.36.1 and 1.36.0-gke.3712000."""
+    return ".".join(version.split("-")[0].split(".")[:2])
 
 
 def parse(value: str) -> VersionSpec:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from components.model.config.checks import Model, SettingError, accept_if
-from components.model.config.rules import MAINTENANCE, TF_CLUSTER, Rule
+from components.model.config.checks import PROJECT, Model, SettingError, accept_if
+from components.model.config.gke_versions import END_OF_STANDARD_SUPPORT
+from components.model.config.rules import MAINTENANCE, MAINTENANCE_LIMITS, TF_CLUSTER, Rule
 
+# GKE's limit on a "No upgrades" exclusion (MAINTENANCE_LIMITS, section Limitations), which the provider does not
+# check (only the time format and the scope enum: terraform-provider-google-beta@93c65b2d60
+# resource_container_cluster.go:1441,1446,1465), so `pulumi up` would fail on it; Google's own sample says so too
+# (terraform-google-modules/terraform-docs-samples@fd275b80
+# gke/standard/zonal/no-channel-to-release-channel/no_upgrade/main.tf:42).
+NO_UPGRADES_MAX = timedelta(days=30)
+STEER = "use scope NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES with endTimeBehavior: UNTIL_END_OF_SUPPORT"
 _AWARE = accept_if(lambda v: v.tzinfo is not None, "an RFC 3339 time with a zone, such as 2026-05-18T00:00:00Z")
 
 
@@ -50,10 +58,12 @@ class MaintenanceExclusion(Model):
         _AWARE,
         Rule(
             "an RFC 3339 time with a zone, after start and in the future (GKE refuses adding an exclusion that has "
-            "ended)",
-            MAINTENANCE,
-            refused="2026-11-30T12:00:00Z",
-            accepted="2026-12-01T00:00:01Z",
+            "ended); with scope NO_UPGRADES at most 30 days after start, with a NO_MINOR scope at most the minor "
+            "version's end of support (a warning where the program knows that date: endTimeBehavior: "
+            "UNTIL_END_OF_SUPPORT follows it instead)",
+            f"{MAINTENANCE}; {MAINTENANCE_LIMITS}",
+            refused="2026-12-31T00:00:01Z",
+            accepted="2026-12-31T00:00:00Z",
         ),
     ] = Field(None, description="when the exclusion ends")
     end_time_behavior: Annotated[
@@ -113,7 +123,27 @@ class MaintenanceExclusion(Model):
                 "forward, use endTimeBehavior: UNTIL_END_OF_SUPPORT (NO_MINOR scopes), or set "
                 "cluster.maintenanceExclusion to null for none",
             )
+        if self.scope == "NO_UPGRADES" and self.end - self.start > NO_UPGRADES_MAX:
+            raise SettingError(
+                "end",
+                self.rfc3339(self.end),
+                f"at most 30 days after start {self.rfc3339(self.start)} with scope NO_UPGRADES (GKE's limit, "
+                f"{MAINTENANCE_LIMITS}): shorten it, or to hold back minor upgrades longer, {STEER} instead of end",
+            )
         return self
+
+    def past_support(self, minor: str | None) -> str | None:
+        """A warning when a NO_MINOR scope's `end` lies past the end of `minor`'s standard support, where known:
+        GKE limits such an exclusion to that day (MAINTENANCE_LIMITS), so `pulumi up` would fail on it."""
+        eos = END_OF_STANDARD_SUPPORT.get(minor or "")
+        if self.scope == "NO_UPGRADES" or self.end is None or eos is None or self.end.astimezone(UTC).date() <= eos:
+            return None
+        return (
+            f"{PROJECT}:cluster.maintenanceExclusion.end = {self.rfc3339(self.end)!r}: past the end of GKE's standard "
+            f"support of {minor} on {eos.isoformat()}, the latest end GKE takes for scope {self.scope} "
+            f"({MAINTENANCE_LIMITS}), so `pulumi up` may fail on it; replace end with endTimeBehavior: "
+            "UNTIL_END_OF_SUPPORT (GKE ends the exclusion on that day, and it moves with the minor version)"
+        )
 
     def rfc3339(self, when: datetime) -> str:
         """`when` as GKE reads it back: a protobuf Timestamp (googleapis container/v1 cluster_service.proto

@@ -151,6 +151,10 @@ class Settings(CrossChecks, Model):
                 f"{gateway.name} gets a public IP address and serves {self.serving.model_served} to the internet "
                 "over plain HTTP on port 80, with no authentication (serving.gateway.exposeToInternet is true)"
             )
+        exclusion = self.cluster.maintenance_exclusion
+        past = exclusion and exclusion.past_support(self.cluster.version_spec.minor)
+        if past:
+            out.append(past)  # 'default' is checked at preview, once resolved (components/preflight.py)
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(

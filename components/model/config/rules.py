@@ -35,10 +35,17 @@ TF_CLUSTER = "hashicorp/terraform-provider-google-beta google-beta/services/cont
 TF_POLICY = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_resource_policy.go"
 PROJECT_IDS = "https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin"
 VPC_MTU = "https://cloud.google.com/vpc/docs/mtu"
+FLOW_LOGS = "https://cloud.google.com/vpc/docs/flow-logs"
+NAT_LOGS = "https://cloud.google.com/nat/docs/monitoring"
+TF_SUBNETWORK = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_subnetwork.go"
+TF_NAT = "hashicorp/terraform-provider-google-beta google-beta/services/compute/resource_compute_router_nat.go"
 DYNAMIC_SLICING = "https://cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing"
 MAINTENANCE = (
     "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions"
     "#scope_of_maintenance_to_exclude"
+)
+MAINTENANCE_LIMITS = (
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions#limitations"
 )
 NODE_SIZES = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations"
 MACHINES = GENERAL_PURPOSE  # the machine-type table's own sources (components/model/config/machines.py)

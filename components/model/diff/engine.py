@@ -15,7 +15,9 @@ does with them, in registration order (a resource is registered after everything
 5. otherwise update, unless a rejection fact applies (a webhook, a CEL transition rule, an API refusal) or the
    program's own check refuses (given its inputs as the preview sees them: unknown where they reference a
    replaced resource);
-6. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
+6. a delete, or a delete-first replacement, says what the delete waits for where the model knows it (a teardown
+   gate waits for its pool's Slices);
+7. a replacement or deletion of a protected resource is rejected, and so is a create-first replacement of a
    Google Cloud resource whose fixed name stays (the create fails with 409 alreadyExists), and a create of a
    Kubernetes object the cluster still holds under the name of a resource the update deletes.
 """
@@ -32,6 +34,7 @@ from components.model.diff import facts as F
 from components.model.diff import paths
 from components.model.diff import unknowns as U
 from components.model.diff.families import (
+    DELETE_WAITS,
     DYNAMIC,
     DYNAMIC_DELETE_FIRST,
     DYNAMIC_OWN_DIFF,
@@ -316,5 +319,16 @@ def diff(
                 )
             else:
                 why = deleted_first.get(rec["urn"], "")
-                changes.append(Change(rec["name"], rec["type"], DELETE, reason=why, urn=rec["urn"]))
+                changes.append(
+                    Change(rec["name"], rec["type"], DELETE, reason=_waits(why, rec["type"]), urn=rec["urn"])
+                )
+    for change in changes:
+        if change.action == REPLACE and change.delete_first:
+            change.reason = _waits(change.reason, change.type)
     return Result(sorted(changes, key=lambda c: (c.name, c.type)))
+
+
+def _waits(reason: str, type_: str) -> str:
+    """`reason`, and what the resource's delete waits for where the model knows it (families.DELETE_WAITS)."""
+    waits = DELETE_WAITS.get(type_)
+    return "; ".join(r for r in (reason, waits and f"its delete {waits}") if r)

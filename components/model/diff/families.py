@@ -33,6 +33,12 @@ DYNAMIC_FACTS: dict[str, tuple[F.Fact, ...]] = {
     "pulumi-python:dynamic/teardown:PoolReplacements": (),
 }
 DYNAMIC_DELETE_FIRST = frozenset({SLICE_GATE})
+# What a delete of one of them waits for: the engine says it of each delete (and delete-first replacement), and the
+# gate's preview check (teardown.py pool_refusals) names it when it refuses the change that would never finish.
+DELETE_WAITS: dict[str, str] = {
+    SLICE_GATE: "waits until no Slice uses its pool, up to addons.sliceController.drainTimeoutSeconds "
+    "(components/teardown.py SliceGateProvider.delete, wait_until_unused)"
+}
 # Providers whose diff ignores the pickled provider itself (`__provider`): a code change is no change of theirs.
 DYNAMIC_OWN_DIFF = frozenset(DYNAMIC_FACTS) - {DYNAMIC}
 # Components whose children the Kubernetes provider renders at run time (not visible offline).

@@ -97,7 +97,11 @@ API_REFUSALS: dict[str, tuple[Fact, ...]] = {
 }
 # In-place updates and sent fields the resource code relies on (an attribute not in FORCE_NEW updates in place),
 # under TPGB services/:
-# compute/resource_compute_router_nat.go:1317: an update is a PATCH of the router (log_config included).
+# compute/resource_compute_router_nat.go:1317: an update is a PATCH of the router (log_config included: L1234-1239);
+#   log_config (L407-427: `enable` and `filter`, both Required inside the Optional block) is not ForceNew.
+# compute/resource_compute_subnetwork.go:1441-1509: a change of log_config (L631-694, Optional, not ForceNew) is a
+#   PATCH of the subnetwork with its fingerprint; no block sends `enable: false` (L2258-2273; nothing for a
+#   proxy-only subnet, L2265-2268).
 # compute/resource_compute_firewall.go:819: source_ranges and allow update in place (PATCH).
 # container/resource_container_node_pool.go:588-593,2078-2082: network_config.enable_private_nodes is
 #   Optional+Computed, updated by UpdateNodePool with NodeNetworkConfig (TestAccContainerNodePool_

@@ -176,6 +176,11 @@ RULES: tuple[Rule, ...] = (
 # (TPGB services/compute/resource_compute_router_nat.go:407-427), read back as the API returns it (L1644-1658);
 # the API can answer `{enable: false, filter: ALL}` for a NAT sent without one, a change on every run (the
 # `log_config { enable = false -> null }` diff of metro-digital/terraform-google-cf-projectcfg#12).
+# Subnetwork logConfig (components/network.py, FlowLogSettings.log_config sends all four fields): Optional, not
+# Computed, each field with a schema default (TPGB services/compute/resource_compute_subnetwork.go:649,658,669,679),
+# read back as the API returns them (flattenComputeSubnetworkLogConfig L2064-2092: `metadata_fields` cleared unless
+# CUSTOM_METADATA, no block when disabled), so what is sent is what is read. The API holds flowSampling as a
+# float: 1.0 and 0.5 read back exactly; a fraction float32 cannot hold is not modelled.
 # Cluster nodeConfig (the rule above): gone from GKE's answer also in GoogleCloudPlatform/cloud-foundation-fabric#1275.
 # Bucket (components/serving.py xla_cache_bucket): `location` is stored in capitals (the provider's StateFunc
 # upper-cases it), so the program sends it so; expandBucketSoftDeletePolicy force-sends a retention of 0

@@ -181,7 +181,7 @@ class Report:
     source: str = ""
     preview: Any = None  # what the change preview says the proposal does (filled by the command)
     # The keys of the workloads to turn off before the move (components/teardown.py workload_keys, filled by the
-    # command): the preview refuses a pool's replacement while they run (teardown.py replacement_refusals).
+    # command): the preview refuses a pool's replacement while they run (teardown.py pool_refusals).
     drain_first: list[str] = field(default_factory=list)
     # `cluster.protect` when it is on (staging, prod): Pulumi refuses to replace a protected pool.
     unprotect_first: list[str] = field(default_factory=list)
