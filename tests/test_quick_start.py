@@ -229,3 +229,26 @@ def test_the_count_counts_chains_and_substitutions() -> None:
         "f --g",
     ]
     assert Path(ROOT / "requirements.txt").is_file()
+
+
+# gcloud commands that act on a project's resources: without --project they act on whatever project gcloud's
+# configuration names, and `preview-features update` fails without one (https://cloud.google.com/sdk/gcloud/reference/
+# compute/preview-features/update).
+NEEDS_PROJECT = re.compile(
+    r"gcloud (?:beta )?(?:services enable|compute preview-features update|storage buckets create|"
+    r"iam service-accounts create|container clusters update|kms \S+ create|monitoring channels list)\b"
+)
+
+
+def test_every_gcloud_command_that_needs_a_project_names_it() -> None:
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "components").rglob("*.py"))]
+    missing = []
+    for path in sources:
+        # A command continued on the next line (in a shell block, in prose, or over adjacent string literals) is one.
+        text = re.sub(r"\"\s*\n\s*f?\"", "", path.read_text()) if path.suffix == ".py" else path.read_text()
+        text = re.sub(r"\\?\n\s*", " ", text)
+        for match in NEEDS_PROJECT.finditer(text):
+            command = re.split(r"[`)'\"]", text[match.start() :], maxsplit=1)[0]
+            if "--project" not in command:
+                missing.append(f"{path.relative_to(ROOT)}: {command}")
+    assert missing == []
