@@ -25,7 +25,7 @@ from components.component import Component
 from components.model.config.cluster_settings import node_service_account_id
 from components.node_service_account import NODE_ROLES, node_display_name
 from components.preflight import WEIGHTS_LIST
-from components.project_services import AI_ZONES_FEATURE
+from components.project_services import ProjectServices
 
 PROJECT = "gke-tpu-slicing-bootstrap"
 KEY_RING = "gke-tpu-slicing"
@@ -146,53 +146,32 @@ class Bootstrap(Component):
     def __init__(self, name: str, args: BootstrapArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:bootstrap:Bootstrap", name, opts)
         project, region = args["project"], args["region"]
-        apis = {
-            api: gcp.projects.Service(
-                f"{name}-{api}",
-                project=project,
-                service=f"{api}.googleapis.com",
-                disable_on_destroy=False,  # the stacks and anything else in the project use them
-                disable_dependent_services=False,
-                opts=self.child(),
-            )
-            for api in APIS
-        }
-        # The same feature the stack keeps on (components/project_services.py), on before its first preview reads an
-        # AI zone's reservation. Its delete only forgets it (resource_compute_preview_feature.go: "cannot be deleted").
-        gcp.compute.PreviewFeature(
-            f"{name}-{AI_ZONES_FEATURE}",
-            name=AI_ZONES_FEATURE,
-            project=project,
-            activation_status="ENABLED",
-            rollout_operation={"rollout_input": {"predefined_rollout_plan": "ROLLOUT_PLAN_FAST_ROLLOUT"}},
-            opts=self.child(depends_on=[apis["compute"]]),
-        )
-        keep = self.child(depends_on=[apis["storage"]], retain_on_delete=True)
-        # Versioned: every checkpoint an update overwrites can be restored.
-        self.state_bucket = gcp.storage.Bucket(
-            f"{name}-state",
-            name=args["state_bucket"],
-            project=project,
-            location=region,
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            versioning={"enabled": True},
-            opts=keep,
-        )
+        # The APIs and the AI-zones feature, declared as the stack declares them (it keeps them on too): the feature
+        # is on before the stack's first preview reads an AI zone's reservation.
+        ready = ProjectServices(f"{name}-project", {"project": project, "apis": list(APIS)}, self.child()).ready
+        keep = self.child(depends_on=ready, retain_on_delete=True)
+        # Both private; the state versioned (every checkpoint an update overwrites can be restored), the weights in
+        # the TPUs' region (read there at every start, without inter-region transfer). Kept on destroy.
+        buckets = {"state": (args["state_bucket"], {"versioning": {"enabled": True}})}
         if args["weights_bucket"] is not None:
-            # In the TPUs' region: the model is read there at every start, without inter-region transfer.
-            gcp.storage.Bucket(
-                f"{name}-weights",
-                name=args["weights_bucket"],
+            buckets["weights"] = (args["weights_bucket"], {})
+        self.buckets = {
+            kind: gcp.storage.Bucket(
+                f"{name}-{kind}",
+                name=bucket,
                 project=project,
                 location=region,
                 uniform_bucket_level_access=True,
                 public_access_prevention="enforced",
                 opts=keep,
+                **extra,  # type: ignore[arg-type]
             )
+            for kind, (bucket, extra) in buckets.items()
+        }
+        self.state_bucket = self.buckets["state"]
         # Key rings and key material cannot be deleted from Cloud KMS (a destroyed key loses every stack secret it
         # encrypted): kept on destroy.
-        kms = self.child(depends_on=[apis["cloudkms"]], retain_on_delete=True)
+        kms = self.child(depends_on=ready, retain_on_delete=True)
         ring = gcp.kms.KeyRing(f"{name}-keys", name=KEY_RING, project=project, location=region, opts=kms)
         self.keys = {
             stack: gcp.kms.CryptoKey(
@@ -213,15 +192,15 @@ class Bootstrap(Component):
             display_name=node_display_name(args["cluster_name"]),
             project=project,
             create_ignore_already_exists=True,
-            opts=self.child(depends_on=[apis["iam"]], retain_on_delete=True),
+            opts=self.child(depends_on=ready, retain_on_delete=True),
         )
         if args["ci"] is not None:
-            self._ci(name, args, args["ci"], apis["iam"])
+            self._ci(name, args, args["ci"], ready)
         self.register_outputs({"stateBucket": self.state_bucket.name})
 
-    def _ci(self, name: str, args: BootstrapArgs, ci: CiArgs, iam_api: gcp.projects.Service) -> None:
+    def _ci(self, name: str, args: BootstrapArgs, ci: CiArgs, ready: list[pulumi.Resource]) -> None:
         project = args["project"]
-        opts = self.child(depends_on=[iam_api])
+        opts = self.child(depends_on=ready)
         preview_role = gcp.projects.IAMCustomRole(
             f"{name}-preview-role",
             project=project,

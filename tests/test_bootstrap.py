@@ -98,7 +98,7 @@ def test_the_apis_and_ai_zones_a_first_preview_reads_are_on() -> None:
         assert service.inputs["disableOnDestroy"] is False
     (feature,) = of(regs, "gcp:compute/previewFeature:PreviewFeature")
     assert (feature.inputs["name"], feature.inputs["activationStatus"]) == ("ai-zones-visibility", "ENABLED")
-    compute = by_name(regs, "bootstrap-compute")
+    compute = by_name(regs, "bootstrap-project-compute")
     assert compute.urn in feature.dependencies
 
 
