@@ -11,11 +11,9 @@ With `ci` given, each stack gets its two CI accounts, each impersonable only fro
 (`environment:preview-<stack>` and `environment:<stack>` token subjects), with the roles of docs/permissions.md.
 """
 
-from __future__ import annotations
-
 import hashlib
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -130,14 +128,14 @@ class BootstrapArgs(TypedDict):
     """The TPUs' region: the buckets and the key ring are kept there."""
     state_bucket: str
     """The bucket of the stacks' state (versioned)."""
-    weights_bucket: str | None
-    """The model weights' bucket to create, or None when it exists already (or lives elsewhere)."""
+    weights_bucket: NotRequired[str]
+    """The model weights' bucket to create; none when it exists already (or lives elsewhere)."""
     stacks: list[str]
     """The stacks whose state lives here: one Cloud KMS key each (and, with `ci`, two accounts each)."""
     cluster_name: str
     """The stacks' cluster name, from which the node service account's ID follows."""
-    ci: CiArgs | None
-    """The CI accounts' GitHub repository and workload identity pool, or None for no CI accounts."""
+    ci: NotRequired[CiArgs]
+    """The CI accounts' GitHub repository and workload identity pool; none: no CI accounts."""
 
 
 class Bootstrap(Component):
@@ -153,7 +151,7 @@ class Bootstrap(Component):
         # Both private; the state versioned (every checkpoint an update overwrites can be restored), the weights in
         # the TPUs' region (read there at every start, without inter-region transfer). Kept on destroy.
         buckets = {"state": (args["state_bucket"], {"versioning": {"enabled": True}})}
-        if args["weights_bucket"] is not None:
+        if "weights_bucket" in args:
             buckets["weights"] = (args["weights_bucket"], {})
         self.buckets = {
             kind: gcp.storage.Bucket(
@@ -194,7 +192,7 @@ class Bootstrap(Component):
             create_ignore_already_exists=True,
             opts=self.child(depends_on=ready, retain_on_delete=True),
         )
-        if args["ci"] is not None:
+        if "ci" in args:
             self._ci(name, args, args["ci"], ready)
         self.register_outputs({"stateBucket": self.state_bucket.name})
 

@@ -186,7 +186,7 @@ def test_the_ci_accounts_trust_exactly_the_environments_their_jobs_run_in() -> N
     from tests.harness import declare
 
     pool = "projects/1/locations/global/workloadIdentityPools/github"
-    args = {"project": "p", "region": "us-central1", "state_bucket": "s", "weights_bucket": None}
+    args = {"project": "p", "region": "us-central1", "state_bucket": "s"}
     args |= {"stacks": PROMOTION, "cluster_name": "c", "ci": {"repository": "o/r", "pool": pool}}
     regs = declare(lambda: Bootstrap("bootstrap", args) and None)  # type: ignore[arg-type]
     trusted = {

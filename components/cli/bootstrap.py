@@ -73,15 +73,18 @@ def bootstrap_args(ns: argparse.Namespace) -> BootstrapArgs:
         ci = {"repository": ns.github_repo, "pool": ns.workload_identity_pool}
     if problems:
         raise SystemExit("python -m components bootstrap: " + "; ".join(problems))
-    return {
+    args: BootstrapArgs = {
         "project": ns.project,
         "region": ns.region,
         "state_bucket": ns.state_bucket or state_bucket_name(ns.project),
-        "weights_bucket": ns.weights_bucket,
         "stacks": ns.stacks or [DEFAULT_STACK],
         "cluster_name": ns.cluster_name or str(ClusterSettings.model_fields["name"].default),
-        "ci": ci,
     }
+    if ns.weights_bucket:
+        args["weights_bucket"] = ns.weights_bucket
+    if ci is not None:
+        args["ci"] = ci
+    return args
 
 
 def stack_values(ns: argparse.Namespace) -> dict[str, str]:
