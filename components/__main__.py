@@ -1,4 +1,4 @@
-"""`python -m components <command> ...`: developer commands that run without Pulumi.
+"""`python -m components <command> ...`: the program's commands; all but `bootstrap` run without the Pulumi CLI.
 
 Each command is a module with `main(argv) -> int` that parses its own arguments (`argv` without
 the command word). Add one with a line in COMMANDS; a module is imported only when its command runs.
@@ -12,6 +12,10 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bootstrap": (
+        "components.cli.bootstrap",
+        "create what a project needs before a stack's first preview (state bucket, keys, APIs), once per project",
+    ),
     "plan": ("components.cli.plan", "print the TPU capacity plan of a stack file (no Pulumi, no cloud)"),
     "render": ("components.cli.render", "render a stack's Kubernetes manifests and Google Cloud resources offline"),
     "import-file": (

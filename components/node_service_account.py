@@ -4,6 +4,11 @@ The reference scripts run nodes as the Compute Engine default service account (E
 project). GKE documents `roles/container.defaultNodeServiceAccount` as the role a custom node
 service account needs (logging, monitoring, metadata), so that is all this account gets:
 https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
+
+The bootstrap (components/bootstrap.py) creates the same account before the first `up`, so that a CI deploy account
+can be let act as it alone; the stack adopts it (`create_ignore_already_exists`: the provider reads the account when
+creating answers 409, resource_google_service_account.go:169) and leaves it on delete (`deletion_policy` ABANDON: the
+delete calls nothing, :304-308), so the grants on it outlive a `destroy` and the next `up` finds them.
 """
 
 from typing import TypedDict
@@ -14,6 +19,10 @@ import pulumi_gcp as gcp
 from components.component import Component
 
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
+
+
+def node_display_name(cluster_name: str) -> str:
+    return f"GKE nodes of {cluster_name}"
 
 
 class NodeIdentityArgs(TypedDict):
@@ -34,8 +43,10 @@ class NodeIdentity(Component):
         self.account = gcp.serviceaccount.Account(
             f"{name}-nodes",
             account_id=args["account_id"],
-            display_name=f"GKE nodes of {args['cluster_name']}",
+            display_name=node_display_name(args["cluster_name"]),
             project=project,
+            create_ignore_already_exists=True,
+            deletion_policy="ABANDON",
             # account_id is ForceNew (model/diff/gcp_force_new.py) and fixed (from the cluster name): delete first.
             opts=self.child(delete_before_replace=True),
         )

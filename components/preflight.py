@@ -86,7 +86,8 @@ def _engine_versions(settings: Settings, prefix: str | None) -> dict[str, Any]:
         raise pulumi.RunError(
             f"could not read the GKE versions offered in {settings.region} (project {settings.project}) to resolve "
             f"{PROJECT}:cluster.version = {settings.cluster.version!r}: {err}. The Kubernetes Engine API must be "
-            "enabled in the project before the first preview (gcloud services enable container.googleapis.com)."
+            "enabled in the project before the first preview (python -m components bootstrap enables it, or: "
+            f"gcloud services enable container.googleapis.com --project={settings.project})."
         ) from None
     return {
         key: getattr(result, key) for key in ("id", "release_channel_default_version", "release_channel_latest_version")

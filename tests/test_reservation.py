@@ -4,6 +4,7 @@ one, a missing or unreadable reservation, block or cluster, and the offline plan
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -237,12 +238,25 @@ def test_which_sub_block_an_existing_pools_affinity_names(value: str, expected: 
     assert sub_block_of(value, "my-tpu-project", "tpu7x-reservation", "block-0") == expected
 
 
-def test_the_quick_start_names_the_one_time_ai_zones_command_the_error_names() -> None:
-    """Dev's zone is an AI zone: a new user meets the one-time command in the README's prerequisites, as the
-    preview's error would print it (without the project, which gcloud takes from its configuration)."""
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert AI_ZONES_ONCE.rsplit(" --project=", 1)[0] in readme
-    assert readme.index("ai-zones-visibility") < readme.index("pulumi preview && pulumi up")
+def test_the_quick_start_turns_on_ai_zones_before_the_first_preview() -> None:
+    """Dev's zone is an AI zone: the quick start's bootstrap step turns on the feature the preview's error names
+    (the same feature, rollout and activation) before the first `pulumi up`."""
+    from components.bootstrap import Bootstrap
+    from tests.harness import declare
+
+    readme = (ROOT / "README.md").read_text()
+    assert readme.index("python -m components bootstrap") < readme.index("pulumi up\n```")
+    args = {"project": "my-tpu-project", "region": "us-central1", "state_bucket": "s", "stacks": ["dev"]}
+    regs = declare(lambda: Bootstrap("bootstrap", args | {"cluster_name": "c"}) and None)  # type: ignore[arg-type]
+    (feature,) = [r.inputs for r in regs if r.type == "gcp:compute/previewFeature:PreviewFeature"]
+    name, status, plan = re.search(
+        r"update (\S+) --activation-status=(\w+) --rollout-plan=([\w-]+)", AI_ZONES_ONCE
+    ).groups()
+    assert (feature["name"], feature["activationStatus"].lower()) == (name, status)
+    assert (
+        feature["rolloutOperation"]["rolloutInput"]["predefinedRolloutPlan"]
+        == f"ROLLOUT_PLAN_{plan.replace('-', '_').upper()}"
+    )
 
 
 def test_a_reservation_block_shared_from_another_project_is_rejected() -> None:

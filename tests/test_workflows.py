@@ -37,11 +37,10 @@ def pulumi_steps(wf: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_every_stack_file_is_previewed_on_pull_requests() -> None:
-    wf = workflow("preview.yml")
+    wf = workflow("cloud-preview.yml")
     assert wf[True] == {"pull_request": {"branches": ["main"]}}  # YAML 1.1 reads the key `on` as True
     preview = wf["jobs"]["preview"]
     assert set(STACKS) <= set(preview["strategy"]["matrix"]["stack"]) == set(PROMOTION)
-    assert preview["needs"] == "test"
     (action,) = pulumi_steps(wf)
     assert action["command"] == "preview"
     assert action["stack-name"] == "${{ matrix.stack }}"
@@ -73,7 +72,7 @@ def test_main_promotes_one_commit_through_dev_staging_prod() -> None:
 def test_the_cli_is_the_release_of_the_pinned_sdk() -> None:
     pinned = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
     assert pinned is not None
-    for name in ("preview.yml", "up.yml"):
+    for name in ("cloud-preview.yml", "up.yml"):
         assert {s["pulumi-version"] for s in pulumi_steps(workflow(name))} == {pinned.group(1)}, name
 
 
@@ -84,11 +83,124 @@ def test_no_job_gets_token_permissions_by_default() -> None:
 
 def test_every_setting_the_workflows_read_is_documented() -> None:
     used = {m for path in WORKFLOWS.glob("*.yml") for m in re.findall(r"\b(?:vars|secrets)\.(\w+)", path.read_text())}
-    page = (ROOT / "docs" / "stacks.md").read_text()
-    section = page[page.index("## Team workflow") :]
-    assert used == {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", *re.findall(r"`(GCP_\w+)`", section)}
+    section = team_workflow_section()
+    assert used == {"PULUMI_BACKEND_URL", *re.findall(r"`(GCP_\w+)`", section)}
     for name in used:
         assert f"`{name}`" in section, name
+
+
+def team_workflow_section() -> str:
+    page = (ROOT / "docs" / "stacks.md").read_text()
+    return page[page.index("## Team workflow") :]
+
+
+# --------------------------------------------------------------------------------------------- who gets credentials
+
+
+def triggers(wf: dict[str, Any]) -> set[str]:
+    return set(wf[True]) if isinstance(wf[True], dict) else {wf[True]}
+
+
+def environments(name: str, job: dict[str, Any]) -> set[str]:
+    """The GitHub environments a job runs in, its expressions resolved: the matrix's stacks, the callers' inputs."""
+    env = job.get("environment")
+    if env is None:
+        return set()
+    if "${{ matrix.stack }}" in env:
+        return {env.replace("${{ matrix.stack }}", s) for s in job["strategy"]["matrix"]["stack"]}
+    if "${{ inputs.stack }}" in env:  # a reusable workflow: the stacks its callers pass
+        callers = [j for path in WORKFLOWS.glob("*.yml") for j in yaml.safe_load(path.read_text())["jobs"].values()]
+        return {c["with"]["stack"] for c in callers if c.get("uses") == f"./.github/workflows/{name}"}
+    return {env}
+
+
+def settings_rows() -> list[tuple[set[str], str]]:
+    """(environments, setting) of the docs' repository settings table: "environments `a`, `b` | variable `X`"."""
+    rows = []
+    for line in team_workflow_section().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| environment") and len(cells) == 3:
+            rows.append((set(re.findall(r"`([\w-]+)`", cells[0])), f"{cells[1]} | {cells[2]}"))
+    return rows
+
+
+def setting(environment: str, what: str) -> list[str]:
+    return [row for envs, row in settings_rows() if environment in envs and row.startswith(what)]
+
+
+def all_jobs() -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    return [
+        (path.name, wf, job_name, job)
+        for path in sorted(WORKFLOWS.glob("*.yml"))
+        for wf in [yaml.safe_load(path.read_text())]
+        for job_name, job in wf["jobs"].items()
+    ]
+
+
+def test_no_workflow_holds_a_secret() -> None:
+    # The stacks' secrets are decrypted with Cloud KMS keys through each environment's account: no passphrase, no key
+    # file, in any job (a `pull_request` job runs the branch's own code, .ci/run included).
+    for path in WORKFLOWS.glob("*.yml"):
+        text = path.read_text()
+        assert "secrets." not in text and "PULUMI_CONFIG_PASSPHRASE" not in text, path.name
+        # pull_request_target runs with the base repository's secrets and write token, next to the branch's code.
+        assert "pull_request_target" not in text, path.name
+
+
+def test_every_job_with_cloud_credentials_runs_in_a_github_environment() -> None:
+    """A job's cloud credentials come from an account that trusts one environment's token subject (the bootstrap
+    declares that: tests/test_bootstrap.py), so a job without its environment gets nothing; and a job runs in an
+    environment only past its protection rules, which live in the repository's settings, not in a branch."""
+    seen = set()
+    for name, wf, job_name, job in all_jobs():
+        credentialed = job.get("permissions", {}).get("id-token") == "write" or any(
+            s.get("uses", "").startswith("google-github-actions/auth@") for s in job.get("steps", [])
+        )
+        envs = environments(name, job)
+        if job.get("uses"):  # a caller: its reusable workflow's job is checked on its own
+            continue
+        assert not credentialed or envs, f"{name} {job_name}: credentials outside a GitHub environment"
+        for env in envs:
+            seen.add(env)
+            if "pull_request" in triggers(wf):
+                # Reachable from any branch: a person approves each run.
+                assert setting(env, "required reviewers"), f"{name} {job_name}: {env} needs required reviewers"
+                assert env.startswith("preview-"), (name, env)
+            else:
+                # Reachable from main only: a branch's copy of a workflow that names it is refused.
+                assert setting(env, "deployment branches | `main` only"), f"{name} {job_name}: {env}"
+    assert seen == {"health", *PROMOTION, *(f"preview-{s}" for s in PROMOTION)}
+    assert setting("prod", "required reviewers")
+
+
+def test_the_jobs_that_run_every_pull_requests_code_hold_no_credentials() -> None:
+    wf = workflow("preview.yml")
+    for job_name, job in wf["jobs"].items():
+        assert job["permissions"] == {"contents": "read"}, job_name
+        assert "environment" not in job and "env" not in job, job_name
+        assert "env" not in wf
+
+
+def test_the_ci_accounts_trust_exactly_the_environments_their_jobs_run_in() -> None:
+    from components.bootstrap import Bootstrap
+    from tests.harness import declare
+
+    pool = "projects/1/locations/global/workloadIdentityPools/github"
+    args = {"project": "p", "region": "us-central1", "state_bucket": "s"}
+    args |= {"stacks": PROMOTION, "cluster_name": "c", "ci": {"repository": "o/r", "pool": pool}}
+    regs = declare(lambda: Bootstrap("bootstrap", args) and None)  # type: ignore[arg-type]
+    trusted = {
+        r.inputs["member"].rsplit(":environment:", 1)[1]
+        for r in regs
+        if r.type == "gcp:serviceaccount/iAMMember:IAMMember" and r.inputs["role"] == "roles/iam.workloadIdentityUser"
+    }
+    account_jobs = {
+        env
+        for name, _, _, job in all_jobs()
+        for env in environments(name, job)
+        if re.search(r"GCP_(PREVIEW|DEPLOY)_SERVICE_ACCOUNT", yaml.safe_dump(job))
+    }
+    assert trusted == account_jobs == {*PROMOTION, *(f"preview-{s}" for s in PROMOTION)}
 
 
 # --------------------------------------------------------------------------------------------- offline diff
@@ -99,8 +211,7 @@ def test_every_stack_gets_an_offline_diff_against_the_pull_requests_base_without
     job = wf["jobs"]["offline-diff"]
     assert set(STACKS) <= set(job["strategy"]["matrix"]["stack"])
     # Fork-safe: a read-only token, no secrets, no cloud login, no Pulumi service.
-    assert job["permissions"] == {"contents": "read"}
-    assert job["env"] == {"PULUMI_CONFIG_PASSPHRASE": ""}
+    assert job["permissions"] == {"contents": "read"} and "env" not in job
     text = yaml.safe_dump(job)
     assert "secrets." not in text and "google-github-actions" not in text and "pulumi/actions" not in text
     assert step(job, "actions/checkout")["with"] == {"persist-credentials": False, "fetch-depth": 0}
@@ -146,7 +257,7 @@ def test_one_comment_per_pull_request_is_posted_by_a_workflow_run_that_runs_no_p
 
 
 def ci_stacks() -> set[str]:
-    preview = workflow("preview.yml")["jobs"]["preview"]["strategy"]["matrix"]["stack"]
+    preview = workflow("cloud-preview.yml")["jobs"]["preview"]["strategy"]["matrix"]["stack"]
     return set(preview) | set(workflow("deploy.yml")["jobs"])
 
 
@@ -163,7 +274,7 @@ def test_ci_reaches_every_stack_it_deploys_through_the_dns_endpoint(stack: str) 
     server = json.loads(provider.inputs["kubeconfig"]["value"])["clusters"][0]["cluster"]["server"]
     assert re.fullmatch(r"https://gke-[0-9a-f]+-\d+\.us-central1\.gke\.goog", server), server
     # the kubeconfig's credential plugin is installed in every job that runs the program
-    for name in ("preview.yml", "up.yml"):
+    for name in ("cloud-preview.yml", "up.yml"):
         jobs = [
             j
             for j in workflow(name)["jobs"].values()
@@ -180,7 +291,7 @@ def test_one_virtualenv_name_everywhere_built_with_the_constraints() -> None:
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     pack = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
     assert project["runtime"]["options"]["virtualenv"] == pack["runtime"]["options"]["virtualenv"] == "venv"
-    for name in ("preview.yml", "up.yml"):
+    for name in ("cloud-preview.yml", "up.yml"):
         steps = [s.get("run", "") for j in workflow(name)["jobs"].values() for s in j.get("steps", [])]
         script = next(s for s in steps if "python -m venv venv" in s)
         assert "venv/bin/pip install -r requirements.txt -c constraints.txt" in script

@@ -43,6 +43,11 @@ AUTHORIZED_NETWORKS_MAX_PUBLIC = 50
 AUTHORIZED_NETWORKS_MAX_PRIVATE = 100
 
 
+def node_service_account_id(cluster_name: str) -> str:
+    """The node service account's ID, `<name[:24]>-nodes` (service account IDs stop at 30 characters)."""
+    return f"{cluster_name[:24].rstrip('-')}-nodes"
+
+
 class AuthorizedNetwork(Model):
     """One CIDR range allowed to reach the control plane's IP endpoint (the provider's `cidr_blocks`)."""
 

@@ -98,7 +98,7 @@ class ObservabilitySettings(Model):
                 example = f"projects/<project>/notificationChannels/{text if bare else '<numeric id>'}"
                 raise ValueError(
                     f"{channel!r} is not a notification channel name: each must be the channel's full name, "
-                    f"{example} (`gcloud beta monitoring channels list` shows them)"
+                    f"{example} (`gcloud beta monitoring channels list --project=<project>` shows them)"
                 )
         if len(set(v)) != len(v):
             raise ValueError("each notification channel at most once")
@@ -111,7 +111,8 @@ class ObservabilitySettings(Model):
                 "notificationChannels",
                 [],
                 "at least one notification channel, projects/<project>/notificationChannels/<numeric id> (`gcloud "
-                "beta monitoring channels list` shows them), while alerts are on; or observability.notifyNobody: "
+                "beta monitoring channels list --project=<project>` shows them), while alerts are on; or "
+                "observability.notifyNobody: "
                 "true to open incidents in the Cloud Monitoring console only, or observability.alerts: false",
             )
         if self.notify_nobody and self.notification_channels:

@@ -22,7 +22,7 @@ from components.model.config.checks import (
     accept_if,
     raise_all,
 )
-from components.model.config.cluster_settings import ClusterSettings
+from components.model.config.cluster_settings import ClusterSettings, node_service_account_id
 from components.model.config.cross_checks import CrossChecks
 from components.model.config.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.config.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
@@ -196,8 +196,7 @@ class Settings(CrossChecks, Model):
 
     @property
     def node_service_account_id(self) -> str:
-        # Service account IDs stop at 30 characters.
-        return f"{self.cluster.name[:24].rstrip('-')}-nodes"
+        return node_service_account_id(self.cluster.name)
 
     @property
     def reservation_project(self) -> str:
