@@ -20,6 +20,7 @@ import pulumi_gcp as gcp
 
 from components import reservation_reads
 from components.component import Component
+from components.model.addons.keda import METRICS_READER_ROLE
 from components.model.config.cluster_settings import node_service_account_id
 from components.node_service_account import NODE_ROLES, node_display_name
 from components.preflight import WEIGHTS_LIST
@@ -103,9 +104,9 @@ DEPLOY_PROJECT_ROLES: tuple[Grant, ...] = (
         "or grant access to any account",
     ),
 )
-# The project roles the stack grants: the only ones its deploy account may grant or revoke
-# (https://cloud.google.com/iam/docs/setting-limits-on-granting-roles).
-GRANTABLE_PROJECT_ROLES = NODE_ROLES
+# The project roles the stack grants (the nodes', and KEDA's read of Managed Prometheus when it is on): the only
+# ones its deploy account may grant or revoke (https://cloud.google.com/iam/docs/setting-limits-on-granting-roles).
+GRANTABLE_PROJECT_ROLES = (*NODE_ROLES, METRICS_READER_ROLE)
 
 
 def grant_limit(roles: tuple[str, ...]) -> str:
@@ -273,7 +274,7 @@ class Bootstrap(Component):
             member=account.member,
             condition={
                 "title": "only the roles the stack grants",
-                "description": "the node service account's roles (components/node_service_account.py NODE_ROLES)",
+                "description": "the project roles the stack grants: the node account's, KEDA's metrics read",
                 "expression": grant_limit(GRANTABLE_PROJECT_ROLES),
             },
             opts=self.child(),

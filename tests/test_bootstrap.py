@@ -18,9 +18,8 @@ import yaml
 from components import bootstrap as boot
 from components.bootstrap import Bootstrap, BootstrapArgs
 from components.cli import bootstrap as cli
-from components.node_service_account import NODE_ROLES
-from tests.harness import Registration, declare, stack_run
-from tests.stack_config import STACKS
+from tests.harness import Registration, declare, run_program, stack_run
+from tests.stack_config import OPT_IN_ADDONS, STACKS
 
 POOL = "projects/123456789012/locations/global/workloadIdentityPools/github"
 ARGS: BootstrapArgs = {
@@ -191,7 +190,7 @@ def test_the_deploy_account_acts_as_the_node_account_alone_and_grants_only_the_s
         (user,) = [b for r, b in roles if r == "roles/iam.serviceAccountUser"]
         assert user.type == SA_MEMBER and user.property_dependencies["serviceAccountId"] == [node.urn]
         (admin,) = [b for r, b in roles if r == "roles/resourcemanager.projectIamAdmin"]
-        assert admin.inputs["condition"]["expression"] == boot.grant_limit(NODE_ROLES)
+        assert admin.inputs["condition"]["expression"] == boot.grant_limit(boot.GRANTABLE_PROJECT_ROLES)
     assert boot.grant_limit(("roles/a", "roles/b")) == (
         "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly(['roles/a', 'roles/b'])"
     )
@@ -199,8 +198,9 @@ def test_the_deploy_account_acts_as_the_node_account_alone_and_grants_only_the_s
 
 def test_the_deploy_account_may_grant_every_project_role_the_stack_grants() -> None:
     # A new project-level grant in the program fails here until the deploy account's condition allows it.
-    for stack in STACKS:
-        roles = {r.inputs["role"] for r in stack_run(stack).of_type(PROJECT_MEMBER)}
+    runs = {stack: stack_run(stack) for stack in STACKS} | {"dev+opt-in": run_program(OPT_IN_ADDONS)}
+    for stack, run in runs.items():
+        roles = {r.inputs["role"] for r in run.of_type(PROJECT_MEMBER)}
         assert roles and roles <= set(boot.GRANTABLE_PROJECT_ROLES), (stack, roles)
 
 
