@@ -5,10 +5,12 @@ priority, the slots' names and the pacing derived from the settings that hold it
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from components.model.config.checks import LWS_NAME_MAX
 from components.model.serving import burst
 from components.model.serving.burst import BurstPriorityError, burst_priority, pacing, slot_names
+from tests import upstream
 from tests.planner_fixtures import both, elastic, settings
 from tests.stack_config import BASE, P, problems
 
@@ -143,3 +145,25 @@ def test_the_chain_and_the_rearm_follow_the_scrape_interval() -> None:
 
 def test_a_new_revision_starts_as_many_slots_as_the_old_one_had_on() -> None:
     assert [burst.carried_slots(a, 4) for a in (None, 0, 2, 4, 9)] == [0, 0, 2, 4, 4]
+
+
+# --- facts the slots stand on, from the pinned upstream files -----------------------------------------------------
+
+LWS_CRDS = (
+    "charts/lws-v0.8.0/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    "charts/lws-v0.10.0/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+)
+
+
+@pytest.mark.parametrize("path", LWS_CRDS)
+def test_a_leaderworkerset_scales_through_its_scale_subresource_on_spec_replicas_down_to_zero(path: str) -> None:
+    base = upstream.require(path)
+    crd = yaml.safe_load((base / path).read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["storage"]]
+    scale = version["subresources"]["scale"]
+    assert (scale["specReplicasPath"], scale["statusReplicasPath"]) == (".spec.replicas", ".status.replicas")
+    replicas = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"]
+    assert replicas["type"] == "integer" and replicas.get("minimum", 0) == 0  # 0 is valid: a slot that is off
+    assert (
+        "On scale down, the leader pod as well as the workers statefulset will be deleted." in replicas["description"]
+    )
