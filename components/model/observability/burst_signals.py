@@ -29,7 +29,10 @@ without one is gone. Every function used exists in Prometheus 2.44, the version 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from components.model.config.settings import Settings
+from components.model.keys import BURST_SLOT_LABEL
 from components.model.observability.monitoring import RATE_WINDOW, Queries
 from components.model.serving.burst import Pacing, pacing
 
@@ -44,6 +47,30 @@ KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
 # The endpoint picker names an endpoint after its pod and the index of its target port.
 ENDPOINT_POD = "(.+)-rank-[0-9]+"
 PREEMPTED = "Preempted"  # kueue v0.17.4 apis/kueue/v1beta2/workload_types.go:1012 WorkloadEvictedByPreemption
+
+
+def leader_target_labels() -> dict[str, list[dict[str, str]]]:
+    """The vLLM leaders' PodMonitoring `targetLabels` with autoscaling on: the metadata labels GMP's CRD gives by
+    default (pod_types.go:245-254) and the slot number copied from the pod label."""
+    return {
+        "metadata": ["container", "pod", "top_level_controller_name", "top_level_controller_type"],
+        "fromPod": [{"from": BURST_SLOT_LABEL, "to": SLOT_TARGET_LABEL}],
+    }
+
+
+@dataclass(frozen=True)
+class SlotScaler:
+    """What the KEDA ScaledObject of one slot takes, beside its target and its TriggerAuthentication
+    (kedacore/keda v2.20.2: ScaledObject spec fields; the Prometheus trigger's metadata is strings)."""
+
+    query: str  # the trigger's `metadata.query`: 1 while the slot should run, else 0
+    polling_interval: int  # spec.pollingInterval
+    cooldown_period: int  # spec.cooldownPeriod: grace period + formation + model load
+    initial_cooldown_period: int  # spec.initialCooldownPeriod: a slot created at 1 is kept that long
+    min_replica_count: int = 0
+    max_replica_count: int = 1
+    threshold: str = "1"  # metadata.threshold: the HPA's target at 1 replica, never reached past 1
+    activation_threshold: str = "0"  # metadata.activationThreshold: active above 0 (prometheus_scaler.go:319)
 
 
 def _one(expr: str) -> str:
@@ -152,3 +179,10 @@ class BurstSignals:
             held = f"(min_over_time({before}[{window}s:{p.scrape_seconds}s]) >= bool 1)"
             start = f"{held} * {rearmed}"
         return f"{wanted} * clamp_max({serving} + {loading} + {start}, 1)"
+
+    def slot_scaler(self, role: str, slot: int) -> SlotScaler:
+        """The ScaledObject parameters of slot `slot` of `role`."""
+        p = self.pacing
+        return SlotScaler(
+            self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds, p.initial_cooldown_seconds
+        )

@@ -10,7 +10,7 @@ Why one LeaderWorkerSet per slot, from the sources:
   by its leader pod (kubernetes-sigs/lws@fc19b9ae v0.8.0 api/leaderworkerset/v1/leaderworkerset_types.go:112-122,
   :397; pkg/controllers/leaderworkerset_controller.go:262, :763; pkg/controllers/pod_controller.go:333; the same
   marker at v0.10.0 2161f38f leaderworkerset_types.go:418). `replicas: 0` is valid (pkg/webhooks/
-  leaderworkerset_webhook.go:138-139).
+  leaderworkerset_webhook.go:138-139; the v0.10.0 CRD's minimum is 0: tests/test_burst.py reads both CRDs).
 * Kueue makes one Workload per group index, named from the LWS's UID, name and index, creates the missing ones when
   `replicas` grows and deletes those past it (kubernetes-sigs/kueue@21235e3c v0.17.4
   pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go:251-281, leaderworkerset_webhook.go:207-210;
