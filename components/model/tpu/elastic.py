@@ -88,7 +88,10 @@ class StatePlan:
     preemptions: tuple[Preemption, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"on": dict(self.on)} | record(self, "floors_admitted", "slots_admitted", "pending", "preemptions")
+        # The preemptions' details are the slots' (`SlotPlan.preempts`): a state says how many (the stack output
+        # holds every state, 625 of them for 24 + 24 slots).
+        out = {"on": dict(self.on)} | record(self, "floors_admitted", "slots_admitted", "pending")
+        return out | {"preemptions": len(self.preemptions)}
 
 
 @dataclass(frozen=True)
