@@ -95,29 +95,29 @@ def _burst_problem(replicas: int, autoscaling: RoleAutoscaling) -> SettingError 
     return None
 
 
-class PrefillRole(ServingRole):
+class ElasticRole(ServingRole):
+    """A serving role with its autoscaling section (each role's type gives the section of its signal)."""
+
+    autoscaling: RoleAutoscaling = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _burst_slots(self) -> ElasticRole:
+        if problem := _burst_problem(self.replicas, self.autoscaling):
+            raise problem
+        return self
+
+
+class PrefillRole(ElasticRole):
     autoscaling: PrefillAutoscaling = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _burst_slots(self) -> PrefillRole:
-        if problem := _burst_problem(self.replicas, self.autoscaling):
-            raise problem
-        return self
 
-
-class DecodeRole(ServingRole):
+class DecodeRole(ElasticRole):
     autoscaling: DecodeAutoscaling = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _burst_slots(self) -> DecodeRole:
-        if problem := _burst_problem(self.replicas, self.autoscaling):
-            raise problem
-        return self
 
-
-def burst_slots(role: ServingRole) -> int:
+def burst_slots(role: ElasticRole) -> int:
     """The role's burst slots: `maxGroups - replicas` with autoscaling on, else none."""
-    autoscaling = getattr(role, "autoscaling", None)
-    if autoscaling is None or not autoscaling.enabled or autoscaling.max_groups is None:
+    autoscaling = role.autoscaling
+    if not autoscaling.enabled or autoscaling.max_groups is None:
         return 0
     return max(0, autoscaling.max_groups - role.replicas)

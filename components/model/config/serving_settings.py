@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from components.model.config.autoscaling_settings import DecodeRole, PrefillRole
+from components.model.config.autoscaling_settings import DecodeRole, ElasticRole, PrefillRole
 from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
@@ -28,7 +28,6 @@ from components.model.config.serving_parts_settings import (
     GatewaySettings,
     RouterSettings,
     RoutingSidecarSettings,
-    ServingRole,
     WeightsDownloadSettings,
     router_image_tag,
 )
@@ -285,5 +284,5 @@ class ServingSettings(Model):
     def model_served(self) -> str:
         return self.served_model_name or self.model
 
-    def roles(self) -> dict[str, ServingRole]:
+    def roles(self) -> dict[str, ElasticRole]:
         return {"prefill": self.prefill, "decode": self.decode}

@@ -98,9 +98,12 @@ class BurstSignals:
 
     # -- load and desired groups --------------------------------------------------------------
     def target(self, role: str) -> float:
-        spec = self.s.serving.roles()[role]
-        autoscaling = spec.autoscaling  # type: ignore[attr-defined]
-        return autoscaling.backlog_seconds if role == "prefill" else autoscaling.kv_cache_usage
+        serving = self.s.serving
+        return (
+            serving.prefill.autoscaling.backlog_seconds
+            if role == "prefill"
+            else serving.decode.autoscaling.kv_cache_usage
+        )
 
     def load(self, role: str) -> str:
         """The role's load in the unit of its target: seconds of prefill backlog, or decode groups' worth of full
