@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import diff as diff_bench  # noqa: E402
-from benchmarks import planning, scenario  # noqa: E402
+from benchmarks import elastic, planning, scenario  # noqa: E402
 
 PLANNING_CASES = ((64, 300), (144, 300), (144, 700))
 DIFF_CUBES = (2, 8, 32, 64)
@@ -179,6 +179,8 @@ def render(result: dict[str, Any]) -> str:
             ]
         )
     lines += ["", "Slice planning (benchmarks/planning.py mix)", "", align(plan_table)]
+    if result.get("elastic"):
+        lines += ["", elastic.render(result["elastic"]["chained"], result["elastic"]["unchained"])]
     if result.get("diff"):
         diff_table = [["CUBES", "RESOURCES", "COLD WALL s", "COLD CPU s", "WARM CPU s min/med", "ENGINE ms"]]
         for d in result["diff"]:
@@ -296,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         "fit": linear_fit(rows),
         "planning": [planning.measure(c, s, args.repeats, seed=5) for c, s in PLANNING_CASES],
     }
+    print("elastic serving ...", file=sys.stderr, flush=True)
+    result["elastic"] = elastic.run()
     print("change preview ...", file=sys.stderr, flush=True)
     result["diff"] = [diff_run(c, args.repeats) for c in DIFF_CUBES]
     result["diffCommandSeconds"] = diff_bench.command_seconds()

@@ -25,3 +25,16 @@ def cubes(n: int) -> dict[str, Any]:
 
 def run_plan(*overrides: dict[str, Any]) -> Plan:
     return planner.plan(settings(*overrides))
+
+
+def elastic(role: str, max_groups: int | None) -> dict[str, Any]:
+    """Autoscaling on for `role`, up to `max_groups` groups (None: maxGroups unset)."""
+    autoscaling: dict[str, Any] = {"enabled": True}
+    if max_groups is not None:
+        autoscaling["maxGroups"] = max_groups
+    return {"serving": {role: {"autoscaling": autoscaling}}}
+
+
+def both(prefill: int, decode: int) -> dict[str, Any]:
+    """Autoscaling on for both roles, up to these many groups each."""
+    return {"serving": {r: elastic(r, n)["serving"][r] for r, n in (("prefill", prefill), ("decode", decode))}}

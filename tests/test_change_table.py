@@ -62,6 +62,13 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", (), "serving.decode.replicas=3", "serving-replicas"),
     ("dev", (), "serving.decode.topology=2x2x4", "serving-replicas"),
     ("dev", (), "serving.image=docker.io/vllm/vllm-tpu:other", "serving-pods"),
+    ("dev", ("serving.decode.autoscaling.maxGroups=6",), "serving.decode.autoscaling.enabled=true", "elastic"),
+    (
+        "dev",
+        ("serving.decode.autoscaling.enabled=true", "serving.decode.autoscaling.maxGroups=6"),
+        "serving.decode.autoscaling.maxGroups=13",
+        "elastic",
+    ),
     ("dev", (), "serving.weightsBucket=other-weights", "weights-bucket"),
     ("dev", (), "serving.weightsDownload.enabled=true", "weights-download"),
     (

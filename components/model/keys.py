@@ -91,5 +91,7 @@ SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 # This program's own.
 SUB_BLOCK_LABEL = "gke-tpu-slicing/reservation-sub-block"
 """The reservation sub-block a TPU node's pool is bound to."""
+BURST_SLOT_LABEL = "gke-tpu-slicing/burst-slot"
+"""The number of the burst slot a serving pod belongs to (none on a floor's pods): its leader's series carry it."""
 FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
 """The ResourceFlavor a ClusterQueue uses, by Output, so a replaced flavor replaces the ClusterQueue first."""

@@ -327,8 +327,19 @@ class ServingResources(TypedDict):
     """Per-pod memory (requests = limits). Allowed: a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: 960 GiB less GKE's reservation and eviction threshold); requests = limits. Default: "850Gi"."""
 
 
-class ServingRole(TypedDict):
-    """Settings of name, replicas, topology, priority, tensorParallelSize, resources."""
+class PrefillAutoscaling(TypedDict):
+    """Settings of enabled, maxGroups, backlogSeconds."""
+
+    enabled: NotRequired[bool]
+    """Burst slots above the role's `replicas`, each one group that comes and goes with load. Default: false."""
+    max_groups: NotRequired[int]
+    """The role's groups at most: its `replicas` floor plus its burst slots. Allowed: unset, or an integer of at least 2; with autoscaling.enabled it is required and more than the role's replicas, at most what the TPU quota holds beside every workload a burst slot cannot preempt, and both roles' slots together fit the usable cubes beside them (the preview names each bound)."""
+    backlog_seconds: NotRequired[float]
+    """Seconds of prefill backlog per group before another. Allowed: a number of seconds greater than 0 and less than 300 (the Gateway's request timeout, past which a request waiting for its first token fails): the prefill backlog one group may hold, a share of the time-to-first-token target (the target less the idle prefill time of a typical prompt); the backlog is the router's in-flight prompt tokens over serving.router.peakPrefillThroughput. Default: 1.5."""
+
+
+class PrefillRole(TypedDict):
+    """Settings of name, replicas, topology, priority, tensorParallelSize, resources, autoscaling."""
 
     name: NotRequired[str]
     """The LeaderWorkerSet's name. Allowed: a DNS-1035 label of at most 33 characters, or unset for kueue-vllm-<role>-model-streamer: the LeaderWorkerSet is named <name>-<5-digit revision>, and Kueue bounds LWS names to 39."""
@@ -342,6 +353,38 @@ class ServingRole(TypedDict):
     """Set only to assert the derived `--tensor-parallel-size`. Allowed: unset, or exactly the slice's chips x TensorCores per chip (16 for 2x2x2 on tpu7x)."""
     resources: NotRequired[ServingResources]
     """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
+    autoscaling: NotRequired[PrefillAutoscaling]
+    """The autoscaling settings: enabled, maxGroups, backlogSeconds."""
+
+
+class DecodeAutoscaling(TypedDict):
+    """Settings of enabled, maxGroups, kvCacheUsage."""
+
+    enabled: NotRequired[bool]
+    """Burst slots above the role's `replicas`, each one group that comes and goes with load. Default: false."""
+    max_groups: NotRequired[int]
+    """The role's groups at most: its `replicas` floor plus its burst slots. Allowed: unset, or an integer of at least 2; with autoscaling.enabled it is required and more than the role's replicas, at most what the TPU quota holds beside every workload a burst slot cannot preempt, and both roles' slots together fit the usable cubes beside them (the preview names each bound)."""
+    kv_cache_usage: NotRequired[float]
+    """KV cache occupancy per decode group before another. Allowed: a fraction greater than 0 and at most 1: the KV cache occupancy per group (vLLM's kv_cache_usage_perc summed over the decode leaders) at which another group is wanted. Default: 0.8."""
+
+
+class DecodeRole(TypedDict):
+    """Settings of name, replicas, topology, priority, tensorParallelSize, resources, autoscaling."""
+
+    name: NotRequired[str]
+    """The LeaderWorkerSet's name. Allowed: a DNS-1035 label of at most 33 characters, or unset for kueue-vllm-<role>-model-streamer: the LeaderWorkerSet is named <name>-<5-digit revision>, and Kueue bounds LWS names to 39."""
+    replicas: NotRequired[int]
+    """LWS groups, one slice each. Allowed: an integer of at least 1 (LWS groups, one slice each). Default: 4."""
+    topology: NotRequired[str]
+    """Each group's slice; the group size (its VMs) is derived. Allowed: a topology AxBxC that is a partition of a cube (sub-slice) or whole cubes (super-slice: 4x4x4 cubes only, dimensions that do not decrease, at most 9216 chips), within tpu.cubes. Default: "2x2x2"."""
+    priority: NotRequired[str]
+    """The groups' Kueue priority class. Allowed: a key of kueue.priorities. Default: "high-priority-3000"."""
+    tensor_parallel_size: NotRequired[int]
+    """Set only to assert the derived `--tensor-parallel-size`. Allowed: unset, or exactly the slice's chips x TensorCores per chip (16 for 2x2x2 on tpu7x)."""
+    resources: NotRequired[ServingResources]
+    """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
+    autoscaling: NotRequired[DecodeAutoscaling]
+    """The autoscaling settings: enabled, maxGroups, kvCacheUsage."""
 
 
 class GatewaySettings(TypedDict):
@@ -385,7 +428,7 @@ class WeightsDownloadSettings(TypedDict):
 
 
 class ServingSettings(TypedDict):
-    """Settings of enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
+    """Settings of enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, modelLoadSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
 
     enabled: NotRequired[bool]
     """The whole serving layer (HF Secret, KSA, bucket IAM, Gateway, router, LWS). Default: true."""
@@ -419,10 +462,12 @@ class ServingSettings(TypedDict):
     """The leaders' startup-probe budget for loading the model. Allowed: an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine). Default: 14400."""
     termination_grace_period_seconds: NotRequired[int]
     """How long a stopping vLLM pod may finish its requests. Allowed: an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight. Default: 360."""
-    prefill: NotRequired[ServingRole]
-    """The prefill settings: name, replicas, topology, priority, tensorParallelSize, resources."""
-    decode: NotRequired[ServingRole]
-    """The decode settings: name, replicas, topology, priority, tensorParallelSize, resources."""
+    model_load_seconds: NotRequired[int]
+    """How long a new group takes to load the model and serve (measure it). Allowed: an integer of at least 1 and at most serving.startupTimeoutSeconds: a measured expectation (weights streamed, XLA compiled from the cache), where startupTimeoutSeconds is the budget before the kubelet restarts the leader. Default: 1200."""
+    prefill: NotRequired[PrefillRole]
+    """The prefill settings: name, replicas, topology, priority, tensorParallelSize, resources, autoscaling."""
+    decode: NotRequired[DecodeRole]
+    """The decode settings: name, replicas, topology, priority, tensorParallelSize, resources, autoscaling."""
     gateway: NotRequired[GatewaySettings]
     """The gateway settings: name, className, exposeToInternet."""
     router: NotRequired[RouterSettings]
@@ -478,7 +523,7 @@ class TpuSlicingStackArgs(TypedDict):
     demos: NotRequired[DemosSettings]
     """The demos settings: subslicing, superslicing."""
     serving: NotRequired[ServingSettings]
-    """The serving settings: enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
+    """The serving settings: enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, modelLoadSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
     observability: NotRequired[ObservabilitySettings]
     """The observability settings: enabled, scraping, dashboard, alerts, scrapeInterval, pendingWorkloadMinutes, noReadyLeaderMinutes, quotaFullMinutes, notificationChannels, notifyNobody."""
     hf_token: NotRequired[pulumi.Input[str]]

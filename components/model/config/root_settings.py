@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from components.model.config.autoscaling_settings import burst_slots
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
@@ -32,6 +33,7 @@ from components.model.config.resources_settings import ResourceRequirements
 from components.model.config.rules import ProjectId, Rule
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
+from components.model.serving.burst import BurstPriority, burst_priority
 from components.model.tpu.geometry import Slice, SliceKind, Topology
 
 
@@ -107,6 +109,7 @@ class Settings(CrossChecks, Model):
         (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
         (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
+        (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_burst_bounds"),
     )
 
     def cross_check_errors(self, skip: frozenset[str] = frozenset()) -> list[SettingError]:
@@ -212,6 +215,19 @@ class Settings(CrossChecks, Model):
             for role, spec in self.serving.roles().items():
                 out[f"serving.{role}"] = (spec.topology, spec.priority)
         return out
+
+    def burst_slots(self) -> dict[str, int]:
+        """Role -> burst slots (`maxGroups - replicas`) of every serving role with autoscaling on."""
+        if not self.serving.enabled:
+            return {}
+        return {role: n for role, spec in self.serving.roles().items() if (n := burst_slots(spec))}
+
+    def burst_priority(self) -> BurstPriority | None:
+        """The burst slots' WorkloadPriorityClass, derived from kueue.priorities and every floor's (none without
+        slots); raises components.model.serving.burst.BurstPriorityError when no value fits between."""
+        if not self.burst_slots():
+            return None
+        return burst_priority(self.kueue.priorities, [spec.priority for spec in self.serving.roles().values()])
 
     def slice_of(self, topology: str) -> Slice:
         return self.tpu.cube.classify(Topology.parse(topology))

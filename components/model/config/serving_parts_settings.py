@@ -40,6 +40,12 @@ from components.model.config.rules import (
     at_least,
 )
 
+# The longest a request may run through the Gateway: the router chart's GCPBackendPolicy sets the load balancer's
+# backend timeout of the InferencePool to 300 s, fixed (llm-d/llm-d-router v0.10.0
+# config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
+# values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
+GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
+
 # What one TPU VM leaves to a serving pod, the bound of its CPU and memory (the TPU VM fit, cross_checks.py).
 _TPU_VM = f"{QUANTITY}; {TPU7X}; {NODE_SIZES}"
 

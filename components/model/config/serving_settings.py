@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
+from components.model.config.autoscaling_settings import DecodeRole, ElasticRole, PrefillRole
 from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
@@ -22,11 +23,11 @@ from components.model.config.rules import (
     at_least,
 )
 from components.model.config.serving_parts_settings import (
+    GATEWAY_REQUEST_TIMEOUT_SECONDS,
     SIDECAR_REPOSITORY,
     GatewaySettings,
     RouterSettings,
     RoutingSidecarSettings,
-    ServingRole,
     WeightsDownloadSettings,
     router_image_tag,
 )
@@ -42,11 +43,6 @@ VLLM_KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "int8", "fp8", "fp8_e4m3"
 # --ray_init_timeout for its workers, then vLLM up to VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT for its engine.
 # A startup probe shorter than their sum would kill a pod that is still legitimately starting.
 POD_STARTUP_WAITS_SECONDS = 1800 + 1800
-# The longest a request may run through the Gateway: the router chart's GCPBackendPolicy sets the load balancer's
-# backend timeout of the InferencePool to 300 s, fixed (llm-d/llm-d-router v0.10.0
-# config/charts/llm-d-router-gateway/templates/gke.yaml `timeoutSec: 300`; the HTTPRoute timeout is unused on GKE,
-# values.yaml `httpRoute.requestTimeout`). A serving pod asked to stop gets at least that long to finish them.
-GATEWAY_REQUEST_TIMEOUT_SECONDS = 300
 _KV_DTYPE = f"a vLLM --kv-cache-dtype: {', '.join(VLLM_KV_CACHE_DTYPES)}"
 # Both model names end up in vLLM's command line (--served-model-name=) and serving.model in every pod's
 # llm-d.ai/model label; an empty name would serve a model clients cannot name.
@@ -204,8 +200,19 @@ class ServingSettings(Model):
             "llm-d/llm-d-router v0.10.0 chart (GCPBackendPolicy timeoutSec 300); components/llmd_router.py",
         ),
     ] = Field(360, description="how long a stopping vLLM pod may finish its requests")
-    prefill: ServingRole = Field(default_factory=dict)
-    decode: ServingRole = Field(default_factory=dict)
+    # What a new group takes from its pods starting to a ready leader. Elastic serving paces its burst slots and
+    # keeps an idle one by it (components/model/serving/burst.py); the startup probe's budget above is the bound.
+    model_load_seconds: Annotated[
+        int,
+        at_least(
+            1,
+            " and at most serving.startupTimeoutSeconds: a measured expectation (weights streamed, XLA compiled from "
+            "the cache), where startupTimeoutSeconds is the budget before the kubelet restarts the leader",
+            change="elastic",
+        ),
+    ] = Field(1200, ge=1, description="how long a new group takes to load the model and serve (measure it)")
+    prefill: PrefillRole = Field(default_factory=dict)
+    decode: DecodeRole = Field(default_factory=dict)
     gateway: Annotated[GatewaySettings, Rule(change="gateway")] = Field(default_factory=dict)
     router: Annotated[RouterSettings, Rule(change="router")] = Field(default_factory=dict)
     routing_sidecar: RoutingSidecarSettings = Field(default_factory=dict)
@@ -223,6 +230,17 @@ class ServingSettings(Model):
                 self.max_num_batched_tokens,
                 f"at least serving.maxNumSeqs ({self.max_num_seqs}): vLLM refuses fewer batched tokens than "
                 "sequences in a batch",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _load_within_the_startup_budget(self) -> ServingSettings:
+        if self.model_load_seconds > self.startup_timeout_seconds:
+            raise SettingError(
+                "modelLoadSeconds",
+                self.model_load_seconds,
+                f"at most serving.startupTimeoutSeconds ({self.startup_timeout_seconds}): a leader still loading "
+                "past its startup budget is restarted by the kubelet",
             )
         return self
 
@@ -266,5 +284,5 @@ class ServingSettings(Model):
     def model_served(self) -> str:
         return self.served_model_name or self.model
 
-    def roles(self) -> dict[str, ServingRole]:
+    def roles(self) -> dict[str, ElasticRole]:
         return {"prefill": self.prefill, "decode": self.decode}

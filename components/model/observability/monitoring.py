@@ -64,6 +64,9 @@ METRIC_SOURCES = {
     "inference_extension_scheduler_e2e_duration_seconds_bucket": _EPP,
     "inference_objective_request_total": _EPP,
     "inference_pool_ready_pods": _EPP,
+    # the burst slots' prefill signal (components/model/observability/burst_signals.py)
+    "llm_d_epp_inflight_tokens": "llm-d/llm-d-router pkg/epp/framework/plugins/requestcontrol/dataproducer/"
+    "inflightload/metrics.go@v0.10.0:41-48",
     "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
     "kubernetes.io/container/accelerator/duty_cycle": _GKE,
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",

@@ -36,6 +36,7 @@ from components.model.config.settings import Settings
 from components.model.serving.deployed import DeployedRole
 from components.model.tpu.admission import Simulation, Unit
 from components.model.tpu.demand import Workload, workloads_from_settings
+from components.model.tpu.elastic import plan_elastic, slot_workloads, with_elastic
 from components.model.tpu.geometry import Cube, SliceKind
 from components.model.tpu.partitions import PartitionTree, PlanError
 from components.model.tpu.report import (
@@ -51,6 +52,7 @@ from components.model.tpu.report import (
 )
 from components.model.tpu.reservation import Assignment
 from components.model.tpu.reservation import config_key as _qualified
+from components.model.tpu.rollout_room import rollouts
 
 # The public API of the planner; the types live in demand.py, partitions.py and report.py.
 __all__ = [
@@ -290,86 +292,19 @@ def _contention_warning(w: Workload, units: Sequence[UnitPlan], preemptions: Seq
     return [f"{text}: {waiting[0].waiting_for}"]
 
 
-# The key of the new LeaderWorkerSet of a role while it rolls (beside the old one, under the role's key).
-NEW_SET = " (new set)"
-
-
-def _surge(cube: Cube, cubes: int, workloads: Sequence[Workload], rolling: Sequence[Workload], **kw: object) -> Plan:
-    """The plan once the new sets of `rolling` arrive while every workload of the stack still runs."""
-    new_sets = [dataclasses.replace(w, key=w.key + NEW_SET, step=w.step + 1) for w in rolling]
-    return plan_workloads(cube, cubes, [*workloads, *new_sets], **kw)  # type: ignore[arg-type]
-
-
-def rollouts(
-    cube: Cube,
-    cubes: int,
-    workloads: Sequence[Workload],
-    base: Plan,
-    deployed: Mapping[str, DeployedRole] | None = None,
-    **kw: object,
-) -> tuple[tuple[RolloutPlan, ...], tuple[str, ...]]:
-    """How each serving role would roll (see RolloutPlan), and warnings for the rollouts that cannot keep serving.
-
-    A role's new set arrives after everything else, at the role's priority: Kueue admits its groups where room
-    is free or held by strictly lower priorities, never by the old set (same priority). Roles are planned one
-    at a time (a config change usually touches one); a warning says when both at once would not fit.
-    The old set runs with its `deployed` shape (the previous update's, components/model/serving/deployed.py) where one
-    was read; without one, with the configured settings.
-    """
-    deployed = deployed or {}
-    olds = {
-        w.key: deployed[w.key].applied_to(cube, w)
-        for w in workloads
-        if w.key in deployed and not deployed[w.key].same_as(w)
-    }
-    # Every workload as it runs before this update. It is what a role that changes now rolls beside; a role that
-    # does not change is planned for a later change, once this update is done (so its own waitFor does not
-    # change with another role's rollout).
-    running_now = [olds.get(w.key, w) for w in workloads]
-    serving = [w for w in workloads if w.key.startswith("serving.") and not w.gang]
-    out: list[RolloutPlan] = []
-    warnings: list[str] = []
-    for w in serving:
-        with_new = _surge(cube, cubes, running_now if w.key in olds else workloads, [w], **kw)
-        new = with_new.workload(w.key + NEW_SET)
-        waiting = next((u.waiting_for for u in new.units if u.status is not Status.ADMITTED), "")
-        victims = tuple(dict.fromkeys(p.victim_key for p in with_new.preemptions if p.by_key == new.key))
-        running = base.workload(w.key).admitted_slices
-        r = RolloutPlan(w.key, w.name, w.topology, w.slices, new.admitted_slices, running, victims, waiting)
-        if w.key in olds:
-            r = dataclasses.replace(r, deployed=deployed[w.key].describe())
-        out.append(r)
-        if not r.create_first and r.running:
-            warnings.append(
-                f"{_qualified(w.key)} ({w.name}, {w.slices} x {w.topology}): a change of its resources, topology, "
-                f"replicas, priority or queue cannot keep it serving: no new group fits beside the running ones "
-                f"({waiting}), so the running LeaderWorkerSet is deleted first and {w.key} has no ready leader until "
-                "the new groups have loaded the model; free room first (more tpu.cubes, fewer lower-priority demos)"
-            )
-    rolling = [w for w, r in zip(serving, out, strict=True) if r.create_first]
-    if len(rolling) > 1:
-        together = _surge(cube, cubes, running_now if olds else workloads, rolling, **kw)
-        short = [r for r in out if r.create_first and together.workload(r.key + NEW_SET).admitted_slices < r.wait_for]
-        if short:
-            need = sum(r.wait_for for r in out if r.create_first)
-            got = sum(together.workload(r.key + NEW_SET).admitted_slices for r in out if r.create_first)
-            warnings.append(
-                f"{' and '.join(_qualified(r.key) for r in out if r.create_first)}: each can roll to a new "
-                f"LeaderWorkerSet alone, but not both in one update ({need} new groups must be ready before the "
-                f"old ones go, {got} fit at once): change their pod shapes, replicas, priorities or queue in "
-                "separate updates"
-            )
-    return tuple(out), tuple(warnings)
-
-
 def plan(
-    settings: Settings, sub_blocks: Assignment | None = None, deployed: Mapping[str, DeployedRole] | None = None
+    settings: Settings,
+    sub_blocks: Assignment | None = None,
+    deployed: Mapping[str, DeployedRole] | None = None,
+    active_slots: Mapping[str, int] | None = None,
 ) -> Plan:
     """The capacity plan of a stack: every enabled workload against the cubes on usable sub-blocks, and how
     serving rolls.
 
     Without `sub_blocks` (nothing read), every one of `tpu.cubes` counts. `deployed`: the serving roles as the
     previous update left them (components/model/serving/deployed.py); without it, they roll from the configured shape.
+    `active_slots`: role -> burst slots on, as read from the live sets; without it, every slot (the most a rollout
+    has to make room beside).
     """
     tpu = settings.tpu
     workloads = workloads_from_settings(settings)
@@ -378,5 +313,7 @@ def plan(
     base = plan_workloads(tpu.cube, len(pools), workloads, **kw)  # type: ignore[arg-type]
     if base.errors:
         return base
-    rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, deployed, **kw)
-    return dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)
+    active = slot_workloads(settings, tpu.cube, settings.burst_slots() if active_slots is None else active_slots)
+    rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, deployed, active, **kw)
+    out = dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)
+    return with_elastic(out, plan_elastic(settings, tpu.cube, len(pools), workloads, base, **kw))

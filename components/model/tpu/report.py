@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from components.model.records import align, record
 from components.model.tpu.demand import Workload
 from components.model.tpu.geometry import Topology
 from components.model.tpu.reservation import Assignment
+
+if TYPE_CHECKING:
+    from components.model.tpu.elastic import ElasticPlan
 
 T = TypeVar("T")
 TABLE_PREEMPTIONS = 10  # preemptions listed in the table; `as_dict()` has them all
@@ -132,6 +135,8 @@ class RolloutPlan:
     # The deployed shape the new set rolls from ("4 x 2x2x2, high-priority"), read from the stack's previous
     # outputs when it differs from the configured one; "" when it is the same or was not read.
     deployed: str = ""
+    slots_running: int = 0  # the role's burst slots on while it rolls; the new revision starts as many at 1
+    slots_carried: int = 0  # of those, the new revision's admitted while the old slots still run
 
     @property
     def create_first(self) -> bool:
@@ -168,7 +173,8 @@ class RolloutPlan:
 
     def as_dict(self) -> dict[str, Any]:
         fields = ("key", "name", "topology", "replicas", "surge", "running", "create_first", "wait_for", "preempts")
-        return record(self, *fields, "waiting", "deployed")
+        slots = ("slots_running", "slots_carried") if self.slots_running else ()
+        return record(self, *fields, "waiting", "deployed", *slots)
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,7 @@ class Plan:
     warnings: tuple[str, ...]
     rollouts: tuple[RolloutPlan, ...] = ()  # serving roles only (planner.plan)
     sub_blocks: Assignment | None = None  # which cube is on which sub-block; None: not read
+    elastic: ElasticPlan | None = None  # the burst slots' states (components/model/tpu/elastic.py); None: none
 
     @property
     def chips_provisioned(self) -> int:
@@ -237,7 +244,7 @@ class Plan:
         return text
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "machineType": self.machine_type,
             "cubeTopology": str(self.cube_topology),
             "totals": {
@@ -250,6 +257,7 @@ class Plan:
                 "tpuQuota": self.quota,
             },
         } | record(self, "cubes", "workloads", "preemptions", "errors", "warnings", "rollouts", "sub_blocks")
+        return out if self.elastic is None else out | {"elastic": self.elastic.as_dict()}
 
     def rollout(self, key: str) -> RolloutPlan:
         return _find(self.rollouts, key, lambda r: r.key)
@@ -297,8 +305,16 @@ class Plan:
                 f"ROLLOUT  {r.key}: "
                 + (f"from the deployed {r.deployed}: " if r.deployed else "")
                 + f"{r.surge}/{r.replicas} new groups fit beside the running ones; {r.describe()}; {r.in_place()}"
+                + (
+                    f"; its {r.slots_running} burst slots start on in the new revision, {r.slots_carried} beside "
+                    "the old ones"
+                    if r.slots_running
+                    else ""
+                )
                 for r in self.rollouts
             ]
+        if self.elastic is not None:
+            lines += ["", *self.elastic.table()]
         tail = ["", self.sub_blocks.table()] if self.sub_blocks else []
         return "\n".join([*lines, "", *align(cube_rows), *tail])
 

@@ -1,0 +1,191 @@
+"""The PromQL of elastic serving: each role's load and desired groups, and each burst slot's activation query, which
+a KEDA ScaledObject of that slot reads (threshold 1, activation above 0, between 0 and 1 replica). Pure strings
+and numbers, scoped like every query of components/model/observability/monitoring.py (this cluster, the workload
+namespace, the job scraping the role's leaders).
+
+The signal per role follows llm-d's token-aware KEDA guide for P/D disaggregation (llm-d/llm-d@560d420e
+guides/workload-autoscaling/keda-epp-token-aware/README.md; its queries pd-disaggregation/base/prefill-scaledobject.yaml
+@04c0115b and decode-scaledobject.yaml@56cb1218): the groups a role wants are ceil(load / target), as an HPA with
+`AverageValue` would compute, with
+
+* prefill: seconds of prefill backlog, the router's in-flight uncached prompt tokens (`llm_d_epp_inflight_tokens` of
+  its `inflight-load-producer`, which the program's router configuration runs: components/llmd_router.py) over
+  serving.router.peakPrefillThroughput, against serving.prefill.autoscaling.backlogSeconds;
+* decode: vLLM's KV cache occupancy summed over the decode leaders, against serving.decode.autoscaling.kvCacheUsage.
+
+The pinned router (llm-d/llm-d-router@71f4f099 v0.10.0) exports `inflight_tokens` per endpoint named
+`<pod>-rank-<port index>` (pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload/metrics.go:41-48,
+producer.go:427-441; pkg/epp/datastore/datastore.go:519-526) and does not drop a removed endpoint's series (fixed
+after v0.10.0, llm-d-router#2577, as the guide says): the backlog counts only endpoints whose pod is a serving leader
+of the role, which both drops those frozen series and scopes the EPP's series to the role.
+
+Managed Service for Prometheus keeps no staleness (https://cloud.google.com/stackdriver/docs/managed-prometheus/
+promql-differences, "Staleness"): an instant selector returns a vanished pod's last sample for the whole 5-minute
+lookback. So a leader's state is its newest sample within `Pacing.fresh_seconds` (`last_over_time`), and a leader
+without one is gone. Every function used exists in Prometheus 2.44, the version Managed Prometheus is at parity with
+(same page), and every query returns exactly one series without labels, as KEDA's Prometheus scaler requires
+(kedacore/keda v2.20.2 pkg/scalers/prometheus_scaler.go:264-307: an empty or multi-series result is an error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.model.config.settings import Settings
+from components.model.keys import BURST_SLOT_LABEL
+from components.model.observability.monitoring import RATE_WINDOW, Queries
+from components.model.serving.burst import Pacing, pacing
+
+# The target label the vLLM leaders' PodMonitoring copies from the pod label components.model.keys.BURST_SLOT_LABEL
+# (`targetLabels.fromPod`; GoogleCloudPlatform/prometheus-engine@7920a2a2 v0.17.2 pkg/operator/apis/monitoring/v1/
+# pod_config.go:556-574 turns the label key into its sanitized meta label): the slot's number, empty on a floor's
+# leader. The series of one slot number span both revisions of a rollout.
+SLOT_TARGET_LABEL = "burst_slot"
+INFLIGHT_TOKENS = "llm_d_epp_inflight_tokens"
+INFLIGHT_PRODUCER = "inflight-load-producer"  # the producer's type, its name when the configuration gives none
+KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+# The endpoint picker names an endpoint after its pod and the index of its target port.
+ENDPOINT_POD = "(.+)-rank-[0-9]+"
+PREEMPTED = "Preempted"  # kueue v0.17.4 apis/kueue/v1beta2/workload_types.go:1012 WorkloadEvictedByPreemption
+
+
+def leader_target_labels() -> dict[str, list[dict[str, str]]]:
+    """The vLLM leaders' PodMonitoring `targetLabels` with autoscaling on: the metadata labels GMP's CRD gives by
+    default (pod_types.go:245-254) and the slot number copied from the pod label."""
+    return {
+        "metadata": ["container", "pod", "top_level_controller_name", "top_level_controller_type"],
+        "fromPod": [{"from": BURST_SLOT_LABEL, "to": SLOT_TARGET_LABEL}],
+    }
+
+
+@dataclass(frozen=True)
+class SlotScaler:
+    """What the KEDA ScaledObject of one slot takes, beside its target and its TriggerAuthentication
+    (kedacore/keda v2.20.2: ScaledObject spec fields; the Prometheus trigger's metadata is strings)."""
+
+    query: str  # the trigger's `metadata.query`: 1 while the slot should run, else 0
+    polling_interval: int  # spec.pollingInterval
+    cooldown_period: int  # spec.cooldownPeriod: grace period + formation + model load
+    initial_cooldown_period: int  # spec.initialCooldownPeriod: a slot created at 1 is kept that long
+    min_replica_count: int = 0
+    max_replica_count: int = 1
+    threshold: str = "1"  # metadata.threshold: the HPA's target at 1 replica, never reached past 1
+    activation_threshold: str = "0"  # metadata.activationThreshold: active above 0 (prometheus_scaler.go:319)
+
+
+def _one(expr: str) -> str:
+    """`expr` aggregated to one series without labels, 0 when it has none."""
+    return f"({expr} or vector(0))"
+
+
+class BurstSignals:
+    """The queries of one stack's burst slots."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.q = Queries(settings)
+        self.pacing: Pacing = pacing(settings)
+
+    # -- selectors ----------------------------------------------------------------------------
+    def leaders(self, role: str, slot: int | None = None) -> str:
+        """`up` of the role's leaders (floor and slots), or of slot `slot`'s leaders only (either revision)."""
+        selector = self.q.vllm("up", role)
+        return selector if slot is None else selector[:-1] + f',{SLOT_TARGET_LABEL}="{slot}"' + "}"
+
+    def _fresh(self, selector: str) -> str:
+        """Each series' newest sample within the freshness window (none for a vanished target)."""
+        return f"last_over_time({selector}[{self.pacing.fresh_seconds}s])"
+
+    # -- load and desired groups --------------------------------------------------------------
+    def target(self, role: str) -> float:
+        serving = self.s.serving
+        return (
+            serving.prefill.autoscaling.backlog_seconds
+            if role == "prefill"
+            else serving.decode.autoscaling.kv_cache_usage
+        )
+
+    def load(self, role: str) -> str:
+        """The role's load in the unit of its target: seconds of prefill backlog, or decode groups' worth of full
+        KV cache. One series."""
+        if role == "prefill":
+            tokens = self.q.epp(INFLIGHT_TOKENS)
+            tokens = tokens[:-1] + f',producer_name="{INFLIGHT_PRODUCER}"' + "}"
+            per_pod = f'label_replace({tokens}, "pod", "$1", "endpoint_name", "{ENDPOINT_POD}")'
+            serving = f"({self._fresh(self.leaders(role))} == 1)"
+            backlog = _one(f"sum({per_pod} and on (pod) {serving})")
+            return f"({backlog} / {self.s.serving.router.peak_prefill_throughput:g})"
+        return _one(f"sum({self._fresh(self.q.vllm(KV_CACHE_USAGE, role))})")
+
+    def wanted(self, role: str) -> str:
+        """Groups the role's load asks for: ceil(load / target), unbounded."""
+        return f"ceil({self.load(role)} / {self.target(role):g})"
+
+    def desired_groups(self, role: str) -> str:
+        """Groups the role should run: the wanted count within [replicas, maxGroups] (the dashboard's 'desired')."""
+        spec = self.s.serving.roles()[role]
+        top = spec.replicas + self.s.burst_slots().get(role, 0)
+        return f"clamp_max(clamp_min({self.wanted(role)}, {spec.replicas}), {top})"
+
+    def running_groups(self, role: str) -> str:
+        """Groups whose leader runs (a scrape target): admitted, placed, loading or serving."""
+        return _one(f"count({self._fresh(self.leaders(role))})")
+
+    def ready_groups(self, role: str) -> str:
+        """Groups whose leader serves (its vLLM answers /metrics)."""
+        return _one(f"count({self._fresh(self.leaders(role))} == 1)")
+
+    def slot_evictions(self) -> str:
+        """Burst slots evicted by Kueue over the rate window, by reason (a preempted slot requeues)."""
+        burst = self.s.burst_priority()
+        name = burst.name if burst else ""
+        metric = self.q.kueue("kueue_evicted_workloads_total", priority_class=name)
+        return f"sum by (reason) (increase({metric}[{RATE_WINDOW}]))"
+
+    # -- one slot ------------------------------------------------------------------------------
+    def slot_query(self, role: str, slot: int) -> str:
+        """1 while slot `slot` (1-based) of `role` should run, else 0: the KEDA trigger of that slot.
+
+        on   = wanted >= replicas + slot
+               and (the slot's leader serves, or is loading,
+                    or [the previous slot has served for chain_hold_seconds (slot 1: always)
+                        and the slot's last leader has been gone for rearm_seconds])
+
+        Thresholds rise with the slot, so the slots turn on in order and off in reverse. A slot turns on only once
+        the slot before it serves (the chain), so a step of load starts one slot at a time and the signal sees each
+        new group before it asks for the next. Once on, a slot stays on while it is wanted and its leader loads or
+        serves; KEDA's cooldownPeriod (`Pacing.cooldown_seconds`) holds it for that long after the last poll that
+        wanted it. A draining leader (SIGTERM: vLLM stops answering) is neither loading nor serving, and a slot turns
+        on again only after its leader has been gone for the rearm time, so it never reuses a Workload that is still
+        being finalized (components/model/serving/burst.py).
+        """
+        if slot < 1:
+            raise ValueError("slots are numbered from 1")
+        p = self.pacing
+        spec = self.s.serving.roles()[role]
+        mine = self.leaders(role, slot)
+        fresh = self._fresh(mine)
+        wanted = f"({self.wanted(role)} >= bool {spec.replicas + slot})"
+        serving = f"({_one(f'max({fresh})')} >= bool 1)"
+        # A leader that has a fresh sample, reads 0 and never served within the loading window: still loading (a
+        # draining one has served).
+        loading = (
+            f"({_one(f'count(max_over_time({mine}[{p.loading_window_seconds}s]) < 1 and {fresh} == 0)')} >= bool 1)"
+        )
+        rearmed = _one(f"sum(absent_over_time({mine}[{p.rearm_seconds}s]))")
+        if slot == 1:
+            start = rearmed
+        else:
+            before = _one(f"max({self._fresh(self.leaders(role, slot - 1))})")
+            # Every step from chain_hold_seconds ago to now: the subquery's range is open at its start.
+            window = p.chain_hold_seconds + p.scrape_seconds
+            held = f"(min_over_time({before}[{window}s:{p.scrape_seconds}s]) >= bool 1)"
+            start = f"{held} * {rearmed}"
+        return f"{wanted} * clamp_max({serving} + {loading} + {start}, 1)"
+
+    def slot_scaler(self, role: str, slot: int) -> SlotScaler:
+        """The ScaledObject parameters of slot `slot` of `role`."""
+        p = self.pacing
+        return SlotScaler(
+            self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds, p.initial_cooldown_seconds
+        )

@@ -1,0 +1,78 @@
+"""The load-trace model of `python -m benchmarks` (benchmarks/elastic.py): its accounting and its pacing on loads
+whose answer is known (no timing: the model runs in simulated time)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from benchmarks import elastic
+from benchmarks.elastic import BATCH_GRACE_S, DAY_S, STEP_S, percentile, simulate
+from components.model.serving.burst import SLICE_ACTIVATION_TIMEOUT_S, SLICE_RELEASE_S, pacing
+
+STEP_AT = 6 * 3600
+
+
+def flat(groups: float) -> Callable[[float], float]:
+    return lambda t: groups
+
+
+def step(low: float, high: float, until: float = DAY_S) -> Callable[[float], float]:
+    """`low` groups' worth, `high` from STEP_AT until `until`."""
+    return lambda t: high if STEP_AT <= t < until else low
+
+
+def test_a_load_within_the_floor_holds_the_floor_all_day_and_leaves_the_rest_to_batch() -> None:
+    s = elastic.scenario_settings()
+    r = simulate(s, {"prefill": flat(3.0), "decode": flat(2.5)})
+    assert r["roles"] == {
+        "prefill": {"floor": 3, "peak": 3, "chipsPerGroup": 8},
+        "decode": {"floor": 3, "peak": 3, "chipsPerGroup": 8},
+    }
+    assert r["staticChipHours"] == r["elasticChipHours"] == 6 * 8 * 24
+    assert r["batchElasticChipHours"] == r["reservationChipHours"] - 6 * 8 * 24 == 8 * 64 * 24 - 1152
+    assert r["addedGroups"] == 0 and r["shortGroupHours"] == 0
+
+
+def test_one_added_group_is_ready_after_the_poll_its_slice_and_its_model_load() -> None:
+    s = elastic.scenario_settings()
+    p = pacing(s)
+    r = simulate(s, {"prefill": step(2.0, 3.0), "decode": flat(2.0)})
+    start = BATCH_GRACE_S + SLICE_RELEASE_S + SLICE_ACTIVATION_TIMEOUT_S + s.serving.model_load_seconds
+    assert r["slotStartSeconds"] == start
+    assert r["addedGroups"] == 1 and r["neverReadyWhileWanted"] == 0
+    # The step lands on a poll: the slot turns on at once and serves after its start.
+    assert r["p95StepToReadySeconds"] == r["maxReadySeconds"] == math.ceil(start / STEP_S) * STEP_S
+    # Static holds 3 + 2 groups all day; elastic holds the third from the step on.
+    assert r["staticChipHours"] == 5 * 8 * 24
+    assert r["elasticChipHours"] == 4 * 8 * 24 + 8 * (DAY_S - STEP_AT) / 3600
+    assert p.cooldown_seconds > 0
+
+
+def test_chained_slots_start_one_after_another_unchained_ones_together() -> None:
+    s = elastic.scenario_settings()
+    p = pacing(s)
+    loads = {"prefill": step(2.0, 5.0), "decode": flat(2.0)}  # three slots wanted from the step on
+    chained, unchained = simulate(s, loads), simulate(s, loads, chained=False)
+    start = math.ceil(chained["slotStartSeconds"] / STEP_S) * STEP_S
+    hold = math.ceil(p.chain_hold_seconds / p.polling_seconds) * p.polling_seconds
+    assert chained["addedGroups"] == unchained["addedGroups"] == 3
+    assert unchained["maxReadySeconds"] == start  # all three at once
+    assert chained["maxReadySeconds"] == 3 * start + 2 * hold  # each after the previous serves for the hold
+    assert chained["shortGroupHours"] > unchained["shortGroupHours"]
+
+
+def test_a_burst_shorter_than_a_slot_start_is_never_served_and_counts_as_infinitely_late() -> None:
+    s = elastic.scenario_settings()
+    short = STEP_AT + 10 * 60  # ten minutes of load: a slot takes longer to start
+    r = simulate(s, {"prefill": step(2.0, 3.0, until=short), "decode": flat(2.0)})
+    assert r["addedGroups"] == 1 and r["neverReadyWhileWanted"] == 1
+    assert math.isinf(r["p95StepToReadySeconds"]) and r["maxReadySeconds"] == 0
+    # The slot was bought anyway and kept for the cooldown: chip-hours, no service.
+    assert r["elasticChipHours"] > 4 * 8 * 24
+
+
+def test_the_nearest_rank_percentile() -> None:
+    assert percentile([], 0.95) == 0.0
+    assert percentile([float(v) for v in range(1, 101)], 0.95) == 95.0
+    assert percentile([1.0, math.inf], 0.95) == math.inf

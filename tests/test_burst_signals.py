@@ -1,0 +1,290 @@
+"""The burst slots' PromQL (components/model/observability/burst_signals.py), run by a PromQL evaluator
+(tests/promql.py) on synthetic series, with KEDA's scale-to-zero rules (kedacore/keda v2.20.2
+pkg/scaling/executor/scale_scaledobjects.go:63-113, 187-238: active above the activation threshold, to 0 once
+inactive for cooldownPeriod) and a role whose slots take a Slice, load the model, serve, drain and vanish.
+
+What it checks: the slots of a step of load start one after another, each only once the one before serves for the
+chain hold; a loading slot stays on; slots stop after the cooldown, the highest first; a stopped slot does not turn on
+again while its leader drains nor before it has been gone for the rearm time; every query is one series.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from components.model.keys import BURST_SLOT_LABEL
+from components.model.observability import monitoring
+from components.model.observability.burst_signals import SLOT_TARGET_LABEL, BurstSignals, leader_target_labels
+from components.model.serving.burst import pacing
+from tests import conformance, upstream
+from tests.planner_fixtures import settings
+from tests.promql import Evaluator, Series
+
+FORMATION_S = 120  # admission to a running leader pod (the Slice forms), within the 180 s bound the pacing assumes
+
+
+@dataclass
+class Slot:
+    number: int
+    replicas: int = 0
+    last_active: float | None = None
+    started: float | None = None  # KEDA set replicas 1
+    stopped: float | None = None  # KEDA set replicas 0
+    history: list[tuple[str, float]] = field(default_factory=list)
+
+    def state(self, t: float, load_s: int, grace_s: int) -> str | None:
+        """What the leader is at `t`: None (no pod or not placed), loading, serving, draining."""
+        if self.started is not None and (self.stopped is None or self.stopped < self.started):
+            if t < self.started + FORMATION_S:
+                return None
+            return "loading" if t < self.started + FORMATION_S + load_s else "serving"
+        if self.stopped is not None and t < self.stopped + grace_s:
+            return "draining" if self.served_before_stop(load_s) else None
+        return None
+
+    def served_before_stop(self, load_s: int) -> bool:
+        return (
+            self.started is not None
+            and self.stopped is not None
+            and self.stopped >= self.started + FORMATION_S + load_s
+        )
+
+
+class Decode:
+    """The decode role of a stack: its floor, its slots, KEDA over them, and the series they leave."""
+
+    def __init__(self, demand: Callable[[float], float], **serving: object) -> None:
+        self.s = settings(
+            {"serving": {"decode": {"replicas": 2, "autoscaling": {"enabled": True, "maxGroups": 5}}, **serving}}
+        )
+        self.b = BurstSignals(self.s)
+        self.p = self.b.pacing
+        self.demand = demand  # decode groups' worth of full KV cache wanted at t
+        self.series = Series()
+        self.ev = Evaluator(self.series)
+        self.slots = [Slot(k) for k in range(1, 4)]
+        self.base = {
+            "cluster": self.s.cluster.name,
+            "namespace": self.s.kueue.namespace,
+            "job": monitoring.vllm_job(self.s, "decode"),
+        }
+        self.values: dict[int, list[tuple[float, float]]] = {k: [] for k in range(1, 4)}
+        self.actual_load_s: int | None = None
+
+    def scrape(self, t: float) -> None:
+        load_s, grace = self.load_s, self.s.serving.termination_grace_period_seconds
+        leaders = [({"pod": f"floor-{i}"}, "serving") for i in range(2)]
+        for slot in self.slots:
+            state = slot.state(t, load_s, grace)
+            if state is not None:
+                leaders.append(({"pod": f"slot{slot.number}-0", SLOT_TARGET_LABEL: str(slot.number)}, state))
+        serving = [labels for labels, state in leaders if state == "serving"]
+        for labels, state in leaders:
+            self.series.add({"__name__": "up", **self.base, **labels}, t, 1.0 if state == "serving" else 0.0)
+        for labels in serving:
+            usage = min(1.0, self.demand(t) / len(serving))
+            self.series.add({"__name__": "vllm:kv_cache_usage_perc", **self.base, **labels}, t, usage)
+
+    def poll(self, t: float) -> None:
+        for slot in self.slots:
+            value = self.ev.scalar(self.b.slot_query("decode", slot.number), t)
+            assert value in (0.0, 1.0)
+            self.values[slot.number].append((t, value))
+            if value > 0:  # active
+                if slot.replicas == 0:
+                    slot.replicas, slot.started = 1, t
+                    slot.history.append(("on", t))
+                slot.last_active = t
+            elif slot.replicas == 1 and slot.last_active is not None and t > slot.last_active + self.p.cooldown_seconds:
+                slot.replicas, slot.stopped = 0, t
+                slot.history.append(("off", t))
+
+    def run(self, until: float) -> None:
+        step = math.gcd(self.p.scrape_seconds, self.p.polling_seconds)
+        for t in range(0, int(until) + 1, step):
+            if t % self.p.scrape_seconds == 0:
+                self.scrape(t)
+            if t % self.p.polling_seconds == 0:
+                self.poll(t)
+
+    def on(self, k: int) -> list[float]:
+        return [t for what, t in self.slots[k - 1].history if what == "on"]
+
+    def off(self, k: int) -> list[float]:
+        return [t for what, t in self.slots[k - 1].history if what == "off"]
+
+    def serving_from(self, k: int) -> float:
+        return self.on(k)[0] + FORMATION_S + self.load_s
+
+    @property
+    def load_s(self) -> int:
+        """How long a group really loads (serving.modelLoadSeconds is an expectation)."""
+        return self.actual_load_s or self.s.serving.model_load_seconds
+
+
+FAST = {"modelLoadSeconds": 300, "terminationGracePeriodSeconds": 300}  # cooldown 300 + 180 + 300 = 780 s
+
+
+def test_a_step_of_load_starts_the_slots_one_after_another() -> None:
+    # 2 floor groups; from t=600 the KV cache holds 3.6 groups' worth: ceil(3.6 / 0.8) = 5 groups, all 3 slots.
+    role = Decode(lambda t: 3.6 if t >= 600 else 1.0, **FAST)
+    role.run(4 * 3600)
+    hold, poll = role.p.chain_hold_seconds, role.p.polling_seconds
+    first = role.on(1)
+    assert len(first) == 1 and 600 <= first[0] <= 600 + role.p.fresh_seconds + poll, first
+    for k in (2, 3):
+        ready_before = role.serving_from(k - 1)
+        (start,) = role.on(k)
+        # Not before the slot before it has served for the chain hold (a sample a scrape late at most) ...
+        assert start >= ready_before + hold, (k, start, ready_before)
+        # ... and soon after.
+        assert start <= ready_before + hold + role.p.scrape_seconds + 2 * poll, (k, start, ready_before)
+    # Loading (up = 0 for the model load) never turned a slot off: each went on once and stays on.
+    assert all(role.off(k) == [] for k in (1, 2, 3))
+
+
+def test_a_slot_stays_on_while_it_loads_longer_than_expected() -> None:
+    # The model takes 2000 s, not the 300 s the settings expect: longer than KEDA's cooldown (780 s). A loading
+    # leader (up 0, never served) keeps its slot on, so KEDA does not stop it halfway.
+    role = Decode(lambda t: 2.2, **FAST)
+    role.actual_load_s = 2000
+    role.run(2 * 3600)
+    assert role.off(1) == [] and len(role.on(1)) == 1
+
+
+def test_slots_stop_after_the_cooldown_the_highest_first() -> None:
+    # 5 groups wanted from 0; at 3 h the load falls to 2.2 groups' worth (3 wanted: slot 1), at 4 h to 1.0 (none).
+    def demand(t: float) -> float:
+        return 3.6 if t < 3 * 3600 else 2.2 if t < 4 * 3600 else 1.0
+
+    role = Decode(demand, **FAST)
+    role.run(5 * 3600)
+    cooldown, poll, fresh = role.p.cooldown_seconds, role.p.polling_seconds, role.p.fresh_seconds
+    for k in (2, 3):
+        (off,) = role.off(k)
+        assert 3 * 3600 + cooldown <= off <= 3 * 3600 + cooldown + fresh + 2 * poll, (k, off)
+    (off,) = role.off(1)
+    assert 4 * 3600 + cooldown <= off <= 4 * 3600 + cooldown + fresh + 2 * poll, off
+
+
+def test_a_stopped_slot_waits_for_its_leader_to_drain_and_be_gone_before_it_turns_on_again() -> None:
+    # Slot 1 only (3 groups wanted), off once the load goes, then the load is back right after KEDA stopped it.
+    role = Decode(lambda t: 2.2, **FAST)
+    back_at: list[float] = []
+
+    def demand(t: float) -> float:
+        stopped = role.slots[0].stopped
+        if stopped is not None and t >= stopped:
+            if not back_at:
+                back_at.append(t)
+            return 2.2
+        return 2.2 if t < 3600 else 1.0
+
+    role.demand = demand
+    role.run(3 * 3600)
+    (stopped,) = role.off(1)
+    grace = role.s.serving.termination_grace_period_seconds
+    last_sample = max(t for t in range(0, int(stopped + grace), role.p.scrape_seconds))  # the draining leader's last
+    again = role.on(1)[1]
+    # Never while the leader drains, nor before its last sample is rearm_seconds old.
+    assert again >= last_sample + role.p.rearm_seconds, (again, last_sample)
+    assert again <= last_sample + role.p.rearm_seconds + role.p.scrape_seconds + role.p.polling_seconds
+    assert [v for t, v in role.values[1] if stopped < t < last_sample + role.p.rearm_seconds] == [0.0] * len(
+        [t for t, _ in role.values[1] if stopped < t < last_sample + role.p.rearm_seconds]
+    )
+
+
+def test_every_query_is_one_series_even_with_no_series_at_all() -> None:
+    s = settings({"serving": {"prefill": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    b = BurstSignals(s)
+    ev = Evaluator(Series())
+    for query in (
+        b.load("prefill"),
+        b.desired_groups("prefill"),
+        b.running_groups("prefill"),
+        b.slot_query("prefill", 2),
+    ):
+        assert ev.scalar(query, 1000.0) in (0.0, 4.0)  # desired is the floor without load
+    with pytest.raises(ValueError, match="from 1"):
+        b.slot_query("prefill", 0)
+
+
+def test_the_prefill_backlog_counts_only_serving_leaders_of_the_role() -> None:
+    s = settings({"serving": {"prefill": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    b = BurstSignals(s)
+    series = Series()
+    epp = {"cluster": s.cluster.name, "namespace": s.kueue.namespace, "job": monitoring.epp_job(s), "pod": "epp-x"}
+    job = {"cluster": s.cluster.name, "namespace": s.kueue.namespace, "job": monitoring.vllm_job(s, "prefill")}
+    for t in (0.0, 30.0, 60.0):
+        for pod, tokens in (("p-0", 33821.0), ("p-1", 33821.0), ("gone-0", 500000.0), ("decode-0", 900000.0)):
+            labels = {"endpoint_name": f"{pod}-rank-0", "producer_name": "inflight-load-producer"}
+            series.add({"__name__": "llm_d_epp_inflight_tokens", **epp, **labels}, t, tokens)
+        for pod in ("p-0", "p-1"):  # the removed endpoint's series stays frozen (router v0.10.0); its pod is gone
+            series.add({"__name__": "up", **job, "pod": pod}, t, 1.0)
+    ev = Evaluator(series)
+    assert ev.scalar(b.load("prefill"), 60.0) == 2.0  # two serving leaders, one second of backlog each
+    assert ev.scalar(b.wanted("prefill"), 60.0) == 2.0  # ceil(2 s / 1.5 s)
+
+
+KEDA_CRD = "charts/keda-v2.20.2/templates/crds/crd-scaledobjects.yaml"
+
+
+def test_a_slots_scaledobject_parameters_validate_against_the_pinned_keda_crd(tmp_path: Path) -> None:
+    base = upstream.require(KEDA_CRD)
+    # The chart wraps its CRD in Helm conditions and labels: the lines with template actions go, the schema stays.
+    text = "\n".join(line for line in (base / KEDA_CRD).read_text().splitlines() if "{{" not in line)
+    (tmp_path / "scaledobjects.yaml").write_text(text)
+    registry = conformance.SchemaRegistry(tmp_path)
+    s = settings({"serving": {"decode": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    scaler = BurstSignals(s).slot_scaler("decode", 2)
+    p = pacing(s)
+    assert (scaler.cooldown_period, scaler.initial_cooldown_period) == (p.cooldown_seconds, p.cooldown_seconds)
+    assert (scaler.min_replica_count, scaler.max_replica_count, scaler.polling_interval) == (0, 1, 30)
+    so = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "slot", "namespace": "ns"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "x"},
+            "minReplicaCount": scaler.min_replica_count,
+            "maxReplicaCount": scaler.max_replica_count,
+            "pollingInterval": scaler.polling_interval,
+            "cooldownPeriod": scaler.cooldown_period,
+            "initialCooldownPeriod": scaler.initial_cooldown_period,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": "https://monitoring.googleapis.com/v1/projects/p/location/global/prometheus",
+                        "query": scaler.query,
+                        "threshold": scaler.threshold,
+                        "activationThreshold": scaler.activation_threshold,
+                    },
+                    "authenticationRef": {"name": "gmp"},
+                }
+            ],
+        },
+    }
+    assert conformance.validate(so, registry) == []
+    assert conformance.validate({**so, "spec": {**so["spec"], "cooldownPeriod": "29m"}}, registry) != []
+
+
+def test_the_leaders_scrape_copies_the_slot_number_into_a_label_the_podmonitoring_crd_takes() -> None:
+    registry = conformance.require_registry()
+    pm = {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": {"name": "leaders", "namespace": "ns"},
+        "spec": {
+            "selector": {"matchLabels": {"llm-d.ai/role": "decode"}},
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": "30s"}],
+            "targetLabels": leader_target_labels(),
+        },
+    }
+    assert conformance.validate(pm, registry) == []
+    assert leader_target_labels()["fromPod"] == [{"from": BURST_SLOT_LABEL, "to": SLOT_TARGET_LABEL}]
