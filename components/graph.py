@@ -221,6 +221,7 @@ def declare_stack(
                 queues.namespace.metadata.name,
                 serving.router if serving is not None else None,
                 services.monitoring_api,
+                {role: (serving.lws_names[role], lws) for role, lws in serving.lws.items()} if serving else None,
             ),
             _under(opts),
         )
