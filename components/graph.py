@@ -131,6 +131,7 @@ def declare_stack(
             manifest_url=a.slice_controller.manifest_url,
             queued_namespaces=queued_namespaces(settings),
             feature_gates=list(a.slice_controller.feature_gates),
+            replicas=a.slice_controller.replicas,
             provider=provider,
         ),
         _under(opts, pulumi.ResourceOptions(depends_on=[kueue, jobset])),
