@@ -127,8 +127,9 @@ class MetricAlert(_Alert):
     """The PromQL condition."""
     seconds: int
     """How long the condition holds before the policy fires."""
-    after: NotRequired[list[pulumi.Resource]]
-    """What the policy is created after (its condition's clock starts at its creation)."""
+    after: NotRequired[list[Any]]
+    """What the policy is created after, its clock starting then (the program's own LeaderWorkerSet objects, of a
+    type a schema cannot name)."""
 
 
 class LogAlert(_Alert):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Run, assert_rejected, ok, run_program, warnings_of
+from tests.harness import LWS, Run, assert_rejected, ok, run_program, warnings_of
 from tests.observability_fixtures import ALERT, PM, declared, policies
 from tests.stack_config import P
 
@@ -38,6 +38,9 @@ def test_each_alert_names_its_threshold_key(dev: Run) -> None:
     assert set(found) == set(THRESHOLD_KEYS) | set(STARTUP_BUDGET) | AT_ONCE | LOG_BASED
     for name, seconds in STARTUP_BUDGET.items():
         assert promql(found[name])["duration"] == f"{seconds}s"
+        # Its clock starts at its creation: after the role's LeaderWorkerSet, not with the cluster.
+        role = name.split("-")[1]
+        assert dev.get(LWS, f"serving-{role}").urn in dev.get(ALERT, name).dependencies
         content = found[name]["documentation"]["content"]
         assert f"`{P}:serving.startupTimeoutSeconds` = 14400 s, plus 1800 s" in content and f": {seconds} s" in content
     # The dev stack opts out explicitly (notifyNobody): its policies notify nobody.
