@@ -11,9 +11,16 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.component import Component
+from components.component import PROGRAM_WRITES, Component
 from components.model.addons.kueue_config import namespaces_requirement
-from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
+from components.model.addons.slice_controller import (
+    DEPLOYMENT,
+    WEBHOOK_CONFIGURATIONS,
+    controller_deployment,
+    disruption_budget,
+    program_objects,
+    with_namespace_scope,
+)
 from components.model.config.k8s_settings import HelmAddonSettings
 from components.model.config.oci import chart_source
 
@@ -91,11 +98,11 @@ class HelmAddon(Component):
         )
 
 
-def _feature_gates_transform(gates: list[str]) -> pulumi.ResourceTransform:
+def _deployment_transform(gates: list[str], replicas: int) -> pulumi.ResourceTransform:
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         if args.type_ != "kubernetes:apps/v1:Deployment":
             return None
-        props = with_feature_gates(dict(args.props), gates)
+        props = controller_deployment(dict(args.props), gates, replicas)
         return pulumi.ResourceTransformResult(props, args.opts) if props is not None else None
 
     return transform
@@ -110,12 +117,13 @@ def _webhook_scope_transform(requirement: dict[str, Any]) -> pulumi.ResourceTran
     return transform
 
 
-def slice_controller_transforms(namespaces: list[str], gates: list[str]) -> list[pulumi.ResourceTransform]:
+def slice_controller_transforms(
+    namespaces: list[str], gates: list[str], replicas: int
+) -> list[pulumi.ResourceTransform]:
     """What the program changes in the slice controller's manifest as the provider registers its objects: its
-    webhooks scoped to the queued `namespaces`, and the opt-in feature `gates` on its Deployment
+    webhooks scoped to the queued `namespaces`; its Deployment's `replicas` and the opt-in feature `gates`
     (components/model/addons/slice_controller.py says why each)."""
-    transforms = [_webhook_scope_transform(namespaces_requirement(namespaces))]
-    return [*transforms, _feature_gates_transform(list(gates))] if gates else transforms
+    return [_webhook_scope_transform(namespaces_requirement(namespaces)), _deployment_transform(list(gates), replicas)]
 
 
 class SliceControllerArgs(TypedDict):
@@ -125,6 +133,8 @@ class SliceControllerArgs(TypedDict):
     """The namespaces whose workloads Kueue queues: the only ones its webhooks see."""
     feature_gates: list[str]
     """The opt-in feature gates set on its Deployment."""
+    replicas: int
+    """The controller's replicas (two or more under a PodDisruptionBudget)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
@@ -141,16 +151,32 @@ class SliceController(Component):
     """
 
     def __init__(self, name: str, args: SliceControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gke-tpu-slicing:addons:SliceController", name, opts)
+        namespaces, gates, replicas = args["queued_namespaces"], args["feature_gates"], args["replicas"]
+        # What the transforms write into the manifest's objects, as this component's inputs: the change preview
+        # compares them as those objects (components/cli/manifest_objects.py), the manifest being fetched at `up`.
+        writes = program_objects(namespaces_requirement(namespaces), gates, replicas)
+        super().__init__("gke-tpu-slicing:addons:SliceController", name, opts, {PROGRAM_WRITES: writes})
         url = args["manifest_url"]
-        transforms = slice_controller_transforms(args["queued_namespaces"], args["feature_gates"])
         # Transforms reach the objects the provider renders from the manifest as each is registered.
         # yaml.v2 waits for its Deployment (slice-controller-controller-manager) to become available.
         self.manifest = k8s.yaml.v2.ConfigFile(
             f"{name}-manifest",
             file=url,
             skip_await=False,
-            opts=self.child(providers=[args["provider"]], transforms=transforms),
+            opts=self.child(
+                providers=[args["provider"]], transforms=slice_controller_transforms(namespaces, gates, replicas)
+            ),
+        )
+        # The manifest creates the namespace; deleted before it, the budget never outlives the Deployment.
+        self.disruption_budget = (
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb",
+                metadata={"name": DEPLOYMENT[1], "namespace": DEPLOYMENT[0]},
+                spec=disruption_budget(),
+                opts=self.child(provider=args["provider"], depends_on=[self.manifest]),
+            )
+            if replicas >= 2
+            else None
         )
         self.register_outputs({"manifestUrl": url})
 

@@ -19,9 +19,20 @@ def _as_list(depends_on: object) -> list[pulumi.Resource]:
     return list(depends_on)  # type: ignore[call-overload]
 
 
+# A component's input listing what its transforms write into objects a provider renders at run time (the change
+# preview compares them as those objects: components/cli/manifest_objects.py).
+PROGRAM_WRITES = "programWrites"
+
+
 class Component(pulumi.ComponentResource):
-    def __init__(self, type_token: str, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(type_token, name, None, opts)
+    def __init__(
+        self,
+        type_token: str,
+        name: str,
+        opts: pulumi.ResourceOptions | None = None,
+        props: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(type_token, name, props, opts)
         self._inherited = _as_list(opts.depends_on if opts else None)
 
     def child(self, depends_on: Sequence[pulumi.Resource] = (), **kwargs: object) -> pulumi.ResourceOptions:

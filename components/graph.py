@@ -138,6 +138,7 @@ def declare_stack(
             manifest_url=a.slice_controller.manifest_url,
             queued_namespaces=queued_namespaces(settings),
             feature_gates=list(a.slice_controller.feature_gates),
+            replicas=a.slice_controller.replicas,
             provider=provider,
         ),
         _under(opts, pulumi.ResourceOptions(depends_on=[kueue, jobset])),
@@ -228,6 +229,7 @@ def declare_stack(
                 queues.namespace.metadata.name,
                 serving.router if serving is not None else None,
                 services.monitoring_api,
+                {role: (serving.lws_names[role], lws) for role, lws in serving.lws.items()} if serving else None,
             ),
             _under(opts),
         )

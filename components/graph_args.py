@@ -152,7 +152,9 @@ def observability_args(
     workload_namespace: pulumi.Input[str],
     router: k8s.helm.v4.Chart | None,
     monitoring_api: pulumi.CustomResource | None,
+    leader_sets: dict[str, tuple[str, pulumi.Resource]] | None = None,
 ) -> ObservabilityArgs:
+    """`leader_sets`: each serving role's current LeaderWorkerSet, its name and resource (with serving)."""
     o = settings.observability
     args = ObservabilityArgs(
         project=settings.project,
@@ -186,17 +188,24 @@ def observability_args(
     if o.has_dashboard:
         args["dashboard_json"] = dashboard.dashboard_json(settings)
     if o.has_alerts:
-        args["metric_alerts"] = [
-            MetricAlert(
+        sets = leader_sets or {}
+        current = {
+            role: monitoring.LeaderSet(name, leader_metrics_target(model_server_args(settings), role)[1])
+            for role, (name, _) in sets.items()
+        }
+        args["metric_alerts"] = []
+        for r in monitoring.alert_rules(settings, current):
+            alert = MetricAlert(
                 key=r.key,
                 display_name=r.display_name,
                 severity=r.severity,
                 query=r.query,
-                minutes=r.minutes,
+                seconds=r.seconds,
                 documentation=r.documentation(),
             )
-            for r in monitoring.alert_rules(settings)
-        ]
+            if r.after_set is not None:
+                alert["after"] = [sets[r.after_set][1]]
+            args["metric_alerts"].append(alert)
         slice_rule = slice_alerts.failed_slice_alert(settings)
         args["log_alerts"] = [
             LogAlert(

@@ -125,8 +125,11 @@ class _Alert(TypedDict):
 class MetricAlert(_Alert):
     query: str
     """The PromQL condition."""
-    minutes: int
+    seconds: int
     """How long the condition holds before the policy fires."""
+    after: NotRequired[list[Any]]
+    """What the policy is created after, its clock starting then (the program's own LeaderWorkerSet objects, of a
+    type a schema cannot name)."""
 
 
 class LogAlert(_Alert):
@@ -198,13 +201,13 @@ class Observability(Component):
                 {
                     "condition_prometheus_query_language": {
                         "query": rule["query"],
-                        "duration": f"{rule['minutes'] * 60}s",
+                        "duration": f"{rule['seconds']}s",
                         "evaluation_interval": "60s",
                         # The policy is created before the first scrape: its metrics do not exist yet.
                         "disable_metric_validation": True,
                     }
                 },
-                after_api,
+                pulumi.ResourceOptions.merge(after_api, pulumi.ResourceOptions(depends_on=rule.get("after") or [])),
             )
         for log_rule in args["log_alerts"]:
             self._alert_policy(

@@ -23,6 +23,7 @@ from components.vllm_leaderworkersets import (
     hf_token_secret,
     leader_worker_set,
     leaders_ready,
+    lws_object_name,
     lws_revision,
 )
 from components.weights_download_job import NAMESPACE as WEIGHTS_NAMESPACE
@@ -285,6 +286,8 @@ class Serving(Component):
             )
             for role, lws in self.lws.items()
         }
+        # Each role's current LeaderWorkerSet by name: the no-ready-leader alerts tell a new set from a ready one.
+        self.lws_names = {role: lws_object_name(model, role, roles[role]) for role in self.lws}
         # The chart names the InferencePool after the release; every replica's leader serves.
         self.pool_name = guide
         self.leaders = sum(spec["replicas"] for spec in roles.values())

@@ -1,5 +1,5 @@
 """The burst slots' PromQL (components/model/observability/burst_signals.py), run by a PromQL evaluator
-(tests/promql.py) on synthetic series, with KEDA's scale-to-zero rules (kedacore/keda v2.20.2
+(tests/promql_eval.py) on synthetic series, with KEDA's scale-to-zero rules (kedacore/keda v2.20.2
 pkg/scaling/executor/scale_scaledobjects.go:63-113, 187-238: active above the activation threshold, to 0 once
 inactive for cooldownPeriod) and a role whose slots take a Slice, load the model, serve, drain and vanish.
 
@@ -23,7 +23,7 @@ from components.model.observability.burst_signals import SLOT_TARGET_LABEL, Burs
 from components.model.serving.burst import pacing
 from tests import conformance, upstream
 from tests.planner_fixtures import settings
-from tests.promql import Evaluator, Series
+from tests.promql_eval import Evaluator, Series
 
 FORMATION_S = 120  # admission to a running leader pod (the Slice forms), within the 180 s bound the pacing assumes
 

@@ -61,8 +61,14 @@ ONE_KEY = [
     (
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
-        # the new set's leaders-ready patch (named per revision) replaces the old set's
-        moved("serving-decode", added=("serving-decode-ready-<new>",), removed=("serving-decode-ready-<old>",)),
+        # the new set's leaders-ready patch (named per revision) replaces the old set's; the no-ready-leader alert
+        # watches the new set (a new name: not ready yet, so held for its startup budget)
+        moved(
+            "serving-decode",
+            "observability-no-ready-decode-leader",
+            added=("serving-decode-ready-<new>",),
+            removed=("serving-decode-ready-<old>",),
+        ),
     ),
     (
         # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Run, assert_rejected, ok, run_program, warnings_of
+from tests.harness import LWS, Run, assert_rejected, ok, run_program, warnings_of
 from tests.observability_fixtures import ALERT, PM, declared, policies
 from tests.stack_config import P
 
@@ -22,6 +22,12 @@ THRESHOLD_KEYS = {
     "observability-no-ready-prefill-leader": ("noReadyLeaderMinutes", 10),
     "observability-no-ready-decode-leader": ("noReadyLeaderMinutes", 10),
 }
+# A role's set that has not been ready yet is held for its startup budget: 14400 s, the default
+# serving.startupTimeoutSeconds, plus the 1800 s `pulumi up` allows a new set to be admitted, sliced and scheduled.
+STARTUP_BUDGET = {
+    "observability-prefill-leaders-not-ready-in-budget": 16200,
+    "observability-decode-leaders-not-ready-in-budget": 16200,
+}
 AT_ONCE = {"observability-slice-failure-evictions"}  # events, not states: no duration, no threshold key
 LOG_BASED = {"observability-slice-failed"}  # a log-match condition: no PromQL
 CHANNEL = "projects/my-tpu-project/notificationChannels/123456"
@@ -29,7 +35,14 @@ CHANNEL = "projects/my-tpu-project/notificationChannels/123456"
 
 def test_each_alert_names_its_threshold_key(dev: Run) -> None:
     found = policies(dev)
-    assert set(found) == set(THRESHOLD_KEYS) | AT_ONCE | LOG_BASED
+    assert set(found) == set(THRESHOLD_KEYS) | set(STARTUP_BUDGET) | AT_ONCE | LOG_BASED
+    for name, seconds in STARTUP_BUDGET.items():
+        assert promql(found[name])["duration"] == f"{seconds}s"
+        # Its clock starts at its creation: after the role's LeaderWorkerSet, not with the cluster.
+        role = name.split("-")[1]
+        assert dev.get(LWS, f"serving-{role}").urn in dev.get(ALERT, name).dependencies
+        content = found[name]["documentation"]["content"]
+        assert f"`{P}:serving.startupTimeoutSeconds` = 14400 s, plus 1800 s" in content and f": {seconds} s" in content
     # The dev stack opts out explicitly (notifyNobody): its policies notify nobody.
     assert [p["notificationChannels"] for p in found.values()] == [[]] * len(found)
     for name in AT_ONCE:
@@ -114,11 +127,11 @@ def test_workloads_evicted_for_slice_failures_alert_on_kueues_eviction_reasons(d
     leader = 'replica_role!="follower"'
     assert f'kueue_evicted_workloads_total{{{scope},reason="AdmissionCheck",{leader}}}[10m]' in query
     assert f'kueue_evicted_workloads_total{{{scope},underlying_cause="AdmissionCheck",{leader}}}[10m]' in query
-    assert query.count("or vector(0)") == 4 and query.endswith("> 0")  # one side without series is 0, not empty
+    assert query.count("or vector(0)") == 2 and query.endswith("> 0")  # one side without series is 0, not empty
     # A label set's first eviction creates its counter at 1, which `increase` cannot see: new series count too.
     for cause in ('reason="AdmissionCheck"', 'underlying_cause="AdmissionCheck"'):
         m = f"kueue_evicted_workloads_total{{{scope},{cause},{leader}}}"
-        assert f"count({m} unless last_over_time({m}[1h] offset 10m))" in query  # seen in the hour before: not new
+        assert f"count without () ({m} unless last_over_time({m}[1h] offset 10m))" in query  # seen before: not new
     assert "Preempted" not in query
 
 

@@ -13,6 +13,7 @@ config/manager/manager.yaml renders it.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,13 +65,22 @@ def source_configuration(kind: str = "MutatingWebhookConfiguration") -> dict[str
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": metadata, "webhooks": webhooks}
 
 
+# config/manager/manager.yaml:20-23, :29-31 with the kustomization's label on selectors (kustomization.yaml:12-15).
+POD_LABELS = {"control-plane": "controller-manager", "app.kubernetes.io/name": "slice-controller"}
+
+
 def controller_deployment(args: list[str]) -> dict[str, Any]:
-    """The controller's Deployment (config/manager/manager.yaml, namespace from the kustomization)."""
+    """The controller's Deployment (config/manager/manager.yaml:10-31, :60-70; namespace from the kustomization)."""
+    container = {"name": "manager", "command": ["/manager"], "args": args}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "slice-controller-controller-manager", "namespace": "slice-controller-system"},
-        "spec": {"template": {"spec": {"containers": [{"name": "manager", "command": ["/manager"], "args": args}]}}},
+        "spec": {
+            "selector": {"matchLabels": dict(POD_LABELS)},
+            "replicas": 1,
+            "template": {"metadata": {"labels": dict(POD_LABELS)}, "spec": {"containers": [container]}},
+        },
     }
 
 
@@ -176,8 +186,61 @@ def test_other_objects_of_the_manifest_pass_unchanged(capture: Captured) -> None
     capture.program()
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slice-controller-webhook-service"}}
     assert apply(capture.transforms, "kubernetes:core/v1:Service", copy.deepcopy(service)) == service
-    deployment = controller_deployment(["--leader-elect"])
-    assert apply(capture.transforms, DEPLOYMENT, copy.deepcopy(deployment)) == deployment  # dev turns no gate on
+    other = controller_deployment(["--leader-elect"])
+    other["metadata"]["name"] = "other"
+    assert apply(capture.transforms, DEPLOYMENT, copy.deepcopy(other)) == other
+
+
+# ---------------------------------------------------------------------------------------------
+# Two replicas (components/model/addons/slice_controller.py: leader election, its cert rotator in every replica)
+
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+
+
+def test_two_replicas_spread_over_nodes_under_a_disruption_budget(capture: Captured) -> None:
+    """While the one pod of the manifest is rescheduled its fail-closed webhooks refuse every queued workload: two
+    replicas on different nodes, one of them kept through a drain."""
+    run = capture.program()
+    source = controller_deployment(["--leader-elect", "--health-probe-bind-address=:8081"])
+    out = apply(capture.transforms, DEPLOYMENT, copy.deepcopy(source))
+    assert out["spec"]["replicas"] == 2
+    pod = out["spec"]["template"]
+    (spread,) = pod["spec"]["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["maxSkew"]) == ("kubernetes.io/hostname", 1)
+    assert selects(spread["labelSelector"], pod["metadata"]["labels"])
+    assert pod["spec"]["containers"][0]["args"] == source["spec"]["template"]["spec"]["containers"][0]["args"]
+    budget = run.get(PDB, "slice-controller-pdb")
+    pdb = budget.plain()
+    assert pdb["metadata"]["namespace"] == source["metadata"]["namespace"]
+    assert pdb["spec"]["minAvailable"] == 1 and selects(pdb["spec"]["selector"], pod["metadata"]["labels"])
+    # The manifest creates the namespace: the budget comes after it, and is deleted before it.
+    manifest = run.get(*CONFIG_FILE)
+    assert manifest.urn in budget.dependencies
+
+
+def test_one_replica_runs_as_the_manifest_does_without_a_budget(capture: Captured) -> None:
+    run = capture.program({f"{PROJECT}:addons": {"sliceController": {"replicas": 1}}})
+    source = controller_deployment(["--leader-elect"])
+    assert apply(capture.transforms, DEPLOYMENT, copy.deepcopy(source)) == source
+    assert run.of_type(PDB) == []
+    assert_rejected(
+        {f"{PROJECT}:addons": {"sliceController": {"replicas": 0}}},
+        [f"{PROJECT}:addons.sliceController.replicas = 0", "greater than or equal to 1"],
+    )
+
+
+@pytest.mark.parametrize("args", [[], ["--leader-elect=false"]])
+def test_two_replicas_run_with_leader_election_on(args: list[str]) -> None:
+    """Without it both replicas would reconcile every Workload and create its Slices twice."""
+    out = sc.controller_deployment(controller_deployment(args), [], 2)
+    assert out is not None and out["spec"]["template"]["spec"]["containers"][0]["args"] == ["--leader-elect"]
+
+
+def test_a_deployment_the_budget_would_not_select_is_refused() -> None:
+    source = controller_deployment(["--leader-elect"])
+    source["spec"]["selector"]["matchLabels"] = {"control-plane": "controller-manager"}
+    with pytest.raises(ValueError, match=re.escape("selects {'control-plane': 'controller-manager'}")):
+        sc.controller_deployment(source, [], 2)
 
 
 def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outside(capture: Captured) -> None:
@@ -208,7 +271,7 @@ def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outsid
 
 def test_the_gates_go_onto_the_controllers_manager_container_only() -> None:
     base = ["--leader-elect", "--feature-gates=Old=true", "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED"]
-    out = sc.with_feature_gates(controller_deployment(base), list(sc.FEATURE_GATES))
+    out = sc.controller_deployment(controller_deployment(base), list(sc.FEATURE_GATES), 1)
     assert out is not None
     (container,) = out["spec"]["template"]["spec"]["containers"]
     assert container["args"] == [
@@ -218,8 +281,8 @@ def test_the_gates_go_onto_the_controllers_manager_container_only() -> None:
     ]
     other = controller_deployment(base)
     other["metadata"]["name"] = "kueue-controller-manager"
-    assert sc.with_feature_gates(other, ["FailOnUntoleratedDegradedSlice"]) is None
-    assert sc.with_feature_gates(controller_deployment(base), []) is None
+    assert sc.controller_deployment(other, ["FailOnUntoleratedDegradedSlice"], 1) is None
+    assert sc.controller_deployment(controller_deployment(base), [], 1) == controller_deployment(base)
 
 
 def test_only_the_gates_the_controller_has_are_accepted() -> None:

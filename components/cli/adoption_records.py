@@ -88,6 +88,11 @@ NOT_IMPORTED_TYPES = {
         "a patch of the imported LeaderWorkerSet, not an object of its own: there is nothing to import",
         "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
     ),
+    "kubernetes:policy/v1:PodDisruptionBudget": (
+        "the slice controller's disruption budget is new with this program (the reference manifest runs one replica "
+        "without one): there is nothing to adopt",
+        "created by `pulumi up`, beside the controller's second replica",
+    ),
     "gcp:storage/bucket:Bucket": (
         "the XLA compilation cache's bucket is new with this program (the reference scripts write the cache "
         "into the weights bucket): there is nothing to adopt",

@@ -29,31 +29,31 @@ def child_name(resource: str, obj: dict[str, Any]) -> str:
     return f"{resource}:{namespace}/{meta.get('name')}" if namespace else f"{resource}:{meta.get('name')}"
 
 
+def object_record(record: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """The record of one object the provider registers under `record` (a Chart or a ConfigFile)."""
+    head, _, _ = record["urn"].rpartition("::")
+    type_ = type_token(obj["apiVersion"], obj["kind"])
+    name = child_name(record["name"], obj)
+    return {
+        "urn": f"{head}${type_}::{name}",  # head ends with the component's own type
+        "type": type_,
+        "name": name,
+        "custom": True,
+        "remote": False,
+        "parent": record["urn"],
+        "provider": record.get("provider") or "",
+        "protect": False,
+        "inputs": obj,
+        "property_dependencies": {},
+        "options": {},
+        "aliases": [],
+    }
+
+
 def children(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of the objects inside one Chart record (raises ChartUnavailable)."""
     rendered = charts.render_release(charts.release_of(record["name"], record["inputs"]))
-    head, _, _ = record["urn"].rpartition("::")
-    out = []
-    for obj in rendered.objects:
-        type_ = type_token(obj["apiVersion"], obj["kind"])
-        name = child_name(record["name"], obj)
-        out.append(
-            {
-                "urn": f"{head}${type_}::{name}",  # head ends with the Chart's own type
-                "type": type_,
-                "name": name,
-                "custom": True,
-                "remote": False,
-                "parent": record["urn"],
-                "provider": record.get("provider") or "",
-                "protect": False,
-                "inputs": obj,
-                "property_dependencies": {},
-                "options": {},
-                "aliases": [],
-            }
-        )
-    return out
+    return [object_record(record, obj) for obj in rendered.objects]
 
 
 def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:

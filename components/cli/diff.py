@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from components.cli import chart_diff, snapshot
+from components.cli import chart_diff, manifest_objects, snapshot
 from components.cli.plan import ROOT as ROOT  # the repository (tests run `--base` against it)
 from components.cli.plan import (
     OneLineParser,
@@ -170,15 +170,20 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
 
 
 def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str], **rules: Any) -> engine.Result:
-    """engine.diff with the objects inside every chart as their own records (components/cli/chart_diff.py)."""
+    """engine.diff with the objects inside every chart, and those the program writes into a fetched manifest, as
+    their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py)."""
     old_expanded, new_expanded, chart_notes = chart_diff.expand_both(old, new)
-    notes += chart_notes
+    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(old_expanded, new_expanded)
+    notes += chart_notes + manifest_notes
     result = engine.diff(old_expanded, new_expanded, **rules)
     charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] == chart_diff.CHART}
     expanded = {charts[r["parent"]] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    written = {r["urn"] for r in new_expanded if r.get("parent") in manifest_objects.modelled(new_expanded)}
     for change in result.changes:
         if change.type == chart_diff.CHART and change.name in expanded:
             change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
+        elif change.urn in written and change.action != engine.SAME:
+            change.reason = manifest_objects.WHY
     return result
 
 

@@ -222,12 +222,14 @@ class KedaAddon(TypedDict):
 
 
 class SliceControllerSettings(TypedDict):
-    """Settings of manifestUrl, drainTimeoutSeconds, featureGates."""
+    """Settings of manifestUrl, drainTimeoutSeconds, replicas, featureGates."""
 
     manifest_url: NotRequired[str]
     """The slice controller's manifest. Allowed: an https:// URL of a pinned manifest (no /latest/, /main/, /master/ or /HEAD/ in its path). Default: "https://gist.githubusercontent.com/mwysokin/f8ff6a7f8c2f8808ba30177e51413e32/raw/9086457ea35cd31a3bb95b714bf72309a2be357c/kueue-slice-controller-v0.8.0-200.yaml"."""
     drain_timeout_seconds: NotRequired[int]
     """How long deleting or replacing a TPU pool waits for its Slices. Allowed: an integer of at least 1 (seconds a pool's deletion waits for its Slices to be gone). Default: 1200."""
+    replicas: NotRequired[int]
+    """Slice controller replicas (two or more run under a PodDisruptionBudget). Allowed: an integer of at least 1 (two or more run with leader election under a PodDisruptionBudget). Default: 2."""
     feature_gates: NotRequired[list[str]]
     """The slice controller's feature gates to turn on (evict on an untolerated degraded Slice, retry Slice creation). Allowed: distinct names among FailOnUntoleratedDegradedSlice, UseRetryMechanismForSliceCreation (the slice controller's alpha gates; only for a manifest built from a revision that has them)."""
 
@@ -251,7 +253,7 @@ class AddonsSettings(TypedDict):
     keda: NotRequired[KedaAddon]
     """KEDA, the burst slots' autoscaler: the values it gets and why, components/model/addons/keda.py."""
     slice_controller: NotRequired[SliceControllerSettings]
-    """The sliceController settings: manifestUrl, drainTimeoutSeconds, featureGates."""
+    """The sliceController settings: manifestUrl, drainTimeoutSeconds, replicas, featureGates."""
     inference_extension: NotRequired[InferenceExtensionSettings]
     """The inferenceExtension settings: version."""
 

@@ -41,6 +41,30 @@ manifest is scoped to those namespaces (`with_namespace_scope`), an existing sel
 The pinned manifest's name says build `v0.8.0-200` (200 commits after xpk's v0.8.0 tag, as its image tags count;
 this tree is v0.8.0-196 by `git describe`) and it cannot be read offline: the transform scopes whatever webhook
 configurations it has, so none is left out if they differ from this tree's.
+
+Two replicas (`addons.sliceController.replicas`), as the program runs Kueue: the manifest runs one
+(config/manager/manager.yaml:24), so while that pod is rescheduled no queued Job, JobSet or LeaderWorkerSet can be
+created. Its source allows two:
+* the manager runs with `--leader-elect` (manager.yaml:64; cmd/main.go:90, :225-226 `LeaderElection`), so one
+  replica reconciles Workloads and Slices while every replica serves the webhooks (controller-runtime v0.23.3,
+  slice/go.mod:16: the webhook server needs no leader election, sigs.k8s.io/controller-runtime@f9589b9f
+  pkg/webhook/server.go:163-167);
+* the cert rotator (open-policy-agent/cert-controller v0.16.0, slice/go.mod:10; internal/util/cert/cert.go:45-56)
+  leaves `RequireLeaderElection` false, so it runs in every replica (cert-controller@4e31b078 pkg/rotator/
+  rotator.go:275-277) and each one's readiness waits for its own certificates (cmd/main.go:315-336); the replicas
+  share one Secret (cert.go:30, mounted by config/default/manager_webhook_patch.yaml:15-23), written with an
+  update that carries its resourceVersion (rotator.go:489-491), so a replica that loses the race re-reads the
+  Secret the other wrote and finds it valid (rotator.go:325-370, retried with backoff);
+* every replica writes the same CA into the webhook configuration's caBundle (its ReconcileWH, rotator.go:760-870).
+So the transform sets the Deployment's replicas, keeps `--leader-elect` on (added where a build lacks it), and
+spreads the pods over nodes; a PodDisruptionBudget of minAvailable 1 keeps one through a drain (components/addons.py).
+Both select the pods by the Deployment's own selector, SELECTOR (manager.yaml:20-23 with the kustomization's
+`control-plane` label, config/default/kustomization.yaml:12-15); a manifest whose Deployment selects otherwise is
+refused as its objects are registered, since the budget would guard nothing.
+
+The change preview cannot fetch the manifest, so `program_objects` gives what the transforms write into it, each
+transform applied to the object reduced to its identity: the component registers them as its inputs, and
+`python -m components diff` compares them as those objects (components/cli/manifest_objects.py).
 """
 
 from __future__ import annotations
@@ -49,27 +73,61 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+from components.model.keys import APP_NAME_LABEL, HOSTNAME_LABEL
+
 RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # under it, health reads a creation failure as a retry
 FEATURE_GATES = ("FailOnUntoleratedDegradedSlice", RETRY_CREATION_GATE)
 DEPLOYMENT = ("slice-controller-system", "slice-controller-controller-manager")  # its namespace and name
 CONTAINER = "manager"  # config/manager/manager.yaml
 FLAG = "--feature-gates="
+LEADER_ELECT = "--leader-elect"  # cmd/main.go:90
+SELECTOR = {"control-plane": "controller-manager", APP_NAME_LABEL: "slice-controller"}  # the Deployment's (above)
+# The one webhook configuration its cert rotator keeps (internal/util/cert/cert.go:33, :53).
+MUTATING_CONFIGURATION = "slice-controller-mutating-webhook-configuration"
 
 
-def with_feature_gates(deployment: dict[str, Any], gates: Sequence[str]) -> dict[str, Any] | None:
-    """The controller's Deployment with `--feature-gates` set on its manager container (replacing one it has);
-    None when the object is not that Deployment or has no such container."""
+def _spread() -> dict[str, Any]:
+    """Replicas on different nodes where there are several, as Kueue's (kueue_config.py)."""
+    return {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_LABEL,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": dict(SELECTOR)},
+    }
+
+
+def controller_deployment(deployment: dict[str, Any], gates: Sequence[str], replicas: int) -> dict[str, Any] | None:
+    """The controller's Deployment as the program runs it: `replicas` pods (from two on, leader election kept on and
+    the pods spread over nodes), the opt-in `gates` on its manager container (replacing a `--feature-gates` it has).
+    None when the object is not that Deployment; ValueError when it is not the Deployment the budget guards."""
     meta = deployment.get("metadata") or {}
-    if (meta.get("namespace"), meta.get("name")) != DEPLOYMENT or not gates:
+    if (meta.get("namespace"), meta.get("name")) != DEPLOYMENT:
         return None
     out = copy.deepcopy(deployment)
-    containers = (((out.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-    manager = next((c for c in containers if c.get("name") == CONTAINER), None)
-    if manager is None:
-        return None
-    args = [a for a in manager.get("args") or [] if not str(a).startswith(FLAG)]
-    manager["args"] = [*args, FLAG + ",".join(f"{g}=true" for g in gates)]
+    spec = out.setdefault("spec", {})
+    selected = (spec.get("selector") or {}).get("matchLabels")
+    pod = (spec.get("template") or {}).get("spec") or {}
+    manager = next((c for c in pod.get("containers") or [] if c.get("name") == CONTAINER), None)
+    if selected != SELECTOR or manager is None:
+        raise ValueError(
+            f"the slice controller's manifest: Deployment {DEPLOYMENT[0]}/{DEPLOYMENT[1]} selects {selected} and "
+            f"has {'a' if manager else 'no'} {CONTAINER!r} container; this program expects the selector {SELECTOR} "
+            f"(its PodDisruptionBudget's) and a {CONTAINER!r} container (addons.sliceController.manifestUrl)"
+        )
+    args = [str(a) for a in manager.get("args") or [] if not (gates and str(a).startswith(FLAG))]
+    if replicas >= 2 and LEADER_ELECT not in args:  # two replicas without it would both reconcile
+        args = [a for a in args if not a.startswith(LEADER_ELECT + "=")] + [LEADER_ELECT]
+    manager["args"] = [*args, FLAG + ",".join(f"{g}=true" for g in gates)] if gates else args
+    spec["replicas"] = replicas
+    if replicas >= 2:
+        pod["topologySpreadConstraints"] = [_spread()]
     return out
+
+
+def disruption_budget() -> dict[str, Any]:
+    """The PodDisruptionBudget that keeps one replica through a drain (only with two or more: one replica under
+    minAvailable 1 would block every drain)."""
+    return {"minAvailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}
 
 
 WEBHOOK_CONFIGURATIONS = frozenset(
@@ -90,3 +148,27 @@ def with_namespace_scope(configuration: dict[str, Any], requirement: dict[str, A
             expressions.append(copy.deepcopy(requirement))
         webhook["namespaceSelector"] = {**selector, "matchExpressions": expressions}
     return out
+
+
+def program_objects(requirement: dict[str, Any], gates: Sequence[str], replicas: int) -> list[dict[str, Any]]:
+    """What the program writes into the manifest's objects, for the change preview: each transform applied to the
+    object reduced to what identifies it (kind, name, the Deployment's selector and container), since the rest of
+    the manifest is fetched at `up`. A webhook named `*` stands for every webhook of the configuration."""
+    webhooks = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": MUTATING_CONFIGURATION},
+        "webhooks": [{"name": "*"}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT[1], "namespace": DEPLOYMENT[0]},
+        "spec": {
+            "selector": {"matchLabels": dict(SELECTOR)},
+            "template": {"spec": {"containers": [{"name": CONTAINER}]}},
+        },
+    }
+    controller = controller_deployment(deployment, gates, replicas)
+    assert controller is not None
+    return [with_namespace_scope(webhooks, requirement), controller]

@@ -179,6 +179,17 @@ class SliceControllerSettings(Model):
     drain_timeout_seconds: Annotated[
         int, at_least(1, " (seconds a pool's deletion waits for its Slices to be gone)", change="drain-timeout")
     ] = Field(1200, ge=1, description="how long deleting or replacing a TPU pool waits for its Slices")
+    # Two or more run under a PodDisruptionBudget, so one webhook endpoint stays through a drain
+    # (components/model/addons/slice_controller.py says why its source allows it).
+    replicas: Annotated[
+        int,
+        at_least(
+            1,
+            " (two or more run with leader election under a PodDisruptionBudget)",
+            "AI-Hypercomputer/xpk@250d4b3c slice/cmd/main.go:90, :225-226; slice/internal/util/cert/cert.go:45-56",
+            "slice-controller-replicas",
+        ),
+    ] = Field(2, ge=1, description="slice controller replicas (two or more run under a PodDisruptionBudget)")
     # The controller's alpha feature gates to turn on (components/model/addons/slice_controller.py): none by default,
     # since the pinned manifest's build may predate them and an unknown gate stops the controller.
     feature_gates: Annotated[

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.model.config.settings import PROJECT, Settings
-from components.model.observability.monitoring import RATE_WINDOW, Queries, provisioned_chips, vllm_job, workload_names
+from components.model.observability.monitoring import (
+    EVICTION_WINDOW,
+    RATE_WINDOW,
+    Queries,
+    provisioned_chips,
+    vllm_job,
+    workload_names,
+)
 
 COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (MosaicLayout.columns)
 CHART_WIDTH, CHART_HEIGHT, HEADER_HEIGHT = 16, 16, 4
@@ -54,7 +61,7 @@ def rows(settings: Settings) -> list[Row]:
                 chart("Pending workloads by ClusterQueue", q.pending()),
                 chart("Admitted workloads by ClusterQueue", q.admitted()),
                 # Slice failures (reason AdmissionCheck: the slice controller's check) beside preemptions.
-                chart(f"Evicted workloads by reason (per {RATE_WINDOW})", q.evictions()),
+                chart(f"Evicted workloads by reason (last {EVICTION_WINDOW})", q.evicted()),
                 Chart(
                     f"TPU chips: used vs quota ({chips} provisioned)",
                     (("used", q.tpu_usage()), ("quota", q.tpu_quota())),

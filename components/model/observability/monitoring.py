@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from components.model.config.settings import PROJECT, Settings
 from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, TPU_RESOURCE
+from components.model.serving.rollout import ROLLOUT_SCHEDULING_BUDGET_S, rollout_timeout_seconds
 
 _KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
 _VLLM = "vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger, the image's vLLM >= 0.11)"
@@ -82,8 +83,9 @@ REPLICA_ROLE_LABEL = "replica_role"
 FOLLOWER_ROLE = "follower"
 REPLICA_ROLE_SOURCE = "kubernetes-sigs/kueue@v0.17.4 (21235e3c) pkg/util/roletracker/tracker.go:27-29"
 EVICTED_BY_CHECK = "AdmissionCheck"  # kueue apis/kueue/v1beta2/workload_types.go:1020 WorkloadEvictedByAdmissionCheck
-# An eviction is an event, not a state: the alert looks back this far and fires at once (no duration).
-SLICE_EVICTION_WINDOW = "10m"
+# An eviction is an event, not a state: the panel counts evictions over this window, and the alert looks back as
+# far and fires at once (no duration).
+EVICTION_WINDOW = "10m"
 KUEUE_METRICS_SA = "kueue-metrics-scraper"
 # GMP's managed collectors run as this service account on Standard clusters (gke-gmp-system on Autopilot):
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml@v0.17.2.
@@ -180,29 +182,29 @@ class Queries:
     def tpu_quota(self) -> str:
         return f"sum({self.kueue('kueue_cluster_queue_nominal_quota', resource=TPU_RESOURCE)})"
 
-    def evictions(self) -> str:
-        """Evictions per reason over the rate window (every reason: the panel shows slice failures beside
-        preemptions)."""
-        metric = self.kueue("kueue_evicted_workloads_total")
-        return f"sum by (reason, underlying_cause) (increase({metric}[{RATE_WINDOW}]))"
+    def evicted(self, **labels: str) -> str:
+        """Workloads Kueue evicted in the last EVICTION_WINDOW, by reason and underlying cause: the dashboard's panel,
+        and (summed over its two filters) the slice-failure alert, so the two always count the same evictions.
+
+        Kueue creates each label set's counter at its first eviction, at 1 (metrics.go:884 only ever calls Inc), and
+        `increase` sees no rise in a series that starts at 1 (Managed Prometheus even drops a new counter's first
+        sample as its reset point). So a series that appeared within the window counts 1 beside its rise: one with
+        no sample in the hour before the window (not merely none at its start, which a slow scrape would fake)."""
+        m = self.kueue("kueue_evicted_workloads_total", **labels)
+        w = EVICTION_WINDOW
+        rise = f"increase({m}[{w}])"
+        new = f"count without () ({m} unless last_over_time({m}[1h] offset {w}))"
+        # Per series: its rise plus 1 when new; `or` keeps a series on only one side (one sample: no rise).
+        return f"sum by (reason, underlying_cause) (({rise} + {new}) or {rise} or {new})"
 
     def slice_evictions(self) -> str:
         """Workloads evicted because an admission check failed: here the slice controller's, the ClusterQueue's
         only check (components/kueue_objects.py). A Retry check (a failed Slice, a formation timeout) is counted with
         reason AdmissionCheck (kueue v0.17.4 pkg/controller/core/workload_controller.go:767); a Rejected one
         deactivates the Workload, counted as reason Deactivated, underlying_cause AdmissionCheck (:455-491)."""
-        retry = self.kueue("kueue_evicted_workloads_total", reason=EVICTED_BY_CHECK)
-        rejected = self.kueue("kueue_evicted_workloads_total", underlying_cause=EVICTED_BY_CHECK)
-        # Kueue creates each label set's counter at its first eviction, at 1 (metrics.go:884 only ever calls Inc),
-        # and `increase` sees no rise in a series that starts at 1 (Managed Prometheus even drops a new counter's
-        # first sample as its reset point), so a label set that appeared within the window counts as well: one
-        # with no sample in the hour before it (not merely none at its start, which a slow scrape would fake).
-        w = SLICE_EVICTION_WINDOW
-        return " + ".join(
-            f"(sum(increase({m}[{w}])) or vector(0)) + "
-            f"(count({m} unless last_over_time({m}[1h] offset {w})) or vector(0))"
-            for m in (retry, rejected)
-        )
+        retry = self.evicted(reason=EVICTED_BY_CHECK)
+        rejected = self.evicted(underlying_cause=EVICTED_BY_CHECK)
+        return f"(sum({retry}) or vector(0)) + (sum({rejected}) or vector(0))"
 
     def node_tensorcore(self) -> str:
         sel = _utf8_selector(
@@ -222,11 +224,12 @@ class Queries:
         )
         return f'avg by (pod_name) ({sel[:-1]},pod_name=~"{name}-.*"}})'
 
-    def vllm(self, metric: str, role: str) -> str:
+    def vllm(self, metric: str, role: str, **more: str) -> str:
         # The quoted-name form Google's own vLLM dashboard uses for the `vllm:` names
         # (GoogleCloudPlatform/monitoring-dashboard-samples dashboards/vllm/vllm-prometheus-2.json).
         labels = _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
-        return '{"__name__"="' + metric + '",' + labels[1:]
+        extra = "".join(f',{k}=~"{v}"' for k, v in more.items())  # regular-expression matchers
+        return '{"__name__"="' + metric + '",' + labels[1:-1] + extra + "}"
 
     def request_rate(self, role: str) -> str:
         return f"sum(rate({self.vllm('vllm:request_success_total', role)}[{RATE_WINDOW}]))"
@@ -238,8 +241,27 @@ class Queries:
         # `or vector(0)`: no target at all (no leader pod) is 0 ready leaders, not "no data".
         return f"sum({self.vllm('up', role)}) or vector(0)"
 
+    def set_was_ready(self, role: str, current: LeaderSet, window_s: int) -> str:
+        """Some leader of the role's current LeaderWorkerSet answered its scrape within the window.
+
+        Managed Prometheus names a PodMonitoring target `<pod>:<port name>` (GoogleCloudPlatform/prometheus-engine
+        v0.17.2 pkg/operator/apis/monitoring/v1/pod_config.go:333-367), and a leader pod is `<lws>-<group>`: LWS
+        names its leaders' StatefulSet after itself (sigs.k8s.io/lws v0.8.0 pkg/controllers/
+        leaderworkerset_controller.go:760). The LWS's name carries its revision (components/model/serving/rollout.py),
+        so a set that replaced another has targets of its own; one restarted in place keeps its names."""
+        up = self.vllm("up", role, instance=f"{current.name}-[0-9]+:{current.port}")
+        return f"sum(max_over_time({up}[{window_s}s])) > 0"
+
     def epp(self, metric: str) -> str:
         return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=epp_job(self.s))
+
+
+@dataclass(frozen=True)
+class LeaderSet:
+    """A serving role's current LeaderWorkerSet, as its leaders' scrape targets name it."""
+
+    name: str  # the LWS's name, its revision included
+    port: str  # the named port its leaders serve /metrics on
 
 
 @dataclass(frozen=True)
@@ -247,23 +269,30 @@ class AlertRule:
     key: str  # a short stable name (resource names derive from it)
     display_name: str
     query: str
-    minutes: int
+    seconds: int  # how long the condition holds before the policy fires (its duration)
     config_key: str | None  # the config key of the threshold, named in the documentation; None: fires at once
     severity: str
     explanation: str
+    # How `seconds` follows from the config key, when it is not the key's value in minutes.
+    threshold: str | None = None
+    # The serving role whose LeaderWorkerSet the policy is created after: its clock starts with that set.
+    after_set: str | None = None
 
     def documentation(self) -> str:
         if self.config_key is None:
             return f"{self.explanation}\n\nNo threshold: it fires on the first match."
+        if self.threshold is not None:
+            return f"{self.explanation}\n\nThreshold: {self.threshold}."
         return (
             f"{self.explanation}\n\n"
-            f"Threshold: `{PROJECT}:{self.config_key}` = {self.minutes} minutes "
+            f"Threshold: `{PROJECT}:{self.config_key}` = {self.seconds // 60} minutes "
             f"(`pulumi config set --path {self.config_key} <minutes>`)."
         )
 
 
-def alert_rules(settings: Settings) -> list[AlertRule]:
-    """The failures the capacity plan warns about, as PromQL alert conditions."""
+def alert_rules(settings: Settings, leader_sets: dict[str, LeaderSet] | None = None) -> list[AlertRule]:
+    """The failures the capacity plan warns about, as PromQL alert conditions; `leader_sets`: each serving role's
+    current LeaderWorkerSet (with serving)."""
     q = Queries(settings)
     o = settings.observability
     rules = [
@@ -271,7 +300,7 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             "workload-pending",
             f"{settings.cluster.name}: workloads pending in ClusterQueue {settings.kueue.cluster_queue}",
             f"sum({q.kueue('kueue_pending_workloads')}) > 0",
-            o.pending_workload_minutes,
+            o.pending_workload_minutes * 60,
             "observability.pendingWorkloadMinutes",
             "WARNING",
             # Kueue v0.17.4 exports no per-workload age, so this is "the queue never drained for that long".
@@ -284,7 +313,7 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             f"{settings.cluster.name}: TPU quota of ClusterQueue {settings.kueue.cluster_queue} fully used",
             # `> 0`: Kueue exports a zero quota and usage too (tpu.cubes 0), which `>=` alone would hold forever.
             f"({q.tpu_usage()} >= {q.tpu_quota()}) > 0",
-            o.quota_full_minutes,
+            o.quota_full_minutes * 60,
             "observability.quotaFullMinutes",
             "WARNING",
             f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
@@ -297,7 +326,7 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             0,
             None,
             "WARNING",
-            f"The slice controller failed a workload's admission check in the last {SLICE_EVICTION_WINDOW}: a Slice "
+            f"The slice controller failed a workload's admission check in the last {EVICTION_WINDOW}: a Slice "
             "FAILED, did not form in time, was deleted, or (with FailOnUntoleratedDegradedSlice) turned "
             "ACTIVE_DEGRADED under a workload that asked for healthy slices; Kueue evicted and requeued it "
             "(or deactivated it for a rejected check). Run `python -m components health --stack <stack> --live` for "
@@ -306,17 +335,43 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         ),
     ]
     if settings.serving.enabled:
+        # A set that has not been ready yet is loading its weights (tens of minutes, up to its startup budget): the
+        # first deploy, or a set that replaced the old one delete-first. It is held as long as `pulumi up` waits for
+        # a new set's groups; one that was ready and lost its leaders is reported after noReadyLeaderMinutes.
+        startup = settings.serving.startup_timeout_seconds
+        budget = rollout_timeout_seconds(startup)
         for role in settings.serving.roles():
+            lws = settings.lws_name(role)
+            no_leader = f"({q.leaders_up(role)}) < 1"
+            current = (leader_sets or {})[role]
             rules.append(
                 AlertRule(
                     f"no-ready-{role}-leader",
-                    f"{settings.cluster.name}: no ready {role} leader ({settings.lws_name(role)})",
-                    f"({q.leaders_up(role)}) < 1",
-                    o.no_ready_leader_minutes,
+                    f"{settings.cluster.name}: no ready {role} leader ({lws})",
+                    f"({no_leader}) and on() ({q.set_was_ready(role, current, budget)})",
+                    o.no_ready_leader_minutes * 60,
                     "observability.noReadyLeaderMinutes",
                     "CRITICAL",
-                    f"No {role} vLLM leader answers /metrics: the {role} side of the serving stack cannot take "
-                    "requests (pods pending for slices, loading weights, or crashing).",
+                    f"No {role} vLLM leader answers /metrics, and the role's current LeaderWorkerSet had a ready "
+                    f"leader within the last {budget} s: the {role} side of the serving stack cannot take requests "
+                    "(pods crashing, evicted, or waiting for a slice after a failure).",
+                )
+            )
+            rules.append(
+                AlertRule(
+                    f"{role}-leaders-not-ready-in-budget",
+                    f"{settings.cluster.name}: no {role} leader ready within the startup budget ({lws})",
+                    no_leader,
+                    budget,
+                    "serving.startupTimeoutSeconds",
+                    "CRITICAL",
+                    f"No {role} vLLM leader has answered /metrics for {budget} s: a new LeaderWorkerSet (the first "
+                    "deploy, or one that replaced the old set) never became ready, or a failed one did not recover.",
+                    threshold=f"`{PROJECT}:serving.startupTimeoutSeconds` = {startup} s, plus "
+                    f"{ROLLOUT_SCHEDULING_BUDGET_S} s to admit, slice and schedule a new set's groups: {budget} s, "
+                    "as long as `pulumi up` waits for a new set "
+                    "(`pulumi config set --path serving.startupTimeoutSeconds <seconds>`)",
+                    after_set=role,
                 )
             )
     return rules

@@ -103,6 +103,17 @@ def revision(
     return hashlib.sha256(text.encode()).hexdigest()[:LWS_REVISION_LEN]
 
 
+# What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
+# retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
+# and the image pull. An estimate, not a measurement.
+ROLLOUT_SCHEDULING_BUDGET_S = 1800
+
+
+def rollout_timeout_seconds(startup_timeout_seconds: int) -> int:
+    """How long Pulumi waits for a new LWS's groups: the leaders' startup budget plus getting them scheduled."""
+    return startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S
+
+
 # pulumi-kubernetes awaits a custom resource only through its `pulumi.com/waitFor` annotation
 # (provider/pkg/metadata/overrides.go `ReadyCondition`), a JSONPath evaluated with an RFC 9535 parser since
 # v4.24.0 (CHANGELOG), for at most `pulumi.com/timeoutSeconds` (default 10 minutes, provider/pkg/await/await.go).
