@@ -207,6 +207,7 @@ def model_server_args(settings: Settings) -> ModelServerArgs:
         model_served=s.model_served,
         image=s.image,
         routing_sidecar_image=s.routing_sidecar_image,
+        routing_sidecar_resources=s.routing_sidecar.resources.manifest(),
         weights_bucket=s.weights_bucket or "",
         model_path=s.model_path,
         weights_via=s.weights_via,

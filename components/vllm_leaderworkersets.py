@@ -39,15 +39,14 @@ from components.vllm_containers import (
     HF_SECRET_KEY,
     KV_TRANSFER_PORT,
     ROLES,
-    ROUTER_PORT,
     SIDE_CHANNEL_PORT,
-    SIDECAR_ARGS,
     VLLM_KEEP_ALIVE_S,
     WEIGHTS_MOUNT,
     ModelServerArgs,
     Role,
     env,
     probes,
+    routing_sidecar,
     vllm_command,
 )
 
@@ -202,21 +201,7 @@ def leader_worker_set(
     leader_ports = [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports]
     leader = container("vllm-leader", vllm, leader_env, leader_ports, **probes(model, role))
     worker = container("vllm-worker", shared["workerScript"], container_env, copy.deepcopy(transfer_ports))
-    sidecar = [
-        {
-            "name": "routing-proxy",
-            # The router's release of the sidecar (both come from one llm-d-router tag).
-            "image": model["routing_sidecar_image"],
-            "imagePullPolicy": "Always",
-            "args": [f"--port={ROUTER_PORT}", *SIDECAR_ARGS],
-            "ports": [{"containerPort": ROUTER_PORT, "name": "sidecar", "protocol": "TCP"}],
-            "resources": {},
-            # A native sidecar: an init container that keeps running beside vLLM.
-            "restartPolicy": "Always",
-            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
-        }
-    ]
-    leader_template = pod(leader, sidecar if role.routing_sidecar else [])
+    leader_template = pod(leader, [routing_sidecar(model)] if role.routing_sidecar else [])
     worker_template = pod(worker, [])
     rev = revision(
         leader_spec=leader_template["spec"],

@@ -172,6 +172,19 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 {"containerPort": 8000, "name": "modelserver", "protocol": "TCP"},
                 why,
             )
+            probed = "the sidecar is Ready when it answers on the pool's port, sized, and restarts without the registry"
+            out[f"{sidecar}.imagePullPolicy"] = ("IfNotPresent", "Always", probed)
+            out[f"{sidecar}.readinessProbe"] = added(
+                {
+                    "httpGet": {"path": "/health", "port": 8000},
+                    "periodSeconds": 5,
+                    "timeoutSeconds": 2,
+                    "failureThreshold": 3,
+                },
+                probed,
+            )
+            out[f"{sidecar}.resources.requests"] = added({"cpu": "1", "memory": "256Mi"}, probed)
+            out[f"{sidecar}.resources.limits"] = added({"cpu": "2", "memory": "1Gi"}, probed)
         out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = added(
             {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},
             "vLLM's 5 s keep-alive is shorter than the decode sidecar's 90 s idle timeout (llm-d sets 120 s)",

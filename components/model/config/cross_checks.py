@@ -182,7 +182,7 @@ class CrossChecks:
                         f"{SLICE_NAME_MAX})",
                     )
                 )
-            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources)
+            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources, role == "decode")
         # The model's last path segment becomes the llm-d.ai/model label of every pod.
         if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
             errors.append(
@@ -195,12 +195,19 @@ class CrossChecks:
             )
         return errors
 
-    def _check_tpu_vm_fit(self: Settings, key: str, amounts: ResourceAmounts) -> list[SettingError]:
-        """A vLLM pod (requests = limits) asks for at most what one TPU VM offers to pods."""
+    def _check_tpu_vm_fit(self: Settings, key: str, amounts: ResourceAmounts, sidecar: bool) -> list[SettingError]:
+        """A vLLM pod (requests = limits), decode's with its routing sidecar, asks for at most what one TPU VM offers
+        to pods (a native sidecar's requests add to the other containers')."""
         system = self.tpu.system
         if system.vcpus is None or system.memory_gib is None:
             return []
         cpu, mem = node_allocatable_of(system.vcpus, system.memory_gib)
+        less = ""
+        if sidecar:
+            extra = self.serving.routing_sidecar.resources.requests
+            cpu -= cpu_millis(extra.cpu) if extra.cpu else 0
+            mem -= memory_bytes(extra.memory) if extra.memory else 0
+            less = ", less the routing sidecar's requests (serving.routingSidecar.resources.requests)"
         errors = []
         if amounts.cpu is not None and cpu_millis(amounts.cpu) > cpu:
             errors.append(
@@ -208,7 +215,7 @@ class CrossChecks:
                     f"{key}.cpu",
                     amounts.cpu,
                     f"at most {cpu / 1000:g} CPUs, what one {self.tpu.machine_type} VM ({system.vcpus} vCPUs) "
-                    "offers to pods after GKE's reservation; a larger request never schedules",
+                    f"offers to pods after GKE's reservation{less}; a larger request never schedules",
                 )
             )
         if amounts.memory is not None and memory_bytes(amounts.memory) > mem:
@@ -217,7 +224,7 @@ class CrossChecks:
                     f"{key}.memory",
                     amounts.memory,
                     f"at most {mem // 2**20}Mi ({mem / GIB:.1f}Gi), what one {self.tpu.machine_type} VM "
-                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold",
+                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold{less}",
                 )
             )
         return errors

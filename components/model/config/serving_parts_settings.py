@@ -20,8 +20,15 @@ from components.model.config.checks import (
     dns_subdomain,
     raise_all,
 )
-from components.model.config.oci import OCI_REFERENCE_RE, image_reference
-from components.model.config.resources_settings import ResourceAmounts, ResourceRequirements, requirements
+from components.model.config.images import PYTHON, floating
+from components.model.config.oci import image_reference, pinned_image
+from components.model.config.resources_settings import (
+    Limits,
+    Requests,
+    ResourceAmounts,
+    ResourceRequirements,
+    requirements,
+)
 from components.model.config.rules import (
     GATEWAY_CLASSES,
     LLMD_LIMITS,
@@ -30,6 +37,7 @@ from components.model.config.rules import (
     NODE_SIZES,
     OCI,
     QUANTITY,
+    REQUESTS_LIMITS,
     ROUTER_RELEASE,
     TPU7X,
     Flag,
@@ -51,17 +59,18 @@ class ServingResources(ResourceAmounts):
         str | None,
         Rule(
             "a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: "
-            "224 vCPUs less GKE's reservation); requests = limits",
+            "224 vCPUs less GKE's reservation), on decode less the routing sidecar's requests; requests = limits",
             _TPU_VM,
             refused="224",
-            accepted="223370m",
+            accepted="222370m",
         ),
     ] = Field("220", description="per-pod CPU (requests = limits)")
     memory: Annotated[
         str | None,
         Rule(
             "a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: "
-            "960 GiB less GKE's reservation and eviction threshold); requests = limits",
+            "960 GiB less GKE's reservation and eviction threshold), on decode less the routing sidecar's requests; "
+            "requests = limits",
             _TPU_VM,
             refused="934Gi",
             accepted="1Ki",
@@ -287,19 +296,58 @@ class RouterSettings(Model):
         return chart_resources.rendered(EPP_CHART_RESOURCES, self.epp_resources)
 
 
+# The sidecar runs on a TPU VM beside decode's vLLM: its requests count in the pod's (a native sidecar's requests
+# add to the main containers', https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/#resource-
+# sharing-within-containers), and Kueue keeps the pod shape of a running LeaderWorkerSet, requests included
+# (components/model/serving/rollout.py): requests change by a new decode LeaderWorkerSet, limits in place.
+_SIDECAR = "; requests at most limits; decode's vLLM requests plus these fit one TPU VM"
+_SIDECAR_SOURCES = f"{QUANTITY}; {REQUESTS_LIMITS}; {TPU7X}; {NODE_SIZES}"
+_LIMIT = "a Kubernetes quantity; requests at most limits"
+
+
+class SidecarRequests(Requests):
+    cpu: Annotated[
+        str | None, Rule("a Kubernetes quantity" + _SIDECAR, _SIDECAR_SOURCES, "serving-replicas", "-1", "0.001")
+    ] = Field(None, description="the container's CPU request")
+    memory: Annotated[
+        str | None, Rule("a Kubernetes quantity" + _SIDECAR, _SIDECAR_SOURCES, "serving-replicas", "4 Gi", "1Ki")
+    ] = Field(None, description="the container's memory request")
+
+
+class SidecarLimits(Limits):
+    cpu: Annotated[str | None, Rule(_LIMIT, _SIDECAR_SOURCES, "serving-pods", "-1", "1e3")] = Field(
+        None, description="the container's CPU limit"
+    )
+    memory: Annotated[str | None, Rule(_LIMIT, _SIDECAR_SOURCES, "serving-pods", "4 Gi", "64Gi")] = Field(
+        None, description="the container's memory limit"
+    )
+
+
+class SidecarResources(ResourceRequirements):
+    requests: SidecarRequests = Field(default_factory=dict)
+    limits: SidecarLimits = Field(default_factory=dict)
+
+
 class RoutingSidecarSettings(Model):
     # Unset: SIDECAR_REPOSITORY at the router's release (`ServingSettings.routing_sidecar_image`). Set it only
     # to pull that release from a mirror or by digest: the decode pods pass it llm-d-router v0.10.0's flags.
     image: Annotated[
         str | None,
         Rule(
-            "an OCI image reference pinned by a release tag (v0.10.0 or later, not latest/main) or a digest, not "
-            "llm-d-routing-sidecar; or unset for the router's own release",
+            "an OCI image reference pinned by a release tag (v0.10.0 or later; latest/main only with a digest), a "
+            "digest or both, not llm-d-routing-sidecar; or unset for the router's own release",
             f"{OCI}; {ROUTER_RELEASE}",
             refused="ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
             accepted="mirror.example/llm-d/sidecar@sha256:" + "0" * 64,
         ),
     ] = Field(None, description="the decode pods' routing sidecar (unset: the router's own release)")
+    resources: SidecarResources = Field(
+        default_factory=lambda: SidecarResources(
+            requests=SidecarRequests(cpu="1", memory="256Mi"), limits=SidecarLimits(cpu="2", memory="1Gi")
+        ),
+        description="the routing sidecar's resources, an estimate (a Go reverse proxy: its connections to the "
+        "prefill leaders and to its own vLLM)",
+    )
 
     @field_validator("image")
     @classmethod
@@ -309,10 +357,11 @@ class RoutingSidecarSettings(Model):
         image_reference(v)
         match = _IMAGE_RE.match(v)
         tag = match["tag"] if match else None
-        if not match or not (tag or match["digest"]) or tag in ("latest", FLOATING_IMAGE_TAG):
+        if not match or floating(v):
             raise ValueError(
-                "a pinned image reference, <registry>/<path>:<release tag> or <registry>/<path>@sha256:<digest> "
-                f"(no 'latest' or 'main'), or unset for {SIDECAR_REPOSITORY}:<serving.router.version>"
+                "a pinned image reference, <registry>/<path>:<release tag>[@sha256:<digest>] or "
+                "<registry>/<path>@sha256:<digest> (no 'latest' or 'main' without a digest), or unset for "
+                f"{SIDECAR_REPOSITORY}:<serving.router.version>"
             )
         release = router_release(tag) if tag and _RELEASE_TAG_RE.match(tag) else None
         if match["repository"].endswith(f"/{RETIRED_SIDECAR_NAME}") or (release and release < MIN_ROUTER_RELEASE):
@@ -322,10 +371,6 @@ class RoutingSidecarSettings(Model):
                 "vLLM on 8001 instead of 8200 under the flags the decode pods pass"
             )
         return v
-
-
-# Python's official image at an exact tag: the download Job's program needs only the standard library.
-DOWNLOAD_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
 
 
 class WeightsDownloadSettings(Model):
@@ -342,24 +387,14 @@ class WeightsDownloadSettings(Model):
     ] = Field(False, description="a Job that fills the weights bucket from Hugging Face before serving starts")
     image: Annotated[
         str,
+        AfterValidator(pinned_image),
         Rule(
-            "a pinned OCI image reference with python3: an exact tag or a sha256 digest, no 'latest'",
+            "a pinned OCI image reference with python3 (3.8 or later): an exact tag, a sha256 digest or both, no "
+            "'latest' without a digest",
             OCI,
             refused="docker.io/library/python:latest",
             accepted="python@sha256:" + "0" * 64,
         ),
     ] = Field(
-        DOWNLOAD_IMAGE, description="the download Job's image (python3; the program uses the standard library only)"
+        PYTHON.reference, description="the download Job's image (python3; the program uses the standard library only)"
     )
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str) -> str:
-        image_reference(v)
-        match = OCI_REFERENCE_RE.match(v)
-        if not match or not (match["tag"] or match["digest"]) or (match["tag"] == "latest" and not match["digest"]):
-            raise ValueError(
-                "a pinned image reference with python3 (3.8 or later): [registry/]path:<exact tag> or "
-                "[registry/]path@sha256:<digest>, no 'latest'"
-            )
-        return v

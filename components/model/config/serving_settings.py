@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
+from components.model.config.images import SIDECAR_DIGESTS, VLLM_TPU, with_digest
 from components.model.config.oci import image_reference
 from components.model.config.rules import (
     BUCKET,
@@ -145,10 +146,7 @@ class ServingSettings(Model):
             refused="docker.io/vLLM/vllm-tpu:nightly",
             accepted="localhost:5000/v/t:" + "x" * 128 + "@sha256:" + "a" * 64,
         ),
-    ] = Field(
-        "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26",
-        description="the vLLM TPU image of prefill and decode",
-    )
+    ] = Field(VLLM_TPU.reference, description="the vLLM TPU image of prefill and decode")
     max_model_len: Annotated[int, at_least(1, source=VLLM_SCHEDULER)] = Field(
         9216, ge=1, description="the vLLM flag of the same name"
     )
@@ -260,7 +258,8 @@ class ServingSettings(Model):
     @property
     def routing_sidecar_image(self) -> str:
         """The decode pods' sidecar: `routingSidecar.image` if set, else the router's release of it."""
-        return self.routing_sidecar.image or f"{SIDECAR_REPOSITORY}:{router_image_tag(self.router.version)}"
+        tag = router_image_tag(self.router.version)
+        return self.routing_sidecar.image or with_digest(f"{SIDECAR_REPOSITORY}:{tag}", SIDECAR_DIGESTS.get(tag))
 
     @property
     def model_served(self) -> str:
