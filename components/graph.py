@@ -178,6 +178,7 @@ def declare_stack(
                 cube_topology=settings.tpu.cube_topology,
                 topology=demo.topology,
                 replicas=demo.replicas,
+                image=settings.demos.image,
                 namespace=queues.namespace.metadata.name,
                 queue_labels=queues.admission_labels(demo.priority),
                 provider=provider,

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.model.config.images import pull_policy
 from components.model.keys import (
     ENGINE_TYPE_LABEL,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -188,7 +189,7 @@ def leader_worker_set(
         return {
             "name": name,
             "image": model["image"],
-            "imagePullPolicy": "IfNotPresent",
+            "imagePullPolicy": pull_policy(model["image"]),
             "env": env_,
             "command": ["sh", "-c", script],
             "resources": copy.deepcopy(resources),

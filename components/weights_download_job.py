@@ -25,6 +25,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.component import Component
+from components.model.config.images import pull_policy
 from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOTATION
 from components.model.serving import weights
 
@@ -105,6 +106,7 @@ def job_spec(
     container = {
         "name": "download",
         "image": args["image"],
+        "imagePullPolicy": pull_policy(args["image"]),
         "command": ["python3", "-c", weights.DOWNLOAD_SCRIPT.read_text()],
         "env": env,
         # It streams: memory for one 64 MiB chunk in flight, no disk; one core drives one stream.

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.model.config.images import PYTHON
 from components.vllm_containers import weights_check
 from tests import upstream
 from tests.harness import Run, normalize, ok
@@ -27,6 +28,7 @@ BUCKET = "gemma3-weights"
 # `name` are addressed by it (`env[POD_IP]`). Instead of a value, `ours` may be a predicate f(ours, reference)
 # and `reference` a predicate f(reference).
 Expected = Any | Callable[[Any], bool]
+PINNED = "an exact tag with its digest (demos.image) instead of the floating python:3.12, pulled once per node"
 SKIP_WEBHOOK = "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)"
 
 
@@ -65,6 +67,14 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
         f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.metadata.annotations."
         "cloud.google.com/skip-tpu-webhook-check": added("true", SKIP_WEBHOOK)
         for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
+    },
+    **{
+        f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.spec.containers[simple-container].{k}": v
+        for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
+        for k, v in {
+            "image": (PYTHON.reference, "python:3.12", PINNED),
+            "imagePullPolicy": added("IfNotPresent", PINNED),
+        }.items()
     },
 }
 

@@ -276,12 +276,14 @@ class SuperslicingDemo(TypedDict):
 
 
 class DemosSettings(TypedDict):
-    """Settings of subslicing, superslicing."""
+    """Settings of subslicing, superslicing, image."""
 
     subslicing: NotRequired[SubslicingDemo]
     """The subslicing settings: enabled, name, topology, replicas, priority."""
     superslicing: NotRequired[SuperslicingDemo]
     """The superslicing settings: enabled, name, topology, priority."""
+    image: NotRequired[str]
+    """The demo JobSets' image (its pods pip-install jax[tpu] as they start). Allowed: a pinned OCI image reference with python3 and pip: an exact tag, a sha256 digest or both, no 'latest' without a digest. Default: "docker.io/library/python:3.12.8-slim-bookworm@sha256:10f3aaab98db50cba827d3b33a91f39dc9ec2d02ca9b85cbc5008220d07b17f3"."""
 
 
 class ServingResources(TypedDict):
@@ -471,10 +473,12 @@ class TpuSlicingStackArgs(TypedDict):
     kueue: NotRequired[KueueSettings]
     """The kueue settings: namespace, topologyName, flavorName, admissionCheckName, clusterQueue, localQueue, priorities, tpuQuota, cpuQuota, memoryQuota."""
     demos: NotRequired[DemosSettings]
-    """The demos settings: subslicing, superslicing."""
+    """The demos settings: subslicing, superslicing, image."""
     serving: NotRequired[ServingSettings]
     """The serving settings: enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
     observability: NotRequired[ObservabilitySettings]
     """The observability settings: enabled, scraping, dashboard, alerts, scrapeInterval, pendingWorkloadMinutes, noReadyLeaderMinutes, quotaFullMinutes, notificationChannels, notifyNobody."""
+    require_image_digests: NotRequired[bool]
+    """Refuse an image without a digest (staging and prod set it; others get a warning). Default: false."""
     hf_token: NotRequired[pulumi.Input[str]]
     """The Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); unset or empty for a public model or preloaded weights. Allowed: a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty = weights preloaded, no Secret."""

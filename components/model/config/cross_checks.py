@@ -25,6 +25,7 @@ from components.model.config.checks import (
     node_allocatable,
     node_allocatable_of,
 )
+from components.model.config.images import digest_advice, parts
 from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_pod_name
 from components.model.config.resources_settings import ResourceAmounts
 from components.model.config.rules import LWS_ROOM
@@ -228,6 +229,16 @@ class CrossChecks:
                 )
             )
         return errors
+
+    def _check_image_digests(self: Settings) -> list[SettingError]:
+        """With requireImageDigests, every image the stack runs names its content by digest."""
+        if not self.require_image_digests:
+            return []
+        return [
+            SettingError(key, ref, f"a reference with its digest (requireImageDigests is true): {digest_advice(ref)}")
+            for key, ref in self.images().items()
+            if not parts(ref)[2]
+        ]
 
     def _check_demos(self: Settings) -> list[SettingError]:
         """JobSet's webhook refuses a JobSet whose longest pod name is not a DNS-1035 label (longest_pod_name)."""

@@ -78,10 +78,9 @@ def pull_policy(reference: str) -> str:
     return ALWAYS if floating(reference) else IF_NOT_PRESENT
 
 
-def digest_advice(key: str, reference: str) -> str:
+def digest_advice(reference: str) -> str:
     """What to do about an image without a digest, for the preview's warning and the refusal alike."""
     return (
-        f"{key} = {reference}: no @sha256 digest, so the registry decides what the pods run (a tag can be pushed "
-        f"again); pin it as {reference}@sha256:<digest> (`crane digest {reference}` or `docker buildx imagetools "
-        "inspect` prints it) in the stack file"
+        f"no @sha256 digest, so the registry decides what the pods run (a tag can be pushed again); pin it as "
+        f"{reference}@sha256:<digest> in the stack file (`crane digest {reference}` prints the digest)"
     )
