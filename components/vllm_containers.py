@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 import pulumi
 
 from components.model.config.images import pull_policy
+from components.model.pod_security import container_context
 from components.model.serving import weights
 
 # The Secret the pods read the Hugging Face token from, and its key (the policy pack checks it by name).
@@ -163,7 +164,8 @@ def routing_sidecar(model: ModelServerArgs) -> dict[str, Any]:
         },
         "resources": copy.deepcopy(model["routing_sidecar_resources"]),
         "restartPolicy": "Always",
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+        # The image's USER is 65532 (model/pod_security.py).
+        "securityContext": container_context(non_root=True),
     }
 
 

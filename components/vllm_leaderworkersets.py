@@ -34,6 +34,7 @@ from components.model.keys import (
     WAIT_FOR_ANNOTATION,
     WORKER_INDEX_LABEL,
 )
+from components.model.pod_security import POD_CONTEXT, container_context
 from components.model.serving.rollout import ready_groups_condition, revision
 from components.vllm_containers import (
     HF_SECRET,
@@ -171,6 +172,7 @@ def leader_worker_set(
             "terminationGracePeriodSeconds": model["termination_grace_period_seconds"],
             "nodeSelector": dict(spec["node_selector"]),
             "tolerations": common["tolerations"],
+            "securityContext": copy.deepcopy(POD_CONTEXT),
             **({"initContainers": init} if init else {}),
             "containers": [container],
             "volumes": copy.deepcopy(volumes),
@@ -195,6 +197,8 @@ def leader_worker_set(
             "resources": copy.deepcopy(resources),
             "ports": ports,
             "volumeMounts": copy.deepcopy(mounts),
+            # Root: the image's user, which owns every file vLLM writes (model/pod_security.py).
+            "securityContext": container_context(),
             **extra,
         }
 

@@ -89,6 +89,8 @@ def test_sidecar_image_can_come_from_a_mirror() -> None:
     assert {k: v for k, v in ours.items() if k not in added} == {
         **{k: v for k, v in UPSTREAM_SIDECAR.items() if k not in added},
         "image": mirror,
+        # and no capabilities (tests/test_pod_security.py)
+        "securityContext": {**UPSTREAM_SIDECAR["securityContext"], "capabilities": {"drop": ["ALL"]}},
     }
 
 

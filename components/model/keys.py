@@ -86,3 +86,9 @@ SUB_BLOCK_LABEL = "gke-tpu-slicing/reservation-sub-block"
 """The reservation sub-block a TPU node's pool is bound to."""
 FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
 """The ResourceFlavor a ClusterQueue uses, by Output, so a replaced flavor replaces the ClusterQueue first."""
+
+# Pod Security Admission's namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+PSA_LABEL = "pod-security.kubernetes.io/{mode}"
+"""The level a namespace's pods are held to, per mode (enforce, warn, audit)."""
+PSA_VERSION_LABEL = "pod-security.kubernetes.io/{mode}-version"
+"""The Kubernetes minor whose rules that mode applies."""
