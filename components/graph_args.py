@@ -22,6 +22,7 @@ from components.model.observability import dashboard, monitoring, slice_alerts
 from components.model.tpu import planner
 from components.model.tpu.reservation import Assignment
 from components.network import Network
+from components.network_policies import ServingNetwork
 from components.observability import (
     KueueScrape,
     LeaderScrape,
@@ -288,8 +289,11 @@ def serving_args(
         kueue=kueue,
         inference_extension=inference_extension,
         proxy_subnet=proxy_subnet,
+        network=ServingNetwork(epp_selector=monitoring.epp_selector(settings), scraped=settings.observability.scrapes),
         model_servers_wait_for=model_servers_wait_for,
     )
+    if s.gateway.in_proxy_subnet:  # the regional classes' proxies connect from it
+        args["network"]["proxy_subnet_cidr"] = settings.network.proxy_subnet_cidr
     if s.weights_download.enabled:
         args["weights_download"] = WeightsDownloadSpec(
             model=s.model, image=s.weights_download.image, system_pool=settings.cluster.system_pool_name

@@ -88,6 +88,10 @@ NOT_IMPORTED_TYPES = {
         "a patch of the imported LeaderWorkerSet, not an object of its own: there is nothing to import",
         "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
     ),
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": (
+        "the reference scripts declare no NetworkPolicy: there is nothing to adopt",
+        "created by `pulumi up` (serving's rules before the namespace's default deny)",
+    ),
     "gcp:storage/bucket:Bucket": (
         "the XLA compilation cache's bucket is new with this program (the reference scripts write the cache "
         "into the weights bucket): there is nothing to adopt",

@@ -92,3 +92,8 @@ PSA_LABEL = "pod-security.kubernetes.io/{mode}"
 """The level a namespace's pods are held to, per mode (enforce, warn, audit)."""
 PSA_VERSION_LABEL = "pod-security.kubernetes.io/{mode}-version"
 """The Kubernetes minor whose rules that mode applies."""
+
+# JobSet's (sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go:24).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The JobSet a pod belongs to, set by the JobSet controller on every pod template (pkg/controllers/jobset_controller.go
+labelAndAnnotateObject)."""

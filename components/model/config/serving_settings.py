@@ -1,5 +1,5 @@
-"""Settings of serving: vLLM, the buckets, the model; its roles, Gateway, router, sidecar and weights download
-are in components/model/config/serving_parts_settings.py."""
+"""Settings of serving: vLLM, the buckets, the model; its roles, Gateway and weights download are in
+components/model/config/serving_parts_settings.py, the router and its sidecar in router_settings.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
 from components.model.config.images import SIDECAR_DIGESTS, VLLM_TPU, with_digest
 from components.model.config.oci import image_reference
+from components.model.config.router_settings import (
+    SIDECAR_REPOSITORY,
+    RouterSettings,
+    RoutingSidecarSettings,
+    router_image_tag,
+)
+from components.model.config.router_settings import router_release as router_release  # components/llmd_router.py
 from components.model.config.rules import (
     BUCKET,
     LABELS,
@@ -22,16 +29,7 @@ from components.model.config.rules import (
     Rule,
     at_least,
 )
-from components.model.config.serving_parts_settings import (
-    SIDECAR_REPOSITORY,
-    GatewaySettings,
-    RouterSettings,
-    RoutingSidecarSettings,
-    ServingRole,
-    WeightsDownloadSettings,
-    router_image_tag,
-)
-from components.model.config.serving_parts_settings import router_release as router_release  # components/llmd_router.py
+from components.model.config.serving_parts_settings import GatewaySettings, ServingRole, WeightsDownloadSettings
 from components.model.serving import weights
 
 # vLLM's --kv-cache-dtype choices (vllm-project/vllm vllm/config/cache.py, CacheDType), the union over the
