@@ -4,6 +4,7 @@ One pod per TPU VM: parallelism = completions = VMs in the slice, each pod reque
 chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.
 """
 
+import copy
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -14,8 +15,10 @@ import yaml
 from components.component import Component
 from components.kubernetes_object import KubernetesObject
 from components.kueue_objects import healthy_partition_selector
+from components.model.config.images import pull_policy
 from components.model.config.k8s_settings import DEMO_REPLICATED_JOB
 from components.model.keys import ACCELERATOR_LABEL, SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE
+from components.model.pod_security import POD_CONTEXT, container_context
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Slice, Topology
 
@@ -23,7 +26,7 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 DEMO_POD = Path(__file__).resolve().parent.parent / "manifests" / "demo-pod.yaml"
 
 
-def demo_pod(slice_: Slice) -> dict[str, Any]:
+def demo_pod(slice_: Slice, image: str) -> dict[str, Any]:
     pod = yaml.safe_load(DEMO_POD.read_text())
     pod["metadata"]["annotations"][SLICE_TOPOLOGY_ANNOTATION] = str(slice_.topology)
     # No static `cloud.google.com/gke-tpu-topology` node selector, which GKE's TPU admission webhook otherwise
@@ -33,12 +36,16 @@ def demo_pod(slice_: Slice) -> dict[str, Any]:
     pod["spec"]["nodeSelector"][ACCELERATOR_LABEL] = slice_.cube.system.accelerator
     pod["spec"]["nodeSelector"].update(healthy_partition_selector(slice_))
     chips = str(slice_.chips_per_pod)
+    # Root: the pods pip-install into the image's site-packages (model/pod_security.py).
+    pod["spec"]["securityContext"] = copy.deepcopy(POD_CONTEXT)
     for container in pod["spec"]["containers"]:
+        container["image"], container["imagePullPolicy"] = image, pull_policy(image)
+        container["securityContext"] = container_context()
         container["resources"] = {"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}}
     return pod
 
 
-def jobset_spec(slice_: Slice, replicas: int) -> dict[str, Any]:
+def jobset_spec(slice_: Slice, replicas: int, image: str) -> dict[str, Any]:
     return {
         "replicatedJobs": [
             {
@@ -49,7 +56,7 @@ def jobset_spec(slice_: Slice, replicas: int) -> dict[str, Any]:
                         "parallelism": slice_.vms,
                         "completions": slice_.vms,
                         "backoffLimit": 10,
-                        "template": demo_pod(slice_),
+                        "template": demo_pod(slice_, image),
                     }
                 },
             }
@@ -68,6 +75,8 @@ class SlicingJobSetArgs(TypedDict):
     """The topology of each slice."""
     replicas: int
     """The slices (replicated jobs) of the JobSet."""
+    image: str
+    """The pods' image (python3 and pip)."""
     namespace: pulumi.Input[str]
     """The workload namespace."""
     queue_labels: dict[str, pulumi.Input[str]]
@@ -98,7 +107,7 @@ class SlicingJobSet(Component):
                     "namespace": args["namespace"],
                     "labels": args["queue_labels"],
                 },
-                "spec": jobset_spec(slice_, replicas),
+                "spec": jobset_spec(slice_, replicas, args["image"]),
             },
             self.child(
                 provider=args["provider"],

@@ -29,6 +29,7 @@ from components.model.config.k8s_settings import HelmAddonSettings
 from components.model.config.settings import Settings
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.network import EgressNames, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
+from components.network_policies import NamespacePolicies, NamespacePoliciesArgs
 from components.node_service_account import NodeIdentity, NodeIdentityArgs
 from components.observability import Observability
 from components.preflight import (
@@ -186,6 +187,7 @@ def declare_stack(
                 cube_topology=settings.tpu.cube_topology,
                 topology=demo.topology,
                 replicas=demo.replicas,
+                image=settings.demos.image,
                 namespace=queues.namespace.metadata.name,
                 queue_labels=queues.admission_labels(demo.priority),
                 provider=provider,
@@ -218,6 +220,12 @@ def declare_stack(
         )
         if settings.serving.enabled
         else None
+    )
+    # After serving's policies: the deny never precedes what it must let through (components/network_policies.py).
+    NamespacePolicies(
+        "workload-network",
+        NamespacePoliciesArgs(namespace=queues.namespace.metadata.name, provider=provider),
+        _under(opts, pulumi.ResourceOptions(depends_on=list(serving.network_policies.values()) if serving else [])),
     )
     observability = (
         Observability(

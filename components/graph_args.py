@@ -24,6 +24,7 @@ from components.model.observability import dashboard, monitoring, slice_alerts
 from components.model.tpu import planner
 from components.model.tpu.reservation import Assignment
 from components.network import Network
+from components.network_policies import ServingNetwork
 from components.observability import (
     KueueScrape,
     LeaderScrape,
@@ -234,6 +235,7 @@ def model_server_args(settings: Settings) -> ModelServerArgs:
         model_served=s.model_served,
         image=s.image,
         routing_sidecar_image=s.routing_sidecar_image,
+        routing_sidecar_resources=s.routing_sidecar.resources.manifest(),
         weights_bucket=s.weights_bucket or "",
         model_path=s.model_path,
         weights_via=s.weights_via,
@@ -314,8 +316,11 @@ def serving_args(
         kueue=kueue,
         inference_extension=inference_extension,
         proxy_subnet=proxy_subnet,
+        network=ServingNetwork(epp_selector=monitoring.epp_selector(settings), scraped=settings.observability.scrapes),
         model_servers_wait_for=model_servers_wait_for,
     )
+    if s.gateway.in_proxy_subnet:  # the regional classes' proxies connect from it
+        args["network"]["proxy_subnet_cidr"] = settings.network.proxy_subnet_cidr
     if s.weights_download.enabled:
         args["weights_download"] = WeightsDownloadSpec(
             model=s.model, image=s.weights_download.image, system_pool=settings.cluster.system_pool_name

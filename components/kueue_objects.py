@@ -24,6 +24,7 @@ from components.model.keys import (
     partition_label,
     partition_state_label,
 )
+from components.model.pod_security import BASELINE, namespace_labels
 from components.model.tpu.geometry import Slice, SliceKind
 
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
@@ -133,8 +134,12 @@ class SliceQueues(Component):
             after_kueue, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
         )
 
+        # Serving, the demos and the teams' JobSets run here: `baseline`, the strictest level their root pods pass
+        # (components/model/pod_security.py), warned about and audited at `restricted`.
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace", metadata={"name": args["namespace"]}, opts=self.child(provider=provider)
+            f"{name}-namespace",
+            metadata={"name": args["namespace"], "labels": namespace_labels(BASELINE)},
+            opts=self.child(provider=provider),
         )
         self.topology = KubernetesObject(
             f"{name}-topology",

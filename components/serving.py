@@ -15,6 +15,7 @@ from components.component import Component
 from components.kubernetes_object import KubernetesObject
 from components.llmd_router import RouterArgs, router_values
 from components.model.commands import verify_command
+from components.network_policies import ServingNetwork, serving_policies
 from components.vllm_containers import HF_SECRET, ROLES, ModelServerArgs
 from components.vllm_leaderworkersets import (
     LWS_API,
@@ -133,6 +134,8 @@ class ServingArgs(TypedDict):
     """The Inference Extension's CRDs, which the router chart's InferencePool needs."""
     proxy_subnet: gcp.compute.Subnetwork
     """The proxy-only subnet the Gateway's load balancer proxies live in."""
+    network: ServingNetwork
+    """Who may reach the model servers and the picker: the load balancer's ranges, the picker, the collectors."""
     model_servers_wait_for: list[Any]
     """What the LeaderWorkerSets wait for besides the buckets' IAM and the download: the LWS controller, the Kueue
     objects, the TPU pools and their teardown gates (of this program's own types, which a schema cannot name)."""
@@ -205,6 +208,11 @@ class Serving(Component):
             },
             self.child(provider=provider, depends_on=[args["proxy_subnet"]]),
         )
+        # Who may reach serving's pods, by their role and index labels (components/network_policies.py).
+        self.network_policies = {
+            key: KubernetesObject(f"{name}-{key.removeprefix(model['guide'] + '-')}-ingress", manifest, in_cluster)
+            for key, manifest in serving_policies(model, args["network"], namespace).items()
+        }
         router, guide = args["router"], model["guide"]
         self.router_values = router_values(router, guide, self.gateway.object_name)
         # Release name = guide name; the chart's InferencePool needs the inference extension's CRDs. The picker runs

@@ -4,6 +4,7 @@ the environment leaders and workers share (components/vllm_leaderworkersets.py p
 Prefill and decode differ only where a `Role` says so (KV role, vLLM port, the decode side's routing sidecar).
 """
 
+import copy
 import json
 import shlex
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from typing import Any, TypedDict
 
 import pulumi
 
+from components.model.config.images import pull_policy
+from components.model.pod_security import container_context
 from components.model.serving import weights
 
 # The Secret the pods read the Hugging Face token from, and its key (the policy pack checks it by name).
@@ -84,6 +87,8 @@ class ModelServerArgs(TypedDict):
     """The vLLM TPU image of leaders and workers."""
     routing_sidecar_image: str
     """The decode leaders' routing sidecar."""
+    routing_sidecar_resources: dict[str, dict[str, str]]
+    """The routing sidecar's requests and limits."""
     weights_bucket: str
     """The bucket holding the weights, which the pods only read."""
     model_path: str
@@ -131,6 +136,36 @@ def probes(model: ModelServerArgs, role: Role) -> dict[str, dict[str, Any]]:
         },
         "readinessProbe": {**get(READY_PATH), "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
         "livenessProbe": {**get(HEALTH_PATH), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+    }
+
+
+def routing_sidecar(model: ModelServerArgs) -> dict[str, Any]:
+    """Decode's routing sidecar, a native sidecar: an init container that keeps running beside vLLM.
+
+    Ready once it answers its own `GET /health` (llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go:624 `createRoutes`,
+    200 without asking vLLM) on the port the pool targets, the path the Gateway's health check asks there too
+    (the router chart's HealthCheckPolicy); a native sidecar's readiness counts in the pod's Ready condition
+    (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/). No liveness probe: a restarted
+    container recreates the whole LWS group (`RecreateGroupOnPodRestart`).
+    """
+    image = model["routing_sidecar_image"]
+    return {
+        "name": "routing-proxy",
+        # The router's release of the sidecar (both come from one llm-d-router tag).
+        "image": image,
+        "imagePullPolicy": pull_policy(image),
+        "args": [f"--port={ROUTER_PORT}", *SIDECAR_ARGS],
+        "ports": [{"containerPort": ROUTER_PORT, "name": "sidecar", "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": HEALTH_PATH, "port": ROUTER_PORT},
+            "periodSeconds": 5,
+            "timeoutSeconds": 2,
+            "failureThreshold": 3,
+        },
+        "resources": copy.deepcopy(model["routing_sidecar_resources"]),
+        "restartPolicy": "Always",
+        # The image's USER is 65532 (model/pod_security.py).
+        "securityContext": container_context(non_root=True),
     }
 
 

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.model.config.images import pull_policy
 from components.model.keys import (
     ENGINE_TYPE_LABEL,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -34,21 +35,21 @@ from components.model.keys import (
     WAIT_FOR_ANNOTATION,
     WORKER_INDEX_LABEL,
 )
+from components.model.pod_security import POD_CONTEXT, container_context
 from components.model.serving.rollout import ready_groups_condition, revision, rollout_timeout_seconds
 from components.vllm_containers import (
     HF_SECRET,
     HF_SECRET_KEY,
     KV_TRANSFER_PORT,
     ROLES,
-    ROUTER_PORT,
     SIDE_CHANNEL_PORT,
-    SIDECAR_ARGS,
     VLLM_KEEP_ALIVE_S,
     WEIGHTS_MOUNT,
     ModelServerArgs,
     Role,
     env,
     probes,
+    routing_sidecar,
     vllm_command,
 )
 
@@ -171,6 +172,7 @@ def leader_worker_set(
             "terminationGracePeriodSeconds": model["termination_grace_period_seconds"],
             "nodeSelector": dict(spec["node_selector"]),
             "tolerations": common["tolerations"],
+            "securityContext": copy.deepcopy(POD_CONTEXT),
             **({"initContainers": init} if init else {}),
             "containers": [container],
             "volumes": copy.deepcopy(volumes),
@@ -189,12 +191,14 @@ def leader_worker_set(
         return {
             "name": name,
             "image": model["image"],
-            "imagePullPolicy": "IfNotPresent",
+            "imagePullPolicy": pull_policy(model["image"]),
             "env": env_,
             "command": ["sh", "-c", script],
             "resources": copy.deepcopy(resources),
             "ports": ports,
             "volumeMounts": copy.deepcopy(mounts),
+            # Root: the image's user, which owns every file vLLM writes (model/pod_security.py).
+            "securityContext": container_context(),
             **extra,
         }
 
@@ -202,21 +206,7 @@ def leader_worker_set(
     leader_ports = [{"containerPort": role.vllm_port, "name": role.vllm_port_name}, *transfer_ports]
     leader = container("vllm-leader", vllm, leader_env, leader_ports, **probes(model, role))
     worker = container("vllm-worker", shared["workerScript"], container_env, copy.deepcopy(transfer_ports))
-    sidecar = [
-        {
-            "name": "routing-proxy",
-            # The router's release of the sidecar (both come from one llm-d-router tag).
-            "image": model["routing_sidecar_image"],
-            "imagePullPolicy": "Always",
-            "args": [f"--port={ROUTER_PORT}", *SIDECAR_ARGS],
-            "ports": [{"containerPort": ROUTER_PORT, "name": "sidecar", "protocol": "TCP"}],
-            "resources": {},
-            # A native sidecar: an init container that keeps running beside vLLM.
-            "restartPolicy": "Always",
-            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
-        }
-    ]
-    leader_template = pod(leader, sidecar if role.routing_sidecar else [])
+    leader_template = pod(leader, [routing_sidecar(model)] if role.routing_sidecar else [])
     worker_template = pod(worker, [])
     rev = revision(
         leader_spec=leader_template["spec"],

@@ -25,7 +25,9 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.component import Component
+from components.model.config.images import pull_policy
 from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOTATION
+from components.model.pod_security import NOBODY, POD_CONTEXT, RESTRICTED, container_context, namespace_labels
 from components.model.serving import weights
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
@@ -68,7 +70,10 @@ class WeightsDownload(Component):
         snapshot = weights.snapshot(args["bucket"], args["model"], args["model_path"])
         assert snapshot is not None  # ServingSettings refuses another layout while the download is enabled
         in_cluster = self.child(provider=provider)
-        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": NAMESPACE}, opts=in_cluster)
+        # Its one pod passes `restricted` (model/pod_security.py): the strictest level, enforced.
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": NAMESPACE, "labels": namespace_labels(RESTRICTED)}, opts=in_cluster
+        )
         namespace = self.namespace.metadata.name
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa", metadata={"name": WRITER_KSA, "namespace": namespace}, opts=in_cluster
@@ -105,6 +110,7 @@ def job_spec(
     container = {
         "name": "download",
         "image": args["image"],
+        "imagePullPolicy": pull_policy(args["image"]),
         "command": ["python3", "-c", weights.DOWNLOAD_SCRIPT.read_text()],
         "env": env,
         # It streams: memory for one 64 MiB chunk in flight, no disk; one core drives one stream.
@@ -112,7 +118,7 @@ def job_spec(
             "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
             "limits": {"memory": "2Gi", "ephemeral-storage": "1Gi"},
         },
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65534},
+        "securityContext": container_context(run_as_user=NOBODY),
     }
     return {
         # Each retry resumes where the last stopped; the deadline bounds them all together.
@@ -125,6 +131,7 @@ def job_spec(
                 "restartPolicy": "Never",
                 # The system pool: up as soon as the cluster is, while the TPU pools are still being created.
                 "nodeSelector": {NODE_POOL_LABEL: args["system_pool"]},
+                "securityContext": dict(POD_CONTEXT),
                 "containers": [container],
             },
         },

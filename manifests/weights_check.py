@@ -3,8 +3,10 @@
 Lists gs://$WEIGHTS_BUCKET/$WEIGHTS_PREFIX/ with the pod's own identity (the GKE metadata server's token,
 https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity#metadata_server) through the Cloud
 Storage JSON API (https://cloud.google.com/storage/docs/json_api/v1/objects/list). A definite answer that the
-snapshot is not there (no bucket, no access, no config.json or no *.safetensors) exits 1 with one line naming
-the place; an answer that never comes (the metadata server still starting) lets vLLM try, as before.
+snapshot is not there (no bucket, no config.json or no *.safetensors) exits 1 with one line naming the place; an
+answer that never comes (the metadata server still starting) lets vLLM try, as before. A refusal (401/403) is
+final only after the wait the download Job allows a new binding (manifests/weights_download.py IAM_WAIT_S, where
+the propagation delay is cited): the pods' read binding is created seconds before them.
 """
 
 import json
@@ -18,6 +20,9 @@ import urllib.request
 TOKEN_URL = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
 LIST_URL = "https://storage.googleapis.com/storage/v1/b/{bucket}/o?{query}"
 ATTEMPTS = 6
+# As long as the download Job waits for its own binding (manifests/weights_download.py: the source is cited there).
+IAM_WAIT_S = 600
+IAM_POLL_S = 30
 TERMINATION_LOG = "/dev/termination-log"
 
 
@@ -47,7 +52,8 @@ def names(bucket, prefix, urlopen_get=get):
 def check(bucket, prefix, urlopen_get=get, sleep=time.sleep):
     where = f"gs://{bucket}/{prefix}"
     fix = "copy the snapshot there (docs/serving.md#prepare-the-weights) or set serving.weightsDownload.enabled"
-    for attempt in range(ATTEMPTS):
+    attempt = waited = 0
+    while True:
         try:
             listed = names(bucket, prefix, urlopen_get)
             break
@@ -55,12 +61,23 @@ def check(bucket, prefix, urlopen_get=get, sleep=time.sleep):
             if err.code == 404:
                 fail(f"{where}: the bucket does not exist; {fix}")
             if err.code in (401, 403):
-                fail(f"{where}: this pod's service account may not list the bucket (HTTP {err.code})")
-            if attempt == ATTEMPTS - 1:
+                if waited >= IAM_WAIT_S:
+                    fail(
+                        f"{where}: this pod's service account may not list the bucket (HTTP {err.code}, still after "
+                        f"{waited} s for a new binding to propagate)"
+                    )
+                if not waited:
+                    print(f"weights check: {where}: HTTP {err.code}; waiting up to {IAM_WAIT_S} s", file=sys.stderr)
+                sleep(IAM_POLL_S)
+                waited += IAM_POLL_S
+                continue
+            attempt += 1
+            if attempt == ATTEMPTS:
                 print(f"weights check: {where} not listed (HTTP {err.code}); starting vLLM anyway", file=sys.stderr)
                 return
         except (OSError, ValueError, KeyError) as err:
-            if attempt == ATTEMPTS - 1:
+            attempt += 1
+            if attempt == ATTEMPTS:
                 print(f"weights check: {where} not listed ({err}); starting vLLM anyway", file=sys.stderr)
                 return
         sleep(10)

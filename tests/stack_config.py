@@ -32,6 +32,9 @@ PLACEHOLDER_VALUES: dict[str, Any] = {
     f"{PROJECT}:serving.weightsBucket": "gemma3-weights",
     f"{PROJECT}:cluster.controlPlane.authorizedNetworks[0].cidrBlock": "198.51.100.0/24",
     f"{PROJECT}:observability.notificationChannels[0]": "projects/my-tpu-project/notificationChannels/123456",
+    # Test digests (no registry here: any well-formed digest pins as well as a real one).
+    f"{PROJECT}:serving.image": f"docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26@sha256:{'a' * 64}",
+    f"{PROJECT}:serving.routingSidecar.image": f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'b' * 64}",
 }
 
 

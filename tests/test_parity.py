@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.model.config.images import PYTHON
 from components.vllm_containers import weights_check
 from tests import upstream
 from tests.harness import Run, normalize, ok
@@ -27,6 +28,12 @@ BUCKET = "gemma3-weights"
 # `name` are addressed by it (`env[POD_IP]`). Instead of a value, `ours` may be a predicate f(ours, reference)
 # and `reference` a predicate f(reference).
 Expected = Any | Callable[[Any], bool]
+PINNED = "an exact tag with its digest (demos.image) instead of the floating python:3.12, pulled once per node"
+LEAST_PRIVILEGE = (
+    "no privilege escalation, no capabilities, the runtime's seccomp profile (docs/serving.md, Pod security)"
+)
+POD_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
+ROOT_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 SKIP_WEBHOOK = "dynamic-slice pods carry no static topology selector, which GKE's TPU webhook would require (llm-d)"
 
 
@@ -66,6 +73,21 @@ IMPROVEMENTS: dict[str, tuple[Expected, Any, str]] = {
         "cloud.google.com/skip-tpu-webhook-check": added("true", SKIP_WEBHOOK)
         for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
     },
+    **{
+        f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.spec.containers[simple-container].{k}": v
+        for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
+        for k, v in {
+            "image": (PYTHON.reference, "python:3.12", PINNED),
+            "imagePullPolicy": added("IfNotPresent", PINNED),
+            "securityContext": added(ROOT_CONTEXT, LEAST_PRIVILEGE),
+        }.items()
+    },
+    **{
+        f"JobSet/{name}:spec.replicatedJobs[job-jax].template.spec.template.spec.securityContext": added(
+            POD_CONTEXT, LEAST_PRIVILEGE
+        )
+        for name in ("kueue-jobset-simple-subslicing", "kueue-jobset-simple-superslicing")
+    },
 }
 
 # A serving LWS is named <configured name>-<revision of its pod shape> (components/model/serving/rollout.py).
@@ -93,6 +115,8 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
             pod = f"{lws}.{template}"
             c = f"{pod}.spec.containers[{container}]"
             out[f"{pod}.metadata.annotations.cloud.google.com/skip-tpu-webhook-check"] = added("true", SKIP_WEBHOOK)
+            out[f"{pod}.spec.securityContext"] = added(POD_CONTEXT, LEAST_PRIVILEGE)
+            out[f"{c}.securityContext"] = added(ROOT_CONTEXT, LEAST_PRIVILEGE)
             out[f"{pod}.spec.terminationGracePeriodSeconds"] = added(
                 360, "a stopping pod may finish requests up to the Gateway's 300 s timeout (workers serve the leader)"
             )
@@ -172,6 +196,20 @@ def _serving_improvements() -> dict[str, tuple[Expected, Any, str]]:
                 {"containerPort": 8000, "name": "modelserver", "protocol": "TCP"},
                 why,
             )
+            probed = "the sidecar is Ready when it answers on the pool's port, sized, and restarts without the registry"
+            out[f"{sidecar}.imagePullPolicy"] = ("IfNotPresent", "Always", probed)
+            out[f"{sidecar}.readinessProbe"] = added(
+                {
+                    "httpGet": {"path": "/health", "port": 8000},
+                    "periodSeconds": 5,
+                    "timeoutSeconds": 2,
+                    "failureThreshold": 3,
+                },
+                probed,
+            )
+            out[f"{sidecar}.resources.requests"] = added({"cpu": "1", "memory": "256Mi"}, probed)
+            out[f"{sidecar}.resources.limits"] = added({"cpu": "2", "memory": "1Gi"}, probed)
+            out[f"{sidecar}.securityContext.capabilities"] = added({"drop": ["ALL"]}, LEAST_PRIVILEGE)
         out[f"{leader}.env[VLLM_HTTP_TIMEOUT_KEEP_ALIVE]"] = added(
             {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"},
             "vLLM's 5 s keep-alive is shorter than the decode sidecar's 90 s idle timeout (llm-d sets 120 s)",

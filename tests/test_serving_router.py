@@ -83,7 +83,50 @@ def test_sidecar_image_and_epp_config_api_follow_the_router_release(version: str
 
 def test_sidecar_image_can_come_from_a_mirror() -> None:
     mirror = f"us-docker.pkg.dev/p/mirror/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'0' * 64}"
-    assert sidecar_of(with_serving({"routingSidecar": {"image": mirror}})) == {**UPSTREAM_SIDECAR, "image": mirror}
+    ours = sidecar_of(with_serving({"routingSidecar": {"image": mirror}}))
+    # The recipe's sidecar, with the image and what the program adds to it (the next test).
+    added = ("readinessProbe", "resources", "imagePullPolicy")
+    assert {k: v for k, v in ours.items() if k not in added} == {
+        **{k: v for k, v in UPSTREAM_SIDECAR.items() if k not in added},
+        "image": mirror,
+        # and no capabilities (tests/test_pod_security.py)
+        "securityContext": {**UPSTREAM_SIDECAR["securityContext"], "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def test_decode_sidecar_is_ready_on_the_pools_port_sized_and_restarts_without_the_registry(dev: Run) -> None:
+    """Ready when it answers on the port the InferencePool targets (its own /health, which the Gateway's health
+    check asks too); requests and limits from serving.routingSidecar.resources; `IfNotPresent` on a reference the
+    registry cannot move, so a restart needs no registry, and `Always` only on the floating `main` of the `v0` chart."""
+    sidecar = sidecar_of(dev)
+    (target,) = router_values(dev)["router"]["modelServers"]["targetPorts"]
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/health", "port": target["number"]}
+    assert sidecar["resources"] == {
+        "requests": {"cpu": "1", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
+    }
+    assert (sidecar["image"], sidecar["imagePullPolicy"]) == (f"{SIDECAR}:v0.10.0", "IfNotPresent")
+    sized = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert sidecar_of(with_serving({"routingSidecar": {"resources": sized}}))["resources"] == sized
+    floating = sidecar_of(with_serving({"router": {"version": "v0"}}))
+    assert (floating["image"], floating["imagePullPolicy"]) == (f"{SIDECAR}:main", "Always")
+    pinned = f"{SIDECAR}:main@sha256:{'1' * 64}"
+    by_digest = sidecar_of(with_serving({"router": {"version": "v0"}, "routingSidecar": {"image": pinned}}))
+    assert (by_digest["image"], by_digest["imagePullPolicy"]) == (pinned, "IfNotPresent")
+
+
+def test_decodes_tpu_vm_fit_counts_its_sidecar() -> None:
+    """A native sidecar's requests add to the pod's: decode's vLLM gets one TPU VM less the sidecar's requests."""
+    edge = {"resources": {"cpu": "223370m"}}
+    ok({f"{P}:serving": {"prefill": edge}})
+    assert_rejected(
+        {f"{P}:serving": {"decode": edge}},
+        [
+            "serving.decode.resources.cpu = '223370m'",
+            "at most 222.37 CPUs",
+            "less the routing sidecar's requests (serving.routingSidecar.resources.requests)",
+        ],
+    )
 
 
 def test_gateway_and_router(dev: Run) -> None:

@@ -127,7 +127,6 @@ class FakeGcs:
         (FakeGcs([]), "gs://bkt/m/snapshots/r/ holds no objects; copy the snapshot there"),
         (FakeGcs(["m/snapshots/r/config.json"]), "holds 1 objects but no *.safetensors"),
         (FakeGcs(error=404), "gs://bkt/m/snapshots/r/: the bucket does not exist"),
-        (FakeGcs(error=403), "gs://bkt/m/snapshots/r/: this pod's service account may not list the bucket"),
     ],
 )
 def test_the_check_exits_with_one_line_naming_the_place(
@@ -141,6 +140,34 @@ def test_the_check_exits_with_one_line_naming_the_place(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err
     assert expected in (tmp_path / "termination-log").read_text()
+
+
+def test_the_check_waits_for_a_new_read_binding_as_the_download_job_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """The pods' read binding is created seconds before the LeaderWorkerSets and reaches Workload Identity minutes
+    later: a refusal is final only after the download Job's own wait, not at the first answer."""
+    check, download = script(weights.CHECK_SCRIPT), script(weights.DOWNLOAD_SCRIPT)
+    check.TERMINATION_LOG = str(tmp_path / "termination-log")
+    assert (check.IAM_WAIT_S, check.IAM_POLL_S) == (download.IAM_WAIT_S, download.IAM_POLL_S)
+    slept: list[float] = []
+    late = FakeGcs(["m/config.json", "m/a.safetensors"], error=403)
+    calls = iter(range(100))
+
+    def granted_after_three_refusals(url: str, headers: dict[str, str]) -> dict[str, Any]:
+        if "storage.googleapis.com" in url and next(calls) >= 3:
+            late.error = None
+        return late(url, headers)
+
+    check.check("bkt", "m/", granted_after_three_refusals, sleep=slept.append)
+    assert slept == [check.IAM_POLL_S] * 3 and "1 shards" in capsys.readouterr().out
+    slept.clear()
+    with pytest.raises(SystemExit) as exited:
+        check.check("bkt", "m/snapshots/r/", FakeGcs(error=403), sleep=slept.append)
+    assert exited.value.code == 1 and sum(slept) == check.IAM_WAIT_S
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "gs://bkt/m/snapshots/r/: this pod's service account may not list the bucket (HTTP 403" in last
+    assert last in (tmp_path / "termination-log").read_text()
 
 
 def test_the_check_passes_a_servable_snapshot_and_lets_vllm_try_when_nothing_answers(

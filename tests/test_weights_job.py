@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.model.config import images
 from components.model.serving import weights
 from tests.graph_queries import tpu_pools
 from tests.harness import CHART, LWS, POOL, Run, contains_secret, ok
@@ -56,7 +57,7 @@ def test_the_job_is_bounded_sized_for_the_model_and_on_the_system_pool() -> None
     assert (env["WEIGHTS_BUCKET"], f"{env['WEIGHTS_CACHE']}/snapshots/{env['HF_REVISION']}") == (bucket, path)
     assert env["HF_REPO"] == defaults().model
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "llm-d-hf-token", "key": "HF_TOKEN"}}
-    assert container["image"] == "docker.io/library/python:3.12.8-slim-bookworm"
+    assert container["image"] == images.PYTHON.reference == f"{images.PYTHON.image}@{images.PYTHON.digest}"
     assert container["command"][:2] == ["python3", "-c"]
     assert container["resources"]["limits"]["ephemeral-storage"] == "1Gi"  # it streams: no disk for the model
 

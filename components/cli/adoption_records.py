@@ -93,6 +93,10 @@ NOT_IMPORTED_TYPES = {
         "without one): there is nothing to adopt",
         "created by `pulumi up`, beside the controller's second replica",
     ),
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": (
+        "the reference scripts declare no NetworkPolicy: there is nothing to adopt",
+        "created by `pulumi up` (serving's rules before the namespace's default deny)",
+    ),
     "gcp:storage/bucket:Bucket": (
         "the XLA compilation cache's bucket is new with this program (the reference scripts write the cache "
         "into the weights bucket): there is nothing to adopt",

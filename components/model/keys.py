@@ -95,3 +95,14 @@ BURST_SLOT_LABEL = "gke-tpu-slicing/burst-slot"
 """The number of the burst slot a serving pod belongs to (none on a floor's pods): its leader's series carry it."""
 FLAVOR_ANNOTATION = "gke-tpu-slicing/resource-flavor"
 """The ResourceFlavor a ClusterQueue uses, by Output, so a replaced flavor replaces the ClusterQueue first."""
+
+# Pod Security Admission's namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+PSA_LABEL = "pod-security.kubernetes.io/{mode}"
+"""The level a namespace's pods are held to, per mode (enforce, warn, audit)."""
+PSA_VERSION_LABEL = "pod-security.kubernetes.io/{mode}-version"
+"""The Kubernetes minor whose rules that mode applies."""
+
+# JobSet's (sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go:24).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The JobSet a pod belongs to, set by the JobSet controller on every pod template (pkg/controllers/jobset_controller.go
+labelAndAnnotateObject)."""

@@ -35,9 +35,12 @@ class ServingArgs(TypedDict):
     """The existing Kueue objects the roles queue in (namespace, LocalQueue, priorities), as the program's `kueue`."""
     hf_token: NotRequired[pulumi.Input[str]]
     """The Hugging Face token, a Pulumi secret: a Secret and `HF_TOKEN` of the serving pods and the download Job."""
+    proxy_subnet_cidr: NotRequired[str]
+    """The VPC's proxy-only subnet's range: the model servers' NetworkPolicy admits the Gateway's proxies from it
+    (unset: 172.16.0.0/26, the program's own)."""
 
 
-_RENAMES = {"cluster.name": "clusterName"}
+_RENAMES = {"cluster.name": "clusterName", "network.proxySubnetCidr": "proxySubnetCidr"}
 
 
 def serving_settings(args: ServingArgs) -> dict[str, Any]:
@@ -54,6 +57,8 @@ def serving_settings(args: ServingArgs) -> dict[str, Any]:
     }
     if "hf_token" in args:
         tree["hfToken"] = args["hf_token"]
+    if "proxy_subnet_cidr" in args:
+        tree["network"] = {"proxySubnetCidr": args["proxy_subnet_cidr"]}
     return tree
 
 
@@ -80,6 +85,11 @@ class Serving(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         settings = settings_or_stop(serving_settings(args), _RENAMES)
         check_weights(settings)
+        if "proxy_subnet_cidr" not in args and settings.serving.gateway.in_proxy_subnet:
+            pulumi.log.warn(
+                f"{NAME}:Serving: proxySubnetCidr is unset: the model servers admit the Gateway's proxies from "
+                f"{settings.network.proxy_subnet_cidr}, the program's own range; set it to your proxy-only subnet's"
+            )
         plan = plan_capacity(settings, None, read_deployed_serving(settings))
         super().__init__(f"{NAME}:index:Serving", name, {}, opts)
         # What the program's Serving waits for is installed on the cluster: one stand-in for all of it.

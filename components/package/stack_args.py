@@ -312,21 +312,23 @@ class SuperslicingDemo(TypedDict):
 
 
 class DemosSettings(TypedDict):
-    """Settings of subslicing, superslicing."""
+    """Settings of subslicing, superslicing, image."""
 
     subslicing: NotRequired[SubslicingDemo]
     """The subslicing settings: enabled, name, topology, replicas, priority."""
     superslicing: NotRequired[SuperslicingDemo]
     """The superslicing settings: enabled, name, topology, priority."""
+    image: NotRequired[str]
+    """The demo JobSets' image (its pods pip-install jax[tpu] as they start). Allowed: a pinned OCI image reference with python3 and pip: an exact tag, a sha256 digest or both, no 'latest' without a digest. Default: "docker.io/library/python:3.12.8-slim-bookworm@sha256:10f3aaab98db50cba827d3b33a91f39dc9ec2d02ca9b85cbc5008220d07b17f3"."""
 
 
 class ServingResources(TypedDict):
     """Per-pod CPU and memory of a vLLM pod (requests = limits, as in the reference)."""
 
     cpu: NotRequired[str]
-    """Per-pod CPU (requests = limits). Allowed: a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: 224 vCPUs less GKE's reservation); requests = limits. Default: "220"."""
+    """Per-pod CPU (requests = limits). Allowed: a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: 224 vCPUs less GKE's reservation), on decode less the routing sidecar's requests; requests = limits. Default: "220"."""
     memory: NotRequired[str]
-    """Per-pod memory (requests = limits). Allowed: a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: 960 GiB less GKE's reservation and eviction threshold); requests = limits. Default: "850Gi"."""
+    """Per-pod memory (requests = limits). Allowed: a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: 960 GiB less GKE's reservation and eviction threshold), on decode less the routing sidecar's requests; requests = limits. Default: "850Gi"."""
 
 
 class PrefillAutoscaling(TypedDict):
@@ -413,11 +415,40 @@ class RouterSettings(TypedDict):
     """The P/D decider's prefill throughput estimate (re-measure per hardware). Allowed: a number greater than 0 (tokens/s of one prefill server). Default: 33821."""
 
 
+class SidecarRequests(TypedDict):
+    """Settings of cpu, memory."""
+
+    cpu: NotRequired[str]
+    """The container's CPU request. Allowed: a Kubernetes quantity; requests at most limits; decode's vLLM requests plus these fit one TPU VM."""
+    memory: NotRequired[str]
+    """The container's memory request. Allowed: a Kubernetes quantity; requests at most limits; decode's vLLM requests plus these fit one TPU VM."""
+
+
+class SidecarLimits(TypedDict):
+    """Settings of cpu, memory."""
+
+    cpu: NotRequired[str]
+    """The container's CPU limit. Allowed: a Kubernetes quantity; requests at most limits."""
+    memory: NotRequired[str]
+    """The container's memory limit. Allowed: a Kubernetes quantity; requests at most limits."""
+
+
+class SidecarResources(TypedDict):
+    """Settings of requests, limits."""
+
+    requests: NotRequired[SidecarRequests]
+    """The requests settings: cpu, memory."""
+    limits: NotRequired[SidecarLimits]
+    """The limits settings: cpu, memory."""
+
+
 class RoutingSidecarSettings(TypedDict):
-    """Settings of image."""
+    """Settings of image, resources."""
 
     image: NotRequired[str]
-    """The decode pods' routing sidecar (unset: the router's own release). Allowed: an OCI image reference pinned by a release tag (v0.10.0 or later, not latest/main) or a digest, not llm-d-routing-sidecar; or unset for the router's own release."""
+    """The decode pods' routing sidecar (unset: the router's own release). Allowed: an OCI image reference pinned by a release tag (v0.10.0 or later; latest/main only with a digest), a digest or both, not llm-d-routing-sidecar; or unset for the router's own release."""
+    resources: NotRequired[SidecarResources]
+    """The routing sidecar's resources, an estimate (a Go reverse proxy: its connections to the prefill leaders and to its own vLLM)."""
 
 
 class WeightsDownloadSettings(TypedDict):
@@ -426,7 +457,7 @@ class WeightsDownloadSettings(TypedDict):
     enabled: NotRequired[bool]
     """A Job that fills the weights bucket from Hugging Face before serving starts. Default: false."""
     image: NotRequired[str]
-    """The download Job's image (python3; the program uses the standard library only). Allowed: a pinned OCI image reference with python3: an exact tag or a sha256 digest, no 'latest'. Default: "docker.io/library/python:3.12.8-slim-bookworm"."""
+    """The download Job's image (python3; the program uses the standard library only). Allowed: a pinned OCI image reference with python3 (3.8 or later): an exact tag, a sha256 digest or both, no 'latest' without a digest. Default: "docker.io/library/python:3.12.8-slim-bookworm@sha256:10f3aaab98db50cba827d3b33a91f39dc9ec2d02ca9b85cbc5008220d07b17f3"."""
 
 
 class ServingSettings(TypedDict):
@@ -475,7 +506,7 @@ class ServingSettings(TypedDict):
     router: NotRequired[RouterSettings]
     """The router settings: chart, version, eppResources, peakPrefillThroughput."""
     routing_sidecar: NotRequired[RoutingSidecarSettings]
-    """The routingSidecar settings: image."""
+    """The routingSidecar settings: image, resources."""
     weights_download: NotRequired[WeightsDownloadSettings]
     """The weightsDownload settings: enabled, image."""
 
@@ -523,10 +554,12 @@ class TpuSlicingStackArgs(TypedDict):
     kueue: NotRequired[KueueSettings]
     """The kueue settings: namespace, topologyName, flavorName, admissionCheckName, clusterQueue, localQueue, priorities, tpuQuota, cpuQuota, memoryQuota."""
     demos: NotRequired[DemosSettings]
-    """The demos settings: subslicing, superslicing."""
+    """The demos settings: subslicing, superslicing, image."""
     serving: NotRequired[ServingSettings]
     """The serving settings: enabled, guide, model, servedModelName, weightsBucket, xlaCacheBucket, modelPath, image, maxModelLen, maxNumBatchedTokens, maxNumSeqs, kvCacheDtype, enableExpertParallel, weightsVia, startupTimeoutSeconds, terminationGracePeriodSeconds, modelLoadSeconds, prefill, decode, gateway, router, routingSidecar, weightsDownload."""
     observability: NotRequired[ObservabilitySettings]
     """The observability settings: enabled, scraping, dashboard, alerts, scrapeInterval, pendingWorkloadMinutes, noReadyLeaderMinutes, quotaFullMinutes, notificationChannels, notifyNobody."""
+    require_image_digests: NotRequired[bool]
+    """Refuse an image without a digest (staging and prod set it; others get a warning). Default: false."""
     hf_token: NotRequired[pulumi.Input[str]]
     """The Hugging Face token (a Secret and `HF_TOKEN` of the serving pods and the download Job); unset or empty for a public model or preloaded weights. Allowed: a Pulumi secret (`pulumi config set --secret hfToken <token>`): plain text is refused; unset or empty = weights preloaded, no Secret."""

@@ -25,6 +25,7 @@ from components.model.config.checks import (
     node_allocatable,
     node_allocatable_of,
 )
+from components.model.config.images import digest_advice, parts
 from components.model.config.k8s_settings import DEMO_REPLICATED_JOB, longest_pod_name
 from components.model.config.resources_settings import ResourceAmounts
 from components.model.config.rules import LWS_ROOM
@@ -183,7 +184,7 @@ class CrossChecks:
                         f"{SLICE_NAME_MAX})",
                     )
                 )
-            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources)
+            errors += self._check_tpu_vm_fit(f"serving.{role}.resources", spec.resources, role == "decode")
         # The model's last path segment becomes the llm-d.ai/model label of every pod.
         if len(self.model_label) > LABEL_VALUE_MAX or not LABEL_VALUE_RE.match(self.model_label):
             errors.append(
@@ -196,12 +197,19 @@ class CrossChecks:
             )
         return errors
 
-    def _check_tpu_vm_fit(self: Settings, key: str, amounts: ResourceAmounts) -> list[SettingError]:
-        """A vLLM pod (requests = limits) asks for at most what one TPU VM offers to pods."""
+    def _check_tpu_vm_fit(self: Settings, key: str, amounts: ResourceAmounts, sidecar: bool) -> list[SettingError]:
+        """A vLLM pod (requests = limits), decode's with its routing sidecar, asks for at most what one TPU VM offers
+        to pods (a native sidecar's requests add to the other containers')."""
         system = self.tpu.system
         if system.vcpus is None or system.memory_gib is None:
             return []
         cpu, mem = node_allocatable_of(system.vcpus, system.memory_gib)
+        less = ""
+        if sidecar:
+            extra = self.serving.routing_sidecar.resources.requests
+            cpu -= cpu_millis(extra.cpu) if extra.cpu else 0
+            mem -= memory_bytes(extra.memory) if extra.memory else 0
+            less = ", less the routing sidecar's requests (serving.routingSidecar.resources.requests)"
         errors = []
         if amounts.cpu is not None and cpu_millis(amounts.cpu) > cpu:
             errors.append(
@@ -209,7 +217,7 @@ class CrossChecks:
                     f"{key}.cpu",
                     amounts.cpu,
                     f"at most {cpu / 1000:g} CPUs, what one {self.tpu.machine_type} VM ({system.vcpus} vCPUs) "
-                    "offers to pods after GKE's reservation; a larger request never schedules",
+                    f"offers to pods after GKE's reservation{less}; a larger request never schedules",
                 )
             )
         if amounts.memory is not None and memory_bytes(amounts.memory) > mem:
@@ -218,10 +226,20 @@ class CrossChecks:
                     f"{key}.memory",
                     amounts.memory,
                     f"at most {mem // 2**20}Mi ({mem / GIB:.1f}Gi), what one {self.tpu.machine_type} VM "
-                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold",
+                    f"({system.memory_gib:g} GiB) offers to pods after GKE's reservation and eviction threshold{less}",
                 )
             )
         return errors
+
+    def _check_image_digests(self: Settings) -> list[SettingError]:
+        """With requireImageDigests, every image the stack runs names its content by digest."""
+        if not self.require_image_digests:
+            return []
+        return [
+            SettingError(key, ref, f"a reference with its digest (requireImageDigests is true): {digest_advice(ref)}")
+            for key, ref in self.images().items()
+            if not parts(ref)[2]
+        ]
 
     def _check_demos(self: Settings) -> list[SettingError]:
         """JobSet's webhook refuses a JobSet whose longest pod name is not a DNS-1035 label (longest_pod_name)."""

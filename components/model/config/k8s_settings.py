@@ -20,6 +20,8 @@ from components.model.config.checks import (
     dns_subdomain,
     raise_all,
 )
+from components.model.config.images import PYTHON
+from components.model.config.oci import pinned_image
 from components.model.config.resources_settings import ResourceRequirements, requirements
 from components.model.config.rules import (
     FLAG,
@@ -28,6 +30,7 @@ from components.model.config.rules import (
     KUEUE_CRDS,
     LABELS,
     NODE_SIZES,
+    OCI,
     QUANTITY_RULE,
     SEMVER,
     THIS_PROGRAM,
@@ -400,6 +403,18 @@ _DEMO = Rule(change="demo-jobsets")
 class DemosSettings(Model):
     subslicing: Annotated[SubslicingDemo, _DEMO] = Field(default_factory=dict)
     superslicing: Annotated[SuperslicingDemo, _DEMO] = Field(default_factory=dict)
+    image: Annotated[
+        str,
+        AfterValidator(pinned_image),
+        Rule(
+            "a pinned OCI image reference with python3 and pip: an exact tag, a sha256 digest or both, no 'latest' "
+            "without a digest",
+            OCI,
+            "demo-jobsets",
+            "python:latest",
+            "python@sha256:" + "0" * 64,
+        ),
+    ] = Field(PYTHON.reference, description="the demo JobSets' image (its pods pip-install jax[tpu] as they start)")
 
     def jobsets(self) -> dict[str, SubslicingDemo | SuperslicingDemo]:
         return {"subslicing": self.subslicing, "superslicing": self.superslicing}

@@ -39,6 +39,18 @@ def image_reference(v: str) -> str:
     return v
 
 
+def pinned_image(v: str) -> str:
+    """An OCI image reference pinned by an exact tag or a digest (a `latest` tag only with a digest)."""
+    image_reference(v)
+    match = OCI_REFERENCE_RE.match(v)
+    if not match or not (match["tag"] or match["digest"]) or (match["tag"] == "latest" and not match["digest"]):
+        raise ValueError(
+            "a pinned image reference: [registry/]path:<exact tag>[@sha256:<digest>] or "
+            "[registry/]path@sha256:<digest>, no 'latest' without a digest"
+        )
+    return v
+
+
 def oci_chart(v: str) -> str:
     """oci://<registry>/<repository> (https://helm.sh/docs/topics/registries/): an OCI name with a registry."""
     m = OCI_REFERENCE_RE.match(v.removeprefix("oci://"))

@@ -26,11 +26,12 @@ from components.model.config.checks import (
 from components.model.config.cluster_settings import ClusterSettings, node_service_account_id
 from components.model.config.cross_checks import CrossChecks
 from components.model.config.gke_versions import DYNAMIC_SLICING_DOC
+from components.model.config.images import VLLM_TPU, digest_advice, parts
 from components.model.config.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
 from components.model.config.network_settings import NetworkSettings
 from components.model.config.observability_settings import PROMQL_LOOKBACK_SECONDS, ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
-from components.model.config.rules import ProjectId, Rule
+from components.model.config.rules import OCI, THIS_PROGRAM, Flag, ProjectId, Rule
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
 from components.model.serving.burst import BurstPriority, burst_priority
@@ -64,6 +65,22 @@ class Settings(CrossChecks, Model):
     demos: DemosSettings = Field(default_factory=dict)
     serving: Annotated[ServingSettings, Rule(change="serving-pods")] = Field(default_factory=dict)
     observability: Annotated[ObservabilitySettings, Rule(change="observability")] = Field(default_factory=dict)
+    require_image_digests: Annotated[
+        Flag,
+        Rule(
+            "true or false; true refuses, at preview, every image the stack runs (serving.image, "
+            "serving.routingSidecar.image, serving.weightsDownload.image, demos.image) that has no @sha256 digest",
+            f"{THIS_PROGRAM}; {OCI}",
+            "image-digests",
+            accepted=True,
+            context={
+                "serving": {
+                    "image": f"{VLLM_TPU.image}@sha256:{'0' * 64}",
+                    "routingSidecar": {"image": f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0@sha256:{'0' * 64}"},
+                }
+            },
+        ),
+    ] = Field(False, description="refuse an image without a digest (staging and prod set it; others get a warning)")
     hf_token: Annotated[
         SecretStr | None,
         Rule(
@@ -85,6 +102,18 @@ class Settings(CrossChecks, Model):
     def _empty_token_is_none(cls, v: SecretStr | None) -> SecretStr | None:
         # An empty token means "weights are preloaded": no Secret, no HF_TOKEN env.
         return v if v is not None and v.get_secret_value() else None
+
+    def images(self) -> dict[str, str]:
+        """Config key -> reference of every image the stack runs (the program's defaults: model/config/images.py)."""
+        out: dict[str, str] = {}
+        if self.serving.enabled:
+            out["serving.image"] = self.serving.image
+            out["serving.routingSidecar.image"] = self.serving.routing_sidecar_image
+            if self.serving.weights_download.enabled:
+                out["serving.weightsDownload.image"] = self.serving.weights_download.image
+        if any(demo.enabled for demo in self.demos.jobsets().values()):
+            out["demos.image"] = self.demos.image
+        return out
 
     def system_pool_pods(self) -> dict[str, ResourceRequirements]:
         """Config key -> resources of every controller pod this program places on the system pool."""
@@ -110,6 +139,7 @@ class Settings(CrossChecks, Model):
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
         (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_burst_bounds"),
+        (frozenset({"demos", "serving", "require_image_digests"}), "_check_image_digests"),
     )
 
     def cross_check_errors(self, skip: frozenset[str] = frozenset()) -> list[SettingError]:
@@ -158,6 +188,9 @@ class Settings(CrossChecks, Model):
         past = exclusion and exclusion.past_support(self.cluster.version_spec.minor)
         if past:
             out.append(past)  # 'default' is checked at preview, once resolved (components/preflight.py)
+        if not self.require_image_digests:  # else _check_image_digests refuses them
+            unpinned = {k: ref for k, ref in self.images().items() if not parts(ref)[2]}
+            out += [f"{PROJECT}:{key} = {ref}: {digest_advice(ref)}" for key, ref in unpinned.items()]
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(

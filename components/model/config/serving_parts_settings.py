@@ -1,14 +1,12 @@
-"""The parts of the serving settings: the prefill/decode roles and their resources, the Gateway, the llm-d
-router and its sidecar, the weights download (components/model/config/serving_settings.py holds the section)."""
+"""The parts of the serving settings: the prefill/decode roles and their resources, the Gateway, the weights download
+(the router and its sidecar: components/model/config/router_settings.py; the section: serving_settings.py)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from components.model.addons import chart_resources
 from components.model.config.checks import (
     K8S_NAMES,
     LWS_NAME_MAX,
@@ -18,10 +16,10 @@ from components.model.config.checks import (
     accept_if,
     dns1035_label,
     dns_subdomain,
-    raise_all,
 )
-from components.model.config.oci import OCI_REFERENCE_RE, image_reference
-from components.model.config.resources_settings import ResourceAmounts, ResourceRequirements, requirements
+from components.model.config.images import PYTHON
+from components.model.config.oci import pinned_image
+from components.model.config.resources_settings import ResourceAmounts
 from components.model.config.rules import (
     GATEWAY_CLASSES,
     LLMD_LIMITS,
@@ -30,10 +28,8 @@ from components.model.config.rules import (
     NODE_SIZES,
     OCI,
     QUANTITY,
-    ROUTER_RELEASE,
     TPU7X,
     Flag,
-    OciChart,
     PriorityName,
     Rule,
     TopologyName,
@@ -57,17 +53,18 @@ class ServingResources(ResourceAmounts):
         str | None,
         Rule(
             "a Kubernetes quantity of at most what one TPU VM leaves to pods (223.37 CPUs on tpu7x-standard-4t: "
-            "224 vCPUs less GKE's reservation); requests = limits",
+            "224 vCPUs less GKE's reservation), on decode less the routing sidecar's requests; requests = limits",
             _TPU_VM,
             refused="224",
-            accepted="223370m",
+            accepted="222370m",
         ),
     ] = Field("220", description="per-pod CPU (requests = limits)")
     memory: Annotated[
         str | None,
         Rule(
             "a Kubernetes quantity of at most what one TPU VM leaves to pods (about 933.9Gi on tpu7x-standard-4t: "
-            "960 GiB less GKE's reservation and eviction threshold); requests = limits",
+            "960 GiB less GKE's reservation and eviction threshold), on decode less the routing sidecar's requests; "
+            "requests = limits",
             _TPU_VM,
             refused="934Gi",
             accepted="1Ki",
@@ -126,6 +123,11 @@ EXTERNAL_GATEWAY_CLASSES = {
 # backend is a Service Extensions callout, and the classic balancer takes no extensions
 # (https://cloud.google.com/service-extensions/docs/lb-extensions-overview, "Supported Application Load Balancers").
 CLASSIC_GATEWAY_CLASS = "gke-l7-gxlb"
+# The regional classes' Envoy proxies run in the region's proxy-only subnet and connect to the backends from it; the
+# global class's Google Front Ends from Google's probe ranges (https://cloud.google.com/load-balancing/docs/firewall-
+# rules, "Load balancers based on the open source Envoy proxy ... traffic ... sent from IP addresses in the proxy-only
+# subnet").
+REGIONAL_GATEWAY_CLASSES = ("gke-l7-rilb", "gke-l7-regional-external-managed")
 
 
 class GatewaySettings(Model):
@@ -196,142 +198,10 @@ class GatewaySettings(Model):
     def external(self) -> bool:
         return self.class_name in EXTERNAL_GATEWAY_CLASSES
 
-
-# llm-d-router releases the endpoint picker, the P/D sidecar and both charts together from one tag
-# (llm-d/llm-d-router@v0.10.0 .github/workflows/ci-release.yaml: image `${repo}-disagg-sidecar` at the tag;
-# hack/push-chart.sh: chart version = that tag; .github/ISSUE_TEMPLATE/new-release.md lists all of them under
-# one ${VERSION}). The sidecar was renamed from llm-d-routing-sidecar in v0.9.0 (Makefile SIDECAR_IMAGE_NAME).
-SIDECAR_REPOSITORY = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
-RETIRED_SIDECAR_NAME = "llm-d-routing-sidecar"
-# The chart `v0` is main's, whose images are tagged `main` (.github/workflows/ci-dev.yaml; routerlib
-# values.yaml router.epp.image.tag: main).
-FLOATING_CHART_VERSION = "v0"
-FLOATING_IMAGE_TAG = "main"
-# The oldest router whose sidecar takes the flags the decode pods pass (components/vllm_containers.py).
-MIN_ROUTER_RELEASE = (0, 10)
-_RELEASE_TAG_RE = re.compile(r"^v?\d+\.\d+(\.\d+)?(-[0-9A-Za-z.-]+)?$")
-_IMAGE_RE = re.compile(
-    r"^(?P<repository>[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?P<digest>@sha256:[0-9a-f]{64})?$"
-)
-
-
-def router_release(chart_version: str) -> tuple[int, ...] | None:
-    """(major, minor[, patch]) of a pinned router chart version; None for `v0`, main's floating chart."""
-    if chart_version.removeprefix("v") == FLOATING_CHART_VERSION.removeprefix("v"):
-        return None
-    return tuple(int(part) for part in re.findall(r"\d+", chart_version.split("-", 1)[0])[:3])
-
-
-def router_image_tag(chart_version: str) -> str:
-    """The tag of the images released with a router chart version (`main` for `v0`)."""
-    if router_release(chart_version) is None:
-        return FLOATING_IMAGE_TAG
-    return "v" + chart_version.removeprefix("v")
-
-
-# What the router chart (llm-d-router v0.10.0 routerlib/values.yaml:59-65) gives the picker where eppResources is
-# silent: Helm merges the block set over it key by key (components/model/addons/chart_resources.py).
-EPP_CHART_RESOURCES = requirements("8", "8Gi", None, "16Gi")
-
-
-class RouterSettings(Model):
-    # llm-d's published gateway-mode chart. llm-d-router's release workflow pushes it at each release tag
-    # (hack/push-chart.sh: chart version = the semver tag); `v0` is what every push to main overwrites, so
-    # a release tag is the tightest pin upstream offers (llm-d/llm-d-router@71f4f099 = v0.10.0).
-    chart: OciChart = Field(
-        "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
-        description="llm-d's router chart (EPP, InferencePool, HTTPRoute)",
-    )
-    version: Annotated[
-        str,
-        Rule(
-            "a pinned chart version v0.10.0 or later, or v0 (main's floating chart)",
-            f"{ROUTER_RELEASE}; components/vllm_containers.py (the sidecar flags of v0.10.0)",
-            refused="v0.9.0",
-            accepted="v0",
-        ),
-    ] = Field("v0.10.0", description="the router chart's release")
-    # The endpoint picker runs on the system pool; llm-d's guides/recipes/router/base.values.yaml sizes it so.
-    epp_resources: ResourceRequirements = Field(
-        default_factory=lambda: requirements("4", "8Gi", None, "16Gi"), description="the endpoint picker's resources"
-    )
-    # prefix-cache-affinity-filter's TTFT estimate (tokens/s of one prefill server). llm-d's
-    # pd-disaggregation values measured 33821 on their reference fleet and ask to re-measure per
-    # hardware and model (guides/recipes/router/calibration/calibrate.sh).
-    peak_prefill_throughput: Annotated[
-        float,
-        Rule(
-            "a number greater than 0 (tokens/s of one prefill server)",
-            "llm-d guides/recipes/router (prefix-cache-affinity-filter)",
-            refused=0,
-            accepted=0.001,
-        ),
-    ] = Field(33821, gt=0, description="the P/D decider's prefill throughput estimate (re-measure per hardware)")
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not re.match(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?$", v):
-            raise ValueError("a pinned chart version such as v0.10.0 (no ranges, no 'latest')")
-        release = router_release(v)
-        if release is not None and release < MIN_ROUTER_RELEASE:
-            raise ValueError(
-                "v0.10.0 or later (or v0, main's floating chart): the decode pods' routing sidecar is the same "
-                "llm-d-router release and takes that release's flags (it proxies to vLLM on 8200 by default only "
-                "from v0.10.0 on; v0.9.0 and earlier default to 8001)"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _epp_requests_within_the_charts_limits(self) -> RouterSettings:
-        raise_all(chart_resources.kept_limit_problems("epp_resources", EPP_CHART_RESOURCES, self.epp_resources))
-        return self
-
-    def rendered_epp_resources(self) -> ResourceRequirements:
-        """The picker's resources as the chart renders them: the amounts set over the chart's own."""
-        return chart_resources.rendered(EPP_CHART_RESOURCES, self.epp_resources)
-
-
-class RoutingSidecarSettings(Model):
-    # Unset: SIDECAR_REPOSITORY at the router's release (`ServingSettings.routing_sidecar_image`). Set it only
-    # to pull that release from a mirror or by digest: the decode pods pass it llm-d-router v0.10.0's flags.
-    image: Annotated[
-        str | None,
-        Rule(
-            "an OCI image reference pinned by a release tag (v0.10.0 or later, not latest/main) or a digest, not "
-            "llm-d-routing-sidecar; or unset for the router's own release",
-            f"{OCI}; {ROUTER_RELEASE}",
-            refused="ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
-            accepted="mirror.example/llm-d/sidecar@sha256:" + "0" * 64,
-        ),
-    ] = Field(None, description="the decode pods' routing sidecar (unset: the router's own release)")
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        image_reference(v)
-        match = _IMAGE_RE.match(v)
-        tag = match["tag"] if match else None
-        if not match or not (tag or match["digest"]) or tag in ("latest", FLOATING_IMAGE_TAG):
-            raise ValueError(
-                "a pinned image reference, <registry>/<path>:<release tag> or <registry>/<path>@sha256:<digest> "
-                f"(no 'latest' or 'main'), or unset for {SIDECAR_REPOSITORY}:<serving.router.version>"
-            )
-        release = router_release(tag) if tag and _RELEASE_TAG_RE.match(tag) else None
-        if match["repository"].endswith(f"/{RETIRED_SIDECAR_NAME}") or (release and release < MIN_ROUTER_RELEASE):
-            raise ValueError(
-                f"llm-d-router v0.10.0's sidecar or later ({SIDECAR_REPOSITORY}; unset = the router's release): "
-                "older ones (llm-d-routing-sidecar up to v0.8.0, llm-d-router-disagg-sidecar v0.9.0) forward to "
-                "vLLM on 8001 instead of 8200 under the flags the decode pods pass"
-            )
-        return v
-
-
-# Python's official image at an exact tag: the download Job's program needs only the standard library.
-DOWNLOAD_IMAGE = "docker.io/library/python:3.12.8-slim-bookworm"
+    @property
+    def in_proxy_subnet(self) -> bool:
+        """Whether the Gateway's proxies connect to the backends from the proxy-only subnet."""
+        return self.class_name in REGIONAL_GATEWAY_CLASSES
 
 
 class WeightsDownloadSettings(Model):
@@ -348,24 +218,14 @@ class WeightsDownloadSettings(Model):
     ] = Field(False, description="a Job that fills the weights bucket from Hugging Face before serving starts")
     image: Annotated[
         str,
+        AfterValidator(pinned_image),
         Rule(
-            "a pinned OCI image reference with python3: an exact tag or a sha256 digest, no 'latest'",
+            "a pinned OCI image reference with python3 (3.8 or later): an exact tag, a sha256 digest or both, no "
+            "'latest' without a digest",
             OCI,
             refused="docker.io/library/python:latest",
             accepted="python@sha256:" + "0" * 64,
         ),
     ] = Field(
-        DOWNLOAD_IMAGE, description="the download Job's image (python3; the program uses the standard library only)"
+        PYTHON.reference, description="the download Job's image (python3; the program uses the standard library only)"
     )
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str) -> str:
-        image_reference(v)
-        match = OCI_REFERENCE_RE.match(v)
-        if not match or not (match["tag"] or match["digest"]) or (match["tag"] == "latest" and not match["digest"]):
-            raise ValueError(
-                "a pinned image reference with python3 (3.8 or later): [registry/]path:<exact tag> or "
-                "[registry/]path@sha256:<digest>, no 'latest'"
-            )
-        return v

@@ -1,5 +1,5 @@
-"""Settings of serving: vLLM, the buckets, the model; its roles, Gateway, router, sidecar and weights download
-are in components/model/config/serving_parts_settings.py."""
+"""Settings of serving: vLLM, the buckets, the model; its roles, Gateway and weights download are in
+components/model/config/serving_parts_settings.py, the router and its sidecar in router_settings.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from components.model.config.autoscaling_settings import DecodeRole, ElasticRole, PrefillRole
 from components.model.config.checks import K8S_NAMES, Model, SettingError, accept_if, bucket_name, dns1035_label
+from components.model.config.images import SIDECAR_DIGESTS, VLLM_TPU, with_digest
 from components.model.config.oci import image_reference
+from components.model.config.router_settings import (
+    SIDECAR_REPOSITORY,
+    RouterSettings,
+    RoutingSidecarSettings,
+    router_image_tag,
+)
+from components.model.config.router_settings import router_release as router_release  # components/llmd_router.py
 from components.model.config.rules import (
     BUCKET,
     LABELS,
@@ -24,14 +32,9 @@ from components.model.config.rules import (
 )
 from components.model.config.serving_parts_settings import (
     GATEWAY_REQUEST_TIMEOUT_SECONDS,
-    SIDECAR_REPOSITORY,
     GatewaySettings,
-    RouterSettings,
-    RoutingSidecarSettings,
     WeightsDownloadSettings,
-    router_image_tag,
 )
-from components.model.config.serving_parts_settings import router_release as router_release  # components/llmd_router.py
 from components.model.serving import weights
 
 # vLLM's --kv-cache-dtype choices (vllm-project/vllm vllm/config/cache.py, CacheDType), the union over the
@@ -141,10 +144,7 @@ class ServingSettings(Model):
             refused="docker.io/vLLM/vllm-tpu:nightly",
             accepted="localhost:5000/v/t:" + "x" * 128 + "@sha256:" + "a" * 64,
         ),
-    ] = Field(
-        "docker.io/vllm/vllm-tpu:nightly-20260430-18ed615-5b39b26",
-        description="the vLLM TPU image of prefill and decode",
-    )
+    ] = Field(VLLM_TPU.reference, description="the vLLM TPU image of prefill and decode")
     max_model_len: Annotated[int, at_least(1, source=VLLM_SCHEDULER)] = Field(
         9216, ge=1, description="the vLLM flag of the same name"
     )
@@ -278,7 +278,8 @@ class ServingSettings(Model):
     @property
     def routing_sidecar_image(self) -> str:
         """The decode pods' sidecar: `routingSidecar.image` if set, else the router's release of it."""
-        return self.routing_sidecar.image or f"{SIDECAR_REPOSITORY}:{router_image_tag(self.router.version)}"
+        tag = router_image_tag(self.router.version)
+        return self.routing_sidecar.image or with_digest(f"{SIDECAR_REPOSITORY}:{tag}", SIDECAR_DIGESTS.get(tag))
 
     @property
     def model_served(self) -> str:

@@ -134,6 +134,8 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": (),
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _replace(f"{PK}:193", "roleRef"),
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": _replace(f"{PK}:193", "roleRef"),
+    # networking.k8s.io is not in the list at all: a NetworkPolicy's spec updates in place.
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": (),
     # policy/v1 is not in the list (only v1beta1, L62-64): its spec updates in place (Kubernetes 1.15+).
     "kubernetes:policy/v1:PodDisruptionBudget": (),
     # ---------------------------------------------------------------- Gateway API v1.4.1 (no transition rule)
