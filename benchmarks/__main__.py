@@ -180,7 +180,8 @@ def render(result: dict[str, Any]) -> str:
         )
     lines += ["", "Slice planning (benchmarks/planning.py mix)", "", align(plan_table)]
     if result.get("elastic"):
-        lines += ["", elastic.render(result["elastic"]["chained"], result["elastic"]["unchained"])]
+        figures = result["elastic"]
+        lines += ["", elastic.render(figures[elastic.PLACED], {c: figures[c] for c in elastic.WHAT_IFS})]
     if result.get("diff"):
         diff_table = [["CUBES", "RESOURCES", "COLD WALL s", "COLD CPU s", "WARM CPU s min/med", "ENGINE ms"]]
         for d in result["diff"]:

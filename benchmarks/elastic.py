@@ -41,6 +41,9 @@ STEP_S = 30
 CUBES = 8
 BATCH_GRACE_S = 30  # a batch pod's default terminationGracePeriodSeconds (the demos set none)
 BURST = (20 * 3600, 20 * 3600 + 40 * 60, 4.0)  # 20:00-20:40, four more groups' worth for each role
+# 10:00-10:04, a spike of four more groups' worth (a batch of long prompts) that is gone before any slot could serve it:
+# what a slot bought for it costs is batch's, and what the chain is for.
+SPIKE = (10 * 3600, 10 * 3600 + 4 * 60, 4.0)
 
 
 def diurnal(t: float) -> float:
@@ -49,10 +52,9 @@ def diurnal(t: float) -> float:
 
 
 def trace(base: float, swing: float) -> Callable[[float], float]:
-    start, end, extra = BURST
-
     def load(t: float) -> float:
-        return base + swing * diurnal(t) + (extra if start <= t < end else 0.0)
+        extra = sum(more for start, end, more in (BURST, SPIKE) if start <= t < end)
+        return base + swing * diurnal(t) + extra
 
     return load
 
@@ -65,6 +67,7 @@ class BurstSlot:
     """One slot: KEDA's replicas and where its group is, as the slot's query sees it."""
 
     number: int
+    starts: int = 0  # KEDA's scale-ups: each takes a slice from batch work
     replicas: int = 0
     last_active: float | None = None
     admitted: float | None = None  # KEDA set replicas 1
@@ -95,33 +98,44 @@ class Role:
     held_series: list[int] = field(default_factory=list)
 
 
+# What slot k waits for of slot k-1 before it turns on (the chain), held for the chain hold:
+READY, PLACED, NONE = "ready", "placed", "none"
+CHAINS = (READY, PLACED, NONE)
+PLACED_S = BATCH_GRACE_S + SLICE_RELEASE_S + SLICE_ACTIVATION_TIMEOUT_S  # KEDA's scale-up to a running leader pod
+
+
 def wanted_on(
-    slot: BurstSlot, before: BurstSlot | None, wanted: int, floor: int, t: float, p: Pacing, chained: bool = True
+    slot: BurstSlot, before: BurstSlot | None, wanted: int, floor: int, t: float, p: Pacing, chain: str = PLACED
 ) -> bool:
     """The slot query's rule (components/model/observability/burst_signals.py `slot_query`), on states instead of
-    series: wanted, and serving or loading, or [the slot before serves for the chain hold and this one's last leader
-    is gone for the rearm time]."""
+    series: wanted, and serving or loading, or [the slot before has been `chain` for the chain hold and this one's
+    last leader is gone for the rearm time]. `chain`: READY (the slot before serves), PLACED (its leader pod runs:
+    admitted, its Slice formed, loading or serving; the program's), NONE (no chain: every wanted slot at once)."""
     if wanted < floor + slot.number:
         return False
-    placed = BATCH_GRACE_S + SLICE_RELEASE_S + SLICE_ACTIVATION_TIMEOUT_S
-    if slot.serving(t) or slot.loading(t, placed):
+    if slot.serving(t) or slot.loading(t, PLACED_S):
         return True
-    chain = not chained or before is None
-    chain = chain or (before is not None and before.serving(t) and t - (before.ready or t) >= p.chain_hold_seconds)
+    if chain == NONE or before is None:
+        held = True
+    elif chain == READY:
+        held = before.serving(t) and t - (before.ready or t) >= p.chain_hold_seconds
+    else:
+        held = before.replicas == 1 and before.admitted is not None
+        held = held and t - (before.admitted + PLACED_S) >= p.chain_hold_seconds
     rearmed = slot.gone is None or t - slot.gone >= p.rearm_seconds  # a draining slot's `gone` is still ahead
-    return chain and rearmed
+    return held and rearmed
 
 
-def simulate(settings: Settings, loads: dict[str, Callable[[float], float]], chained: bool = True) -> dict[str, Any]:
-    """One day of `loads` (role -> groups' worth at t), static and elastic; the figures of `render`. `chained`
-    False: the what-if of slots that all turn on at once (no chain)."""
+def simulate(settings: Settings, loads: dict[str, Callable[[float], float]], chain: str = PLACED) -> dict[str, Any]:
+    """One day of `loads` (role -> groups' worth at t), static and elastic; the figures of `render`. `chain`: what
+    slot k waits for of slot k-1 (`wanted_on`); the program's is PLACED, the others are what-ifs."""
     p = pacing(settings)
     chips = {role: settings.serving_slice(role).chips for role in loads}
     wanted_at = {role: [math.ceil(f(t)) for t in range(0, DAY_S, STEP_S)] for role, f in loads.items()}
     peak = {role: max(w) for role, w in wanted_at.items()}
     floor = {role: min(w) for role, w in wanted_at.items()}
     roles = {r: Role(r, floor[r], [BurstSlot(k) for k in range(1, peak[r] - floor[r] + 1)]) for r in loads}
-    placed = BATCH_GRACE_S + SLICE_RELEASE_S + SLICE_ACTIVATION_TIMEOUT_S
+    placed = PLACED_S
     grace = settings.serving.termination_grace_period_seconds
     load_s = settings.serving.model_load_seconds
     for i, t in enumerate(range(0, DAY_S, STEP_S)):
@@ -130,9 +144,10 @@ def simulate(settings: Settings, loads: dict[str, Callable[[float], float]], cha
             for k, slot in enumerate(role.slots):
                 before = role.slots[k - 1] if k else None
                 if t % p.polling_seconds == 0:
-                    if wanted_on(slot, before, wanted, role.floor, t, p, chained):
+                    if wanted_on(slot, before, wanted, role.floor, t, p, chain):
                         if slot.replicas == 0:
                             slot.replicas, slot.admitted, slot.ready, slot.gone = 1, t, t + placed + load_s, None
+                            slot.starts += 1
                         slot.last_active = t
                     elif (
                         slot.replicas == 1
@@ -168,6 +183,7 @@ def simulate(settings: Settings, loads: dict[str, Callable[[float], float]], cha
         "maxReadySeconds": max(ready, default=0.0),
         "slotStartSeconds": placed + load_s,
         "shortGroupHours": short * hours,
+        "slotStarts": sum(slot.starts for role in roles.values() for slot in role.slots),
         "pacing": {"chainHold": p.chain_hold_seconds, "cooldown": p.cooldown_seconds, "rearm": p.rearm_seconds},
     }
 
@@ -217,7 +233,11 @@ def _minutes(seconds: float) -> str:
     return "never (the load fell first)" if math.isinf(seconds) else f"{seconds / 60:.1f} min"
 
 
-def render(r: dict[str, Any], unchained: dict[str, Any] | None = None) -> str:
+WHAT_IFS = {READY: "chained on the slot before serving", NONE: "not chained (every wanted slot at once)"}
+
+
+def render(r: dict[str, Any], what_ifs: dict[str, dict[str, Any]] | None = None) -> str:
+    """The figures of the program's chain (PLACED), and a line per other chain."""
     roles = ", ".join(f"{name} {v['floor']}..{v['peak']} groups" for name, v in r["roles"].items())
     lines = [
         f"Elastic serving, one synthetic day ({CUBES} cubes, {r['reservationChipHours']:.0f} chip-hours; {roles})",
@@ -229,20 +249,21 @@ def render(r: dict[str, Any], unchained: dict[str, Any] | None = None) -> str:
         f"{_minutes(r['maxReadySeconds'])}; {r['neverReadyWhileWanted']} of {r['addedGroups']} added groups never "
         f"ready while wanted (one slot starts in {r['slotStartSeconds'] / 60:.1f} min)",
         f"  groups short of the load (wanted, not serving): {r['shortGroupHours']:.1f} group-hours elastic, 0 static",
+        f"  slot starts (each takes a slice from batch work): {r['slotStarts']}",
     ]
-    if unchained is not None:
+    for chain, w in (what_ifs or {}).items():
         lines.append(
-            f"  what-if, slots not chained (all of a step at once): p95 {_minutes(unchained['p95StepToReadySeconds'])}"
-            f", {unchained['neverReadyWhileWanted']} never ready, {unchained['shortGroupHours']:.1f} group-hours "
-            f"short, serving chip-hours x{unchained['elasticChipHours'] / unchained['staticChipHours']:.2f}"
+            f"  what-if, {WHAT_IFS[chain]}: {w['neverReadyWhileWanted']} of {w['addedGroups']} never ready, "
+            f"{w['shortGroupHours']:.1f} group-hours short, {w['slotStarts']} slot starts, serving chip-hours "
+            f"x{w['elasticChipHours'] / w['staticChipHours']:.2f}"
         )
     return "\n".join(lines)
 
 
 def run() -> dict[str, Any]:
-    """The figures `python -m benchmarks` prints: the day with chained slots, and the unchained what-if."""
+    """The figures `python -m benchmarks` prints: the day with the program's chain, and each other chain's."""
     s = scenario_settings()
-    return {"chained": simulate(s, ROLES), "unchained": simulate(s, ROLES, chained=False)}
+    return {chain: simulate(s, ROLES, chain) for chain in CHAINS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
     args = parser.parse_args(argv)
     result = run()
-    print(json.dumps(result, indent=2) if args.json else render(result["chained"], result["unchained"]))
+    print(json.dumps(result, indent=2) if args.json else render(result[PLACED], {c: result[c] for c in WHAT_IFS}))
     return 0
 
 

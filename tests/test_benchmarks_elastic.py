@@ -49,17 +49,27 @@ def test_one_added_group_is_ready_after_the_poll_its_slice_and_its_model_load() 
     assert p.cooldown_seconds > 0
 
 
-def test_chained_slots_start_one_after_another_unchained_ones_together() -> None:
+def test_each_chain_starts_the_slots_of_a_step_at_its_own_pace() -> None:
     s = elastic.scenario_settings()
     p = pacing(s)
     loads = {"prefill": step(2.0, 5.0), "decode": flat(2.0)}  # three slots wanted from the step on
-    chained, unchained = simulate(s, loads), simulate(s, loads, chained=False)
-    start = math.ceil(chained["slotStartSeconds"] / STEP_S) * STEP_S
+    placed, ready, none = (simulate(s, loads, chain) for chain in (elastic.PLACED, elastic.READY, elastic.NONE))
+    start = math.ceil(placed["slotStartSeconds"] / STEP_S) * STEP_S
     hold = math.ceil(p.chain_hold_seconds / p.polling_seconds) * p.polling_seconds
-    assert chained["addedGroups"] == unchained["addedGroups"] == 3
-    assert unchained["maxReadySeconds"] == start  # all three at once
-    assert chained["maxReadySeconds"] == 3 * start + 2 * hold  # each after the previous serves for the hold
-    assert chained["shortGroupHours"] > unchained["shortGroupHours"]
+    after_placed = math.ceil((elastic.PLACED_S + p.chain_hold_seconds) / STEP_S) * STEP_S
+    assert placed["addedGroups"] == ready["addedGroups"] == none["addedGroups"] == 3
+    assert none["maxReadySeconds"] == start  # all three at once
+    assert placed["maxReadySeconds"] == 2 * after_placed + start  # each once the one before runs for the hold
+    assert ready["maxReadySeconds"] == 3 * start + 2 * hold  # each after the previous serves for the hold
+    assert none["shortGroupHours"] < placed["shortGroupHours"] < ready["shortGroupHours"]
+    assert placed["slotStarts"] == ready["slotStarts"] == none["slotStarts"] == 3
+
+
+def test_a_spike_gone_before_a_slot_runs_buys_one_slot_chained_and_every_wanted_one_unchained() -> None:
+    s = elastic.scenario_settings()
+    spike = {"prefill": step(2.0, 6.0, until=STEP_AT + 4 * 60), "decode": flat(2.0)}  # four slots' worth, 4 minutes
+    starts = {chain: simulate(s, spike, chain)["slotStarts"] for chain in elastic.CHAINS}
+    assert starts == {elastic.READY: 1, elastic.PLACED: 1, elastic.NONE: 4}
 
 
 def test_a_burst_shorter_than_a_slot_start_is_never_served_and_counts_as_infinitely_late() -> None:

@@ -3,9 +3,10 @@
 pkg/scaling/executor/scale_scaledobjects.go:63-113, 187-238: active above the activation threshold, to 0 once
 inactive for cooldownPeriod) and a role whose slots take a Slice, load the model, serve, drain and vanish.
 
-What it checks: the slots of a step of load start one after another, each only once the one before serves for the
-chain hold; a loading slot stays on; slots stop after the cooldown, the highest first; a stopped slot does not turn on
-again while its leader drains nor before it has been gone for the rearm time; every query is one series.
+What it checks: the slots of a step of load start one after another, each only once the leader of the one before has
+run for the chain hold (and so load their model side by side); a loading slot stays on; slots stop after the
+cooldown, the highest first; a stopped slot does not turn on again while its leader drains nor before it has been
+gone for the rearm time; every query is one series.
 """
 
 from __future__ import annotations
@@ -55,23 +56,26 @@ class Slot:
         )
 
 
-class Decode:
-    """The decode role of a stack: its floor, its slots, KEDA over them, and the series they leave."""
+class Burst:
+    """One role of a stack: its floor of 2 groups, its 3 slots, KEDA over them, and the series they leave."""
 
-    def __init__(self, demand: Callable[[float], float], **serving: object) -> None:
+    def __init__(self, role: str, demand: Callable[[float], float], **serving: object) -> None:
+        self.role = role
         self.s = settings(
-            {"serving": {"decode": {"replicas": 2, "autoscaling": {"enabled": True, "maxGroups": 5}}, **serving}}
+            {"serving": {role: {"replicas": 2, "autoscaling": {"enabled": True, "maxGroups": 5}}, **serving}}
         )
         self.b = BurstSignals(self.s)
         self.p = self.b.pacing
-        self.demand = demand  # decode groups' worth of full KV cache wanted at t
+        # Groups' worth of load at t: decode's KV cache the requests fill (at most 1 per serving leader: a full cache
+        # holds no more), prefill's backlog of prompt tokens (spread over the serving leaders, whatever their number).
+        self.demand = demand
         self.series = Series()
         self.ev = Evaluator(self.series)
         self.slots = [Slot(k) for k in range(1, 4)]
         self.base = {
             "cluster": self.s.cluster.name,
             "namespace": self.s.kueue.namespace,
-            "job": monitoring.vllm_job(self.s, "decode"),
+            "job": monitoring.vllm_job(self.s, role),
         }
         self.values: dict[int, list[tuple[float, float]]] = {k: [] for k in range(1, 4)}
         self.actual_load_s: int | None = None
@@ -87,12 +91,20 @@ class Decode:
         for labels, state in leaders:
             self.series.add({"__name__": "up", **self.base, **labels}, t, 1.0 if state == "serving" else 0.0)
         for labels in serving:
-            usage = min(1.0, self.demand(t) / len(serving))
-            self.series.add({"__name__": "vllm:kv_cache_usage_perc", **self.base, **labels}, t, usage)
+            if self.role == "decode":
+                usage = min(1.0, self.demand(t) / len(serving))
+                self.series.add({"__name__": "vllm:kv_cache_usage_perc", **self.base, **labels}, t, usage)
+                continue
+            serving_ = self.s.serving
+            tokens = self.demand(t) * serving_.prefill.autoscaling.backlog_seconds
+            tokens *= serving_.router.peak_prefill_throughput / len(serving)
+            epp = {**self.base, "job": monitoring.epp_job(self.s), "pod": "epp-0"}
+            endpoint = {"endpoint_name": f"{labels['pod']}-rank-0", "producer_name": "inflight-load-producer"}
+            self.series.add({"__name__": "llm_d_epp_inflight_tokens", **epp, **endpoint}, t, tokens)
 
     def poll(self, t: float) -> None:
         for slot in self.slots:
-            value = self.ev.scalar(self.b.slot_query("decode", slot.number), t)
+            value = self.ev.scalar(self.b.slot_query(self.role, slot.number), t)
             assert value in (0.0, 1.0)
             self.values[slot.number].append((t, value))
             if value > 0:  # active
@@ -131,19 +143,20 @@ FAST = {"modelLoadSeconds": 300, "terminationGracePeriodSeconds": 300}  # cooldo
 
 
 def test_a_step_of_load_starts_the_slots_one_after_another() -> None:
-    # 2 floor groups; from t=600 the KV cache holds 3.6 groups' worth: ceil(3.6 / 0.8) = 5 groups, all 3 slots.
-    role = Decode(lambda t: 3.6 if t >= 600 else 1.0, **FAST)
+    # 2 floor groups; from t=600 a prefill backlog of 4.6 groups' worth: 5 groups, all 3 slots at once.
+    role = Burst("prefill", lambda t: 4.6 if t >= 600 else 1.0, **FAST)
     role.run(4 * 3600)
     hold, poll = role.p.chain_hold_seconds, role.p.polling_seconds
     first = role.on(1)
     assert len(first) == 1 and 600 <= first[0] <= 600 + role.p.fresh_seconds + poll, first
     for k in (2, 3):
-        ready_before = role.serving_from(k - 1)
+        placed_before = role.on(k - 1)[0] + FORMATION_S  # the leader of the slot before runs (a scrape target)
         (start,) = role.on(k)
-        # Not before the slot before it has served for the chain hold (a sample a scrape late at most) ...
-        assert start >= ready_before + hold, (k, start, ready_before)
-        # ... and soon after.
-        assert start <= ready_before + hold + role.p.scrape_seconds + 2 * poll, (k, start, ready_before)
+        # Not before the leader of the slot before it has run for the chain hold (a sample a scrape late at most) ...
+        assert start >= placed_before + hold, (k, start, placed_before)
+        # ... and soon after, while that one still loads its model: the slots load side by side.
+        assert start <= placed_before + hold + role.p.scrape_seconds + 2 * poll, (k, start, placed_before)
+        assert start < role.serving_from(k - 1), (k, start)
     # Loading (up = 0 for the model load) never turned a slot off: each went on once and stays on.
     assert all(role.off(k) == [] for k in (1, 2, 3))
 
@@ -151,7 +164,7 @@ def test_a_step_of_load_starts_the_slots_one_after_another() -> None:
 def test_a_slot_stays_on_while_it_loads_longer_than_expected() -> None:
     # The model takes 2000 s, not the 300 s the settings expect: longer than KEDA's cooldown (780 s). A loading
     # leader (up 0, never served) keeps its slot on, so KEDA does not stop it halfway.
-    role = Decode(lambda t: 2.2, **FAST)
+    role = Burst("decode", lambda t: 2.2, **FAST)
     role.actual_load_s = 2000
     role.run(2 * 3600)
     assert role.off(1) == [] and len(role.on(1)) == 1
@@ -162,7 +175,7 @@ def test_slots_stop_after_the_cooldown_the_highest_first() -> None:
     def demand(t: float) -> float:
         return 3.6 if t < 3 * 3600 else 2.2 if t < 4 * 3600 else 1.0
 
-    role = Decode(demand, **FAST)
+    role = Burst("decode", demand, **FAST)
     role.run(5 * 3600)
     cooldown, poll, fresh = role.p.cooldown_seconds, role.p.polling_seconds, role.p.fresh_seconds
     for k in (2, 3):
@@ -174,7 +187,7 @@ def test_slots_stop_after_the_cooldown_the_highest_first() -> None:
 
 def test_a_stopped_slot_waits_for_its_leader_to_drain_and_be_gone_before_it_turns_on_again() -> None:
     # Slot 1 only (3 groups wanted), off once the load goes, then the load is back right after KEDA stopped it.
-    role = Decode(lambda t: 2.2, **FAST)
+    role = Burst("decode", lambda t: 2.2, **FAST)
     back_at: list[float] = []
 
     def demand(t: float) -> float:
@@ -243,7 +256,7 @@ def test_a_slots_scaledobject_parameters_validate_against_the_pinned_keda_crd(tm
     s = settings({"serving": {"decode": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
     scaler = BurstSignals(s).slot_scaler("decode", 2)
     p = pacing(s)
-    assert (scaler.cooldown_period, scaler.initial_cooldown_period) == (p.cooldown_seconds, p.cooldown_seconds)
+    assert scaler.cooldown_period == p.cooldown_seconds
     assert (scaler.min_replica_count, scaler.max_replica_count, scaler.polling_interval) == (0, 1, 30)
     so = {
         "apiVersion": "keda.sh/v1alpha1",
@@ -255,7 +268,6 @@ def test_a_slots_scaledobject_parameters_validate_against_the_pinned_keda_crd(tm
             "maxReplicaCount": scaler.max_replica_count,
             "pollingInterval": scaler.polling_interval,
             "cooldownPeriod": scaler.cooldown_period,
-            "initialCooldownPeriod": scaler.initial_cooldown_period,
             "triggers": [
                 {
                     "type": "prometheus",

@@ -66,7 +66,6 @@ class SlotScaler:
     query: str  # the trigger's `metadata.query`: 1 while the slot should run, else 0
     polling_interval: int  # spec.pollingInterval
     cooldown_period: int  # spec.cooldownPeriod: grace period + formation + model load
-    initial_cooldown_period: int  # spec.initialCooldownPeriod: a slot created at 1 is kept that long
     min_replica_count: int = 0
     max_replica_count: int = 1
     threshold: str = "1"  # metadata.threshold: the HPA's target at 1 replica, never reached past 1
@@ -148,16 +147,20 @@ class BurstSignals:
 
         on   = wanted >= replicas + slot
                and (the slot's leader serves, or is loading,
-                    or [the previous slot has served for chain_hold_seconds (slot 1: always)
+                    or [the previous slot's leader has run for chain_hold_seconds (slot 1: always)
                         and the slot's last leader has been gone for rearm_seconds])
 
         Thresholds rise with the slot, so the slots turn on in order and off in reverse. A slot turns on only once
-        the slot before it serves (the chain), so a step of load starts one slot at a time and the signal sees each
-        new group before it asks for the next. Once on, a slot stays on while it is wanted and its leader loads or
+        the leader of the slot before it runs (admitted, its Slice formed, its pod started: a scrape target), so a
+        step of load buys one slot per placement and chain hold rather than every slot at once, and a slot that
+        finds no room stops the chain behind it; the slots then load their model side by side. (Waiting for the
+        slot before to serve instead lets the signal see each new group first, at a model load per slot: the
+        benchmark's what-if, docs/benchmarks.md.) Once on, a slot stays on while it is wanted and its leader loads or
         serves; KEDA's cooldownPeriod (`Pacing.cooldown_seconds`) holds it for that long after the last poll that
         wanted it. A draining leader (SIGTERM: vLLM stops answering) is neither loading nor serving, and a slot turns
         on again only after its leader has been gone for the rearm time, so it never reuses a Workload that is still
-        being finalized (components/model/serving/burst.py).
+        being finalized (components/model/serving/burst.py). Each term reads slot `slot`'s leaders of either
+        revision (one `burst_slot` value): a rollout's new slot turns on at its first poll while the old one serves.
         """
         if slot < 1:
             raise ValueError("slots are numbered from 1")
@@ -176,7 +179,7 @@ class BurstSignals:
         if slot == 1:
             start = rearmed
         else:
-            before = _one(f"max({self._fresh(self.leaders(role, slot - 1))})")
+            before = _one(f"count({self._fresh(self.leaders(role, slot - 1))})")
             # Every step from chain_hold_seconds ago to now: the subquery's range is open at its start.
             window = p.chain_hold_seconds + p.scrape_seconds
             held = f"(min_over_time({before}[{window}s:{p.scrape_seconds}s]) >= bool 1)"
@@ -186,6 +189,4 @@ class BurstSignals:
     def slot_scaler(self, role: str, slot: int) -> SlotScaler:
         """The ScaledObject parameters of slot `slot` of `role`."""
         p = self.pacing
-        return SlotScaler(
-            self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds, p.initial_cooldown_seconds
-        )
+        return SlotScaler(self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds)

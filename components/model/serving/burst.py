@@ -148,18 +148,11 @@ class Pacing:
     scrape_seconds: int  # observability.scrapeInterval, rounded up
     polling_seconds: int  # KEDA's pollingInterval: once per scrape interval
     fresh_seconds: int  # a leader without a sample this long is gone (Managed Prometheus keeps no staleness)
-    chain_hold_seconds: int  # slot k may turn on once slot k-1 has served this long
+    chain_hold_seconds: int  # slot k may turn on once slot k-1's leader has run this long
     slot_start_seconds: int  # a slot from admission to a ready leader: Slice formation, then the model load
     cooldown_seconds: int  # KEDA's cooldownPeriod: the termination grace period plus slot_start_seconds
     rearm_seconds: int  # a slot turns on again only once its last leader has been gone this long
     loading_window_seconds: int  # a leader that has not served within this window is still loading
-
-    @property
-    def initial_cooldown_seconds(self) -> int:
-        """KEDA's initialCooldownPeriod: a slot created at 1 (a rollout's carried slot, `carried_slots`) that KEDA
-        never saw active is scaled down only after this, not at once (KEDA's default is 0: kedacore/keda v2.20.2
-        pkg/scaling/executor/scale_executor.go:35, scale_scaledobjects.go:210-213)."""
-        return self.cooldown_seconds
 
 
 def pacing(settings: Settings) -> Pacing:
@@ -173,7 +166,7 @@ def pacing(settings: Settings) -> Pacing:
         scrape_seconds=scrape,
         polling_seconds=polling,
         fresh_seconds=fresh,
-        # One scrape to see the new leader serve, one for the role's signal to carry its load, one poll to read it.
+        # Two scrapes of the new leader (one may be late or lost), one poll to read them.
         chain_hold_seconds=2 * scrape + polling,
         slot_start_seconds=start,
         # An idle slot is kept as long as a new one would take to stop and come back (grace, formation, load).
@@ -181,9 +174,3 @@ def pacing(settings: Settings) -> Pacing:
         rearm_seconds=fresh + SLICE_RELEASE_S,
         loading_window_seconds=serving.startup_timeout_seconds + SLICE_ACTIVATION_TIMEOUT_S,
     )
-
-
-def carried_slots(active_before: int | None, slots: int) -> int:
-    """How many of a new revision's slots start at 1: as many as the old revision had on (read from the live
-    sets at preview), at most the slots there are now; 0 when nothing was read (a first update)."""
-    return 0 if active_before is None else max(0, min(active_before, slots))
