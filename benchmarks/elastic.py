@@ -223,6 +223,7 @@ def scenario_settings() -> Settings:
         "tpu": {"cubes": CUBES, "reservation": {"name": "r"}},
         "demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
         "serving": {"weightsBucket": "my-weights", **serving},
+        "addons": {"keda": {"enabled": True}},
         "observability": {"notifyNobody": True},
         "cluster": {"controlPlane": {"authorizedNetworks": [{"cidrBlock": "198.51.100.0/24"}]}},
     }

@@ -18,9 +18,18 @@ from components.addons import (
     SliceControllerArgs,
     chart_values,
 )
+from components.burst_slots import BurstSlots
 from components.cluster import Cluster
 from components.demo_jobsets import SlicingJobSet, SlicingJobSetArgs
-from components.graph_args import capacity_args, cluster_args, keda_args, observability_args, queues_args, serving_args
+from components.graph_args import (
+    burst_args,
+    capacity_args,
+    cluster_args,
+    keda_args,
+    observability_args,
+    queues_args,
+    serving_args,
+)
 from components.keda import Keda
 from components.kueue_objects import SliceQueues
 from components.model.addons.kueue_config import kueue_chart_values, queued_namespaces
@@ -130,8 +139,8 @@ def declare_stack(
         return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider), _under(opts))
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
-    if a.keda.enabled:  # KEDA's objects are to wait for its `ready` (components/keda.py)
-        Keda("keda", keda_args(settings, provider, services.project_api), _under(opts))
+    # KEDA's objects are to wait for its `ready` (components/keda.py).
+    keda = Keda("keda", keda_args(settings, provider, services.project_api), _under(opts)) if a.keda.enabled else None
     # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
     slice_controller = SliceController(
         "slice-controller",
@@ -197,30 +206,41 @@ def declare_stack(
         for key, demo in (("subslicing", settings.demos.subslicing), ("superslicing", settings.demos.superslicing))
         if demo.enabled
     }
-    serving = (
-        Serving(
-            "serving",
-            serving_args(
-                settings,
-                namespace=queues.namespace.metadata.name,
-                queue_labels={
-                    role: queues.admission_labels(spec.priority) for role, spec in settings.serving.roles().items()
-                },
-                capacity_plan=capacity_plan,
-                provider=provider,
-                kueue=kueue.chart,
-                inference_extension=inference_extension.crds,
-                proxy_subnet=network.proxy_subnet,
-                # The LWS controller, every Kueue object a workload's admission needs, the TPU pools and their gates.
-                model_servers_wait_for=[lws, *queues.objects, *tpu_ready],
-                project_api=services.project_api,
-                storage_api=services.storage_api,
-            ),
-            _under(opts),
+    serving = None
+    if settings.serving.enabled:
+        floor_wait = [lws, *queues.objects, *tpu_ready]  # the LWS controller, the Kueue objects, the pools, the gates
+        spec = serving_args(
+            settings,
+            namespace=queues.namespace.metadata.name,
+            queue_labels={
+                role: queues.admission_labels(spec.priority) for role, spec in settings.serving.roles().items()
+            },
+            capacity_plan=capacity_plan,
+            provider=provider,
+            kueue=kueue.chart,
+            inference_extension=inference_extension.crds,
+            proxy_subnet=network.proxy_subnet,
+            model_servers_wait_for=floor_wait,
+            project_api=services.project_api,
+            storage_api=services.storage_api,
         )
-        if settings.serving.enabled
-        else None
-    )
+        serving = Serving("serving", spec, _under(opts))
+        burst_priority = settings.burst_priority()
+        if burst_priority is not None and keda is not None:  # with autoscaling, KEDA is on (a cross-check)
+            BurstSlots(
+                "burst",
+                burst_args(
+                    settings,
+                    floors=spec["roles"],
+                    queue_labels=queues.admission_labels(burst_priority.name),
+                    serving=spec,
+                    service_account=serving.service_account.metadata.name,
+                    hf_secret=serving.hf_secret.metadata.name if serving.hf_secret else None,
+                    model_servers_wait_for=serving.model_servers_wait_for,
+                    keda_ready=keda.ready,
+                ),
+                _under(opts),
+            )
     # After serving's policies: the deny never precedes what it must let through (components/network_policies.py).
     NamespacePolicies(
         "workload-network",
@@ -238,6 +258,7 @@ def declare_stack(
                 serving.router if serving is not None else None,
                 services.monitoring_api,
                 {role: (serving.lws_names[role], lws) for role, lws in serving.lws.items()} if serving else None,
+                keda.addon if keda is not None else None,
             ),
             _under(opts),
         )

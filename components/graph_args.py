@@ -11,26 +11,28 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.addons import HelmAddon, chart_values
+from components.burst_slots import BurstRoleArgs, BurstSlotsArgs
 from components.cluster import AuthorizedNetwork, ClusterArgs, SystemPoolArgs, maintenance_exclusion
 from components.keda import KedaArgs
 from components.kueue_guard import queued_workloads
 from components.kueue_objects import SliceQueuesArgs, healthy_partition_selector, topology_levels, tpu_quota
 from components.llmd_router import RouterArgs
-from components.model.addons.keda import keda_chart_values
+from components.model.addons.keda import OPERATOR_APP, OPERATOR_JOB, OPERATOR_METRICS_PORT, keda_chart_values
 from components.model.commands import stack_credentials_command
 from components.model.config.settings import Settings
 from components.model.keys import ACCELERATOR_LABEL
 from components.model.observability import dashboard, monitoring, slice_alerts
+from components.model.observability.burst_signals import BurstSignals, leader_target_labels
 from components.model.tpu import planner
 from components.model.tpu.reservation import Assignment
 from components.network import Network
 from components.network_policies import ServingNetwork
 from components.observability import (
     KueueScrape,
-    LeaderScrape,
     LogAlert,
     MetricAlert,
     ObservabilityArgs,
+    PodScrape,
     RouterScrape,
     Scrapes,
 )
@@ -48,7 +50,7 @@ def keda_args(settings: Settings, provider: k8s.Provider, project_api: gcp.proje
         namespace=keda.namespace,
         chart=keda.chart,
         version=keda.version,
-        values=chart_values(keda, keda_chart_values(keda)),
+        values=chart_values(keda, keda_chart_values(keda, settings.observability.scrapes)),
         provider=provider,
     )
     if project_api is not None:
@@ -138,7 +140,8 @@ def queues_args(
         tpu_quota=tpu_quota(settings),
         cpu_quota=q.cpu_quota,
         memory_quota=q.memory_quota,
-        priorities=dict(q.priorities),
+        # With burst slots, their derived class too (components/model/serving/burst.py).
+        priorities={**q.priorities, **({burst.name: burst.value} if (burst := settings.burst_priority()) else {})},
         queued_workloads=queued_workloads(settings),
         provider=provider,
         kueue=kueue,
@@ -154,8 +157,10 @@ def observability_args(
     router: k8s.helm.v4.Chart | None,
     monitoring_api: pulumi.CustomResource | None,
     leader_sets: dict[str, tuple[str, pulumi.Resource]] | None = None,
+    keda: HelmAddon | None = None,
 ) -> ObservabilityArgs:
-    """`leader_sets`: each serving role's current LeaderWorkerSet, its name and resource (with serving)."""
+    """`leader_sets`: each serving role's current LeaderWorkerSet, its name and resource (with serving); `keda`:
+    KEDA's chart, when installed."""
     o = settings.observability
     args = ObservabilityArgs(
         project=settings.project,
@@ -180,11 +185,21 @@ def observability_args(
                 service_account=monitoring.epp_service_account(settings),
             )
         if settings.serving.enabled:
+            slots = settings.burst_slots()
             for role in settings.serving.roles():
                 selector, port = leader_metrics_target(model_server_args(settings), role)
-                scrapes["vllm_leaders"][role] = LeaderScrape(
-                    job=monitoring.vllm_job(settings, role), selector=selector, port=port
-                )
+                leaders = PodScrape(job=monitoring.vllm_job(settings, role), selector=selector, port=port)
+                if role in slots:  # the slot's number, which its queries read
+                    leaders["target_labels"] = leader_target_labels()
+                scrapes["vllm_leaders"][role] = leaders
+        if keda is not None:
+            scrapes["keda"] = PodScrape(
+                job=OPERATOR_JOB,
+                selector={"app": OPERATOR_APP},
+                port=OPERATOR_METRICS_PORT,
+                namespace=keda.namespace.metadata.name,
+                after=[keda.chart],
+            )
         args["scrapes"] = scrapes
     if o.has_dashboard:
         args["dashboard_json"] = dashboard.dashboard_json(settings)
@@ -195,7 +210,7 @@ def observability_args(
             for role, (name, _) in sets.items()
         }
         args["metric_alerts"] = []
-        for r in monitoring.alert_rules(settings, current):
+        for r in [*monitoring.alert_rules(settings, current), *BurstSignals(settings).alert_rules()]:
             alert = MetricAlert(
                 key=r.key,
                 display_name=r.display_name,
@@ -332,4 +347,42 @@ def serving_args(
         args["project_api"] = project_api
     if storage_api is not None:
         args["storage_api"] = storage_api
+    return args
+
+
+def burst_args(
+    settings: Settings,
+    *,
+    floors: dict[str, ServingRoleArgs],
+    queue_labels: dict[str, pulumi.Input[str]],
+    serving: ServingArgs,
+    service_account: pulumi.Input[str],
+    hf_secret: pulumi.Input[str] | None,
+    model_servers_wait_for: list[Any],
+    keda_ready: list[Any],
+) -> BurstSlotsArgs:
+    """The burst slots of every role with autoscaling: `floors`, the roles' floor LeaderWorkerSets; `queue_labels`,
+    the admission labels at the burst priority."""
+    signals, burst = BurstSignals(settings), settings.burst_priority()
+    assert burst is not None  # only with slots
+    roles = {
+        role: BurstRoleArgs(floor=floors[role], queries=[signals.slot_query(role, k) for k in range(1, n + 1)])
+        for role, n in settings.burst_slots().items()
+    }
+    args = BurstSlotsArgs(
+        project=settings.project,
+        namespace=serving["namespace"],
+        model_server=serving["model_server"],
+        roles=roles,
+        priority=burst.name,
+        queue_labels=queue_labels,
+        polling_seconds=signals.pacing.polling_seconds,
+        cooldown_seconds=signals.pacing.cooldown_seconds,
+        service_account=service_account,
+        provider=serving["provider"],
+        model_servers_wait_for=model_servers_wait_for,
+        keda_ready=keda_ready,
+    )
+    if hf_secret is not None:
+        args["hf_secret"] = hf_secret
     return args

@@ -9,7 +9,6 @@ import pulumi_kubernetes as k8s
 
 from components.addons import HelmAddon, HelmAddonArgs
 from components.component import Component
-from components.kubernetes_object import KubernetesObject
 from components.model.addons.keda import METRICS_READER_ROLE, OPERATOR_KSA
 from components.serving import workload_identity_principal
 
@@ -34,9 +33,9 @@ class KedaArgs(TypedDict):
 
 
 class Keda(Component):
-    """KEDA's chart and the operator's role on the project. Every KEDA object of the program waits for `ready`, so
-    that `pulumi destroy` deletes the ScaledObjects and TriggerAuthentications while the operator that holds their
-    finalizer still runs, and before the chart's CRDs."""
+    """KEDA's chart and the operator's role on the project. Every KEDA object of the program waits for `ready`
+    (components/burst_slots.py), so that `pulumi destroy` deletes the ScaledObjects and TriggerAuthentications while
+    the operator that holds their finalizer still runs, and before the chart's CRDs."""
 
     def __init__(self, name: str, args: KedaArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:keda:Keda", name, opts)
@@ -48,7 +47,6 @@ class Keda(Component):
             values=args["values"],
             provider=args["provider"],
         )
-        self.provider = args["provider"]
         self.addon = HelmAddon(name, addon, self.child())
         project_api = args.get("project_api")
         number = gcp.organizations.get_project_output(
@@ -68,11 +66,3 @@ class Keda(Component):
         # operator's read access, so that its first queries are not refused.
         self.ready: list[pulumi.Resource] = [self.addon.chart, self.metrics_reader]
         self.register_outputs({"namespace": namespace, "metricsReader": self.metrics_reader.member})
-
-    def declare(
-        self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions | None = None
-    ) -> KubernetesObject:
-        """A TriggerAuthentication or ScaledObject (components/model/addons/keda.py builds them) through the cluster's
-        provider, after `ready`: created once KEDA serves its CRDs, deleted while its operator runs."""
-        own = pulumi.ResourceOptions(provider=self.provider, depends_on=self.ready)
-        return KubernetesObject(name, manifest, pulumi.ResourceOptions.merge(opts, own))

@@ -89,13 +89,19 @@ class RouterScrape(TypedDict):
     """The endpoint picker's service account, granted the token reviews its /metrics checks."""
 
 
-class LeaderScrape(TypedDict):
+class PodScrape(TypedDict):
     job: str
-    """The role's Managed Prometheus job."""
+    """The Managed Prometheus job (the PodMonitoring's name)."""
     selector: dict[str, str]
-    """The labels selecting exactly the role's leaders."""
+    """The labels selecting exactly the pods scraped."""
     port: str
-    """The named port vLLM serves /metrics on."""
+    """The named port the pods serve /metrics on, over plain HTTP."""
+    target_labels: NotRequired[dict[str, Any]]
+    """The PodMonitoring's `targetLabels` (pod labels copied into every series); none: GMP's default."""
+    namespace: NotRequired[pulumi.Input[str]]
+    """The pods' namespace; none: the workload namespace."""
+    after: NotRequired[list[Any]]
+    """What the scrape object waits for (a chart that declares the pods and their port)."""
 
 
 class Scrapes(TypedDict):
@@ -107,8 +113,10 @@ class Scrapes(TypedDict):
     """The namespace of the router and the model servers."""
     router: NotRequired[RouterScrape]
     """The router's endpoint picker, with serving."""
-    vllm_leaders: dict[str, LeaderScrape]
+    vllm_leaders: dict[str, PodScrape]
     """The vLLM leaders of each serving role."""
+    keda: NotRequired[PodScrape]
+    """KEDA's operator, with burst slots (its query errors and which slots it wants on)."""
 
 
 class _Alert(TypedDict):
@@ -180,12 +188,15 @@ class Observability(Component):
             router = scrapes.get("router")
             if router is not None:
                 self._scrape_router(name, router, interval, provider, namespace)
-            for role, leaders in scrapes["vllm_leaders"].items():
-                endpoint = {"port": leaders["port"], "path": "/metrics", "interval": interval}
-                self.pod_monitorings[role] = KubernetesObject(
-                    f"{name}-{role}-leaders",
-                    pod_monitoring(leaders["job"], namespace, leaders["selector"], endpoint),
-                    self.child(provider=provider),
+            plain = {f"{role}-leaders": scrape for role, scrape in scrapes["vllm_leaders"].items()}
+            for key, scrape in {**plain, **({"keda-operator": scrapes["keda"]} if "keda" in scrapes else {})}.items():
+                endpoint = {"port": scrape["port"], "path": "/metrics", "interval": interval}
+                where = scrape.get("namespace", namespace)
+                monitor = pod_monitoring(scrape["job"], where, scrape["selector"], endpoint)
+                if "target_labels" in scrape:
+                    monitor["spec"]["targetLabels"] = scrape["target_labels"]
+                self.pod_monitorings[key.removesuffix("-leaders")] = KubernetesObject(
+                    f"{name}-{key}", monitor, self.child(provider=provider, depends_on=scrape.get("after", []))
                 )
         project = args["project"]
         dashboard_json = args.get("dashboard_json")

@@ -249,6 +249,7 @@ class Serving(Component):
             self.weights_download = WeightsDownload(f"{name}-weights", download, self.child())
         filled = [self.weights_download.job] if self.weights_download else []
         before_pods = [*args["model_servers_wait_for"], *self.bucket_iam, *filled]
+        self.model_servers_wait_for = before_pods  # what every model server waits for, burst slots too
         # A change of a role's pod shape, replicas, priority or queue renames its LWS
         # (components/model/serving/rollout.py), and a renamed object is a replacement. With room for new groups beside
         # the old ones, Pulumi creates the new LWS, waits (its leaders-ready patch, below) until `wait_for` of its

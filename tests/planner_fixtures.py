@@ -27,14 +27,18 @@ def run_plan(*overrides: dict[str, Any]) -> Plan:
     return planner.plan(settings(*overrides))
 
 
+KEDA = {"addons": {"keda": {"enabled": True}}}  # what scales the burst slots: required with autoscaling
+
+
 def elastic(role: str, max_groups: int | None) -> dict[str, Any]:
-    """Autoscaling on for `role`, up to `max_groups` groups (None: maxGroups unset)."""
+    """Autoscaling on for `role`, up to `max_groups` groups (None: maxGroups unset), and KEDA."""
     autoscaling: dict[str, Any] = {"enabled": True}
     if max_groups is not None:
         autoscaling["maxGroups"] = max_groups
-    return {"serving": {role: {"autoscaling": autoscaling}}}
+    return {"serving": {role: {"autoscaling": autoscaling}}, **KEDA}
 
 
 def both(prefill: int, decode: int) -> dict[str, Any]:
-    """Autoscaling on for both roles, up to these many groups each."""
-    return {"serving": {r: elastic(r, n)["serving"][r] for r, n in (("prefill", prefill), ("decode", decode))}}
+    """Autoscaling on for both roles, up to these many groups each, and KEDA."""
+    roles = (("prefill", prefill), ("decode", decode))
+    return {"serving": {r: elastic(r, n)["serving"][r] for r, n in roles}, **KEDA}

@@ -92,6 +92,23 @@ def test_both_roles_slots_together_fit_the_quota() -> None:
     assert found[0].startswith(f"{P}:serving.decode.autoscaling.maxGroups = 9: both roles' burst slots together")
 
 
+def test_autoscaling_without_keda_or_the_scrapes_its_signal_reads_is_refused_in_one_error() -> None:
+    no_keda = {"addons": {"keda": {"enabled": False}}}
+    found = problems({**BASE, **both(6, 6), **no_keda, "observability": {"scraping": False}})
+    assert found == [
+        f"{P}:addons.keda.enabled = false: true while serving.prefill.autoscaling.enabled and "
+        "serving.decode.autoscaling.enabled are true: KEDA's operator turns the burst slots on and off (or set "
+        "autoscaling.enabled to false)",
+        f"{P}:observability.scraping = false: true while serving.prefill.autoscaling.enabled and "
+        "serving.decode.autoscaling.enabled are true: the burst slots' signal is the scraped vLLM and router metrics",
+    ]
+    found = problems({**BASE, **elastic("decode", 6), "observability": {"enabled": False}})
+    assert [f.split(" = ")[0] for f in found] == [f"{P}:observability.enabled"]
+    # Off, or with serving off, neither is needed.
+    settings({"serving": {"enabled": False}}, elastic("decode", 6), no_keda)
+    settings({"serving": {"decode": {"autoscaling": {"maxGroups": 6}}}})
+
+
 def test_model_load_within_the_startup_budget() -> None:
     found = problems({**BASE, "serving": {"modelLoadSeconds": 14401}})
     assert found == [

@@ -23,7 +23,7 @@ from components.model.observability import monitoring
 from components.model.observability.burst_signals import SLOT_TARGET_LABEL, BurstSignals, leader_target_labels
 from components.model.serving.burst import pacing
 from tests import conformance, upstream
-from tests.planner_fixtures import settings
+from tests.planner_fixtures import elastic, settings
 from tests.promql_eval import Evaluator, Series
 
 FORMATION_S = 120  # admission to a running leader pod (the Slice forms), within the 180 s bound the pacing assumes
@@ -61,9 +61,7 @@ class Burst:
 
     def __init__(self, role: str, demand: Callable[[float], float], **serving: object) -> None:
         self.role = role
-        self.s = settings(
-            {"serving": {role: {"replicas": 2, "autoscaling": {"enabled": True, "maxGroups": 5}}, **serving}}
-        )
+        self.s = settings(elastic(role, 5), {"serving": {role: {"replicas": 2}, **serving}})
         self.b = BurstSignals(self.s)
         self.p = self.b.pacing
         # Groups' worth of load at t: decode's KV cache the requests fill (at most 1 per serving leader: a full cache
@@ -213,7 +211,7 @@ def test_a_stopped_slot_waits_for_its_leader_to_drain_and_be_gone_before_it_turn
 
 
 def test_every_query_is_one_series_even_with_no_series_at_all() -> None:
-    s = settings({"serving": {"prefill": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    s = settings(elastic("prefill", 6))
     b = BurstSignals(s)
     ev = Evaluator(Series())
     for query in (
@@ -228,7 +226,7 @@ def test_every_query_is_one_series_even_with_no_series_at_all() -> None:
 
 
 def test_the_prefill_backlog_counts_only_serving_leaders_of_the_role() -> None:
-    s = settings({"serving": {"prefill": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    s = settings(elastic("prefill", 6))
     b = BurstSignals(s)
     series = Series()
     epp = {"cluster": s.cluster.name, "namespace": s.kueue.namespace, "job": monitoring.epp_job(s), "pod": "epp-x"}
@@ -253,7 +251,7 @@ def test_a_slots_scaledobject_parameters_validate_against_the_pinned_keda_crd(tm
     text = "\n".join(line for line in (base / KEDA_CRD).read_text().splitlines() if "{{" not in line)
     (tmp_path / "scaledobjects.yaml").write_text(text)
     registry = conformance.SchemaRegistry(tmp_path)
-    s = settings({"serving": {"decode": {"autoscaling": {"enabled": True, "maxGroups": 6}}}})
+    s = settings(elastic("decode", 6))
     scaler = BurstSignals(s).slot_scaler("decode", 2)
     p = pacing(s)
     assert scaler.cooldown_period == p.cooldown_seconds

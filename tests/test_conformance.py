@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import conformance
+from components.cli import charts
+from components.cli.render import redact
+from tests import conformance, upstream
 from tests.harness import Registration, Run, normalize, ok, run_program
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 
 def kubernetes_objects(run: Run) -> list[tuple[Registration, dict[str, Any]]]:
@@ -42,20 +44,24 @@ RUNS = {
     ),
     # Serving fills the one cube: its LWS roll delete-first and wait for the groups of the new set.
     "serving fills the reservation": (
-        {
-            f"{P}:tpu": {"cubes": 1},
-            f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
-            f"{P}:serving": {"terminationGracePeriodSeconds": 600},
-        },
+        merge(
+            FIXED_SERVING,
+            {
+                f"{P}:tpu": {"cubes": 1},
+                f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
+                f"{P}:serving": {"terminationGracePeriodSeconds": 600},
+            },
+        ),
         {},
     ),
+    # Slots of other shapes than dev's, one role's larger than a cube's eighth.
     "other shapes": (
         {
             f"{P}:tpu": {"cubes": 4, "cubeTopology": "4x4x4"},
             f"{P}:demos": {"subslicing": {"topology": "2x2x4", "replicas": 3}, "superslicing": {"topology": "4x8x8"}},
             f"{P}:serving": {
-                "prefill": {"topology": "2x2x1", "replicas": 2},
-                "decode": {"topology": "2x4x4", "replicas": 1},
+                "prefill": {"topology": "2x2x1", "replicas": 2, "autoscaling": {"maxGroups": 4}},
+                "decode": {"topology": "2x4x4", "replicas": 1, "autoscaling": {"maxGroups": 2}},
             },
         },
         {},
@@ -74,18 +80,35 @@ def run(request: pytest.FixtureRequest) -> Run:
 UNEVALUATED: dict[str, str] = {}
 
 
-def test_every_kubernetes_object_validates_strictly_and_passes_the_crd_cel_rules(run: Run) -> None:
+def with_chart_crds(run: Run, directory: Path) -> conformance.SchemaRegistry:
+    """The pinned CRDs and those the run's charts install (KEDA's, as Helm's engine renders its chart)."""
+    crds = [
+        o
+        for release in charts.releases(run.registrations, redact)
+        if release.resource == "keda-chart"
+        for o in charts.render_release(release).objects
+        if o["kind"] == "CustomResourceDefinition"
+    ]
+    (directory / "charts.yaml").write_text(yaml.safe_dump_all(crds))
+    return conformance.SchemaRegistry(
+        *conformance.crd_dirs(upstream.require("charts", *conformance.CRD_DIRS)), directory
+    )
+
+
+def test_every_kubernetes_object_validates_strictly_and_passes_the_crd_cel_rules(run: Run, tmp_path: Path) -> None:
     """Strictly against its schema; a custom object also through its CRD's x-kubernetes-validations, which
     kube-apiserver evaluates on create."""
     objects = kubernetes_objects(run)
     named = [(f"{obj['apiVersion']}/{obj['kind']} {reg.name}", obj) for reg, obj in objects]
-    failures, rejected, unevaluated, passed = conformance.check(named, conformance.require_registry())
+    failures, rejected, unevaluated, passed = conformance.check(named, with_chart_crds(run, tmp_path))
     assert (failures, rejected) == ({}, {})
     assert sorted(unevaluated) == sorted(UNEVALUATED), f"rules not evaluated: {unevaluated}"
     # Not vacuous: every kind the program declares was among them, and the kinds whose CRDs carry rules had them.
     kinds = {(obj["apiVersion"], obj["kind"]) for _, obj in objects}
     assert ("v1", "Namespace") in kinds and ("kueue.x-k8s.io/v1beta2", "Topology") in kinds
     assert {"Topology", "ClusterQueue", "ResourceFlavor"} <= passed
+    if ("keda.sh/v1alpha1", "ScaledObject") in kinds:  # the burst slots' (its CRD's one rule ran and held)
+        assert "ScaledObject" in passed
 
 
 def test_the_dev_stack_declares_every_expected_kind() -> None:
@@ -94,6 +117,8 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
     assert kinds == [
         "gateway.networking.k8s.io/v1/Gateway",
         "jobset.x-k8s.io/v1alpha2/JobSet",
+        "keda.sh/v1alpha1/ScaledObject",
+        "keda.sh/v1alpha1/TriggerAuthentication",
         "kueue.x-k8s.io/v1beta2/AdmissionCheck",
         "kueue.x-k8s.io/v1beta2/ClusterQueue",
         "kueue.x-k8s.io/v1beta2/LocalQueue",
@@ -102,8 +127,8 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
         "kueue.x-k8s.io/v1beta2/WorkloadPriorityClass",
         "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet",
         "monitoring.googleapis.com/v1/PodMonitoring",
-        "policy/v1/PodDisruptionBudget",
         "networking.k8s.io/v1/NetworkPolicy",
+        "policy/v1/PodDisruptionBudget",
         "rbac.authorization.k8s.io/v1/ClusterRole",
         "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
         "rbac.authorization.k8s.io/v1/Role",

@@ -11,24 +11,22 @@ import json
 import re
 from typing import Any
 
-import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
 from components.cli import charts, diff
 from components.cli.render import redact
-from components.keda import Keda, KedaArgs
 from components.model.addons import keda as model
 from components.model.config.checks import ConfigError
 from components.model.diff import kubernetes
 from components.model.keys import METADATA_SERVER_LABEL
 from tests import conformance, planner_fixtures, upstream
-from tests.harness import CHART, PROJECT_NUMBER, Run, declare, ok
+from tests.harness import CHART, PROJECT_NUMBER, Run, ok
 from tests.stack_config import OPT_IN_ADDONS, P, dev_settings, set_arguments
 
 KEDA = "gke-tpu-slicing:keda:Keda"
 IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+TRIGGER_AUTHENTICATION = f"kubernetes:{model.KEDA_API}:TriggerAuthentication"
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +75,10 @@ def crds(objects: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
 # ------------------------------------------------------------------------------------------------- the switch
 
 
-def test_no_stack_file_installs_keda(dev: Run, staging: Run, prod: Run) -> None:
-    for run in (dev, staging, prod):
-        assert [r.name for r in run.registrations if "keda" in r.name or r.type == KEDA] == []
+def test_keda_is_installed_where_a_role_autoscales_and_nowhere_else(dev: Run, staging: Run, prod: Run) -> None:
+    for run in (dev, staging):
+        assert len(run.of_type(KEDA)) == 1 and run.get(CHART, "keda-chart")
+    assert [r.name for r in prod.registrations if "keda" in r.name or r.type == KEDA] == []
 
 
 def test_keda_is_the_pinned_chart_of_its_helm_repository(keda_run: Run) -> None:
@@ -306,28 +305,12 @@ def test_the_change_preview_updates_keda_objects_in_place(crds: conformance.Sche
         assert kubernetes.FACTS[f"kubernetes:{model.KEDA_API}:{kind}"] == (), kind
 
 
-def test_keda_objects_wait_for_the_chart_and_the_operators_access() -> None:
+def test_keda_objects_wait_for_the_chart_and_the_operators_access(dev: Run) -> None:
     """`pulumi destroy` deletes in reverse dependency order: an object that depends on the chart and the role goes
     first, while the operator that removes its finalizer.keda.sh still runs."""
-    made: dict[str, Any] = {}
-
-    def body() -> None:
-        provider = k8s.Provider("cluster")
-        args = KedaArgs(
-            project="my-project-123",
-            workload_pool="my-project-123.svc.id.goog",
-            namespace="keda",
-            chart="https://kedacore.github.io/charts/keda",
-            version="2.20.2",
-            values={},
-            provider=provider,
-        )
-        keda = Keda("keda", args)
-        made["so"] = keda.declare("slot", slot(), pulumi.ResourceOptions(depends_on=[provider]))
-
-    registrations = {r.name: r for r in declare(body)}
-    so = registrations["slot"]
-    assert so.type == "kubernetes:keda.sh/v1alpha1:ScaledObject" and so.inputs["spec"]["maxReplicaCount"] == 1
-    assert {registrations["keda-chart"].urn, registrations["keda-metrics-reader"].urn} <= set(so.dependencies)
-    assert registrations["cluster"].urn in set(so.dependencies)  # the caller's own depends_on kept
-    assert so.provider.startswith(registrations["cluster"].urn)
+    ready = {dev.get(CHART, "keda-chart").urn, dev.get(IAM_MEMBER, "keda-metrics-reader").urn}
+    (provider,) = dev.of_type("pulumi:providers:kubernetes")
+    objects = [*dev.of_type(f"kubernetes:{model.KEDA_API}:ScaledObject"), *dev.of_type(TRIGGER_AUTHENTICATION)]
+    assert len(objects) == 5  # a ScaledObject per slot, one TriggerAuthentication
+    for obj in objects:
+        assert ready <= set(obj.dependencies) and obj.provider.startswith(provider.urn), obj.name

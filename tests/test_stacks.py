@@ -19,7 +19,7 @@ from components.model.config.settings import ConfigError, load
 from components.model.tpu.geometry import Topology, system
 from tests.graph_queries import inputs_of, tpu_pools
 from tests.harness import CLUSTER, JOBSET, LWS, POOL, Mocks, Run, contains_secret, is_secret, ok, run_program
-from tests.stack_config import CLOCK, ROOT, STACKS, P, placeholders, stack_file_config
+from tests.stack_config import CLOCK, ROOT, STACKS, P, placeholders, stack_file_config, stack_settings
 
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 NETWORK = "gcp:compute/network:Network"
@@ -94,7 +94,7 @@ def test_every_node_runs_as_the_dedicated_service_account(stack: tuple[str, Run]
         assert not node_config["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
     assert account.inputs["accountId"] == run.get(CLUSTER, "cluster-gke").inputs["name"] + "-nodes"
     # Least privilege: the one role GKE's nodes need, granted before any pool starts.
-    (binding,) = run.of_type("gcp:projects/iAMMember:IAMMember")
+    (binding,) = [m for m in run.of_type("gcp:projects/iAMMember:IAMMember") if m.inputs["member"].endswith(email)]
     assert (binding.inputs["role"], binding.inputs["member"]) == (
         "roles/container.defaultNodeServiceAccount",
         f"serviceAccount:{email}",
@@ -210,7 +210,13 @@ def test_dev_is_the_codelab_sized_stack() -> None:
     run = run_program(stack="dev")
     assert len(tpu_pools(run)) == 2
     # serving and the sub-slicing demo; the super-slicing demo is the tour's own step (docs/stacks.md)
-    assert [j.name for j in run.of_type(JOBSET)] == ["subslicing-jobset"] and len(run.of_type(LWS)) == 2
+    assert [j.name for j in run.of_type(JOBSET)] == ["subslicing-jobset"]
+    # Each role's floor and its 2 burst slots, which preempt the demo for their slices under load.
+    assert sorted(w.name for w in run.of_type(LWS)) == [
+        *(f"burst-{role}-{k}" for role in ("decode", "prefill") for k in (1, 2)),
+        "serving-decode",
+        "serving-prefill",
+    ]
     cluster = run.get(CLUSTER, "cluster-gke")
     assert cluster.inputs["deletionProtection"] is False and cluster.protect is False
 
@@ -219,13 +225,24 @@ def test_dev_is_the_codelab_sized_stack() -> None:
 def test_staging_and_prod_serve_only_and_are_protected(name: str) -> None:
     run = ok(stack=name)
     assert run.of_type(JOBSET) == [], "no demo JobSets competing for the cubes"
-    assert len(run.of_type(LWS)) == 2
+    assert sorted(w.name for w in run.of_type(LWS) if w.name.startswith("serving-")) == [
+        "serving-decode",
+        "serving-prefill",
+    ]
     cluster = run.get(CLUSTER, "cluster-gke")
     assert cluster.inputs["deletionProtection"] is True
     assert cluster.protect and all(p.protect for p in run.of_type(POOL))
     assert len(tpu_pools(run)) > stack_value("dev", "tpu", "cubes")
     # Serving's sub-slices run on a version GKE documents for them (dev keeps the codelab's, with a warning).
     assert [msg for level, msg in run.logs if level == "warn" and "cluster.version" in msg] == []
+
+
+def test_elastic_serving_is_on_in_dev_and_staging_and_off_in_prod_until_measured() -> None:
+    """dev: the tour (slots preempt the demo); staging: prod's floors scaled to its cubes, where the pacing soaks and
+    the model's load time is measured; prod: fixed groups until then (docs/stacks.md)."""
+    slots = {name: stack_settings(name).burst_slots() for name in ("dev", "staging", "prod")}
+    assert slots == {"dev": {"prefill": 2, "decode": 2}, "staging": {"prefill": 4, "decode": 4}, "prod": {}}
+    assert [name for name in slots if stack_settings(name).addons.keda.enabled] == ["dev", "staging"]
 
 
 def test_staging_runs_what_prod_runs() -> None:

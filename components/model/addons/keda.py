@@ -53,6 +53,11 @@ SLOT_REPLICAS = (0, 1)
 """A slot's min and max replicas: the range KEDA's operator alone scales (the module docstring)."""
 # The chart's Deployment selectors (`app: <operator.name>`, `app: <webhooks.name>`, values.yaml defaults).
 OPERATOR_APP, WEBHOOKS_APP = "keda-operator", "keda-admission-webhooks"
+# The operator's Prometheus metrics (its scalers' errors and activity, kedacore/keda@68a5b502
+# pkg/metricscollector/prommetrics.go:35-88): plain HTTP on the container port named `metrics` once
+# `prometheus.operator.enabled` (templates/manager/deployment.yaml:104-106, 144-148; without it the operator binds
+# none, cmd/operator/main.go:191-193). The program's PodMonitoring of it is this job.
+OPERATOR_METRICS_PORT, OPERATOR_JOB = "metrics", "keda-operator"
 # LeaderWorkerSets are the one kind KEDA scales here: the chart renders `<kind>/scale` read-write and `<kind>` get
 # for each entry, where `kind` is the RBAC resource name (charts templates/manager/clusterrole.yaml:69-90).
 SCALED_REF_KINDS = ({"apiGroup": LWS_GROUP, "kind": "leaderworkersets"},)
@@ -74,9 +79,10 @@ def _spread(app: str) -> list[dict[str, Any]]:
     ]
 
 
-def keda_chart_values(keda: KedaAddon) -> dict[str, Any]:
+def keda_chart_values(keda: KedaAddon, scraped: bool) -> dict[str, Any]:
     """The values the program sets on KEDA's chart beside the operator's resources (components/addons.py
-    chart_values puts those at `resources.operator`). Why each, in the chart's terms:
+    chart_values puts those at `resources.operator`); `scraped`: Managed Prometheus scrapes the operator's metrics
+    (`prometheus.operator.enabled`, OPERATOR_METRICS_PORT). Why each, in the chart's terms:
 
     * `metricsServer.enabled: false`: no `v1beta1.external.metrics.k8s.io` APIService (templates/metrics-server/
       apiservice.yaml:1). A slot's HPA never scales (the module docstring); with an aggregated API registered, its
@@ -118,6 +124,8 @@ def keda_chart_values(keda: KedaAddon) -> dict[str, Any]:
         "image": {"pullPolicy": "IfNotPresent"},
         "resources": {"webhooks": resources},
     }
+    if scraped:  # read by the burst slots' alerts; the chart's own PodMonitor and ServiceMonitor stay off
+        values["prometheus"] = {"operator": {"enabled": True}}
     if keda.replicas >= 2:
         values["podDisruptionBudget"] = {"operator": {"minAvailable": 1}, "webhooks": {"minAvailable": 1}}
         values["topologySpreadConstraints"] = {"operator": _spread(OPERATOR_APP), "webhooks": _spread(WEBHOOKS_APP)}

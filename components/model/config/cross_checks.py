@@ -295,6 +295,37 @@ class CrossChecks:
             return [SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")]
         return []
 
+    def _check_burst_needs(self: Settings) -> list[SettingError]:
+        """Burst slots need KEDA (its operator scales them) and the scrapes their signal reads: autoscaling without
+        either would declare slots nothing ever turns on. Refused rather than derived: KEDA is a cluster-wide
+        add-on with a role on the project, installed and removed by its own key."""
+        slots = self.burst_slots()
+        if not slots:
+            return []
+        which = " and ".join(f"serving.{role}.autoscaling.enabled" for role in slots)
+        which += " are" if len(slots) > 1 else " is"
+        out = []
+        if not self.addons.keda.enabled:
+            out.append(
+                SettingError(
+                    "addons.keda.enabled",
+                    False,
+                    f"true while {which} true: KEDA's operator turns the burst slots on and off (or set "
+                    "autoscaling.enabled to false)",
+                )
+            )
+        o = self.observability
+        if not o.scrapes:
+            key = "observability.scraping" if o.enabled else "observability.enabled"
+            out.append(
+                SettingError(
+                    key,
+                    False,
+                    f"true while {which} true: the burst slots' signal is the scraped vLLM and router metrics",
+                )
+            )
+        return out
+
     def _check_burst_bounds(self: Settings) -> list[SettingError]:
         """Burst slots the TPU quota could never admit are refused: each role's slots fit the quota left by every
         workload a slot cannot preempt (priority at or above the burst priority: the floors, and demos that high),

@@ -139,6 +139,7 @@ class Settings(CrossChecks, Model):
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
         (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_burst_bounds"),
+        (frozenset({"serving", "addons", "observability"}), "_check_burst_needs"),
         (frozenset({"demos", "serving", "require_image_digests"}), "_check_image_digests"),
     )
 

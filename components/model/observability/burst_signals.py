@@ -31,9 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.model.config.settings import Settings
+from components.model.addons.keda import OPERATOR_JOB
+from components.model.config.checks import LWS_REVISION_LEN
+from components.model.config.settings import PROJECT, Settings
 from components.model.keys import BURST_SLOT_LABEL
-from components.model.observability.monitoring import RATE_WINDOW, Queries
+from components.model.observability.monitoring import RATE_WINDOW, AlertRule, Queries
 from components.model.serving.burst import Pacing, pacing
 
 # The target label the vLLM leaders' PodMonitoring copies from the pod label components.model.keys.BURST_SLOT_LABEL
@@ -47,6 +49,13 @@ KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
 # The endpoint picker names an endpoint after its pod and the index of its target port.
 ENDPOINT_POD = "(.+)-rank-[0-9]+"
 PREEMPTED = "Preempted"  # kueue v0.17.4 apis/kueue/v1beta2/workload_types.go:1012 WorkloadEvictedByPreemption
+# KEDA's operator, per ScaledObject (kedacore/keda@68a5b502 pkg/metricscollector/prommetrics.go:35, :61-68, :78-86):
+# whether its trigger is active at the last poll (pkg/scaling/scale_handler.go:1033), and the errors of its queries,
+# a counter set to 0 at the first good poll (prommetrics.go:266-277, scale_handler.go:1042). Its `namespace` label
+# meets the target's own and is kept as `exported_namespace` (Prometheus' honor_labels: false): the program selects
+# its ScaledObjects by name.
+KEDA_ACTIVE, KEDA_ERRORS = "keda_scaler_active", "keda_scaler_detail_errors_total"
+KEDA_FAILING_S = 600  # KEDA holds every slot as it is while it cannot query: tolerated for two rate windows
 
 
 def leader_target_labels() -> dict[str, list[dict[str, str]]]:
@@ -134,13 +143,6 @@ class BurstSignals:
         """Groups whose leader serves (its vLLM answers /metrics)."""
         return _one(f"count({self._fresh(self.leaders(role))} == 1)")
 
-    def slot_evictions(self) -> str:
-        """Burst slots evicted by Kueue over the rate window, by reason (a preempted slot requeues)."""
-        burst = self.s.burst_priority()
-        name = burst.name if burst else ""
-        metric = self.q.kueue("kueue_evicted_workloads_total", priority_class=name)
-        return f"sum by (reason) (increase({metric}[{RATE_WINDOW}]))"
-
     # -- one slot ------------------------------------------------------------------------------
     def slot_query(self, role: str, slot: int) -> str:
         """1 while slot `slot` (1-based) of `role` should run, else 0: the KEDA trigger of that slot.
@@ -190,3 +192,86 @@ class BurstSignals:
         """The ScaledObject parameters of slot `slot` of `role`."""
         p = self.pacing
         return SlotScaler(self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds)
+
+    # -- what the dashboard shows and the alerts watch -------------------------------------------------------------
+    def slot_evictions(self) -> str:
+        """Burst slots Kueue evicted, by reason (a preempted slot requeues): the panel's and the alert's count."""
+        burst = self.s.burst_priority()
+        return self.q.evicted(priority_class=burst.name if burst else "")
+
+    def keda(self, metric: str, role: str | None = None) -> str:
+        """A metric of KEDA's operator about the ScaledObjects of `role`'s slots (every role's without one)."""
+        roles = [role] if role else list(self.s.burst_slots())
+        names = "|".join(self.s.lws_name(r) for r in roles)
+        labels = f'cluster="{self.q.cluster}",namespace="{self.s.addons.keda.namespace}",job="{OPERATOR_JOB}"'
+        return f'{metric}{{{labels},scaledObject=~"({names})-[0-9a-f]{{{LWS_REVISION_LEN}}}"}}'
+
+    def unplaced_slots(self, role: str) -> str:
+        """Slots KEDA wants on (their trigger active) whose leader does not run: not admitted, or still forming.
+        A slot's ScaledObject has its LeaderWorkerSet's name, and the leader pod is `<name>-0` (LWS names its
+        leaders' StatefulSet after itself: sigs.k8s.io/lws v0.8.0 pkg/controllers/leaderworkerset_controller.go:760)."""
+        wanted = f'label_replace({self.keda(KEDA_ACTIVE, role)} == 1, "pod", "$1-0", "scaledObject", "(.+)")'
+        return f"count({wanted} unless on (pod) {self._fresh(self.leaders(role))})"
+
+    def keda_failing(self) -> str:
+        """KEDA cannot scale the slots: its queries fail, or no operator answers its scrape."""
+        errors = f"sum(increase({self.keda(KEDA_ERRORS)}[{RATE_WINDOW}])) > 0"
+        up = f'up{{cluster="{self.q.cluster}",namespace="{self.s.addons.keda.namespace}",job="{OPERATOR_JOB}"}}'
+        return f"({errors}) or on () ({_one(f'sum({self._fresh(up)})')} < 1)"
+
+    def alert_rules(self) -> list[AlertRule]:
+        """The alerts of elastic serving: none without burst slots."""
+        slots, burst = self.s.burst_slots(), self.s.burst_priority()
+        if not slots or burst is None:
+            return []
+        cluster, p = self.s.cluster.name, self.pacing
+        rules = [
+            AlertRule(
+                f"{role}-burst-slots-not-admitted",
+                f"{cluster}: {role} burst slots wanted but not admitted ({self.s.lws_name(role)})",
+                f"({self.unplaced_slots(role)}) > 0",
+                p.slot_start_seconds,
+                "serving.modelLoadSeconds",
+                "WARNING",
+                f"KEDA has wanted a {role} burst slot on for longer than a slot takes to start, and its leader does "
+                "not run: the reservation is full (everything left runs at or above the burst priority "
+                f"{burst.name}), or a higher priority holds the room. The load waits on the groups that run. "
+                "`python -m components plan` shows what the slots preempt; `kubectl get workloads -n "
+                f"{self.s.kueue.namespace}` shows the slot's pending Workload and why.",
+                threshold=f"a slot's start: 180 s for its Slice to form plus `{PROJECT}:serving.modelLoadSeconds` "
+                f"({self.s.serving.model_load_seconds} s), {p.slot_start_seconds} s",
+            )
+            for role in slots
+        ]
+        preempted = f"sum({self.q.evicted(priority_class=burst.name, reason=PREEMPTED)}) > 0"
+        rules.append(
+            AlertRule(
+                "burst-slot-preempted",
+                f"{cluster}: a burst slot was preempted",
+                preempted,
+                0,
+                None,
+                "WARNING",
+                "Kueue preempted a burst slot for a higher priority (a floor's group that requeued, a rollout's new "
+                "floor, or another team's workload): the slot's group is requeued, and its Slices stay held by its "
+                "gated pod until the slot turns off, while the preemptor waits for them. If the slot stays wanted, "
+                "turn it off yourself: `kubectl annotate scaledobject -n "
+                f"{self.s.kueue.namespace} <slot> autoscaling.keda.sh/paused-replicas=0`, then remove the annotation "
+                "once the preemptor runs.",
+            )
+        )
+        rules.append(
+            AlertRule(
+                "keda-scaling-fails",
+                f"{cluster}: KEDA cannot scale the burst slots",
+                self.keda_failing(),
+                KEDA_FAILING_S,
+                None,
+                "WARNING",
+                "KEDA's queries of the burst slots fail, or no KEDA operator answers: KEDA then holds every slot as "
+                "it is, so no slot turns on for more load, and none turns off to give batch its slices back. "
+                f"`kubectl describe scaledobject -n {self.s.kueue.namespace}` shows the error (KEDAScalerFailed).",
+                threshold=f"{KEDA_FAILING_S} s of failures (KEDA polls every {self.pacing.polling_seconds} s)",
+            )
+        )
+        return rules

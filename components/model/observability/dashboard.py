@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.model.config.settings import PROJECT, Settings
+from components.model.observability.burst_signals import BurstSignals
 from components.model.observability.monitoring import (
     EVICTION_WINDOW,
     RATE_WINDOW,
@@ -111,6 +112,7 @@ def rows(settings: Settings) -> list[Row]:
                     ),
                 )
             )
+        out += elastic_rows(settings)
         e2e = q.epp("inference_extension_scheduler_e2e_duration_seconds_bucket")
         out.append(
             Row(
@@ -134,6 +136,28 @@ def rows(settings: Settings) -> list[Row]:
             )
         )
     return out
+
+
+TARGET_KEYS = {"prefill": "backlogSeconds", "decode": "kvCacheUsage"}
+
+
+def elastic_rows(settings: Settings) -> list[Row]:
+    """With burst slots: per role, its groups (desired by the load, admitted with a running leader, ready) and its
+    load per ready group against the target; the slots' evictions by reason (a preempted slot requeues)."""
+    slots = settings.burst_slots()
+    if not slots:
+        return []
+    b = BurstSignals(settings)
+    charts: list[Chart] = []
+    for role in slots:
+        groups = (("desired", b.desired_groups(role)), ("admitted", b.running_groups(role)))
+        charts.append(Chart(f"{role}: groups desired, admitted, ready", (*groups, ("ready", b.ready_groups(role)))))
+        per_group = f"{b.load(role)} / clamp_min({b.ready_groups(role)}, 1)"
+        key = f"serving.{role}.autoscaling.{TARGET_KEYS[role]}"
+        charts.append(Chart(f"{role}: load per ready group", (("load", per_group),), "", b.target(role), key))
+    charts.append(chart(f"Burst slot evictions by reason (last {EVICTION_WINDOW})", b.slot_evictions()))
+    subtitle = "Burst slots: groups per role, the load against its target, evictions (a preempted slot requeues)"
+    return [Row("Elastic serving", subtitle, tuple(charts))]
 
 
 def _chart_widget(chart: Chart) -> dict[str, Any]:

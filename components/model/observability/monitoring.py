@@ -48,6 +48,7 @@ _KUEUE = "kubernetes-sigs/kueue pkg/metrics/metrics.go@v0.17.4"
 _VLLM = "vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger, the image's vLLM >= 0.11)"
 _EPP = "llm-d/llm-d-router pkg/epp/metrics/metrics.go@v0.10.0 (71f4f099)"
 _GKE = "https://cloud.google.com/monitoring/api/metrics_kubernetes (TPU system metrics)"
+_KEDA = "kedacore/keda pkg/metricscollector/prommetrics.go@v2.20.2 (68a5b502)"
 # Every metric a query names, and where its name comes from (tests check that no query names another).
 METRIC_SOURCES = {
     "kueue_pending_workloads": _KUEUE,
@@ -71,6 +72,8 @@ METRIC_SOURCES = {
     "kubernetes.io/node/accelerator/tensorcore_utilization": _GKE,
     "kubernetes.io/container/accelerator/duty_cycle": _GKE,
     "up": "GoogleCloudPlatform/prometheus-engine@v0.17.2",
+    "keda_scaler_active": _KEDA,  # the burst slots' alerts (components/model/observability/burst_signals.py)
+    "keda_scaler_detail_errors_total": _KEDA,
 }
 RATE_WINDOW = "5m"
 KUEUE_JOB = "kueue-controller-metrics"
@@ -279,10 +282,10 @@ class AlertRule:
     after_set: str | None = None
 
     def documentation(self) -> str:
-        if self.config_key is None:
-            return f"{self.explanation}\n\nNo threshold: it fires on the first match."
         if self.threshold is not None:
             return f"{self.explanation}\n\nThreshold: {self.threshold}."
+        if self.config_key is None:
+            return f"{self.explanation}\n\nNo threshold: it fires on the first match."
         return (
             f"{self.explanation}\n\n"
             f"Threshold: `{PROJECT}:{self.config_key}` = {self.seconds // 60} minutes "
