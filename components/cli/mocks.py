@@ -131,19 +131,31 @@ class FakeReservation:
         return {"name": args.get("name"), "nodePools": self.cluster_pools, **running}
 
 
-def list_bucket(buckets: dict[str, list[str]] | None, args: dict[str, Any]) -> dict[str, Any]:
+def list_bucket(buckets: dict[str, list[str] | None] | None, args: dict[str, Any]) -> dict[str, Any]:
     """The listing of a bucket in the provider's result shape (pulumi_gcp.storage.GetBucketObjectsResult).
 
     `buckets` None: offline nothing is read, so every prefix holds a model (config.json and one shard); a bucket
-    missing from `buckets` answers as the API does for a bucket that does not exist.
+    missing from `buckets` answers as the API does for a bucket that does not exist, one mapped to None as it does
+    for a caller without storage.objects.list (components/preflight.py NO_SUCH_BUCKET).
     """
     bucket, prefix = args.get("bucket", ""), args.get("prefix", "")
+    listed = (buckets or {}).get(bucket)
     if buckets is None:
         names = [f"{prefix}config.json", f"{prefix}model-00001-of-00001.safetensors"]
     elif bucket not in buckets:
-        raise InvokeError(WEIGHTS_LIST, "googleapi: Error 404: The specified bucket does not exist., notFound")
+        raise InvokeError(
+            WEIGHTS_LIST,
+            "Error retrieving bucket objects: googleapi: Error 404: The specified bucket does not exist., notFound",
+        )
+    elif listed is None:
+        raise InvokeError(
+            WEIGHTS_LIST,
+            "Error retrieving bucket objects: googleapi: Error 403: preview@p.iam.gserviceaccount.com does not have "
+            "storage.objects.list access to the Google Cloud Storage bucket. Permission 'storage.objects.list' "
+            "denied on resource (or it may not exist)., forbidden",
+        )
     else:
-        names = [n for n in buckets[bucket] if n.startswith(prefix)]
+        names = [n for n in listed if n.startswith(prefix)]
     objects = [
         {"name": n, "contentType": "", "mediaLink": "", "selfLink": "", "storageClass": "STANDARD"} for n in names
     ]
@@ -175,7 +187,7 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         return f"<{args.name}.id>", state
 
     def __init__(
-        self, previous_outputs: dict[str, Any] | None = None, weights: dict[str, list[str]] | None = None
+        self, previous_outputs: dict[str, Any] | None = None, weights: dict[str, list[str] | None] | None = None
     ) -> None:
         # The outputs reading the stack itself answers (`diff` hands on those of its first run).
         self.previous_outputs = previous_outputs or {}
