@@ -193,15 +193,17 @@ BAD_CONFIG = [
     (
         "system pool too small for the controllers",
         {
-            f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
-            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
+            f"{P}:cluster": {"systemMachineType": "n2-standard-4"},
+            f"{P}:addons": {"kueue": {"replicas": 6}},
+            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "2"}}}},
         },
-        ["cluster.systemMachineType", "n2-standard-8", "8500m CPU"],  # Kueue's two replicas count twice,
+        # 6500m (Kueue's six replicas count six times) against 2 x 2920m: the zones left when one is down
+        ["cluster.systemMachineType", "n2-standard-4", "6500m CPU", "one of the regional cluster's 3 zones down"],
     ),
     (
         "one controller bigger than a node",
         {f"{P}:addons": {"lws": {"controllerResources": {"requests": {"cpu": "64"}}}}},
-        ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-32"],
+        ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-8"],
     ),
     (
         "demo shape fits no partition",
