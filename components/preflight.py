@@ -12,6 +12,7 @@ import pulumi.runtime.config as runtime_config
 import pulumi_gcp as gcp
 import yaml
 
+from components import placement
 from components import reservation_reads as reservation
 from components.model.commands import create_bucket_command
 from components.model.config import gke_versions
@@ -265,19 +266,26 @@ def check_weights(settings: Settings) -> None:
     )
 
 
-def read_sub_blocks(settings: Settings, offline: bool = False) -> Assignment:
-    """Reads the reservation block's sub-blocks and puts each cube on one (components/reservation_reads.py).
+def place_capacity(settings: Settings, offline: bool = False) -> placement.Placed:
+    """The zone and block where the stack leaves them to the reservation, and each cube's sub-block
+    (components/placement.py, components/reservation_reads.py); says what it read.
 
     A missing reservation or block, an unreadable one, or cubes without a usable sub-block stop the
     preview here, before any resource is registered.
     """
     try:
-        result = reservation.assignment(settings, offline=offline)
+        placed = placement.place(settings, offline=offline)
     except reservation.ReservationError as err:
         raise pulumi.RunError(str(err)) from None
-    if result.errors:
-        raise pulumi.RunError(result.error_message())
-    return result
+    if placed.chosen:
+        pins = [f"pulumi config set zone {placed.settings.zone}"] if settings.zone is None else []
+        if settings.tpu.reservation.block is None:
+            pins.append(f"pulumi config set --path tpu.reservation.block '{placed.settings.tpu.reservation.block}'")
+        pin = "" if offline else f" (to keep these whatever the reservation holds later: {'; '.join(pins)})"
+        pulumi.log.info("placement: " + "; ".join(placed.chosen) + pin)
+    if placed.sub_blocks.errors:
+        raise pulumi.RunError(placed.sub_blocks.error_message())
+    return placed
 
 
 # The diy backends' one organization (pulumi/pulumi pkg/backend/diy/state.go: `Organization: "organization"`).

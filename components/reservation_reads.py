@@ -149,8 +149,8 @@ class FileSource:
     "getCluster": {...} or null}`; camelCase fields, exactly as the provider answers the invokes.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.description = f"the file {path}"
+    def __init__(self, path: Path, block: str | None = None) -> None:
+        self.description, self.asked_block = f"the file {path}", block
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
@@ -169,6 +169,8 @@ class FileSource:
         raw = self.data.get("getReservationBlock")
         if not raw:
             raise ReservationError(f"{self.description} has no getReservationBlock")
+        if self.asked_block and raw.get("name") and raw["name"] != self.asked_block:
+            raise ReservationError(f"{self.description} holds block {raw['name']}, not {self.asked_block}")
         return self._typed(raw, GetReservationBlockResult)
 
     def sub_block(self, name: str) -> Any:

@@ -243,6 +243,7 @@ def test_the_tpu_subnet_holds_an_address_for_every_node_at_the_peak() -> None:
     ok({**tpu, "network": {"tpuSubnetCidr": "10.10.0.0/24"}})
     # No TPU pools, no Gateway: 4 x 3 system nodes + 1 + 1 + 4 = 18 do not fit a /28; 3 x 3 + 6 = 15 do.
     small = {
+        "zone": "us-central1-ai1a",  # no cubes: no reservation to read it from
         "tpu": {**BASE["tpu"], "cubes": 0},
         "serving": {"enabled": False},
         "network": {"tpuSubnetCidr": "10.10.0.0/28"},

@@ -82,6 +82,11 @@ class FakeReservation:
     master_version: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     self_link_prefix: str = "https://www.googleapis.com/compute/v1/"
+    # The reservation's zone (a reservation lives in one; asked in another, it is missing there); None: any zone.
+    zone: str | None = "us-central1-ai1a"
+    # Block name -> its sub-block names, for a reservation whose blocks differ; a block not listed has them all.
+    block_sub_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    any_block: bool = False  # every block name answers (the offline markers)
 
     @classmethod
     def healthy(cls, count: int = 256, prefix: str = "subblock-") -> FakeReservation:
@@ -94,29 +99,30 @@ class FakeReservation:
         if token == RESERVATION_TOKENS[0]:
             out: dict[str, Any] = {"name": args["name"], "project": project, "zone": zone}
             out["id"] = f"projects/{project}/zones/{zone}/reservations/{args['name']}"
-            if self.exists:
+            if self.exists and self.zone in (None, zone):
                 out.update(
                     selfLink=f"{self.self_link_prefix}{out['id']}",
                     status="READY",
-                    blockNames=list(self.blocks),
+                    blockNames=[] if self.any_block else list(self.blocks),
                     specificReservationRequired=True,
                 )
             return out
         if token == RESERVATION_TOKENS[1]:
-            if not self.exists or args["name"] not in self.blocks:
+            if not self.exists or (args["name"] not in self.blocks and not self.any_block):
                 raise InvokeError(
                     token,
                     "Error reading ReservationBlock: googleapi: Error 404: The resource "
                     f"'projects/{project}/zones/{zone}/reservations/{args['reservation']}/reservationBlocks/"
                     f"{args['name']}' was not found, notFound",
                 )
+            names = list(self.block_sub_blocks.get(args["name"], self.sub_blocks))
             return {
                 "name": args["name"],
                 "reservation": args["reservation"],
                 "status": "READY",
-                "reservationSubBlockCount": len(self.sub_blocks),
-                "reservationSubBlockInUseCount": sum(1 for s in self.sub_blocks.values() if s.get("inUseCount")),
-                "subBlockNames": list(self.sub_blocks),
+                "reservationSubBlockCount": len(names),
+                "reservationSubBlockInUseCount": sum(1 for n in names if self.sub_blocks[n].get("inUseCount")),
+                "subBlockNames": names,
                 "healthInfos": [{"healthStatus": "HEALTHY"}],
             }
         if token == RESERVATION_TOKENS[2]:
@@ -195,6 +201,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         self.reservation = FakeReservation(
             {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
             self_link_prefix="<selfLink of ",
+            zone=None,
+            any_block=True,
         )
         # Object names per bucket (`gs://` listing at preview); None: every prefix holds a config and a shard.
         self.weights = weights

@@ -141,6 +141,24 @@ class CrossChecks:
             ]
         return []
 
+    def _check_zone_source(self: Settings) -> list[SettingError]:
+        """An unset zone is read from a SPECIFIC reservation's cubes: without one there is nothing to read."""
+        tpu = self.tpu
+        readable = tpu.cubes > 0 and tpu.reservation.consume_type == "SPECIFIC"
+        if self.zone is not None or (readable and tpu.system.zones):
+            return []
+        why = "tpu.cubes = 0" if tpu.cubes == 0 else f"tpu.reservation.consumeType = {tpu.reservation.consume_type}"
+        if readable:
+            why = f"no zone known to offer {tpu.machine_type}"
+        zones = ", ".join(tpu.system.zones) or "see the TPU regions and zones page"
+        return [
+            SettingError(
+                "zone",
+                None,
+                f"a zone ({zones} offer {tpu.machine_type}): with {why} there is no reservation to read it from",
+            )
+        ]
+
     def _check_buckets(self: Settings) -> list[SettingError]:
         # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
         # derived from the project and the cluster.
