@@ -103,7 +103,7 @@ def _read(settings: Settings, source_for: Callable[[Settings], reads.Source]) ->
     project, chosen = settings.reservation_project, []
     if settings.zone is None:
         zones = tpu.system.zones
-        found = [z for z in zones if _holds(source_for(with_placement(settings, z)), z, r.name, project)]
+        found = [z for z in zones if _holds(source_for(with_placement(settings, z)), with_placement(settings, z))]
         if len(found) != 1:
             where = f"{' or '.join(found)}" if found else f"none of {', '.join(zones)}"
             raise reads.ReservationError(
@@ -121,14 +121,16 @@ def _read(settings: Settings, source_for: Callable[[Settings], reads.Source]) ->
     return settings, chosen
 
 
-def _holds(source: reads.Source, zone: str, name: str | None, project: str) -> bool:
-    """Does `zone` hold the reservation? A missing one reads as no self link (reservation_reads' module docstring)."""
+def _holds(source: reads.Source, settings: Settings) -> bool:
+    """Does the settings' zone hold the reservation? A missing one reads as no self link (reservation_reads)."""
+    zone, project = settings.zone, settings.reservation_project
     try:
         res = source.reservation()
     except reads.ReservationError:
         raise
     except Exception as err:
-        raise reads._failed("the reservation", f"reservation {name} (project {project}, zone {zone})", err) from None
+        where = f"reservation {settings.tpu.reservation.name} (project {project}, zone {zone})"
+        raise reads.read_failed("the reservation", where, err, reads.ai_zone_hint(settings)) from None
     link = _ZONE_IN_LINK.search(res.self_link or "")
     return bool(res.self_link) and (link is None or link.group(1) == zone)
 
@@ -154,11 +156,14 @@ def _running(settings: Settings, cluster: Any, blocks: list[str]) -> dict[str, s
 def _block(settings: Settings, source_for: Callable[[Settings], reads.Source]) -> tuple[Settings, str]:
     r, cubes = settings.tpu.reservation, settings.tpu.cubes
     source = source_for(settings)
-    blocks = sorted(source.reservation().block_names or [])
+    res = source.reservation()
+    if not res.self_link:
+        raise reads.no_such_reservation(settings, source)
+    blocks = sorted(res.block_names or [])
     if not blocks:
         raise reads.ReservationError(
             f"{key('tpu.reservation.block')} is not set and reservation {r.name} lists no blocks: set it "
-            '(`"" binds the pools to the whole reservation)'
+            '("" binds the pools to the whole reservation)'
         )
     try:
         cluster = source.cluster()
