@@ -184,3 +184,31 @@ def test_the_pools_bind_to_the_block_read(zone: str | None) -> None:
     assert {p.inputs["nodeConfig"]["reservationAffinity"]["values"][0].split("/")[5] for p in tpu_pools(run)} == {
         "only-block"
     }
+
+
+def test_diff_against_a_base_takes_the_zone_and_block_of_the_base_pools_where_the_stack_leaves_them_unset() -> None:
+    # `diff --base` stands for a preview of the running stack: its pools are the base's, and a preview keeps theirs.
+    from components.cli.diff import _as_running
+
+    affinity = "projects/p/reservations/r/reservationBlocks/blk-7/reservationSubBlocks/sb-1"
+    pool = {"nodeLocations": ["us-central1-c"], "nodeConfig": {"reservationAffinity": {"values": [affinity]}}}
+    system = {"nodeLocations": ["x"], "nodeConfig": {"machineType": "n2-standard-8"}}
+    old = [{"type": "gcp:container/nodePool:NodePool", "inputs": inputs} for inputs in (system, pool)]
+    config = {f"{P}:tpu": {"reservation": {"name": "r"}}}
+    placed = _as_running(config, old)
+    assert placed[f"{P}:zone"] == "us-central1-c" and placed[f"{P}:tpu"]["reservation"]["block"] == "blk-7"
+    # Keys the stack sets are its own; an offline marker on the base is no block to keep.
+    pinned = {f"{P}:zone": "us-central1-ai1a", f"{P}:tpu": {"reservation": {"name": "r", "block": "b"}}}
+    assert _as_running(pinned, old) == pinned
+    marker = [
+        {
+            **old[1],
+            "inputs": {
+                **pool,
+                "nodeConfig": {
+                    "reservationAffinity": {"values": [f"projects/p/reservations/r/reservationBlocks/{OFFLINE_BLOCK}"]}
+                },
+            },
+        }
+    ]
+    assert "block" not in _as_running(config, marker)[f"{P}:tpu"]["reservation"]
