@@ -281,8 +281,11 @@ def place_capacity(settings: Settings, offline: bool = False) -> placement.Place
         pins = [f"pulumi config set zone {placed.settings.zone}"] if settings.zone is None else []
         if settings.tpu.reservation.block is None:
             pins.append(f"pulumi config set --path tpu.reservation.block '{placed.settings.tpu.reservation.block}'")
-        pin = "" if offline else f" (to keep these whatever the reservation holds later: {'; '.join(pins)})"
-        pulumi.log.info("placement: " + "; ".join(placed.chosen) + pin)
+        if offline:  # stand-ins, as GKE's version list offline: said as a warning
+            pulumi.log.warn("placement: " + "; ".join(placed.chosen))
+        else:
+            pin = f" (to keep these whatever the reservation holds later: {'; '.join(pins)})"
+            pulumi.log.info("placement: " + "; ".join(placed.chosen) + pin)
     if placed.sub_blocks.errors:
         raise pulumi.RunError(placed.sub_blocks.error_message())
     return placed
