@@ -34,9 +34,9 @@ from components.node_service_account import NodeIdentity, NodeIdentityArgs
 from components.observability import Observability
 from components.preflight import (
     check_weights,
+    place_capacity,
     plan_capacity,
     read_deployed_serving,
-    read_sub_blocks,
     resolve_cluster_version,
 )
 from components.project_services import ProjectServices, ProjectServicesArgs, apis
@@ -62,7 +62,9 @@ def declare_stack(
     reservation's answers are the mocks' markers.
     """
     outputs: dict[str, object] = {}
-    sub_blocks = read_sub_blocks(settings, offline)  # the reservation's sub-blocks, read before anything is registered
+    # The zone and block left to the reservation, and its sub-blocks, read before anything is registered.
+    placed = place_capacity(settings, offline)
+    settings, sub_blocks = placed.settings, placed.sub_blocks
     check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
     # What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
     capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))

@@ -125,7 +125,7 @@ def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) ->
 
 
 def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
-    big = {"requests": {"cpu": "13", "memory": "1Gi"}, "limits": {"cpu": "13", "memory": "1Gi"}}
+    big = {"requests": {"cpu": "6", "memory": "1Gi"}, "limits": {"cpu": "6", "memory": "1Gi"}}
     ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
     assert_rejected(
         {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]

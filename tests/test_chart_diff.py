@@ -55,6 +55,9 @@ def test_a_replica_change_updates_the_kueue_deployment_in_place() -> None:
 
 def test_without_the_sources_the_preview_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setattr(chart_diff.charts, "upstream_root", lambda: tmp_path)
+    # and nothing in the cache the offline commands fetch into, and no network to fetch with (tests/conftest.py)
+    monkeypatch.delenv(chart_diff.charts.upstream_files.ROOT_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out, err = io.StringIO(), io.StringIO()
     code = diff.main(["--stack", "dev", *set_arguments("dev"), "--change", "addons.kueue.replicas=3"], out, err)
     assert code == 0

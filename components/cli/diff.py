@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -34,6 +35,7 @@ from components.cli.plan import (
     read_stack,
     secret_keys,
 )
+from components.model.config.settings import PROJECT
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
@@ -203,8 +205,33 @@ def compute(args: argparse.Namespace, notes: list[str] | None = None) -> engine.
     if args.base:
         # The base revision runs in a subprocess that hands back records only: the new run reads no outputs.
         old = _at_ref(args.base, args.stack, args.set, args.dir)
-        return _diff(old, _in_process(config, args.stack, secrets)[0], notes, checks=CHECKS)
+        return _diff(old, _in_process(_as_running(config, old), args.stack, secrets)[0], notes, checks=CHECKS)
     return change_preview(config, args.stack, secrets, args.change, notes=notes)
+
+
+_BLOCK_IN_AFFINITY = re.compile(r"/reservationBlocks/([^/<>]+)")
+
+
+def _as_running(config: dict[str, Any], old: list[dict[str, Any]]) -> dict[str, Any]:
+    """`config` with the zone and block of the base's TPU pools where it leaves them to the reservation: a preview
+    reads them from the running pools (components/placement.py), which the base's pools stand for here."""
+    tpu = config.get(f"{PROJECT}:tpu") or {}
+    pools = [
+        r["inputs"]
+        for r in old
+        if r["type"] == "gcp:container/nodePool:NodePool"
+        and (r["inputs"].get("nodeConfig") or {}).get("reservationAffinity")
+    ]
+    if not pools:
+        return config
+    zones = pools[0].get("nodeLocations") or []
+    values = pools[0]["nodeConfig"]["reservationAffinity"].get("values") or [""]
+    block = _BLOCK_IN_AFFINITY.search(values[0])
+    if f"{PROJECT}:zone" not in config and zones and "<" not in zones[0]:
+        config = apply_set(config, f"zone={zones[0]}")
+    if "block" not in (tpu.get("reservation") or {}) and block:
+        config = apply_set(config, f"tpu.reservation.block={block.group(1)}")
+    return config
 
 
 def change_preview(

@@ -110,7 +110,7 @@ class ReservationSettings(TypedDict):
     project: NotRequired[str]
     """The project owning the reservation (shared reservations). Allowed: a project ID, or unset for the stack's project; another project only for a whole reservation (block: ""): GKE does not support a block shared from another project."""
     block: NotRequired[str]
-    """The reservation block the pools consume. Allowed: a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" for the whole reservation; the preview reads the reservation, so a block that does not exist is reported. Default: "block-0"."""
+    """The reservation block the pools consume; unset: the block the running pools are on, else the first (by name) with room for the cubes, read at preview; the whole reservation when shared from another project. Allowed: unset (read at preview), a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" for the whole reservation; the preview reads the reservation, so a block that does not exist is reported."""
     consume_type: NotRequired[str]
     """The pools' reservation affinity. Allowed: SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT). Default: "SPECIFIC"."""
 
@@ -123,7 +123,7 @@ class TpuSettings(TypedDict):
     cube_topology: NotRequired[str]
     """One node pool's ICI block and the workload policy's accelerator topology. Allowed: a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x); a smaller cube takes sub-slices only (GKE stitches super-slices from 4x4x4 cubes). Default: "4x4x4"."""
     cubes: NotRequired[int]
-    """TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling. Allowed: an integer of at least 0 (0 = no TPU pools). Default: 2."""
+    """TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling. Allowed: an integer of at least 0 (0 = no TPU pools, and zone set: there is no reservation to read it from). Default: 2."""
     workload_policy_name: NotRequired[str]
     """Name of the `HIGH_THROUGHPUT` workload policy. Allowed: a GCE resource policy name: RFC 1035, 1-63 characters. Default: "superslice-policy"."""
     accelerator_topology_mode: NotRequired[str]
@@ -542,7 +542,7 @@ class TpuSlicingStackArgs(TypedDict):
     project: str
     """The project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`. Allowed: a project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with '-'."""
     zone: NotRequired[str]
-    """The TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part. Allowed: a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix. Default: "us-central1-ai1a"."""
+    """The TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part; unset: the zone of tpu.reservation.name, looked for at preview among the zones offering the machine type (a running stack keeps its pools' zone). Allowed: unset (the reservation's zone, read at preview), or a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix; unset needs a SPECIFIC reservation to read (tpu.cubes > 0)."""
     network: NotRequired[NetworkSettings]
     """The network settings: prefix, mtu, tpuSubnetCidr, proxySubnetCidr, flowLogs, natLogs."""
     cluster: NotRequired[ClusterSettings]

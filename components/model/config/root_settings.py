@@ -35,7 +35,7 @@ from components.model.config.rules import OCI, THIS_PROGRAM, Flag, ProjectId, Ru
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
 from components.model.serving.burst import BurstPriority, burst_priority
-from components.model.tpu.geometry import Slice, SliceKind, Topology
+from components.model.tpu.geometry import TPU_ZONES_DOC, Slice, SliceKind, Topology
 
 
 class Settings(CrossChecks, Model):
@@ -43,19 +43,21 @@ class Settings(CrossChecks, Model):
         description="the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`"
     )
     zone: Annotated[
-        str,
+        str | None,
         accept_if(ZONE_RE.match, "a zone of the form <region>-<suffix>, such as us-central1-ai1a"),
         Rule(
-            "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
-            "https://cloud.google.com/compute/docs/regions-zones",
+            "unset (the reservation's zone, read at preview), or a zone, <region>-<suffix> (us-central1-ai1a); the "
+            "region is the zone without its suffix; unset needs a SPECIFIC reservation to read (tpu.cubes > 0)",
+            f"https://cloud.google.com/compute/docs/regions-zones; {TPU_ZONES_DOC}",
             "cluster-replace",
             "uscentral1",
             "europe-west4-a",
         ),
     ] = Field(
-        "us-central1-ai1a",
+        None,
         description="the TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last "
-        "part",
+        "part; unset: the zone of tpu.reservation.name, looked for at preview among the zones offering the machine "
+        "type (a running stack keeps its pools' zone)",
     )
     network: NetworkSettings = Field(default_factory=dict)
     cluster: ClusterSettings = Field(default_factory=dict)
@@ -132,6 +134,7 @@ class Settings(CrossChecks, Model):
         (frozenset({"cluster", "addons", "serving"}), "_check_system_pool_fit"),
         (frozenset({"network", "cluster", "tpu", "serving"}), "_check_subnet_fit"),
         (frozenset({"tpu", "project"}), "_check_reservation_project"),
+        (frozenset({"zone", "tpu"}), "_check_zone_source"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
         (frozenset({"tpu", "demos"}), "_check_demos"),
@@ -209,6 +212,9 @@ class Settings(CrossChecks, Model):
 
     @property
     def region(self) -> str:
+        """The zone's region; the zone is set, or placed from the reservation (components/placement.py)."""
+        if self.zone is None:
+            raise ValueError(f"{PROJECT}:zone is not placed yet: read it from the reservation first (placement.place)")
         m = ZONE_RE.match(self.zone)
         assert m is not None
         return m.group("region")
