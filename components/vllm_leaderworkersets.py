@@ -33,7 +33,7 @@ from components.model.keys import (
     WAIT_FOR_ANNOTATION,
     WORKER_INDEX_LABEL,
 )
-from components.model.serving.rollout import ready_groups_condition, revision
+from components.model.serving.rollout import ready_groups_condition, revision, rollout_timeout_seconds
 from components.vllm_containers import (
     HF_SECRET,
     HF_SECRET_KEY,
@@ -277,17 +277,6 @@ def lws_object_name(model: ModelServerArgs, role: str, spec: ServingRoleArgs) ->
     """The name the role's LWS gets: `serving.<role>.name` plus its revision (which no Output influences)."""
     manifest = leader_worker_set(model, ROLES[role], spec, namespace="", service_account="", hf_secret=None)
     return manifest["metadata"]["name"]
-
-
-# What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
-# retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
-# and the image pull. An estimate, not a measurement.
-ROLLOUT_SCHEDULING_BUDGET_S = 1800
-
-
-def rollout_timeout_seconds(startup_timeout_seconds: int) -> int:
-    """How long Pulumi waits for a new LWS's groups: the leaders' startup budget plus getting them scheduled."""
-    return startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S
 
 
 # pulumi-kubernetes deletes the LWS in the foreground, so the LWS stays until its pods are gone (each may take its

@@ -3,9 +3,10 @@ webhooks, replicas, what they wait for."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
+from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION, pods_ready_timeout_s
 from components.model.config.checks import gke_version_tuple
 from tests import planner_fixtures, upstream
 from tests.graph_queries import addon_charts, tpu_pools
@@ -96,6 +97,7 @@ def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_
     default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
     ours = manager_config(dev)
     assert ours.pop("managedJobsNamespaceSelector")
+    assert ours.pop("waitForPodsReady")  # the test below
     assert ours["metrics"].pop("enableClusterQueueResources") is True  # observability's quota series
     frameworks = ours["integrations"].pop("frameworks")
     assert frameworks == list(INTEGRATIONS)
@@ -105,6 +107,38 @@ def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_
     assert dev.of_type(JOBSET) and dev.of_type(LWS)
     # Leader election stays on: the replicas below elect one leader.
     assert ours["leaderElection"]["leaderElect"] is True
+
+
+def leader_startup_budgets(run: Run) -> list[int]:
+    """Seconds each serving leader's startup probe allows before the kubelet restarts it (as the LWS declares it)."""
+    out = []
+    for lws in run.of_type(LWS):
+        leader = normalize(lws.plain("spec"))["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]
+        for probe in (c["startupProbe"] for c in leader if "startupProbe" in c):
+            out.append(probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"])
+    return out
+
+
+@pytest.mark.parametrize("version", ["0.17.4", "0.19.2"])
+@pytest.mark.parametrize("startup", [None, 20000])
+def test_kueue_waits_for_a_loading_serving_group_longer_than_its_startup_probe(version: str, startup: int) -> None:
+    """Kueue 0.19 turns waitForPodsReady on with a 30-minute timeout when the configuration is silent: a serving group
+    loading for up to serving.startupTimeoutSeconds would be evicted and requeued forever. The configuration says
+    what it wants on every version: both timeouts past the leaders' startup budget (the slice, scheduling and
+    image pull come on top), no blocked admissions, endless requeuing."""
+    run = ok({f"{P}:serving": {"startupTimeoutSeconds": startup}} if startup else None)
+    config = manager_config(run)
+    budgets = leader_startup_budgets(run)
+    assert len(budgets) == 2 and (startup is None or min(budgets) >= startup)
+    timeout = pods_ready_timeout_s(config, version)
+    assert timeout is not None and timeout > max(budgets)
+    block = config["waitForPodsReady"]
+    assert block["recoveryTimeout"] == block["timeout"]  # a restarted group loads the model again
+    assert block["blockAdmission"] is False
+    assert block["requeuingStrategy"]["backoffLimitCount"] is None  # never deactivated for good
+    # What Kueue's defaulting would run instead (the fact the configuration overrides).
+    silent = {k: v for k, v in config.items() if k != "waitForPodsReady"}
+    assert pods_ready_timeout_s(silent, version) == (None if version.startswith("0.17") else 1800)
 
 
 def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) -> None:

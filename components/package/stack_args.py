@@ -382,7 +382,7 @@ class ServingSettings(TypedDict):
     weights_via: NotRequired[str]
     """`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`. Allowed: stream or mount. Default: "stream"."""
     startup_timeout_seconds: NotRequired[int]
-    """The leaders' startup-probe budget for loading the model. Allowed: an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine). Default: 14400."""
+    """The leaders' startup-probe budget for loading the model (Kueue's waitForPodsReady timeout is this plus 30 minutes). Allowed: an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine). Default: 14400."""
     termination_grace_period_seconds: NotRequired[int]
     """How long a stopping vLLM pod may finish its requests. Allowed: an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight. Default: 360."""
     prefill: NotRequired[ServingRole]
