@@ -6,10 +6,19 @@ pulumi-kubernetes registers each object of a rendered chart as a child of the Ch
 (components/model/diff/kubernetes.py). `expand` adds those children from the offline render (charts.py), on a
 values change or a chart version bump alike; without helm-python-sdk or the chart sources the records stay as they
 are and a note says what to run.
+
+When a version adds and drops objects (JobSet 0.12 renames its RBAC), the added ones are created during the chart's
+update: the Chart's construct registers every child and returns their outputs (pulumi/pulumi-kubernetes@94977969d
+provider/pkg/provider/helm/v4/chart.go:312-318), which resolve once each child is created or updated and awaited. The
+engine deletes what the program no longer registers only after the program has finished (pulumi/pulumi@1b5949891b
+pkg/resource/deploy/deployment_executor.go:262-266, 327-333: `performPostSteps` once the source has sent its last
+event and no step is outstanding; :483-486 `GenerateDeletes`). So the new controller runs with its new permissions
+before the old objects go.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.cli import charts
@@ -67,20 +76,49 @@ def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[st
         try:
             out += children(record)
         except charts.ChartUnavailable as e:
-            missing[record["urn"]] = f"objects inside the chart not compared: {e}"
+            missing[record["urn"]] = str(e)
     return out, missing
 
 
-def expand_both(
-    old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-    """Both runs expanded, a chart's objects kept only where both sides rendered it (a version without pinned
-    sources on one side must not read as every object deleted or created), and the notes."""
+@dataclass
+class Expanded:
+    """Both runs with every chart's objects, as far as they could be compared."""
+
+    old: list[dict[str, Any]]
+    new: list[dict[str, Any]]
+    notes: list[str]
+    # Objects of a changed chart that rendered on one side only, each with why the other side did not: their action
+    # is not known (never `same`, never a delete or create that nothing compared).
+    unknown: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    # Changed charts rendered on neither side: chart URN -> why.
+    opaque: dict[str, str] = field(default_factory=dict)
+
+
+def expand_both(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Expanded:
+    """Both runs expanded. A chart's objects are compared only where both sides rendered it. Where one side did not
+    (a version without sources here), the objects of a chart whose inputs changed are reported as unknown from the
+    side that rendered, or the chart itself when neither did; an unchanged chart renders the same objects on both
+    sides, so nothing is lost by leaving them out."""
     old_out, old_missing = expand(old)
     new_out, new_missing = expand(new)
     skipped = set(old_missing) | set(new_missing)
-
-    def keep(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r for r in records if r.get("parent") not in skipped or r["type"] == CHART]
-
-    return keep(old_out), keep(new_out), sorted(set(old_missing.values()) | set(new_missing.values()))
+    before = {r["urn"]: r for r in old if r["type"] == CHART}
+    after = {r["urn"]: r for r in new if r["type"] == CHART}
+    result = Expanded(
+        [r for r in old_out if r.get("parent") not in skipped],
+        [r for r in new_out if r.get("parent") not in skipped],
+        [],
+    )
+    for urn in sorted(skipped):
+        if urn in before and urn in after and before[urn]["inputs"] == after[urn]["inputs"]:
+            continue
+        why = "; ".join(dict.fromkeys(m[urn] for m in (old_missing, new_missing) if urn in m))
+        children = [r for r in (*old_out, *new_out) if r.get("parent") == urn]
+        if children:
+            result.unknown += [(child, why) for child in children]
+            what = f"its {len(children)} objects as one side renders them are shown as unknown"
+        else:
+            result.opaque[urn] = why
+            what = "the chart is shown as unknown"
+        result.notes.append(f"objects inside the chart not compared ({what}): {why}")
+    return result
