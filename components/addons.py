@@ -6,12 +6,13 @@ chart, and it waits for each Deployment to be available and each Service to have
 Kueue webhook "no endpoints available" failure). docs/architecture.md "Why helm.v4.Chart" has the upstream status.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.component import Component
+from components.model.addons.controllers import deep_merge, nested
 from components.model.addons.kueue_config import namespaces_requirement
 from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
 from components.model.config.k8s_settings import HelmAddonSettings
@@ -30,21 +31,6 @@ GAIE_KUSTOMIZATION_CRDS = (
 )
 
 
-def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """{"a": {"b": value}} from ("a", "b")."""
-    out: Any = value
-    for key in reversed(path):
-        out = {key: out}
-    return out
-
-
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The values this program sets on an add-on's chart (keys checked against the pinned values.yaml)."""
     return deep_merge(nested(addon.resources_path, addon.controller_resources.manifest()), extra or {})
@@ -59,12 +45,15 @@ class HelmAddonArgs(TypedDict):
     """The chart's version."""
     values: dict[str, Any]
     """The values this program sets on the chart (chart_values)."""
+    disruption_budget: NotRequired[dict[str, Any] | None]
+    """The controller's PodDisruptionBudget when its chart has none (controllers.disruption_budget)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
 
 class HelmAddon(Component):
-    """One controller: its namespace and its chart, ready (Deployments available) before dependents start."""
+    """One controller: its namespace, its chart, ready (Deployments available) before dependents start, and the
+    PodDisruptionBudget its chart lacks."""
 
     def __init__(self, name: str, args: HelmAddonArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:HelmAddon", name, opts)
@@ -83,6 +72,13 @@ class HelmAddon(Component):
             skip_await=False,
             opts=self.child(providers=[provider]),
         )
+        budget = args.get("disruption_budget")
+        if budget:
+            # In the chart's namespace; it selects the chart's pods, so it may exist before them.
+            metadata = {**budget["metadata"], "namespace": self.namespace.metadata.name}
+            self.disruption_budget = k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-disruption-budget", metadata=metadata, spec=budget["spec"], opts=self.child(provider=provider)
+            )
         self.register_outputs(
             {"namespace": self.namespace.metadata.name, "chart": args["chart"], "version": args["version"]}
         )

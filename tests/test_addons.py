@@ -65,7 +65,7 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
     # The manager configuration and the replicas: the tests below.
     assert set(kueue_values.pop("managerConfig")) == {"controllerManagerConfigYaml"}
     manager = kueue_values["controllerManager"]
-    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}
+    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}  # below
     assert kueue_values == {
         "controllerManager": {
             "manager": {
@@ -141,29 +141,65 @@ def test_kueue_waits_for_a_loading_serving_group_longer_than_its_startup_probe(v
     assert pods_ready_timeout_s(silent, version) == (None if version.startswith("0.17") else 1800)
 
 
-def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) -> None:
-    pinned = pinned_kueue_values()["controllerManager"]
-    manager = kueue_values(dev)["controllerManager"]
-    # Keys the pinned chart has (its default: 1 replica, no PDB).
-    assert pinned["replicas"] == 1 and pinned["podDisruptionBudget"] == {"enabled": False, "minAvailable": 1}
-    assert {"replicas", "podDisruptionBudget", "topologySpreadConstraints"} <= set(pinned)
-    assert manager["replicas"] == 2
-    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
-    (spread,) = manager["topologySpreadConstraints"]
-    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+def pinned_chart_values(addon: str, version: str) -> dict:
+    return yaml.safe_load(upstream.path(f"charts/{addon}-v{version}/values.yaml").read_text())
+
+
+# The chart values each controller's replicas, budget and spread live under (None: the chart has no budget).
+HA_KEYS = {
+    "kueue": (("controllerManager",), "replicas", "podDisruptionBudget", "topologySpreadConstraints"),
+    "jobset": (("controller",), "replicas", "podDisruptionBudget", "affinity"),
+    "lws": ((), "replicaCount", None, "affinity"),
+}
+
+
+@pytest.mark.parametrize("addon", sorted(HA_KEYS))
+def test_each_controller_runs_two_replicas_under_a_disruption_budget_spread_over_nodes(addon: str) -> None:
+    """Issue: JobSet and LWS ran one replica each with fail-closed webhooks and no budget, so rescheduling that pod
+    stopped every JobSet or LWS pod from being created. Every controller now runs two, with a budget of one and a
+    spread; the chart's own keys where it has them (its pinned default: one replica, no budget)."""
+    base, replicas_key, budget_key, spread_key = HA_KEYS[addon]
+    version = {"kueue": "0.17.4", "jobset": "0.11.1", "lws": "0.8.0"}[addon]
+
+    def block(values: dict) -> dict:
+        for key in base:
+            values = values[key]
+        return values
+
+    pinned = block(pinned_chart_values(addon, version))
+    assert pinned[replicas_key] == 1 and spread_key in pinned
+    run = ok()
+    ours = block(normalize(run.get(CHART, f"{addon}-chart").plain("values")))
+    assert ours[replicas_key] == 2
+    budgets = [normalize(b.plain()) for b in run.of_type("kubernetes:policy/v1:PodDisruptionBudget")]
+    mine = [b for b in budgets if b["metadata"]["namespace"] == f"{addon}-system"]
+    if budget_key:  # the chart's own budget
+        assert set(pinned[budget_key]) >= {"enabled", "minAvailable"} and pinned[budget_key]["enabled"] is False
+        assert ours[budget_key] == {"enabled": True, "minAvailable": 1}
+        assert mine == []
+    else:  # the program's, in the chart's namespace
+        (budget,) = mine
+        assert budget["spec"]["minAvailable"] == 1
+    assert ours[spread_key]  # tests/test_charts.py: it selects the rendered pods
     # One replica: no budget (minAvailable 1 of 1 would block every drain), no spread.
-    single = kueue_values(ok({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
-    assert single["replicas"] == 1 and single["podDisruptionBudget"]["enabled"] is False
-    assert "topologySpreadConstraints" not in single
-    assert_rejected({f"{P}:addons": {"kueue": {"replicas": 0}}}, ["addons.kueue.replicas"])
+    single = ok({f"{P}:addons": {addon: {"replicas": 1}}})
+    one = block(normalize(single.get(CHART, f"{addon}-chart").plain("values")))
+    assert one[replicas_key] == 1 and spread_key not in one
+    if budget_key:
+        assert one[budget_key]["enabled"] is False
+    assert [
+        b.name for b in single.of_type("kubernetes:policy/v1:PodDisruptionBudget") if b.name.startswith(addon)
+    ] == []
+    assert_rejected({f"{P}:addons": {addon: {"replicas": 0}}}, [f"addons.{addon}.replicas"])
 
 
-def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
+def test_the_system_pool_fit_counts_every_controller_replica() -> None:
     big = {"requests": {"cpu": "13", "memory": "1Gi"}, "limits": {"cpu": "13", "memory": "1Gi"}}
-    ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
-    assert_rejected(
-        {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
-    )
+    for addon in ("kueue", "jobset", "lws"):
+        ok({f"{P}:addons": {addon: {"replicas": 1, "controllerResources": big}}})
+        assert_rejected(
+            {f"{P}:addons": {addon: {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
+        )
 
 
 def test_addon_versions_and_resources_are_configurable() -> None:

@@ -109,12 +109,14 @@ def test_a_version_without_sources_shows_every_old_object_unknown_and_exits_3(ad
 
 def test_jobset_0_12_shows_its_renamed_and_split_rbac_object_by_object() -> None:
     """The true answer for `addons.jobset.version=0.12.0` (its chart renames and splits its RBAC objects): 10 objects
-    updated, 10 created, 2 deleted, besides the chart's own update; nothing unknown."""
+    created, 2 deleted, 11 updated (the issue's 10, with one replica, and the chart's PodDisruptionBudget the program
+    now turns on), besides the chart's own update; nothing unknown."""
     changed, notes = changed_objects("addons.jobset.version=0.12.0")
     assert notes == ""
     changes = {(c.name, c.type.rsplit(":", 1)[-1]): c.action for c in changed}
     actions = collections.Counter(a for (n, _), a in changes.items() if n.startswith("jobset-chart:"))
-    assert actions == {"update": 10, "create": 10, "delete": 2}
+    assert actions == {"update": 11, "create": 10, "delete": 2}
+    assert changes["jobset-chart:jobset-system/jobset-controller-pdb", "PodDisruptionBudget"] == "update"
     controller = "jobset-chart:jobset-system/jobset-controller"
     assert sorted(k for k, a in changes.items() if a == "delete") == [(controller, "Role"), (controller, "RoleBinding")]
     assert ("jobset-chart:jobset-system/jobset-leader-election-role", "Role") in changes

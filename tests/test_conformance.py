@@ -102,6 +102,7 @@ def test_the_dev_stack_declares_every_expected_kind() -> None:
         "kueue.x-k8s.io/v1beta2/WorkloadPriorityClass",
         "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet",
         "monitoring.googleapis.com/v1/PodMonitoring",
+        "policy/v1/PodDisruptionBudget",
         "rbac.authorization.k8s.io/v1/ClusterRole",
         "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
         "rbac.authorization.k8s.io/v1/Role",

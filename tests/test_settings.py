@@ -196,7 +196,7 @@ BAD_CONFIG = [
             f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
             f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
         },
-        ["cluster.systemMachineType", "n2-standard-8", "8500m CPU"],  # Kueue's two replicas count twice,
+        ["cluster.systemMachineType", "n2-standard-8", "10000m CPU"],  # each controller's two replicas count twice,
     ),
     (
         "one controller bigger than a node",

@@ -149,7 +149,7 @@ class ResourceRequirements(TypedDict):
 
 
 class JobSetAddon(TypedDict):
-    """Settings of chart, version, namespace, controllerResources."""
+    """Settings of chart, version, namespace, controllerResources, replicas."""
 
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/jobset/charts/jobset"."""
@@ -159,6 +159,8 @@ class JobSetAddon(TypedDict):
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "jobset-system"."""
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
+    replicas: NotRequired[int]
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class KueueAddon(TypedDict):
@@ -173,11 +175,11 @@ class KueueAddon(TypedDict):
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
     replicas: NotRequired[int]
-    """Kueue controller replicas (two or more run under the chart's PodDisruptionBudget). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class LwsAddon(TypedDict):
-    """Settings of chart, version, namespace, controllerResources."""
+    """Settings of chart, version, namespace, controllerResources, replicas."""
 
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/lws/charts/lws"."""
@@ -187,6 +189,8 @@ class LwsAddon(TypedDict):
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "lws-system"."""
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
+    replicas: NotRequired[int]
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class SliceControllerSettings(TypedDict):
@@ -211,11 +215,11 @@ class AddonsSettings(TypedDict):
     """Settings of jobset, kueue, lws, sliceController, inferenceExtension."""
 
     jobset: NotRequired[JobSetAddon]
-    """The jobset settings: chart, version, namespace, controllerResources."""
+    """The jobset settings: chart, version, namespace, controllerResources, replicas."""
     kueue: NotRequired[KueueAddon]
     """The kueue settings: chart, version, namespace, controllerResources, replicas."""
     lws: NotRequired[LwsAddon]
-    """The lws settings: chart, version, namespace, controllerResources."""
+    """The lws settings: chart, version, namespace, controllerResources, replicas."""
     slice_controller: NotRequired[SliceControllerSettings]
     """The sliceController settings: manifestUrl, drainTimeoutSeconds, featureGates."""
     inference_extension: NotRequired[InferenceExtensionSettings]

@@ -1,4 +1,4 @@
-"""Kueue's chart values: its manager configuration, replicas and PodDisruptionBudget (pure data).
+"""Kueue's chart values: its manager configuration (pure data).
 
 Why each setting, from Kueue v0.17.4 (kubernetes-sigs/kueue at tag v0.17.4):
 
@@ -15,12 +15,9 @@ Why each setting, from Kueue v0.17.4 (kubernetes-sigs/kueue at tag v0.17.4):
   Ignore). Kept: JobSet, LeaderWorkerSet and `pod`, which LeaderWorkerSet enables implicitly
   (`pkg/controller/jobs/leaderworkerset/leaderworkerset_controller.go` ImplicitlyEnabledFrameworkNames) and
   which must stay listed so that an LWS pod is never created unmanaged while Kueue is down.
-* Two replicas with leader election (the chart's `controllerManager.replicas`; `leaderElection.leaderElect:
-  true` is the default configuration's, `cmd/kueue/main.go` setupRoleTracker: one leader, followers serve
-  the webhooks) and the chart's own PodDisruptionBudget (`controllerManager.podDisruptionBudget`,
-  `templates/manager/manager-pdb.yaml`, minAvailable 1) so a node drain or upgrade keeps one webhook
-  endpoint. The replicas spread over system nodes where there are several (`topologySpreadConstraints`,
-  matching the chart's `kueue.selectorLabels`, `templates/_helpers.tpl`).
+* Leader election stays on (`leaderElection.leaderElect: true`, the default configuration's; `cmd/kueue/main.go`
+  setupRoleTracker: one leader, followers serve the webhooks), so the replicas, budget and spread of
+  components/model/addons/controllers.py keep a webhook endpoint through a node drain.
 * `waitForPodsReady`, set explicitly on every version. Kueue 0.17 runs it only when the configuration has the block
   (v0.17.4 `pkg/util/waitforpodsready/waitforpodsready.go:22`, `cfg != nil`); 0.19 turns it on by default with a
   30-minute timeout and the same recovery timeout (v0.19.2 `CHANGELOG/CHANGELOG-0.19.md:215`;
@@ -47,14 +44,12 @@ from typing import Any
 import yaml
 
 from components.model.config.settings import Settings
-from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, HOSTNAME_LABEL, NAMESPACE_LABEL
+from components.model.keys import NAMESPACE_LABEL
 from components.model.serving.rollout import rollout_timeout_seconds
 
 KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
 KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG starts from
 INTEGRATIONS = ("jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod")
-# charts/kueue/templates/_helpers.tpl kueue.selectorLabels (release and chart name: "kueue").
-SELECTOR_LABELS = {APP_NAME_LABEL: "kueue", APP_INSTANCE_LABEL: "kueue", "control-plane": "controller-manager"}
 
 
 # Kueue's own waitForPodsReady when the configuration says nothing, per minor version (the docstring's sources):
@@ -99,22 +94,5 @@ def manager_config(settings: Settings) -> dict[str, Any]:
 
 
 def kueue_chart_values(settings: Settings) -> dict[str, Any]:
-    replicas = settings.addons.kueue.replicas
-    manager: dict[str, Any] = {
-        "replicas": replicas,
-        # One replica under a PDB of minAvailable 1 would block every node drain: only with two or more.
-        "podDisruptionBudget": {"enabled": replicas >= 2, "minAvailable": 1},
-    }
-    if replicas >= 2:
-        manager["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": HOSTNAME_LABEL,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": dict(SELECTOR_LABELS)},
-            }
-        ]
-    return {
-        "controllerManager": manager,
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(settings), sort_keys=False)},
-    }
+    """Kueue's values besides its replicas, budget and spread (components/model/addons/controllers.py)."""
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(settings), sort_keys=False)}}

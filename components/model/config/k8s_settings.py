@@ -73,12 +73,27 @@ class HelmAddonSettings(Model):
     namespace: AddonNamespace
     # Defaults are the pinned chart's own values.yaml defaults, so the fit check sees real numbers.
     controller_resources: ControllerResources
+    # Two or more run under a PodDisruptionBudget, spread over the system nodes, so one webhook endpoint stays
+    # through a drain (components/model/addons/controllers.py).
+    replicas: Annotated[
+        int,
+        at_least(
+            1,
+            "; every replica's requests count in the system-pool fit",
+            f"{THIS_PROGRAM}; {NODE_SIZES}",
+            "addon-replicas",
+        ),
+    ] = Field(
+        2,
+        ge=1,
+        description="controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes)",
+    )
     # Where the chart's values.yaml keeps the controller's resources.
     resources_path: ClassVar[tuple[str, ...]] = ()
 
     def pod_count(self) -> int:
         """Controller pods the chart runs on the system pool (the fit check counts each)."""
-        return 1
+        return self.replicas
 
     def chart_default_resources(self) -> ResourceRequirements:
         return type(self).model_fields["controller_resources"].get_default(call_default_factory=True)
@@ -111,20 +126,6 @@ class KueueAddon(HelmAddonSettings):
     controller_resources: ControllerResources = Field(
         default_factory=lambda: requirements("500m", "512Mi", "2", "512Mi")
     )
-    # The chart's controllerManager.replicas (its default is 1). Two or more run under the chart's
-    # PodDisruptionBudget, so one webhook endpoint stays through a drain (components/model/addons/kueue_config.py).
-    replicas: Annotated[
-        int,
-        at_least(
-            1,
-            "; every replica's requests count in the system-pool fit",
-            f"{THIS_PROGRAM}; {NODE_SIZES}",
-            "kueue-replicas",
-        ),
-    ] = Field(2, ge=1, description="Kueue controller replicas (two or more run under the chart's PodDisruptionBudget)")
-
-    def pod_count(self) -> int:
-        return self.replicas
 
 
 class LwsAddon(HelmAddonSettings):
