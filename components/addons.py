@@ -1,5 +1,5 @@
 """Cluster add-ons: JobSet, Kueue and LeaderWorkerSet from their OCI charts, the slice controller's
-user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself.
+user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself (vendored).
 
 Charts use `helm.v4.Chart`: it renders client-side, so `pulumi preview` diffs every object of the
 chart, and it waits for each Deployment to be available and each Service to have endpoints (the
@@ -12,23 +12,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.component import Component
+from components.model.addons import vendored
 from components.model.addons.controllers import deep_merge, nested
 from components.model.addons.kueue_config import namespaces_requirement
 from components.model.addons.slice_controller import WEBHOOK_CONFIGURATIONS, with_feature_gates, with_namespace_scope
 from components.model.config.k8s_settings import HelmAddonSettings
-
-GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
-# GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
-# InferencePool CRD itself from 1.34 on (llm-d's GKE gateway guide; this program requires 1.35.2+):
-# applying it again fails with AlreadyExists (pulumi-kubernetes >= 4.29 creates client-side), and
-# `pulumi destroy` would delete GKE's CRD with every InferencePool in the cluster. So it is left to GKE.
-GKE_MANAGED_CRDS = ("inference.networking.k8s.io_inferencepools",)
-GAIE_KUSTOMIZATION_CRDS = (
-    "inference.networking.x-k8s.io_inferencemodelrewrites",
-    "inference.networking.x-k8s.io_inferenceobjectives",
-    "inference.networking.x-k8s.io_inferencepoolimports",
-    *GKE_MANAGED_CRDS,
-)
 
 
 def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -148,23 +136,26 @@ class SliceController(Component):
         self.register_outputs({"manifestUrl": url})
 
 
-def inference_extension_crd_urls(version: str) -> list[str]:
-    """The pinned files of GAIE's CRDs this program applies: all of config/crd but what GKE manages."""
-    return [GAIE_CRD.format(version=version, name=n) for n in GAIE_KUSTOMIZATION_CRDS if n not in GKE_MANAGED_CRDS]
-
-
 class InferenceExtensionCrdsArgs(TypedDict):
     version: str
-    """The Gateway API Inference Extension release whose CRDs are applied."""
+    """The Gateway API Inference Extension release whose CRDs are applied (one this repository vendors)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
 
 class InferenceExtensionCrds(Component):
-    """The Gateway API Inference Extension CRDs GKE does not install (InferenceObjective and friends), pinned."""
+    """The Gateway API Inference Extension CRDs of a release that GKE does not manage itself, from the repository.
+
+    Vendored (manifests/vendored/, components/model/addons/vendored.py): the objects are this component's inputs, so
+    a preview fetches nothing and shows each CRD's change. GKE manages the GA InferencePool CRD from 1.34 on: applying
+    it again fails with AlreadyExists (pulumi-kubernetes >= 4.29 creates client-side), and `pulumi destroy` would
+    delete GKE's CRD with every InferencePool in the cluster, so it is left to GKE (sources.toml says what else a
+    release ships and is left out, and why). A CRD a new release no longer ships is deleted at `up`, and with it
+    every object of its kind (docs/upgrades.md).
+    """
 
     def __init__(self, name: str, args: InferenceExtensionCrdsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:InferenceExtensionCrds", name, opts)
-        files = inference_extension_crd_urls(args["version"])
-        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=files, opts=self.child(providers=[args["provider"]]))
-        self.register_outputs({"files": files, "managedByGke": list(GKE_MANAGED_CRDS)})
+        objs = vendored.objects(vendored.GAIE, args["version"])
+        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=objs, opts=self.child(providers=[args["provider"]]))
+        self.register_outputs({"version": args["version"], "crds": [o["metadata"]["name"] for o in objs]})

@@ -7,7 +7,6 @@ import pytest
 import yaml
 
 from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION, pods_ready_timeout_s
-from components.model.config.checks import gke_version_tuple
 from tests import planner_fixtures, upstream
 from tests.graph_queries import addon_charts, tpu_pools
 from tests.harness import CHART, JOBSET, LWS, POOL, Run, assert_rejected, normalize, ok
@@ -52,10 +51,11 @@ def rendered_webhooks(config: dict) -> dict[str, tuple[str, dict]]:
 
 def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
     charts = {r.name: r.inputs for r in dev.of_type(CHART)}
+    # The newest tested set (components/model/addons/tested_sets.py), dev's default.
     expected = {
-        "jobset-chart": ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
-        "kueue-chart": ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
-        "lws-chart": ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        "jobset-chart": ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"),
+        "kueue-chart": ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", "kueue-system"),
+        "lws-chart": ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
     }
     for name, release in expected.items():
         c = charts[name]
@@ -216,19 +216,6 @@ def test_addons_depend_on_the_cluster_but_not_on_tpu_pools(dev: Run) -> None:
         assert dev.depends_on(chart, cluster) and dev.depends_on(chart, system), chart.name
         for pool in tpu_pools(dev):
             assert not dev.depends_on(chart, pool), f"{chart.name} waits for {pool.name}"
-
-
-def test_the_gke_managed_inference_pool_crd_is_not_applied(dev: Run) -> None:
-    group = dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
-    files = group.inputs["files"]
-    names = [f.rsplit("/", 1)[-1] for f in files]
-    # GKE (1.34+) installs the GA InferencePool CRD; the program's version floor is above that.
-    assert "inference.networking.k8s.io_inferencepools.yaml" not in names
-    # ...but still applies the rest of GAIE's config/crd, e.g. the InferenceObjective CRD.
-    assert "inference.networking.x-k8s.io_inferenceobjectives.yaml" in names
-    assert all("/gateway-api-inference-extension/v1.5.0/config/crd/bases/" in f for f in files)
-    assert gke_version_tuple("1.35.2-gke.1842000") > gke_version_tuple("1.34.0-gke.0")
-    assert dev.depends_on(dev.get(CHART, "serving-router"), group)
 
 
 def test_a_partial_resources_block_is_checked_and_counted_with_the_charts_other_amounts() -> None:

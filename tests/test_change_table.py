@@ -24,8 +24,15 @@ END = "<!-- END generated -->"
 ORDER = ("rejected", "unknown", "replace", "create", "delete", "update")
 
 NO_WORKLOADS = ("demos.subslicing.enabled=false", "demos.superslicing.enabled=false", "serving.enabled=false")
-# (stack, --set values the example needs, the change, the anchor of the table row it exemplifies): one row each.
-EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
+# Staging's promotion to the newest tested set of add-on versions (docs/upgrades.md), one --change per key.
+PROMOTION = (
+    "addons.kueue.version=0.19.2",
+    "addons.jobset.version=0.12.0",
+    "addons.lws.version=0.10.0",
+    "addons.inferenceExtension.version=v1.6.0",
+)
+# (stack, --set values the example needs, the change(s), the anchor of the table row it exemplifies): one row each.
+EXAMPLES: list[tuple[str, tuple[str, ...], str | tuple[str, ...], str]] = [
     ("dev", (), "cluster.systemMachineType=n2-standard-48", "system-pool"),
     ("dev", (), "cluster.systemNodeCount=3", "system-pool"),
     ("dev", (), "cluster.name=other-cluster", "cluster-replace"),
@@ -43,7 +50,8 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("dev", (), "tpu.acceleratorTopologyMode=AUTO_CONNECT", "workload-policy"),
     ("dev", (), "tpu.cubeTopology=2x4x4", "kueue-immutable"),
     ("dev", (), "tpu.poolPrefix=tpu7x-pool", "pool-prefix"),
-    ("dev", (), "addons.jobset.version=0.12.0", "addon-version"),
+    ("staging", (), PROMOTION, "addon-version"),  # the upgrade's preview: staging moves to the newest tested set
+    ("dev", (), "addons.jobset.version=0.11.1", "addon-version"),  # a rollback of one add-on
     ("dev", (), "addons.kueue.version=0.17.5", "addon-version"),
     ("dev", (), "addons.kueue.namespace=kueue-sys", "addon-namespace"),
     ("dev", (), "kueue.clusterQueue=other-cq", "kueue-immutable"),
@@ -79,10 +87,11 @@ CLAIMS = {
 
 
 @cache
-def report(stack: str, sets: tuple[str, ...], change: str) -> tuple[int, dict[str, Any] | str]:
+def report(stack: str, sets: tuple[str, ...], change: str | tuple[str, ...]) -> tuple[int, dict[str, Any] | str]:
     out, err = io.StringIO(), io.StringIO()
     args = ["--stack", stack, *set_arguments(stack), *(a for s in sets for a in ("--set", s))]
-    code = diff.main([*args, "--change", change, "--json"], out, err)
+    changes = (change,) if isinstance(change, str) else change
+    code = diff.main([*args, *(a for c in changes for a in ("--change", c)), "--json"], out, err)
     return code, json.loads(out.getvalue()) if code in (0, 1, 3) else err.getvalue().strip()
 
 
@@ -125,7 +134,8 @@ def table() -> str:
         code, result = report(stack, sets, change)
         given = f" with {', '.join(f'`{s}`' for s in sets)}" if sets else ""
         what = cell(code, result).replace("|", "\\|")
-        rows.append(f"| `{change}` ({stack}{given}) | [{anchor}](#{anchor}) | {what} | {code} |")
+        shown = ", ".join(f"`{c}`" for c in ((change,) if isinstance(change, str) else change))
+        rows.append(f"| {shown} ({stack}{given}) | [{anchor}](#{anchor}) | {what} | {code} |")
     return "\n".join([BEGIN, *rows, END])
 
 

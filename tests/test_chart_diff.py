@@ -111,7 +111,7 @@ def test_jobset_0_12_shows_its_renamed_and_split_rbac_object_by_object() -> None
     """The true answer for `addons.jobset.version=0.12.0` (its chart renames and splits its RBAC objects): 10 objects
     created, 2 deleted, 11 updated (the issue's 10, with one replica, and the chart's PodDisruptionBudget the program
     now turns on), besides the chart's own update; nothing unknown."""
-    changed, notes = changed_objects("addons.jobset.version=0.12.0")
+    changed, notes = changed_objects("addons.jobset.version=0.12.0", sets=("addons.jobset.version=0.11.1",))
     assert notes == ""
     changes = {(c.name, c.type.rsplit(":", 1)[-1]): c.action for c in changed}
     actions = collections.Counter(a for (n, _), a in changes.items() if n.startswith("jobset-chart:"))

@@ -67,9 +67,9 @@ def test_the_rendered_images_are_the_released_ones(rendered: dict[str, charts.Re
                 out[c["name"]] = (c["image"], c.get("imagePullPolicy"))
         return out
 
-    assert images("kueue-chart")["manager"] == ("registry.k8s.io/kueue/kueue:v0.17.4", "IfNotPresent")
-    assert images("jobset-chart")["controller"] == ("registry.k8s.io/jobset/jobset:v0.11.1", "IfNotPresent")
-    assert images("lws-chart")["manager"] == ("registry.k8s.io/lws/lws:v0.8.0", "IfNotPresent")
+    assert images("kueue-chart")["manager"] == ("registry.k8s.io/kueue/kueue:v0.19.2", "IfNotPresent")
+    assert images("jobset-chart")["controller"] == ("registry.k8s.io/jobset/jobset:v0.12.0", "IfNotPresent")
+    assert images("lws-chart")["manager"] == ("registry.k8s.io/lws/lws:v0.10.0", "IfNotPresent")
     router = images("serving-router")
     assert router == {"epp": ("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", "IfNotPresent")}
     # The latency-predictor images are the one release edit not applied (their tag is not in the git tag): none runs.

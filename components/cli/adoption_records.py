@@ -76,8 +76,14 @@ NOT_IMPORTED_TYPES = {
         CHART_AFTER,
     ),
     "kubernetes:yaml/v2:ConfigGroup": (
-        "its objects come from manifests the provider downloads at run time",
+        "its objects (the inference extension's CRDs, from the repository) are registered by the provider when `up` "
+        "constructs the group, not by the program",
         CHART_AFTER,
+    ),
+    "kubernetes:policy/v1:PodDisruptionBudget": (
+        "the reference scripts run one LeaderWorkerSet controller and make no disruption budget for it: there is "
+        "nothing to adopt",
+        "`pulumi up` creates it (with the chart's second replica)",
     ),
     "pulumi-python:dynamic/queues:ImmutableFields": (
         "a record of the Kueue fields the API server never updates, in Pulumi's state only (no API call): "

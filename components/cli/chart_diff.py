@@ -21,9 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from components.cli import charts
+from components.model.addons import vendored
 
 CHART = charts.CHART
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+EXPANDED = (CHART, CONFIG_GROUP)  # components whose objects the preview lists one by one
+CRD_API = "apiextensions.k8s.io/v1"
+OPAQUE = "x-not-vendored"  # marks an object known by name only (from a URL this repository does not vendor)
 
 
 def type_token(api_version: str, kind: str) -> str:
@@ -38,17 +45,45 @@ def child_name(resource: str, obj: dict[str, Any]) -> str:
     return f"{resource}:{namespace}/{meta.get('name')}" if namespace else f"{resource}:{meta.get('name')}"
 
 
+def _config_group_objects(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ConfigGroup's objects, as the provider parses its inputs (provider/pkg/provider/yaml/v2/configgroup.go:92-120:
+    `files`, then `yaml`, then `objs`). A file is read from its vendored copy (manifests/vendored/); one the
+    repository does not hold is known by name only when it is a kubebuilder CRD file (`<group>_<plural>.yaml`): an
+    `opaque` object whose content nothing compared (raises ChartUnavailable for any other)."""
+    inputs = record["inputs"]
+    copies = vendored.by_url()
+    out: list[dict[str, Any]] = []
+    for url in inputs.get("files") or []:
+        if url in copies:
+            out += vendored.parse(copies[url].path)
+            continue
+        file_name = str(url).rsplit("/", 1)[-1]
+        if "_" not in file_name or not file_name.endswith(".yaml"):
+            raise charts.ChartUnavailable(f"{record['name']}: {url} is not vendored here, and its objects are unknown")
+        metadata = {"name": vendored.crd_name(file_name)}
+        out.append({"apiVersion": CRD_API, "kind": "CustomResourceDefinition", "metadata": metadata, OPAQUE: url})
+    if inputs.get("yaml"):
+        out += [d for d in yaml.safe_load_all(inputs["yaml"]) if d]
+    return out + list(inputs.get("objs") or [])
+
+
+def _objects(record: dict[str, Any]) -> list[dict[str, Any]]:
+    if record["type"] == CONFIG_GROUP:
+        return _config_group_objects(record)
+    return charts.render_release(charts.release_of(record["name"], record["inputs"])).objects
+
+
 def children(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The records of the objects inside one Chart record (raises ChartUnavailable)."""
-    rendered = charts.render_release(charts.release_of(record["name"], record["inputs"]))
+    """The records of the objects inside one Chart or ConfigGroup record (raises ChartUnavailable)."""
     head, _, _ = record["urn"].rpartition("::")
+    prefix = record["inputs"].get("resourcePrefix") or record["name"]
     out = []
-    for obj in rendered.objects:
+    for obj in _objects(record):
         type_ = type_token(obj["apiVersion"], obj["kind"])
-        name = child_name(record["name"], obj)
+        name = child_name(prefix, obj)
         out.append(
             {
-                "urn": f"{head}${type_}::{name}",  # head ends with the Chart's own type
+                "urn": f"{head}${type_}::{name}",  # head ends with the component's own type
                 "type": type_,
                 "name": name,
                 "custom": True,
@@ -66,12 +101,13 @@ def children(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """`records` with every chart's objects after its Chart record, and {chart URN: why not} for those not expanded."""
+    """`records` with every chart's and ConfigGroup's objects after its own record, and {URN: why not} for those not
+    expanded."""
     out: list[dict[str, Any]] = []
     missing: dict[str, str] = {}
     for record in records:
         out.append(record)
-        if record["type"] != CHART:
+        if record["type"] not in EXPANDED:
             continue
         try:
             out += children(record)
@@ -102,13 +138,23 @@ def expand_both(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Expande
     old_out, old_missing = expand(old)
     new_out, new_missing = expand(new)
     skipped = set(old_missing) | set(new_missing)
-    before = {r["urn"]: r for r in old if r["type"] == CHART}
-    after = {r["urn"]: r for r in new if r["type"] == CHART}
+    before = {r["urn"]: r for r in old if r["type"] in EXPANDED}
+    after = {r["urn"]: r for r in new if r["type"] in EXPANDED}
     result = Expanded(
         [r for r in old_out if r.get("parent") not in skipped],
         [r for r in new_out if r.get("parent") not in skipped],
         [],
     )
+    # An object known by name only is deleted or created for sure where the other side lacks it, and not compared
+    # where both have it.
+    opaque = {r["urn"]: r for r in (*result.old, *result.new) if OPAQUE in (r.get("inputs") or {})}
+    both = {u for u in opaque if any(r["urn"] == u for r in result.old) and any(r["urn"] == u for r in result.new)}
+    for urn in sorted(both):
+        url = opaque[urn]["inputs"][OPAQUE]
+        result.unknown.append((opaque[urn], f"{url} is not vendored here"))
+        result.notes.append(f"{opaque[urn]['name']} not compared: {url} is not vendored here")
+    result.old = [r for r in result.old if r["urn"] not in both]
+    result.new = [r for r in result.new if r["urn"] not in both]
     for urn in sorted(skipped):
         if urn in before and urn in after and before[urn]["inputs"] == after[urn]["inputs"]:
             continue

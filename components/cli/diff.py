@@ -38,7 +38,7 @@ from components.cli.plan import (
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
-NOT_COMPARED = "not compared: its chart renders on one side only (the note says why)"
+NOT_COMPARED = "not compared: it could be rendered on one side only (the note says why)"
 INCOMPLETE = (
     "error: the preview is incomplete: the objects marked unknown could not be compared (the notes above say why); "
     "a chart version renders offline only from its pinned sources (tests/upstream_files.toml)"
@@ -180,11 +180,11 @@ def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str]
     expanded = chart_diff.expand_both(old, new)
     notes += expanded.notes
     result = engine.diff(expanded.old, expanded.new, **rules)
-    charts = {r["urn"]: r["name"] for r in (*expanded.old, *expanded.new) if r["type"] == chart_diff.CHART}
+    charts = {r["urn"]: r["name"] for r in (*expanded.old, *expanded.new) if r["type"] in chart_diff.EXPANDED}
     listed = {r["parent"] for r in (*expanded.old, *expanded.new) if r.get("parent") in charts}
     unknown_parents = {r["parent"] for r, _ in expanded.unknown}
     for change in result.changes:
-        if change.type != chart_diff.CHART:
+        if change.type not in chart_diff.EXPANDED:
             continue
         if change.urn in expanded.opaque:
             change.action, change.reason = (

@@ -154,7 +154,7 @@ class JobSetAddon(TypedDict):
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/jobset/charts/jobset"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.11.1"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.12.0"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "jobset-system"."""
     controller_resources: NotRequired[ResourceRequirements]
@@ -169,7 +169,7 @@ class KueueAddon(TypedDict):
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/kueue/charts/kueue"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.17.4"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.19.2"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "kueue-system"."""
     controller_resources: NotRequired[ResourceRequirements]
@@ -184,7 +184,7 @@ class LwsAddon(TypedDict):
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/lws/charts/lws"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.8.0"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.10.0"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "lws-system"."""
     controller_resources: NotRequired[ResourceRequirements]
@@ -208,7 +208,7 @@ class InferenceExtensionSettings(TypedDict):
     """Settings of version."""
 
     version: NotRequired[str]
-    """The Gateway API Inference Extension CRDs' tag. Allowed: a released tag such as v1.5.0. Default: "v1.5.0"."""
+    """The Gateway API Inference Extension release whose CRDs are applied. Allowed: a release whose CRDs this repository vendors (manifests/vendored/sources.toml): v1.5.0 or v1.6.0, with or without its v; nothing is fetched at preview or up. Default: "v1.6.0"."""
 
 
 class AddonsSettings(TypedDict):

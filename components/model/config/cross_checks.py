@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
+from components.model.addons import tested_sets
 from components.model.config.checks import (
     DNS_LABEL_MAX,
     GIB,
@@ -275,3 +276,13 @@ class CrossChecks:
         if newest is not None and newest < gke_version_tuple(floor):
             return [SettingError("cluster.version", self.cluster.version, f"{floor} or newer: {why}")]
         return []
+
+    def _check_addon_versions(self: Settings) -> list[SettingError]:
+        """A version in a range known to break the program is refused (components/model/addons/tested_sets.py)."""
+        versions = tested_sets.versions_of(self)
+        return [
+            SettingError(
+                tested_sets.COLUMNS[column].key, versions[column], f"{known.allowed}: {known.why} ({known.source})"
+            )
+            for column, known in tested_sets.breaks(versions)
+        ]

@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from components.model.addons import chart_resources
+from components.model.addons import chart_resources, tested_sets, vendored
 from components.model.addons.slice_controller import FEATURE_GATES
 from components.model.config.checks import (
     CHART_VERSION_RE,
@@ -56,13 +56,22 @@ AddonVersion = Annotated[
     AfterValidator(lambda v: v.removeprefix("v")),
     Field(description="the chart's pinned version"),
     Rule(
-        "a pinned chart version, SemVer with an optional v (no ranges, no latest)", SEMVER, "", "^0.11", "v0.0.0-rc.1"
+        "a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known "
+        "to break the program and warns on a combination that is no tested set",
+        f"{SEMVER}; {THIS_PROGRAM}",
+        "",
+        "^0.11",
+        "v1.0.0-rc.1",
     ),
 ]
 AddonNamespace = Annotated[Namespace, Field(description="the controller's namespace"), Rule(change="addon-namespace")]
 ControllerResources = Annotated[
     ResourceRequirements, Field(description="the controller's resources (default: the pinned chart's own)")
 ]
+
+
+# The defaults are the newest tested set of add-on versions (components/model/addons/tested_sets.py).
+NEWEST = tested_sets.newest().versions
 
 
 class HelmAddonSettings(Model):
@@ -113,7 +122,7 @@ class HelmAddonSettings(Model):
 class JobSetAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controller", "resources")
     chart: AddonChart = "oci://registry.k8s.io/jobset/charts/jobset"
-    version: AddonVersion = "0.11.1"
+    version: AddonVersion = NEWEST["jobset"]
     namespace: AddonNamespace = "jobset-system"
     controller_resources: ControllerResources = Field(default_factory=lambda: requirements("500m", "128Mi", "2", "4Gi"))
 
@@ -121,7 +130,7 @@ class JobSetAddon(HelmAddonSettings):
 class KueueAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("controllerManager", "manager", "resources")
     chart: AddonChart = "oci://registry.k8s.io/kueue/charts/kueue"
-    version: AddonVersion = "0.17.4"
+    version: AddonVersion = NEWEST["kueue"]
     namespace: AddonNamespace = "kueue-system"
     controller_resources: ControllerResources = Field(
         default_factory=lambda: requirements("500m", "512Mi", "2", "512Mi")
@@ -131,7 +140,7 @@ class KueueAddon(HelmAddonSettings):
 class LwsAddon(HelmAddonSettings):
     resources_path: ClassVar[tuple[str, ...]] = ("resources",)
     chart: AddonChart = "oci://registry.k8s.io/lws/charts/lws"
-    version: AddonVersion = "0.8.0"
+    version: AddonVersion = NEWEST["lws"]
     namespace: AddonNamespace = "lws-system"
     controller_resources: ControllerResources = Field(default_factory=lambda: requirements("1", "1Gi", None, None))
 
@@ -184,16 +193,29 @@ class SliceControllerSettings(Model):
     )
 
 
-_TAG = "a released tag such as v1.5.0"
+def _vendored_release(v: str) -> str:
+    tag = v if v.startswith("v") else f"v{v}"
+    known = vendored.versions(vendored.GAIE)
+    if tag not in known:
+        raise ValueError(f"a release this repository vendors: {', '.join(known)} (manifests/vendored/sources.toml)")
+    return tag
 
 
 class InferenceExtensionSettings(Model):
     version: Annotated[
         str,
-        accept_if(CHART_VERSION_RE.match, _TAG),
-        AfterValidator(lambda v: v if v.startswith("v") else f"v{v}"),
-        Rule(_TAG, THIS_PROGRAM, "manifests", "main", "1.5.0"),
-    ] = Field("v1.5.0", description="the Gateway API Inference Extension CRDs' tag")
+        AfterValidator(_vendored_release),
+        Rule(
+            "a release whose CRDs this repository vendors (manifests/vendored/sources.toml): v1.5.0 or v1.6.0, with or "
+            "without its v; nothing is fetched at preview or up",
+            THIS_PROGRAM,
+            "manifests",
+            "v1.4.0",
+            "1.6.0",
+        ),
+    ] = Field(
+        NEWEST["inferenceExtension"], description="the Gateway API Inference Extension release whose CRDs are applied"
+    )
 
 
 _ADDON = Rule(change="addon-version")

@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from components.model.addons import tested_sets
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
@@ -20,6 +21,7 @@ from components.model.config.checks import (
     Model,
     SettingError,
     accept_if,
+    gke_version_tuple,
     raise_all,
 )
 from components.model.config.cluster_settings import ClusterSettings
@@ -106,7 +108,8 @@ class Settings(CrossChecks, Model):
         (frozenset({"tpu", "demos"}), "_check_demos"),
         (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
-        (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
+        (frozenset({"cluster", "tpu", "demos", "serving", "addons"}), "_check_version_floor"),
+        (frozenset({"addons", "serving"}), "_check_addon_versions"),
     )
 
     def cross_check_errors(self, skip: frozenset[str] = frozenset()) -> list[SettingError]:
@@ -127,8 +130,16 @@ class Settings(CrossChecks, Model):
         subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices:
             why = f"GKE's floor for dynamic sub-slicing, which {', '.join(subslices)} use ({DYNAMIC_SLICING_DOC})"
-            return MIN_SUBSLICING_VERSION, why
-        return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
+            floor = (MIN_SUBSLICING_VERSION, why)
+        else:
+            floor = (MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})")
+        tested = tested_sets.matching_set(tested_sets.versions_of(self))
+        if tested is not None and gke_version_tuple(tested.gke_minimum) > gke_version_tuple(floor[0]):
+            return (
+                tested.gke_minimum,
+                f"the floor of the add-on versions of tested set {tested.name} (docs/upgrades.md)",
+            )
+        return floor
 
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
@@ -151,6 +162,9 @@ class Settings(CrossChecks, Model):
                 f"{gateway.name} gets a public IP address and serves {self.serving.model_served} to the internet "
                 "over plain HTTP on port 80, with no authentication (serving.gateway.exposeToInternet is true)"
             )
+        untested = tested_sets.untested_warning(tested_sets.versions_of(self), f"{PROJECT}:")
+        if untested:
+            out.append(untested)
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(
