@@ -323,3 +323,63 @@ def test_a_group_size_change_is_a_new_leaderworkerset_never_an_update_kueue_0_19
         for r in bigger.of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
     }
     assert after["serving-decode"] != before["serving-decode"] and after["serving-prefill"] == before["serving-prefill"]
+
+
+# ------------------------------------------------------------------------- what a rollback cannot read back
+
+
+def _properties(schema: Any, path: str = "") -> dict[str, tuple[str, ...]]:
+    """Every property path of a schema (`[]` for list items, `{}` for map values) with its enum, if any."""
+    out: dict[str, tuple[str, ...]] = {}
+    if not isinstance(schema, dict):
+        return out
+    for key, sub in (schema.get("properties") or {}).items():
+        out[f"{path}.{key}"] = tuple(sub.get("enum") or ())
+        out |= _properties(sub, f"{path}.{key}")
+    out |= _properties(schema.get("items"), f"{path}[]")
+    out |= _properties(schema.get("additionalProperties"), path + "{}")
+    return out
+
+
+def _used(value: Any, path: str = "") -> dict[str, Any]:
+    """Every path an object sets, with its value where it is a leaf."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            out[f"{path}.{key}"] = sub
+            out |= _used(sub, f"{path}.{key}")
+        return out
+    if isinstance(value, list):
+        return {k: v for item in value for k, v in _used(item, f"{path}[]").items()}
+    return {}
+
+
+def test_no_object_of_the_newest_set_uses_what_only_its_crds_add(set_runs: dict[str, SetRun]) -> None:
+    """What each newer CRD adds over the previous set's (new fields such as a pod's `schedulingGroup`, JobSet's
+    `jobRestarts` status, new enum values such as JobSet's RestartJob actions and LWS's RecreateGroupAfterStart)
+    is what an older controller cannot read back after a rollback. The program's objects use none of it, so a
+    rollback loses nothing the program sends (docs/upgrades.md lists what the controllers may write there)."""
+    old, new = (set_runs[s.name] for s in TESTED_SETS[-2:])
+    additions: dict[tuple[str, str], set[str]] = {}
+    for api_kind in {(o["apiVersion"], o["kind"]) for _, o in program_objects(new.run)}:
+        if api_kind not in new.registry or api_kind not in old.registry:
+            continue
+        before, after = (_properties(r.schema(*api_kind)) for r in (old.registry, new.registry))
+        added = {p for p in after if p not in before}
+        added |= {f"{p}={v}" for p, values in after.items() if p in before for v in set(values) - set(before[p])}
+        additions[api_kind] = added
+    assert any(additions.values())  # the newer CRDs do add fields
+    for name, obj in program_objects(new.run):
+        added = additions.get((obj["apiVersion"], obj["kind"]), set())
+        used = _used(obj)
+        assert _hits(used, added) == [], name
+    # The check can fail: a LeaderWorkerSet restarting its groups the way only LWS 0.10 knows.
+    lws = next(o for _, o in program_objects(new.run) if o["kind"] == "LeaderWorkerSet")
+    broken = {**lws, "spec": {**lws["spec"], "leaderWorkerTemplate": {**lws["spec"]["leaderWorkerTemplate"]}}}
+    broken["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "RecreateGroupAfterStart"
+    key = (lws["apiVersion"], lws["kind"])
+    assert _hits(_used(broken), additions[key]) == [".spec.leaderWorkerTemplate.restartPolicy=RecreateGroupAfterStart"]
+
+
+def _hits(used: dict[str, Any], added: set[str]) -> list[str]:
+    return [p for p in used if p in added] + [f"{p}={v}" for p, v in used.items() if f"{p}={v}" in added]
