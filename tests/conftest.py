@@ -11,10 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.cli import upstream_files
+from components.cli import charts, upstream_files
+from components.cli.render import redact
 from tests import harness, upstream
 from tests.harness import Run, run_program
-from tests.stack_config import CODELAB_MIX
+from tests.stack_config import CODELAB_MIX, OPT_IN_ADDONS
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -88,3 +89,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.skipped and isinstance(report.longrepr, tuple) and upstream.is_skip_reason(str(report.longrepr[2])):
         report.longrepr = (upstream.__file__, None, report.longrepr[2])
     return report
+
+
+@pytest.fixture(scope="session")
+def releases() -> list[charts.Release]:
+    run = run_program(OPT_IN_ADDONS)  # dev with every chart it can install
+    assert run.error is None, run.error
+    return charts.releases(run.registrations, redact)
+
+
+@pytest.fixture(scope="session")
+def rendered(releases: list[charts.Release]) -> dict[str, charts.Rendered]:
+    upstream.require("charts")
+    return {r.resource: charts.render_release(r) for r in releases}

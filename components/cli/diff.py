@@ -5,7 +5,8 @@ before and after the changes; `--base GIT_REF` the program and stack file at GIT
 and run by that revision's own runner in a subprocess) against the working tree; `--second-run` the program's inputs
 against what the APIs hold after its first run (components/model/diff/readback.py: a correct program shows no
 change). Only property paths are printed, never values: a secret cannot leak through the output.
-Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr).
+Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr), 3 nothing
+rejected but some objects not compared (a chart version whose sources are not here: their action is `unknown`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from components.model.config.settings import PROJECT
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
+NOT_COMPARED = "not compared: it could be rendered on one side only (the note says why)"
+INCOMPLETE = (
+    "error: the preview is incomplete: the objects marked unknown could not be compared (the notes above say why); "
+    "a chart version renders offline only from its pinned sources (tests/upstream_files.toml)"
+)
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
 POOLS = "pulumi-python:dynamic/teardown:PoolReplacements"
 
@@ -173,19 +179,35 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
 
 def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str], **rules: Any) -> engine.Result:
     """engine.diff with the objects inside every chart, and those the program writes into a fetched manifest, as
-    their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py)."""
-    old_expanded, new_expanded, chart_notes = chart_diff.expand_both(old, new)
-    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(old_expanded, new_expanded)
-    notes += chart_notes + manifest_notes
+    their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py); objects that could not be
+    compared are `unknown`, never `same`."""
+    expanded = chart_diff.expand_both(old, new)
+    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(expanded.old, expanded.new)
+    notes += expanded.notes + manifest_notes
     result = engine.diff(old_expanded, new_expanded, **rules)
-    charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] == chart_diff.CHART}
-    expanded = {charts[r["parent"]] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] in chart_diff.EXPANDED}
+    listed = {r["parent"] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    unknown_parents = {r["parent"] for r, _ in expanded.unknown}
     written = {r["urn"] for r in new_expanded if r.get("parent") in manifest_objects.modelled(new_expanded)}
     for change in result.changes:
-        if change.type == chart_diff.CHART and change.name in expanded:
-            change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
-        elif change.urn in written and change.action != engine.SAME:
+        if change.urn in written and change.action != engine.SAME:
             change.reason = manifest_objects.WHY
+        if change.type not in chart_diff.EXPANDED:
+            continue
+        if change.urn in expanded.opaque:
+            change.action, change.reason = (
+                engine.UNKNOWN_ACTION,
+                f"{change.action}; its objects could not be rendered here: {expanded.opaque[change.urn]}",
+            )
+        elif change.urn in unknown_parents:
+            change.reason = f"its objects are listed below as unknown (`{change.name}:<namespace>/<name>`)"
+        elif change.urn in listed:
+            change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
+    result.changes += [
+        engine.Change(r["name"], r["type"], engine.UNKNOWN_ACTION, reason=NOT_COMPARED, urn=r["urn"])
+        for r, _ in expanded.unknown
+    ]
+    result.changes.sort(key=lambda c: (c.name, c.type))
     return result
 
 
@@ -284,7 +306,12 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     for note in notes:
         print(f"note: {note}", file=err)
     print(json.dumps(result.as_dict(), indent=2) if args.json else table(result, args.stack), file=out)
-    return 1 if result.rejected else 0
+    if result.rejected:
+        return 1
+    if result.unknown:
+        print(INCOMPLETE, file=err)
+        return 3
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from components.model.addons import tested_sets
 from components.model.config.checks import (
     DNS_LABEL_MAX,
     GIB,
@@ -385,3 +386,13 @@ class CrossChecks:
                 )
             )
         return errors
+
+    def _check_addon_versions(self: Settings) -> list[SettingError]:
+        """A version in a range known to break the program is refused (components/model/addons/tested_sets.py)."""
+        versions = tested_sets.versions_of(self)
+        return [
+            SettingError(
+                tested_sets.COLUMNS[column].key, versions[column], f"{known.allowed}: {known.why} ({known.source})"
+            )
+            for column, known in tested_sets.breaks(versions)
+        ]

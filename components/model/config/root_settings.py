@@ -12,6 +12,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from components.model.addons import tested_sets
+from components.model.config.addons_settings import AddonsSettings
 from components.model.config.autoscaling_settings import burst_slots
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
@@ -21,13 +23,14 @@ from components.model.config.checks import (
     Model,
     SettingError,
     accept_if,
+    gke_version_tuple,
     raise_all,
 )
 from components.model.config.cluster_settings import ClusterSettings, node_service_account_id
 from components.model.config.cross_checks import CrossChecks
 from components.model.config.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.config.images import VLLM_TPU, digest_advice, parts
-from components.model.config.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
+from components.model.config.k8s_settings import DemosSettings, KueueSettings
 from components.model.config.network_settings import NetworkSettings
 from components.model.config.observability_settings import PROMQL_LOOKBACK_SECONDS, ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
@@ -140,7 +143,8 @@ class Settings(CrossChecks, Model):
         (frozenset({"tpu", "demos"}), "_check_demos"),
         (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
-        (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
+        (frozenset({"cluster", "tpu", "demos", "serving", "addons"}), "_check_version_floor"),
+        (frozenset({"addons", "serving"}), "_check_addon_versions"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_burst_bounds"),
         (frozenset({"demos", "serving", "require_image_digests"}), "_check_image_digests"),
     )
@@ -163,8 +167,16 @@ class Settings(CrossChecks, Model):
         subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices:
             why = f"GKE's floor for dynamic sub-slicing, which {', '.join(subslices)} use ({DYNAMIC_SLICING_DOC})"
-            return MIN_SUBSLICING_VERSION, why
-        return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
+            floor = (MIN_SUBSLICING_VERSION, why)
+        else:
+            floor = (MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})")
+        tested = tested_sets.matching_set(tested_sets.versions_of(self))
+        if tested is not None and gke_version_tuple(tested.gke_minimum) > gke_version_tuple(floor[0]):
+            return (
+                tested.gke_minimum,
+                f"the floor of the add-on versions of tested set {tested.name} (docs/upgrades.md)",
+            )
+        return floor
 
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
@@ -194,6 +206,9 @@ class Settings(CrossChecks, Model):
         if not self.require_image_digests:  # else _check_image_digests refuses them
             unpinned = {k: ref for k, ref in self.images().items() if not parts(ref)[2]}
             out += [f"{PROJECT}:{key} = {ref}: {digest_advice(ref)}" for key, ref in unpinned.items()]
+        untested = tested_sets.untested_warning(tested_sets.versions_of(self), f"{PROJECT}:")
+        if untested:
+            out.append(untested)
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(
