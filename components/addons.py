@@ -1,17 +1,19 @@
 """Cluster add-ons: JobSet, Kueue and LeaderWorkerSet from their OCI charts, the slice controller's
-user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself.
+user-space manifest, and the Gateway API Inference Extension CRDs GKE does not manage itself (vendored).
 
 Charts use `helm.v4.Chart`: it renders client-side, so `pulumi preview` diffs every object of the
 chart, and it waits for each Deployment to be available and each Service to have endpoints (the
 Kueue webhook "no endpoints available" failure). docs/architecture.md "Why helm.v4.Chart" has the upstream status.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.component import PROGRAM_WRITES, Component
+from components.model.addons import vendored
+from components.model.addons.controllers import deep_merge, nested
 from components.model.addons.kueue_config import namespaces_requirement
 from components.model.addons.slice_controller import (
     DEPLOYMENT,
@@ -21,36 +23,8 @@ from components.model.addons.slice_controller import (
     program_objects,
     with_namespace_scope,
 )
-from components.model.config.k8s_settings import HelmAddonSettings
+from components.model.config.addons_settings import HelmAddonSettings
 from components.model.config.oci import chart_source
-
-GAIE_CRD = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{version}/config/crd/bases/{name}.yaml"
-# GAIE's config/crd kustomization (v1.5.0) lists these four CRDs. GKE installs and manages the GA
-# InferencePool CRD itself from 1.34 on (llm-d's GKE gateway guide; this program requires 1.35.2+):
-# applying it again fails with AlreadyExists (pulumi-kubernetes >= 4.29 creates client-side), and
-# `pulumi destroy` would delete GKE's CRD with every InferencePool in the cluster. So it is left to GKE.
-GKE_MANAGED_CRDS = ("inference.networking.k8s.io_inferencepools",)
-GAIE_KUSTOMIZATION_CRDS = (
-    "inference.networking.x-k8s.io_inferencemodelrewrites",
-    "inference.networking.x-k8s.io_inferenceobjectives",
-    "inference.networking.x-k8s.io_inferencepoolimports",
-    *GKE_MANAGED_CRDS,
-)
-
-
-def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """{"a": {"b": value}} from ("a", "b")."""
-    out: Any = value
-    for key in reversed(path):
-        out = {key: out}
-    return out
-
-
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def chart_values(addon: HelmAddonSettings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -67,12 +41,15 @@ class HelmAddonArgs(TypedDict):
     """The chart's version."""
     values: dict[str, Any]
     """The values this program sets on the chart (chart_values)."""
+    disruption_budget: NotRequired[dict[str, Any] | None]
+    """The controller's PodDisruptionBudget when its chart has none (controllers.disruption_budget)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
 
 class HelmAddon(Component):
-    """One controller: its namespace and its chart, ready (Deployments available) before dependents start."""
+    """One controller: its namespace, its chart, ready (Deployments available) before dependents start, and the
+    PodDisruptionBudget its chart lacks."""
 
     def __init__(self, name: str, args: HelmAddonArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:HelmAddon", name, opts)
@@ -93,6 +70,13 @@ class HelmAddon(Component):
             skip_await=False,
             opts=self.child(providers=[provider]),
         )
+        budget = args.get("disruption_budget")
+        if budget:
+            # In the chart's namespace; it selects the chart's pods, so it may exist before them.
+            metadata = {**budget["metadata"], "namespace": self.namespace.metadata.name}
+            self.disruption_budget = k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-disruption-budget", metadata=metadata, spec=budget["spec"], opts=self.child(provider=provider)
+            )
         self.register_outputs(
             {"namespace": self.namespace.metadata.name, "chart": args["chart"], "version": args["version"]}
         )
@@ -181,23 +165,26 @@ class SliceController(Component):
         self.register_outputs({"manifestUrl": url})
 
 
-def inference_extension_crd_urls(version: str) -> list[str]:
-    """The pinned files of GAIE's CRDs this program applies: all of config/crd but what GKE manages."""
-    return [GAIE_CRD.format(version=version, name=n) for n in GAIE_KUSTOMIZATION_CRDS if n not in GKE_MANAGED_CRDS]
-
-
 class InferenceExtensionCrdsArgs(TypedDict):
     version: str
-    """The Gateway API Inference Extension release whose CRDs are applied."""
+    """The Gateway API Inference Extension release whose CRDs are applied (one this repository vendors)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
 
 class InferenceExtensionCrds(Component):
-    """The Gateway API Inference Extension CRDs GKE does not install (InferenceObjective and friends), pinned."""
+    """The Gateway API Inference Extension CRDs of a release that GKE does not manage itself, from the repository.
+
+    Vendored (manifests/vendored/, components/model/addons/vendored.py): the objects are this component's inputs, so
+    a preview fetches nothing and shows each CRD's change. GKE manages the GA InferencePool CRD from 1.34 on: applying
+    it again fails with AlreadyExists (pulumi-kubernetes >= 4.29 creates client-side), and `pulumi destroy` would
+    delete GKE's CRD with every InferencePool in the cluster, so it is left to GKE (sources.toml says what else a
+    release ships and is left out, and why). A CRD a new release no longer ships is deleted at `up`, and with it
+    every object of its kind (docs/upgrades.md).
+    """
 
     def __init__(self, name: str, args: InferenceExtensionCrdsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:addons:InferenceExtensionCrds", name, opts)
-        files = inference_extension_crd_urls(args["version"])
-        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=files, opts=self.child(providers=[args["provider"]]))
-        self.register_outputs({"files": files, "managedByGke": list(GKE_MANAGED_CRDS)})
+        objs = vendored.objects(vendored.GAIE, args["version"])
+        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=objs, opts=self.child(providers=[args["provider"]]))
+        self.register_outputs({"version": args["version"], "crds": [o["metadata"]["name"] for o in objs]})

@@ -32,9 +32,10 @@ from components.graph_args import (
 )
 from components.keda import Keda
 from components.kueue_objects import SliceQueues
+from components.model.addons.controllers import deep_merge, disruption_budget, ha_values
 from components.model.addons.kueue_config import kueue_chart_values, queued_namespaces
 from components.model.commands import stack_credentials_command
-from components.model.config.k8s_settings import HelmAddonSettings
+from components.model.config.addons_settings import HelmAddonSettings
 from components.model.config.settings import Settings
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.network import EgressNames, InternalFirewall, InternalFirewallArgs, Network, NetworkArgs
@@ -43,9 +44,9 @@ from components.node_service_account import NodeIdentity, NodeIdentityArgs
 from components.observability import Observability
 from components.preflight import (
     check_weights,
+    place_capacity,
     plan_capacity,
     read_deployed_serving,
-    read_sub_blocks,
     resolve_cluster_version,
 )
 from components.project_services import ProjectServices, ProjectServicesArgs, apis
@@ -71,7 +72,9 @@ def declare_stack(
     reservation's answers are the mocks' markers.
     """
     outputs: dict[str, object] = {}
-    sub_blocks = read_sub_blocks(settings, offline)  # the reservation's sub-blocks, read before anything is registered
+    # The zone and block left to the reservation, and its sub-blocks, read before anything is registered.
+    placed = place_capacity(settings, offline)
+    settings, sub_blocks = placed.settings, placed.sub_blocks
     check_weights(settings)  # the model's snapshot in the weights bucket, where the preview may read it
     # What serving runs now, from the stack's previous outputs: a smaller role rolls beside its running, bigger set.
     capacity_plan = plan_capacity(settings, sub_blocks, read_deployed_serving(settings))
@@ -132,11 +135,14 @@ def declare_stack(
     a = settings.addons
 
     def helm_addon(name: str, addon: HelmAddonSettings) -> HelmAddon:
-        # Kueue: two replicas under a PodDisruptionBudget, webhooks only in the workload namespace, the integrations
-        # in use, and (with observability) the ClusterQueue resource metrics: components/model/addons/kueue_config.py.
-        values = chart_values(addon, kueue_chart_values(settings) if name == "kueue" else None)
+        # Each controller: replicas under a PodDisruptionBudget, spread over the system nodes
+        # (components/model/addons/controllers.py). Kueue: webhooks only in the workload namespace, the integrations
+        # in use, waitForPodsReady and (with observability) the ClusterQueue resource metrics (kueue_config.py).
+        extra = deep_merge(ha_values(name, addon.replicas), kueue_chart_values(settings) if name == "kueue" else {})
         chart = {"namespace": addon.namespace, "chart": addon.chart, "version": addon.version}
-        return HelmAddon(name, HelmAddonArgs(**chart, values=values, provider=provider), _under(opts))
+        budget = disruption_budget(name, f"{name}-controller-manager", addon.replicas)
+        args = HelmAddonArgs(**chart, values=chart_values(addon, extra), disruption_budget=budget, provider=provider)
+        return HelmAddon(name, args, _under(opts))
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
     # KEDA's objects are to wait for its `ready` (components/keda.py).

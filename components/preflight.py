@@ -12,7 +12,9 @@ import pulumi.runtime.config as runtime_config
 import pulumi_gcp as gcp
 import yaml
 
+from components import placement
 from components import reservation_reads as reservation
+from components.model.commands import create_bucket_command
 from components.model.config import gke_versions
 from components.model.config.checks import gke_version_tuple
 from components.model.config.settings import PROJECT, ConfigError, Settings, load
@@ -215,14 +217,22 @@ def exclusion_conflict(settings: Settings, version: str) -> str | None:
 
 
 WEIGHTS_LIST = "gcp:storage/getBucketObjects:getBucketObjects"
+# What the listing answers for a bucket that does not exist: the data source returns the API's error as
+# "Error retrieving bucket objects: googleapi: Error 404: ..." (hashicorp/terraform-provider-google-beta@93c65b2d60
+# google-beta/services/storage/data_source_google_storage_bucket_objects.go:112-114), and Cloud Storage answers
+# objects.list on a missing bucket 404 "The specified bucket does not exist."; a caller without
+# storage.objects.list gets 403 whether or not the bucket exists
+# (https://cloud.google.com/storage/docs/json_api/v1/status-codes), so only this 404 is a definite "no bucket".
+NO_SUCH_BUCKET = "The specified bucket does not exist"
 
 
 def check_weights(settings: Settings) -> None:
     """Is the snapshot `serving.modelPath` names in the weights bucket? Read at preview, before anything is registered.
 
-    Without it the leaders would try to load the model for the whole startup budget. An empty or wrong prefix stops
-    here with the place and both fixes, unless the download Job fills it; a refused or failed read only warns (the
-    account running the preview may not read the bucket: the leaders check again before vLLM starts).
+    Without it the leaders would try to load the model for the whole startup budget. A bucket that does not exist
+    stops here with the command that creates it (the download Job and the readers' IAM bindings need it too); an empty
+    or wrong prefix stops with the place and both fixes, unless the download Job fills it; a refused or failed read
+    only warns (the account running the preview may not read the bucket: the leaders check again before vLLM starts).
     """
     s = settings.serving
     if not s.enabled or s.weights_bucket is None:
@@ -233,6 +243,15 @@ def check_weights(settings: Settings) -> None:
         listed = gcp.storage.get_bucket_objects(bucket=s.weights_bucket, prefix=prefix).bucket_objects or []
     except Exception as err:  # the invoke's own error: no access, no such bucket, no credentials
         text = err.details() if callable(getattr(err, "details", None)) else str(err)
+        if "Error 404" in str(text) and NO_SUCH_BUCKET in str(text):
+            raise pulumi.RunError(
+                f"{PROJECT}:serving.weightsBucket = {s.weights_bucket!r}: no such bucket (Cloud Storage answered 404, "
+                f"{NO_SUCH_BUCKET}). Create it in the TPUs' region ({settings.region}), with uniform bucket-level "
+                f"access and public access prevention:\n  "
+                f"{create_bucket_command(s.weights_bucket, settings.project, settings.region)}\n"
+                f"then copy the model into {where} ({weights.PREPARE_DOC}), or let the stack download it: "
+                "pulumi config set --path serving.weightsDownload.enabled true"
+            ) from None
         reason = ([line.strip("\t* ") for line in str(text).splitlines() if line.strip()] or [type(err).__name__])[-1]
         pulumi.log.warn(
             f"could not list {where} to check the model's weights ({reason}); the serving leaders check it before "
@@ -252,19 +271,29 @@ def check_weights(settings: Settings) -> None:
     )
 
 
-def read_sub_blocks(settings: Settings, offline: bool = False) -> Assignment:
-    """Reads the reservation block's sub-blocks and puts each cube on one (components/reservation_reads.py).
+def place_capacity(settings: Settings, offline: bool = False) -> placement.Placed:
+    """The zone and block where the stack leaves them to the reservation, and each cube's sub-block
+    (components/placement.py, components/reservation_reads.py); says what it read.
 
     A missing reservation or block, an unreadable one, or cubes without a usable sub-block stop the
     preview here, before any resource is registered.
     """
     try:
-        result = reservation.assignment(settings, offline=offline)
+        placed = placement.place(settings, offline=offline)
     except reservation.ReservationError as err:
         raise pulumi.RunError(str(err)) from None
-    if result.errors:
-        raise pulumi.RunError(result.error_message())
-    return result
+    if placed.chosen:
+        pins = [f"pulumi config set zone {placed.settings.zone}"] if settings.zone is None else []
+        if settings.tpu.reservation.block is None:
+            pins.append(f"pulumi config set --path tpu.reservation.block '{placed.settings.tpu.reservation.block}'")
+        if offline:  # stand-ins, as GKE's version list offline: said as a warning
+            pulumi.log.warn("placement: " + "; ".join(placed.chosen))
+        else:
+            pin = f" (to keep these whatever the reservation holds later: {'; '.join(pins)})"
+            pulumi.log.info("placement: " + "; ".join(placed.chosen) + pin)
+    if placed.sub_blocks.errors:
+        raise pulumi.RunError(placed.sub_blocks.error_message())
+    return placed
 
 
 # The diy backends' one organization (pulumi/pulumi pkg/backend/diy/state.go: `Organization: "organization"`).

@@ -149,8 +149,8 @@ class FileSource:
     "getCluster": {...} or null}`; camelCase fields, exactly as the provider answers the invokes.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.description = f"the file {path}"
+    def __init__(self, path: Path, block: str | None = None) -> None:
+        self.description, self.asked_block = f"the file {path}", block
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
@@ -169,6 +169,8 @@ class FileSource:
         raw = self.data.get("getReservationBlock")
         if not raw:
             raise ReservationError(f"{self.description} has no getReservationBlock")
+        if self.asked_block and raw.get("name") and raw["name"] != self.asked_block:
+            raise ReservationError(f"{self.description} holds block {raw['name']}, not {self.asked_block}")
         return self._typed(raw, GetReservationBlockResult)
 
     def sub_block(self, name: str) -> Any:
@@ -230,12 +232,22 @@ def _existing(cluster: Any | None, project: str, reservation: str, block: str) -
     return out
 
 
-def _failed(what: str, where: str, err: Exception, zone_hint: str = "") -> ReservationError:
+def read_failed(what: str, where: str, err: Exception, zone_hint: str = "") -> ReservationError:
     text = str(err)
     hint = ""
     if "403" in text or "PERMISSION" in text.upper() or "forbidden" in text:
         hint = f" The account running Pulumi needs {', '.join(PERMISSIONS)} on the reservation's project."
     return ReservationError(f"could not read {what} of {where}: {text}.{hint}{zone_hint}")
+
+
+def no_such_reservation(settings: Settings, source: Source) -> ReservationError:
+    """The reservation's read answered that it does not exist (no self link: the module docstring)."""
+    name, project, zone = settings.tpu.reservation.name, settings.reservation_project, settings.zone
+    return ReservationError(
+        f"{_key('tpu.reservation.name')} = {name!r}: no such reservation in project {project}, zone {zone} "
+        f"({source.description} has none). Check the name, {_key('tpu.reservation.project')} and {_key('zone')}."
+        + ai_zone_hint(settings)
+    )
 
 
 def not_read(settings: Settings, offline: bool = False) -> Assignment | None:
@@ -281,13 +293,9 @@ def assignment(
     except ReservationError:
         raise
     except Exception as err:
-        raise _failed("the reservation", where, err, ai_zone_hint(settings)) from None
+        raise read_failed("the reservation", where, err, ai_zone_hint(settings)) from None
     if not res.self_link:
-        raise ReservationError(
-            f"{_key('tpu.reservation.name')} = {r.name!r}: no such reservation in project {project}, zone {zone} "
-            f"({source.description} has none). Check the name, {_key('tpu.reservation.project')} and {_key('zone')}."
-            + ai_zone_hint(settings)
-        )
+        raise no_such_reservation(settings, source)
     blocks = list(res.block_names or [])
     if blocks and r.block not in blocks:
         raise ReservationError(
@@ -304,7 +312,7 @@ def assignment(
                 + (f"; its blocks: {', '.join(blocks)}" if blocks else "")
                 + ("." + ai_zone_hint(settings) if ai_zone_hint(settings) else "")
             ) from None
-        raise _failed(f"block {r.block}", where, err, ai_zone_hint(settings)) from None
+        raise read_failed(f"block {r.block}", where, err, ai_zone_hint(settings)) from None
 
     def read(name: str) -> SubBlock:
         try:
@@ -312,7 +320,7 @@ def assignment(
         except ReservationError:
             raise
         except Exception as err:
-            raise _failed(f"sub-block {name} of block {r.block}", where, err) from None
+            raise read_failed(f"sub-block {name} of block {r.block}", where, err) from None
 
     try:
         cluster = source.cluster()

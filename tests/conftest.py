@@ -1,15 +1,34 @@
 import pickle
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from components.cli import charts, upstream_files
+from components.cli.render import redact
 from tests import harness, upstream
 from tests.harness import Run, run_program
-from tests.stack_config import CODELAB_MIX
+from tests.stack_config import CODELAB_MIX, OPT_IN_ADDONS
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _loopback_only(url: str, *args: Any, **kwargs: Any) -> Any:
+    """The tests download nothing: the offline commands' fetch reaches a file server on this machine, or fails as
+    with no network (tests that serve the files themselves put their own opener in)."""
+    if urllib.parse.urlsplit(url).hostname not in _LOOPBACK:
+        raise urllib.error.URLError(f"no network in the tests ({url})")
+    return urllib.request.urlopen(url, *args, **kwargs)
+
+
+upstream_files.OPENER = _loopback_only
 
 # The session's shared runs, as recorded: a test that changes one fails, and the run is put back for the next.
 _SHARED: dict[str, tuple[Run, bytes]] = {}
@@ -70,3 +89,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.skipped and isinstance(report.longrepr, tuple) and upstream.is_skip_reason(str(report.longrepr[2])):
         report.longrepr = (upstream.__file__, None, report.longrepr[2])
     return report
+
+
+@pytest.fixture(scope="session")
+def releases() -> list[charts.Release]:
+    run = run_program(OPT_IN_ADDONS)  # dev with every chart it can install
+    assert run.error is None, run.error
+    return charts.releases(run.registrations, redact)
+
+
+@pytest.fixture(scope="session")
+def rendered(releases: list[charts.Release]) -> dict[str, charts.Rendered]:
+    upstream.require("charts")
+    return {r.resource: charts.render_release(r) for r in releases}

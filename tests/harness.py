@@ -67,7 +67,7 @@ class Mocks(pulumi.runtime.Mocks):
         server_config: dict[str, Any] | None = None,
         reservation: FakeReservation | None = None,
         previous_outputs: dict[str, Any] | None = None,
-        weights: dict[str, list[str]] | None = None,
+        weights: dict[str, list[str] | None] | None = None,
     ) -> None:
         self.known_cluster = known_cluster
         # Object names per bucket, listed at preview (components/preflight.py check_weights); None: every prefix holds

@@ -22,6 +22,7 @@ from tests.fakes import slice_
 from tests.stack_config import PROJECT_ID, ROOT, set_arguments
 
 RES, BLOCK = "tpu7x-reservation", "block-0"
+COMPUTE = "https://www.googleapis.com/compute/v1"
 POOLS = ("tpu7-pool-1", "tpu7-pool-2")
 STATE_LABEL = "cloud.google.com/gke-tpu-partition-{}-state"
 
@@ -47,7 +48,11 @@ def reservation(count: int = 3, on: tuple[str, ...] = ("sb-1", "sb-2"), **change
         for pool, sb in zip(POOLS, on, strict=False)
     ]
     return {
-        "getReservation": {"name": RES, "selfLink": f"https://compute/{RES}", "blockNames": [BLOCK]},
+        "getReservation": {
+            "name": RES,
+            "selfLink": f"{COMPUTE}/projects/{PROJECT_ID}/zones/us-central1-ai1a/reservations/{RES}",
+            "blockNames": [BLOCK],
+        },
         "getReservationBlock": {"name": BLOCK, "subBlockNames": list(subs)},
         "getReservationSubBlock": list(subs.values()),
         "getCluster": {"name": "tpu-cluster", "nodePools": pools},

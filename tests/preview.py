@@ -45,10 +45,12 @@ def record(name: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[
     return {"urn": urn(name, type_), "type": type_, "name": name, "custom": True, "inputs": inputs, **extra}
 
 
-def changed_objects(*changes: str) -> tuple[list[engine.Change], str]:
-    """What `python -m components diff --stack dev --change ...` finds changed (charts' objects too), and its notes."""
+def changed_objects(*changes: str, sets: tuple[str, ...] = ()) -> tuple[list[engine.Change], str]:
+    """What `python -m components diff --stack dev [--set ...] --change ...` finds changed (charts' objects too), and
+    its notes."""
     upstream.require("charts")
-    args = diff._parser().parse_args(["--stack", "dev", *set_arguments("dev"), *(f"--change={c}" for c in changes)])
+    given = [*set_arguments("dev"), *(f"--set={s}" for s in sets)]
+    args = diff._parser().parse_args(["--stack", "dev", *given, *(f"--change={c}" for c in changes)])
     args.dir = diff.ROOT
     notes: list[str] = []
     result = diff.compute(args, notes)

@@ -19,19 +19,30 @@ BLOCK_PATH = "projects/my-tpu-project/reservations/tpu7x-reservation/reservation
 
 
 def fake(
-    count: int, running: Run | None = None, *, exists: bool = True, blocks: tuple = ("block-0",), **changes: Any
+    count: int,
+    running: Run | None = None,
+    *,
+    exists: bool = True,
+    blocks: tuple = ("block-0",),
+    zone: str | None = "us-central1-ai1a",
+    **changes: Any,
 ) -> FakeReservation:
     """`count` healthy free sub-blocks sb-1..; `changes` patches one by name (wire-shape fields); GKE runs the
-    pools of `running`; `exists=False` or `blocks=()`: the reservation or its block is missing."""
+    pools of `running` (in their zone); `exists=False` or `blocks=()`: the reservation or its block is missing; `zone`:
+    where the reservation is (None: in every zone asked)."""
     reservation = FakeReservation(
-        {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)}, exists, blocks
+        {f"sb-{i}": healthy_sub_block(f"sb-{i}") for i in range(1, count + 1)}, exists, blocks, zone=zone
     )
     for name, patch in changes.items():
         name = name.replace("_", "-")
         reservation.sub_blocks[name] = deep_merge(reservation.sub_blocks[name], patch)
     if running is not None:
         reservation.cluster_pools = [
-            {"name": name, "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}]}
+            {
+                "name": name,
+                "nodeLocations": inputs["nodeLocations"],
+                "nodeConfigs": [{"reservationAffinities": [inputs["nodeConfig"]["reservationAffinity"]]}],
+            }
             for name, inputs in pools(running).items()
         ]
     return reservation
@@ -60,12 +71,12 @@ def pools(run: Run) -> dict[str, dict[str, Any]]:
     return {r.inputs["name"]: r.inputs for r in tpu_pools(run)}
 
 
-def on(run: Run) -> dict[str, str]:
-    """Pool name -> the sub-block its reservation affinity names."""
+def on(run: Run, block: str = "block-0") -> dict[str, str]:
+    """Pool name -> the sub-block of `block` its reservation affinity names."""
     out = {}
     for name, inputs in pools(run).items():
         (value,) = inputs["nodeConfig"]["reservationAffinity"]["values"]
-        assert value.startswith(BLOCK_PATH + "/reservationSubBlocks/"), value
+        assert value.startswith(BLOCK_PATH.replace("block-0", block) + "/reservationSubBlocks/"), value
         out[name] = value.rsplit("/", 1)[1]
         assert inputs["nodeConfig"]["labels"] == {"gke-tpu-slicing/reservation-sub-block": out[name]}
     return out

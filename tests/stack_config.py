@@ -110,10 +110,13 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def stack_settings(stack: str) -> Settings:
-    """A stack file's settings, its placeholders filled."""
+    """A stack file's settings, its placeholders filled, as its preview places them against the tests' default
+    reservation (components/cli/mocks.py FakeReservation: one in us-central1-ai1a, whose only block is block-0)."""
+    from components.placement import with_placement  # here: preview.yml imports this module without the program
+
     config = stack_file_config(stack)
     raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
-    return load(raw, config["gcp:project"], now=CLOCK)
+    return with_placement(load(raw, config["gcp:project"], now=CLOCK), zone="us-central1-ai1a", block="block-0")
 
 
 def dev_settings() -> Settings:

@@ -3,10 +3,10 @@ webhooks, replicas, what they wait for."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION
-from components.model.config.checks import gke_version_tuple
+from components.model.addons.kueue_config import INTEGRATIONS, KUEUE_CONFIG_VERSION, pods_ready_timeout_s
 from tests import planner_fixtures, upstream
 from tests.graph_queries import addon_charts, tpu_pools
 from tests.harness import CHART, JOBSET, LWS, POOL, Run, assert_rejected, normalize, ok
@@ -51,10 +51,11 @@ def rendered_webhooks(config: dict) -> dict[str, tuple[str, dict]]:
 
 def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
     charts = {r.name: r.inputs for r in dev.of_type(CHART)}
+    # The newest tested set (components/model/addons/tested_sets.py), dev's default.
     expected = {
-        "jobset-chart": ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
-        "kueue-chart": ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
-        "lws-chart": ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.8.0", "lws-system"),
+        "jobset-chart": ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"),
+        "kueue-chart": ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", "kueue-system"),
+        "lws-chart": ("lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system"),
     }
     for name, release in expected.items():
         c = charts[name]
@@ -64,7 +65,7 @@ def test_addon_charts_are_pinned_oci_charts(dev: Run) -> None:
     # The manager configuration and the replicas: the tests below.
     assert set(kueue_values.pop("managerConfig")) == {"controllerManagerConfigYaml"}
     manager = kueue_values["controllerManager"]
-    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}
+    assert {k: manager.pop(k) for k in ("replicas", "podDisruptionBudget", "topologySpreadConstraints")}  # below
     assert kueue_values == {
         "controllerManager": {
             "manager": {
@@ -96,6 +97,7 @@ def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_
     default = yaml.safe_load(pinned_kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
     ours = manager_config(dev)
     assert ours.pop("managedJobsNamespaceSelector")
+    assert ours.pop("waitForPodsReady")  # the test below
     assert ours["metrics"].pop("enableClusterQueueResources") is True  # observability's quota series
     frameworks = ours["integrations"].pop("frameworks")
     assert frameworks == list(INTEGRATIONS)
@@ -107,29 +109,97 @@ def test_kueue_manager_config_is_the_pinned_default_but_namespaces_integrations_
     assert ours["leaderElection"]["leaderElect"] is True
 
 
-def test_kueue_runs_two_replicas_under_the_charts_disruption_budget(dev: Run) -> None:
-    pinned = pinned_kueue_values()["controllerManager"]
-    manager = kueue_values(dev)["controllerManager"]
-    # Keys the pinned chart has (its default: 1 replica, no PDB).
-    assert pinned["replicas"] == 1 and pinned["podDisruptionBudget"] == {"enabled": False, "minAvailable": 1}
-    assert {"replicas", "podDisruptionBudget", "topologySpreadConstraints"} <= set(pinned)
-    assert manager["replicas"] == 2
-    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
-    (spread,) = manager["topologySpreadConstraints"]
-    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+def leader_startup_budgets(run: Run) -> list[int]:
+    """Seconds each serving leader's startup probe allows before the kubelet restarts it (as the LWS declares it)."""
+    out = []
+    for lws in run.of_type(LWS):
+        leader = normalize(lws.plain("spec"))["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]
+        for probe in (c["startupProbe"] for c in leader if "startupProbe" in c):
+            out.append(probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"])
+    return out
+
+
+@pytest.mark.parametrize("version", ["0.17.4", "0.19.2"])
+@pytest.mark.parametrize("startup", [None, 20000])
+def test_kueue_waits_for_a_loading_serving_group_longer_than_its_startup_probe(version: str, startup: int) -> None:
+    """Kueue 0.19 turns waitForPodsReady on with a 30-minute timeout when the configuration is silent: a serving group
+    loading for up to serving.startupTimeoutSeconds would be evicted and requeued forever. The configuration says
+    what it wants on every version: both timeouts past the leaders' startup budget (the slice, scheduling and
+    image pull come on top), no blocked admissions, endless requeuing."""
+    run = ok({f"{P}:serving": {"startupTimeoutSeconds": startup}} if startup else None)
+    config = manager_config(run)
+    budgets = leader_startup_budgets(run)
+    assert len(budgets) == 2 and (startup is None or min(budgets) >= startup)
+    timeout = pods_ready_timeout_s(config, version)
+    assert timeout is not None and timeout > max(budgets)
+    block = config["waitForPodsReady"]
+    assert block["recoveryTimeout"] == block["timeout"]  # a restarted group loads the model again
+    assert block["blockAdmission"] is False
+    assert block["requeuingStrategy"]["backoffLimitCount"] is None  # never deactivated for good
+    # What Kueue's defaulting would run instead (the fact the configuration overrides).
+    silent = {k: v for k, v in config.items() if k != "waitForPodsReady"}
+    assert pods_ready_timeout_s(silent, version) == (None if version.startswith("0.17") else 1800)
+
+
+def pinned_chart_values(addon: str, version: str) -> dict:
+    return yaml.safe_load(upstream.path(f"charts/{addon}-v{version}/values.yaml").read_text())
+
+
+# The chart values each controller's replicas, budget and spread live under (None: the chart has no budget).
+HA_KEYS = {
+    "kueue": (("controllerManager",), "replicas", "podDisruptionBudget", "topologySpreadConstraints"),
+    "jobset": (("controller",), "replicas", "podDisruptionBudget", "affinity"),
+    "lws": ((), "replicaCount", None, "affinity"),
+}
+
+
+@pytest.mark.parametrize("addon", sorted(HA_KEYS))
+def test_each_controller_runs_two_replicas_under_a_disruption_budget_spread_over_nodes(addon: str) -> None:
+    """Issue: JobSet and LWS ran one replica each with fail-closed webhooks and no budget, so rescheduling that pod
+    stopped every JobSet or LWS pod from being created. Every controller now runs two, with a budget of one and a
+    spread; the chart's own keys where it has them (its pinned default: one replica, no budget)."""
+    base, replicas_key, budget_key, spread_key = HA_KEYS[addon]
+    version = {"kueue": "0.17.4", "jobset": "0.11.1", "lws": "0.8.0"}[addon]
+
+    def block(values: dict) -> dict:
+        for key in base:
+            values = values[key]
+        return values
+
+    pinned = block(pinned_chart_values(addon, version))
+    assert pinned[replicas_key] == 1 and spread_key in pinned
+    run = ok()
+    ours = block(normalize(run.get(CHART, f"{addon}-chart").plain("values")))
+    assert ours[replicas_key] == 2
+    budgets = [normalize(b.plain()) for b in run.of_type("kubernetes:policy/v1:PodDisruptionBudget")]
+    mine = [b for b in budgets if b["metadata"]["namespace"] == f"{addon}-system"]
+    if budget_key:  # the chart's own budget
+        assert set(pinned[budget_key]) >= {"enabled", "minAvailable"} and pinned[budget_key]["enabled"] is False
+        assert ours[budget_key] == {"enabled": True, "minAvailable": 1}
+        assert mine == []
+    else:  # the program's, in the chart's namespace
+        (budget,) = mine
+        assert budget["spec"]["minAvailable"] == 1
+    assert ours[spread_key]  # tests/test_charts.py: it selects the rendered pods
     # One replica: no budget (minAvailable 1 of 1 would block every drain), no spread.
-    single = kueue_values(ok({f"{P}:addons": {"kueue": {"replicas": 1}}}))["controllerManager"]
-    assert single["replicas"] == 1 and single["podDisruptionBudget"]["enabled"] is False
-    assert "topologySpreadConstraints" not in single
-    assert_rejected({f"{P}:addons": {"kueue": {"replicas": 0}}}, ["addons.kueue.replicas"])
+    single = ok({f"{P}:addons": {addon: {"replicas": 1}}})
+    one = block(normalize(single.get(CHART, f"{addon}-chart").plain("values")))
+    assert one[replicas_key] == 1 and spread_key not in one
+    if budget_key:
+        assert one[budget_key]["enabled"] is False
+    assert [
+        b.name for b in single.of_type("kubernetes:policy/v1:PodDisruptionBudget") if b.name.startswith(addon)
+    ] == []
+    assert_rejected({f"{P}:addons": {addon: {"replicas": 0}}}, [f"addons.{addon}.replicas"])
 
 
-def test_the_system_pool_fit_counts_every_kueue_replica() -> None:
+def test_the_system_pool_fit_counts_every_controller_replica() -> None:
     big = {"requests": {"cpu": "13", "memory": "1Gi"}, "limits": {"cpu": "13", "memory": "1Gi"}}
-    ok({f"{P}:addons": {"kueue": {"replicas": 1, "controllerResources": big}}})
-    assert_rejected(
-        {f"{P}:addons": {"kueue": {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
-    )
+    for addon in ("kueue", "jobset", "lws"):
+        ok({f"{P}:addons": {addon: {"replicas": 1, "controllerResources": big}}})
+        assert_rejected(
+            {f"{P}:addons": {addon: {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
+        )
 
 
 def test_addon_versions_and_resources_are_configurable() -> None:
@@ -146,19 +216,6 @@ def test_addons_depend_on_the_cluster_but_not_on_tpu_pools(dev: Run) -> None:
         assert dev.depends_on(chart, cluster) and dev.depends_on(chart, system), chart.name
         for pool in tpu_pools(dev):
             assert not dev.depends_on(chart, pool), f"{chart.name} waits for {pool.name}"
-
-
-def test_the_gke_managed_inference_pool_crd_is_not_applied(dev: Run) -> None:
-    group = dev.get("kubernetes:yaml/v2:ConfigGroup", "inference-extension-crds")
-    files = group.inputs["files"]
-    names = [f.rsplit("/", 1)[-1] for f in files]
-    # GKE (1.34+) installs the GA InferencePool CRD; the program's version floor is above that.
-    assert "inference.networking.k8s.io_inferencepools.yaml" not in names
-    # ...but still applies the rest of GAIE's config/crd, e.g. the InferenceObjective CRD.
-    assert "inference.networking.x-k8s.io_inferenceobjectives.yaml" in names
-    assert all("/gateway-api-inference-extension/v1.5.0/config/crd/bases/" in f for f in files)
-    assert gke_version_tuple("1.35.2-gke.1842000") > gke_version_tuple("1.34.0-gke.0")
-    assert dev.depends_on(dev.get(CHART, "serving-router"), group)
 
 
 def test_a_partial_resources_block_is_checked_and_counted_with_the_charts_other_amounts() -> None:

@@ -9,7 +9,6 @@ the slice controller's and Kueue's webhooks).
 from __future__ import annotations
 
 import collections
-import copy
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,28 +17,13 @@ from typing import Any
 import pytest
 
 from components.cli import charts
-from components.cli.chart_diff import CHART, child_name, type_token
-from components.cli.mockrun import Registration
 from components.cli.render import redact
 from components.model.addons.chart_release import EDITS, published
-from policy import rules
 from tests import conformance, planner_fixtures, schema_checks, upstream
-from tests.harness import Run, ok, run_program
-from tests.policy_pack import args_for, policy, violations
-from tests.stack_config import OPT_IN_ADDONS, P
+from tests.harness import normalize, ok, run_program
+from tests.stack_config import P
 
 SOURCES = "charts"
-
-
-@pytest.fixture(scope="session")
-def releases() -> list[charts.Release]:
-    return charts.releases(ok(OPT_IN_ADDONS).registrations, redact)  # dev with every chart it can install
-
-
-@pytest.fixture(scope="session")
-def rendered(releases: list[charts.Release]) -> dict[str, charts.Rendered]:
-    upstream.require(SOURCES)
-    return {r.resource: charts.render_release(r) for r in releases}
 
 
 def objects_of(rendered: dict[str, charts.Rendered], resource: str, kind: str) -> list[dict[str, Any]]:
@@ -83,9 +67,9 @@ def test_the_rendered_images_are_the_released_ones(rendered: dict[str, charts.Re
                 out[c["name"]] = (c["image"], c.get("imagePullPolicy"))
         return out
 
-    assert images("kueue-chart")["manager"] == ("registry.k8s.io/kueue/kueue:v0.17.4", "IfNotPresent")
-    assert images("jobset-chart")["controller"] == ("registry.k8s.io/jobset/jobset:v0.11.1", "IfNotPresent")
-    assert images("lws-chart")["manager"] == ("registry.k8s.io/lws/lws:v0.8.0", "IfNotPresent")
+    assert images("kueue-chart")["manager"] == ("registry.k8s.io/kueue/kueue:v0.19.2", "IfNotPresent")
+    assert images("jobset-chart")["controller"] == ("registry.k8s.io/jobset/jobset:v0.12.0", "IfNotPresent")
+    assert images("lws-chart")["manager"] == ("registry.k8s.io/lws/lws:v0.10.0", "IfNotPresent")
     keda = {"keda-operator": "keda", "keda-admission-webhooks": "keda-admission-webhooks"}
     assert images("keda-chart") == {c: (f"ghcr.io/kedacore/{i}:2.20.2", "IfNotPresent") for c, i in keda.items()}
     router = images("serving-router")
@@ -284,12 +268,32 @@ def test_the_router_waits_for_kueues_webhooks(rendered: dict[str, charts.Rendere
     assert run.get("kubernetes:helm.sh/v4:Chart", "kueue-chart").urn in router.dependencies
 
 
-def test_kueues_spread_constraint_selects_its_own_pods(rendered: dict[str, charts.Rendered]) -> None:
-    """The spread's label selector (components/model/addons/kueue_config.py SELECTOR_LABELS, written for release
-    name "kueue") is the chart's selector for the release the program installs: a renamed release spreads nothing."""
-    (deploy,) = objects_of(rendered, "kueue-chart", "Deployment")
-    (spread,) = deploy["spec"]["template"]["spec"]["topologySpreadConstraints"]
-    assert spread["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+@pytest.mark.parametrize("addon", ["jobset", "kueue", "lws"])
+def test_each_controllers_spread_and_budget_select_its_rendered_pods(
+    addon: str, rendered: dict[str, charts.Rendered]
+) -> None:
+    """The spread's and the budget's selectors (components/model/addons/controllers.py, written for the release the
+    program installs) are the rendered Deployment's: a renamed release or chart label would spread and protect
+    nothing. One budget of minAvailable 1 per controller, the chart's or the program's, below its replicas."""
+    (deploy,) = objects_of(rendered, f"{addon}-chart", "Deployment")
+    selector, pod = deploy["spec"]["selector"]["matchLabels"], deploy["spec"]["template"]
+    assert deploy["spec"]["replicas"] == 2
+    spec = pod["spec"]
+    if "topologySpreadConstraints" in spec:
+        (term,) = spec["topologySpreadConstraints"]
+        assert term["whenUnsatisfiable"] == "ScheduleAnyway"
+    else:
+        (preferred,) = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        term = preferred["podAffinityTerm"]
+    assert (term["topologyKey"], term["labelSelector"]["matchLabels"]) == ("kubernetes.io/hostname", selector)
+    run = run_program()
+    own = [normalize(b.plain()) for b in run.of_type("kubernetes:policy/v1:PodDisruptionBudget")]
+    budgets = objects_of(rendered, f"{addon}-chart", "PodDisruptionBudget") + [
+        b for b in own if b["metadata"]["namespace"] == deploy["metadata"]["namespace"]
+    ]
+    (budget,) = budgets
+    assert budget["spec"]["minAvailable"] == 1 < deploy["spec"]["replicas"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
 
 
 def test_the_picker_keeps_the_right_to_check_scrape_tokens(
@@ -316,82 +320,3 @@ def test_the_picker_keeps_the_right_to_check_scrape_tokens(
             "namespace": router.namespace,
         }
     ]
-
-
-# ------------------------------------------------------------------------------------------- the policy pack
-
-# The chart objects a policy rule may pass over, each with its reason: (rule, chart child's Pulumi name) -> why.
-# Empty: every rendered object passes every rule. A new violation fails below until it is fixed (through the
-# values the program sets, or a transform) or recorded here, narrowly, with its reason; an entry that no longer
-# matches a violation fails too.
-POLICY_EXEMPTIONS: dict[tuple[str, str], str] = {}
-
-
-def chart_children(run: Run, rendered: dict[str, charts.Rendered]) -> list[Registration]:
-    """Each rendered object as the engine registers it and hands it to the pack: a child of its Chart, named and
-    typed as pulumi-kubernetes names it (components/cli/chart_diff.py), through the Chart's provider (children
-    inherit it), with no additional secret outputs: the provider registers a chart's Secret untyped, its data
-    wrapped as secret values but without the typed resource's option (pulumi/pulumi-kubernetes@94977969
-    provider/pkg/provider/yaml/v2/yaml.go:390-396, sdk/go/kubernetes/yaml/v2/kinds.go:729-735)."""
-    out = []
-    for resource, result in rendered.items():
-        chart = run.get(CHART, resource)
-        head = chart.urn.rpartition("::")[0]
-        for obj in result.objects:
-            type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(resource, obj)
-            # type, name, URN, custom, remote, parent, provider, dependencies, property dependencies, inputs
-            out.append(
-                Registration(
-                    type_, name, f"{head}${type_}::{name}", True, False, chart.urn, chart.provider, [], {}, obj
-                )
-            )
-    return out
-
-
-@pytest.fixture(scope="module")
-def children(rendered: dict[str, charts.Rendered]) -> list[Registration]:
-    return chart_children(ok(OPT_IN_ADDONS), rendered)
-
-
-def pack_violations(children: list[Registration], stack: str) -> dict[tuple[str, str], list[str]]:
-    found: dict[tuple[str, str], list[str]] = {}
-    for child in children:
-        for rule in rules.POLICIES:
-            messages = violations(rule, args_for(child), stack)
-            if messages:
-                found[(rule.name, child.name)] = messages
-    return found
-
-
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_every_chart_object_passes_every_policy_rule(children: list[Registration], stack: str) -> None:
-    """The pack analyzes a chart's children like any resource (`pulumi preview` fails on a mandatory violation)."""
-    found = pack_violations(children, stack)
-    assert {k: v for k, v in found.items() if k not in POLICY_EXEMPTIONS} == {}
-    assert sorted(set(POLICY_EXEMPTIONS) - set(found)) == []  # every exemption still needed
-    assert len(children) > 100 and {c.type for c in children} >= {"kubernetes:core/v1:Secret"}
-
-
-def test_the_kubernetes_rules_see_inside_the_charts(children: list[Registration]) -> None:
-    """Guards against a pass by never matching: each rule about Kubernetes objects fires on a chart object changed
-    to break it (the other rules are about Google Cloud types and return on any Kubernetes one)."""
-
-    def broken(rule: str, child: Registration, edit: Any = None, **changes: Any) -> list[str]:
-        inputs = copy.deepcopy(child.inputs)
-        if edit:
-            edit(inputs)
-        return violations(policy(rule), args_for(child, inputs, **changes))
-
-    # Every child through a default provider instead of the cluster's.
-    assert all(broken("kubernetes-explicit-provider", c, provider=None) for c in children)
-    # The picker's Deployment with the token as a literal env value.
-    (epp,) = [c for c in children if c.type == "kubernetes:apps/v1:Deployment" and c.name.startswith("serving-router")]
-
-    def literal_token(inputs: dict[str, Any]) -> None:
-        container = inputs["spec"]["template"]["spec"]["containers"][0]
-        container.setdefault("env", []).append({"name": rules.HF_ENV, "value": "hf_literal"})
-
-    assert broken("hf-token-from-secret-ref", epp, literal_token) != []
-    # A chart's Secret under the token Secret's name: a chart child has no typed Secret's secret outputs.
-    secret = next(c for c in children if c.type == rules.K8S_SECRET)
-    assert broken("hf-token-secret-encrypted", secret, lambda i: i["metadata"].update(name=rules.HF_SECRET)) != []

@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
-from components.model.config.checks import gke_version_tuple
+from components.model.config.checks import cpu_millis, gke_version_tuple, machine_shape, memory_bytes
+from components.model.config.cross_checks import REGIONAL_ZONES
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
+from tests import upstream
 from tests.harness import CLUSTER, POOL, Run, assert_rejected, ok, preview, run_program
-from tests.stack_config import CLOCK, SMALLEST, P, merge
+from tests.stack_config import CLOCK, SMALLEST, P, dev_settings, merge
 
 # GKE's documented floor for sub-slices (cloud.google.com/kubernetes-engine/docs/how-to/use-gke-dynamic-slicing).
 SUBSLICING_FLOOR = "1.36.0-gke.3712000"
@@ -121,9 +124,9 @@ def test_cluster_ignores_what_only_shapes_the_default_pool_and_the_system_pool_r
     # The system pool is the reference's default pool; its machine type lives on it only.
     pool = dev.get(POOL, "cluster-system").inputs
     assert pool["nodeCount"] == 1
-    assert pool["nodeConfig"]["machineType"] == "n2-standard-32"
+    assert pool["nodeConfig"]["machineType"] == "n2-standard-8"
     assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
-    assert "n2-standard-32" not in json.dumps(cluster.inputs)
+    assert "n2-standard-8" not in json.dumps(cluster.inputs)
 
 
 def test_the_system_machine_type_updates_the_pool_in_place(dev: Run) -> None:
@@ -215,3 +218,29 @@ def test_a_minor_exclusion_ending_past_the_versions_end_of_support_warns_where_t
     assert exact == warning
     # Before that day, or on a minor whose end of support the program does not know (1.36), nothing is said.
     assert warnings("1.35", "2027-04-10T00:00:00Z") == warnings("1.36", "2027-05-01T00:00:00Z") == []
+
+
+# What dev's system pool may take of a new project's regional N2 quota (docs/quotas.md, "Quotas"): Google publishes no
+# fixed default (quotas differ per project and grow with use); dev asks for 24 and the page says what to request.
+NEW_PROJECT_REGION_VCPUS = 24
+
+
+def test_devs_system_pool_fits_a_new_projects_quota_and_the_controllers_coming_replicas() -> None:
+    settings = dev_settings()
+    vcpus, _ = machine_shape(settings.cluster.system_machine_type)
+    assert vcpus * settings.cluster.system_node_count * REGIONAL_ZONES <= NEW_PROJECT_REGION_VCPUS
+    # The second replicas of JobSet and LWS (as big as their first) and KEDA's three Deployments twice at its chart's
+    # requests still fit with one zone down.
+    keda = yaml.safe_load((upstream.path("charts/keda-v2.20.2") / "values.yaml").read_text())["resources"]
+    pods = settings.system_pool_pods()
+    extra = [
+        (1, cpu_millis(res.requests.cpu or "0"), memory_bytes(res.requests.memory or "0"))
+        for key, res in pods.items()
+        if key in ("addons.jobset.controllerResources", "addons.lws.controllerResources")
+    ]
+    extra += [
+        (2, cpu_millis(str(r["requests"]["cpu"])), memory_bytes(str(r["requests"]["memory"]))) for r in keda.values()
+    ]
+    assert len(extra) == 5
+    cpu, memory, room_cpu, room_memory = settings.system_pool_room(extra)
+    assert cpu <= room_cpu and memory <= room_memory, (cpu, room_cpu, memory, room_memory)

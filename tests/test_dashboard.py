@@ -266,7 +266,12 @@ CASES = {
     "no-demos": NO_DEMOS,
     "four-cubes": {f"{P}:tpu": {"cubes": 4}},
     # no chips: the provisioned-chips threshold is at 0, the default of its `value`
-    "no-cubes": {f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS},
+    "no-cubes": {
+        f"{P}:tpu": {"cubes": 0},
+        f"{P}:zone": "us-central1-ai1a",
+        f"{P}:serving": {"enabled": False},
+        **NO_DEMOS,
+    },
 }
 
 

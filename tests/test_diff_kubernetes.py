@@ -124,7 +124,7 @@ def test_a_flavor_without_a_topology_may_change_its_labels() -> None:
 
 def test_every_kubernetes_fact_cites_a_pinned_file_and_line() -> None:
     k = kubernetes
-    pinned = (f"{k.PK}:", f"{k.CRDS}/", f"{k.KUEUE} ", f"{k.LWS_WEBHOOK}:", f"{k.JOBSET_WEBHOOK}:")
+    pinned = (f"{k.PK}:", f"{k.CRDS}/", f"{k.KUEUE} ", f"{k.KUEUE_NEXT} ", f"{k.LWS_WEBHOOK}:", f"{k.JOBSET_WEBHOOK}:")
     for type_, facts_ in kubernetes.FACTS.items():
         for fact in (*kubernetes.METADATA, *facts_):
             assert fact.source.startswith(pinned) and re.search(r":\d+$", fact.source), (type_, fact)

@@ -212,6 +212,7 @@ def test_machine_type_changes_levels_pods_and_requests(monkeypatch: pytest.Monke
         tensorcores_per_chip=2,
         cube=Topology.parse("4x4x4"),
         source="test",
+        zones=("us-central1-ai1a",),
     )
     monkeypatch.setitem(geometry.SYSTEMS, row.machine_type, row)
     run = ok(

@@ -140,7 +140,7 @@ def test_a_cube_not_created_yet_is_watched_not_moved(stack: Path) -> None:
         ("{", None, "cannot read reservation data from"),
         (None, "[", "cannot read the cluster state from"),
         (None, json.dumps({"nodes": 3}), "the cluster state's nodes"),
-        (json.dumps({"getReservation": {}}), None, "tpu.reservation.name = 'tpu7x-reservation': no such"),
+        (json.dumps({"getReservation": {}}), None, "reservation tpu7x-reservation (project my-tpu-project) is in none"),
     ],
 )  # fmt: skip
 def test_unreadable_input_is_one_line_and_exit_2(stack: Path, res: str | None, cluster: str | None, message: str):

@@ -63,6 +63,8 @@ class FakeCompute:
         }
         if url in answers:
             return FakeResponse(200, answers[url])
+        if url == base.replace("us-central1-ai1a", "us-central1-c"):  # the zone is looked for: not in this one
+            return FakeResponse(404, {"error": {"message": f"The resource '{RES}' was not found"}})
         return FakeResponse(403, {"error": {"message": "Required 'compute.reservations.get' permission"}})
 
 

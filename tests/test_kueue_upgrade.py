@@ -1,30 +1,24 @@
-"""The first previewed add-on upgrade: `addons.kueue.version` 0.17.4 -> 0.19.2, from the rendered charts.
+"""The Kueue part of the add-on upgrade: `addons.kueue.version` 0.17.4 -> 0.19.2 (the previous tested set's to the
+newest's, components/model/addons/tested_sets.py), from the rendered charts.
 
 What the preview shows (every object of the chart updated in place: CRDs, webhooks, RBAC, the Deployment; nothing
-replaced, created or deleted) and whether the program's own Kueue objects, the demo JobSets and serving's
-LeaderWorkerSets would still be accepted by the 0.19.2 CRDs (schema and CEL rules). The default stays 0.17.4 for
-now (docs/changes.md, "Kueue 0.19.2"): the evidence below is what a move needs, and the manager configuration the
-program pins is 0.17.4's (0.19.2 raises its concurrency and client QPS defaults; tests/test_kueue_upgrade.py
-`test_the_manager_configuration_keys_the_upgrade_changes` names them).
+replaced, created or deleted) and which chart defaults the program's manager configuration keeps across the move.
+That the program's objects pass each set's own CRDs is tests/test_tested_sets.py's.
 """
 
 from __future__ import annotations
-
-import shutil
-from pathlib import Path
 
 import pytest
 import yaml
 
 from components.cli import charts, diff
 from components.cli.render import redact
-from tests import cel_rules, conformance, upstream
-from tests.harness import Run, normalize, ok
+from tests import upstream
+from tests.harness import Run, ok
 from tests.preview import changed_objects
 from tests.stack_config import P
 
-NEW = "0.19.2"
-CHECKED = {"Topology", "ClusterQueue", "LocalQueue", "ResourceFlavor", "AdmissionCheck", "JobSet", "LeaderWorkerSet"}
+OLD, NEW = "0.17.4", "0.19.2"
 
 
 def kueue_rendered(run: Run) -> charts.Rendered:
@@ -37,7 +31,7 @@ def kueue_rendered(run: Run) -> charts.Rendered:
 @pytest.fixture(scope="module")
 def upgraded() -> dict[tuple[str, str], diff.engine.Change]:
     """(kind, name) -> change: two kinds of a chart may share a name (the manager's Deployment and account)."""
-    changed, notes = changed_objects(f"addons.kueue.version={NEW}")
+    changed, notes = changed_objects(f"addons.kueue.version={NEW}", sets=(f"addons.kueue.version={OLD}",))
     assert notes == ""
     return {(c.type.rsplit(":", 1)[-1], c.name): c for c in changed}
 
@@ -68,7 +62,8 @@ def test_the_upgrade_scopes_two_webhooks_0_17_4_left_cluster_wide(
         "webhooks[15].namespaceSelector",
         "webhooks[18].namespaceSelector",
     ]
-    (old,) = [o for o in kueue_rendered(ok()).objects if o["kind"] == "MutatingWebhookConfiguration"]
+    previous = ok({f"{P}:addons": {"kueue": {"version": OLD}}})
+    (old,) = [o for o in kueue_rendered(previous).objects if o["kind"] == "MutatingWebhookConfiguration"]
     assert {old["webhooks"][i]["name"] for i in (15, 18)} == {"msparkapplication.kb.io", "mtrainjob.kb.io"}
     assert all("namespaceSelector" not in old["webhooks"][i] for i in (15, 18))
 
@@ -90,34 +85,3 @@ def test_the_manager_configuration_keys_the_upgrade_changes() -> None:
     )
     assert changed == ["clientConnection.burst", "clientConnection.qps", "controller.groupKindConcurrency"]
     assert (old["clientConnection"], new["clientConnection"]) == ({"qps": 50, "burst": 100}, {"qps": 300, "burst": 500})
-
-
-def test_the_programs_objects_pass_the_0_19_2_crds(tmp_path: Path) -> None:
-    """The Kueue objects, both demo JobSets and serving's LeaderWorkerSets against Kueue 0.19.2's CRDs, as rendered
-    from its chart, with the other pinned CRDs: strict schema and every CEL rule."""
-    base = upstream.require("charts", *conformance.CRD_DIRS)
-    crds = tmp_path / "crds"
-    crds.mkdir()
-    for path in (base / "schemas/crds").iterdir():
-        if not path.name.startswith("kueue-"):
-            shutil.copy(path, crds / path.name)
-    run = ok({f"{P}:addons": {"kueue": {"version": NEW}}})
-    kueue_crds = [o for o in kueue_rendered(run).objects if o["kind"] == "CustomResourceDefinition"]
-    (crds / "kueue-v0.19.2.yaml").write_text(yaml.safe_dump_all(kueue_crds))
-    registry = conformance.SchemaRegistry(crds, base / "schemas/monitoring")
-    failures, checked = {}, []
-    for reg in run.registrations:
-        if not (reg.custom and reg.type.startswith("kubernetes:")) or reg.type.startswith("pulumi:providers"):
-            continue
-        obj = normalize(reg.plain())
-        key = (obj["apiVersion"], obj["kind"])
-        if key not in registry:
-            continue
-        errors = conformance.validate(obj, registry)
-        errors += cel_rules.rejections(cel_rules.evaluate(obj, registry.schema(*key)))
-        if errors:
-            failures[reg.name] = errors
-        checked.append(obj["kind"])
-    assert failures == {}
-    assert set(checked) >= CHECKED
-    assert "kueue-v0.19.2" in registry.source("kueue.x-k8s.io/v1beta2", "Topology").name

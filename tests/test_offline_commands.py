@@ -75,7 +75,7 @@ def test_the_reservation_example_of_offline_md_runs_as_pasted(tmp_path: Path, mo
     monkeypatch.chdir(tmp_path)
     code, out, err = run(plan.main, words[4:])  # --dir defaults to the repository, whatever the cwd
     assert code == 0, err
-    shown = re.search(r"```\n(SUB-BLOCKS: .*?)\n```", section, re.S)
+    shown = re.search(r"```\n((?:placement: .*\n)*SUB-BLOCKS: .*?)\n```", section, re.S)
     assert shown, "offline.md: the example's output is missing"
     for line in shown.group(1).splitlines():
         assert line in out.splitlines(), (line, out)

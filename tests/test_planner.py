@@ -288,13 +288,13 @@ def test_more_chips_than_the_reservation() -> None:
 
 
 def test_no_cubes_with_workloads_enabled() -> None:
-    plan = run_plan({"tpu": {"cubes": 0, "reservation": {"name": None}}})
+    plan = run_plan({"tpu": {"cubes": 0, "reservation": {"name": None}}, "zone": "us-central1-ai1a"})
     assert plan.errors == (
         f"{P}:tpu.cubes = 0: no TPU capacity is provisioned, but demos.subslicing, demos.superslicing, "
         "serving.prefill, serving.decode are enabled; raise tpu.cubes or disable them",
     )
     assert plan.cubes == () and plan.chips_admitted == 0
-    nothing = run_plan({"tpu": {"cubes": 0}}, NO_DEMOS, NO_SERVING)
+    nothing = run_plan({"tpu": {"cubes": 0}, "zone": "us-central1-ai1a"}, NO_DEMOS, NO_SERVING)
     assert nothing.errors == () and nothing.workloads == ()
 
 

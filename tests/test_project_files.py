@@ -111,7 +111,7 @@ def test_every_stack_file_has_only_keys_the_cli_reads(path: Path) -> None:
         # Pulumi.yaml names no backend (`pulumi login` decides); a team that adds one gets it checked too.
         (lambda p: p.update(backnd={"url": "gs://b"}), "#/: Additional properties are not allowed ('backnd'"),
         (lambda p: p.update(backend={"ulr": "gs://b"}), "#/backend: Additional properties are not allowed ('ulr'"),
-        (lambda p: p["config"]["zone"].update(tpye="string"), "#/config/zone: "),
+        (lambda p: p["config"].update(zone={"tpye": "string"}), "#/config/zone: "),
         (lambda p: p.update(requiredPulumiVersion=3), "#/requiredPulumiVersion: 3 is not of type 'string'"),
     ],
     ids=["runtime.nmae", "backnd", "backend.ulr", "config.zone.tpye", "requiredPulumiVersion"],
@@ -134,6 +134,7 @@ def test_a_typo_in_a_stack_file_is_caught() -> None:
     stack = _load(ROOT / "Pulumi.dev.yaml")
     stack["confg"] = stack.pop("config")
     assert stack_errors(stack, project) == ["#/: Additional properties are not allowed ('confg' was unexpected)"]
+    project["config"]["zone"] = {"type": "string"}  # a declared key's type binds the stack files
     stack["config"] = {f"{project['name']}:zone": 7}
     assert (
         stack_errors(stack, project)[-1] == f"#/config/{project['name']}:zone: 7 is not of the declared type 'string'"

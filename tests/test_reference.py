@@ -83,8 +83,12 @@ def test_the_project_file_lists_the_keys_the_models_accept() -> None:
         "Pulumi.yaml's key list is out of date: run `python -m components reference --write`"
     )
     listed = " ".join(text.split(KEYS_BEGIN, 1)[1].split(KEYS_END, 1)[0].replace("#", " ").split())
-    assert "kueue {chart, version, namespace, controllerResources, replicas}" in listed
-    assert "jobset/lws {chart, version, namespace, controllerResources}" in listed  # same keys: one brace
+    # same keys: one brace
+    assert "jobset/kueue/lws {chart, version, namespace, controllerResources, replicas}" in listed
+    # A top-level scalar is set as a secret only when the model types it so: the zone and the digest rule are not.
+    assert "hfToken (a secret: pulumi config set --secret hfToken <value>)" in listed
+    assert "zone (pulumi config set zone <value>)" in listed
+    assert "requireImageDigests (pulumi config set requireImageDigests <value>)" in listed
 
 
 def test_the_reference_has_one_row_per_key() -> None:

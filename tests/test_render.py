@@ -111,8 +111,12 @@ def test_charts_are_listed_not_rendered(rendered: tuple[Path, Path], program: Ru
         )
         assert item["values"] == normalize(unwrap(chart.inputs["values"]))
     assert listed["slice-controller-manifest"]["file"].startswith("https://")
-    crd_files = listed["inference-extension-crds"]["files"]
-    assert crd_files and all(f.startswith("https://") and "/v1." in f for f in crd_files)
+    # The inference extension's CRDs are vendored: listed by name here, each written under charts/.
+    crds = listed["inference-extension-crds"]["objs"]
+    assert crds == ["CustomResourceDefinition/inferencepoolimports.inference.networking.x-k8s.io"]
+    assert (a / "charts/inference-extension-crds/_cluster").is_dir()
+    written = [p.name for p in (a / "charts/inference-extension-crds/_cluster").iterdir()]
+    assert written and all(name.startswith("customresourcedefinition-") for name in written), written
 
 
 def test_google_cloud_table_has_every_resource(rendered: tuple[Path, Path], program: Run) -> None:

@@ -100,9 +100,9 @@ def test_a_missing_or_unreadable_reservation_is_one_clear_error() -> None:
     # is active; https://cloud.google.com/compute/docs/regions-zones/manage-ai-zones). So in an AI zone a
     # reservation not found, or a read refused, names the command a fresh project runs once (the codelab's first
     # step); elsewhere nothing is added.
-    missing = fake(4, exists=False)
+    missing, zone = fake(4, exists=False), {f"{P}:zone": "us-central1-ai1a"}  # unset: tests/test_placement.py
     message = rejected(
-        run_with(missing),
+        run_with(missing, zone),
         f"{P}:tpu.reservation.name = 'tpu7x-reservation': no such reservation in project my-tpu-project, "
         "zone us-central1-ai1a",
         "us-central1-ai1a is an AI zone",
@@ -111,7 +111,15 @@ def test_a_missing_or_unreadable_reservation_is_one_clear_error() -> None:
     assert message.count("preview-features") == 1
     assert "preview-features" not in rejected(run_with(missing, {f"{P}:zone": "us-central1-a"}), "no such reservation")
     # A reservation that lists no block names: the block read's 404 says it.
-    rejected(run_with(fake(4, blocks=())), f"{P}:tpu.reservation.block = 'block-0': no such block", AI_ZONES_ONCE)
+    block_0 = {f"{P}:tpu": {"reservation": {"block": "block-0"}}}
+    rejected(
+        run_with(fake(4, blocks=()), block_0), f"{P}:tpu.reservation.block = 'block-0': no such block", AI_ZONES_ONCE
+    )
+    # Left unset, the block is read from that list: an empty one names the key.
+    rejected(
+        run_with(fake(4, blocks=())),
+        f"{P}:tpu.reservation.block is not set and reservation tpu7x-reservation lists no blocks",
+    )
     rejected(
         run_with(fake(4), {f"{P}:tpu": {"reservation": {"block": "block-9"}}}),
         f"{P}:tpu.reservation.block = 'block-9': not a block of reservation tpu7x-reservation",

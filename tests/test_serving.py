@@ -212,5 +212,7 @@ def test_the_system_pool_fit_counts_the_picker_and_no_proxy() -> None:
     pods = load(*settings_input(stack_file_config())).system_pool_pods()
     assert "serving.router.eppResources" in pods
     assert not [key for key in pods if "proxy" in key.lower()]
-    # 6000m of controllers (0.5 + 0.5 + 1 + 4 CPU) fit one n2-standard-8 once the 4-CPU proxy is not counted
-    ok({f"{P}:cluster": {"systemMachineType": "n2-standard-8"}})
+    # 6500m of controllers (Kueue's 2 x 0.5, JobSet's and LWS's one replica each, 0.5 + 1, the picker's 4 CPU) fit
+    # one n2-standard-8 once the 4-CPU proxy is not counted
+    one = {"replicas": 1}
+    ok({f"{P}:cluster": {"systemMachineType": "n2-standard-8"}, f"{P}:addons": {"jobset": one, "lws": one}})

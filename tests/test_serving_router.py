@@ -190,7 +190,10 @@ def test_a_partial_epp_resources_block_is_checked_and_counted_with_the_charts_ot
     too_big = {f"{P}:serving": {"router": {"eppResources": {"requests": {"memory": "32Gi"}}}}}
     key = "serving.router.eppResources.requests.memory"
     assert_rejected(too_big, [key, "at most limits.memory (16Gi, the chart's default", "set limits.memory too"])
-    ok({f"{P}:serving": {"router": {"eppResources": {"requests": {"memory": "32Gi"}, "limits": {"memory": "32Gi"}}}}})
+    # The chart's own cpu 8 is more than one of dev's n2-standard-8 nodes leaves (refused at preview): a bigger one.
+    bigger = {"systemMachineType": "n2-standard-16"}
+    enough = {"requests": {"memory": "32Gi"}, "limits": {"memory": "32Gi"}}
+    ok({f"{P}:serving": {"router": {"eppResources": enough}}, f"{P}:cluster": bigger})
 
     partial = {"router": {"eppResources": {"requests": {"memory": "4Gi"}}}}
     counted = planner_fixtures.settings({"serving": partial}).system_pool_pods()["serving.router.eppResources"]
@@ -198,7 +201,7 @@ def test_a_partial_epp_resources_block_is_checked_and_counted_with_the_charts_ot
     upstream.require("charts")
     release = next(
         r
-        for r in charts.releases(ok({f"{P}:serving": partial}).registrations, redact)
+        for r in charts.releases(ok({f"{P}:serving": partial, f"{P}:cluster": bigger}).registrations, redact)
         if r.resource == "serving-router"
     )
     (deploy,) = [o for o in charts.render_release(release).objects if o["kind"] == "Deployment"]

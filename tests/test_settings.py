@@ -193,15 +193,17 @@ BAD_CONFIG = [
     (
         "system pool too small for the controllers",
         {
-            f"{P}:cluster": {"systemMachineType": "n2-standard-8"},
-            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "6"}}}},
+            f"{P}:cluster": {"systemMachineType": "n2-standard-4"},
+            f"{P}:addons": {"kueue": {"replicas": 6}},
+            f"{P}:serving": {"router": {"eppResources": {"requests": {"cpu": "2"}}}},
         },
-        ["cluster.systemMachineType", "n2-standard-8", "8500m CPU"],  # Kueue's two replicas count twice,
+        # 6500m (Kueue's six replicas count six times) against 2 x 2920m: the zones left when one is down
+        ["cluster.systemMachineType", "n2-standard-4", "6500m CPU", "one of the regional cluster's 3 zones down"],
     ),
     (
         "one controller bigger than a node",
         {f"{P}:addons": {"lws": {"controllerResources": {"requests": {"cpu": "64"}}}}},
-        ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-32"],
+        ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-8"],
     ),
     (
         "demo shape fits no partition",
@@ -241,6 +243,7 @@ def test_the_tpu_subnet_holds_an_address_for_every_node_at_the_peak() -> None:
     ok({**tpu, "network": {"tpuSubnetCidr": "10.10.0.0/24"}})
     # No TPU pools, no Gateway: 4 x 3 system nodes + 1 + 1 + 4 = 18 do not fit a /28; 3 x 3 + 6 = 15 do.
     small = {
+        "zone": "us-central1-ai1a",  # no cubes: no reservation to read it from
         "tpu": {**BASE["tpu"], "cubes": 0},
         "serving": {"enabled": False},
         "network": {"tpuSubnetCidr": "10.10.0.0/28"},

@@ -152,7 +152,9 @@ def test_one_gate_per_pool_with_the_kubeconfig_secret_end_to_end(dev: Run) -> No
         assert gate.plain("timeoutSeconds") == 1200
     run = ok({f"{P}:addons": {"sliceController": {"drainTimeoutSeconds": 300}}})
     assert {g.plain("timeoutSeconds") for g in run.of_type(GATE)} == {300}
-    none = ok({f"{P}:tpu": {"cubes": 0}, f"{P}:serving": {"enabled": False}, **NO_DEMOS})
+    none = ok(
+        {f"{P}:tpu": {"cubes": 0}, f"{P}:zone": "us-central1-ai1a", f"{P}:serving": {"enabled": False}, **NO_DEMOS}
+    )
     assert none.of_type(GATE) == [] and none.of_type(harness.POOL)
 
 

@@ -94,6 +94,7 @@ def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
         overrides[f"{P}:demos"] = {"superslicing": {"enabled": False}}
     if cubes == 0:  # no TPU pools: nothing to reserve, nothing to schedule
         overrides = {
+            f"{P}:zone": "us-central1-ai1a",  # no reservation to read it from
             f"{P}:tpu": {"cubes": 0, "reservation": {"name": None}},
             f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
             f"{P}:serving": {"enabled": False},

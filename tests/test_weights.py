@@ -75,11 +75,29 @@ def test_a_filled_prefix_passes_and_the_listing_asks_for_that_prefix() -> None:
 
 
 def test_a_refused_read_warns_and_does_not_block() -> None:
-    # The bucket is not readable (here: missing) for whoever runs the preview: the leaders check again.
-    run = ok(mocks=Mocks(weights={}))
+    # Whoever runs the preview may not list the bucket (403, which Cloud Storage answers whether or not it exists):
+    # the leaders check again.
     bucket, path = dev_serving()
+    run = ok(mocks=Mocks(weights={bucket: None}))
     (warning,) = [m for m in warnings_of(run) if "could not list" in m]
-    assert f"gs://{bucket}/{path}/" in warning and "Error 404" in warning
+    assert f"gs://{bucket}/{path}/" in warning and "Error 403" in warning
+
+
+@pytest.mark.parametrize("download", [False, True], ids=["copied by hand", "downloaded by the Job"])
+def test_a_missing_bucket_stops_the_preview_with_the_command_that_creates_it(download: bool) -> None:
+    # The download Job and the readers' IAM bindings need the bucket as much as the leaders do.
+    bucket, path = dev_serving()
+    run = run_program(ON if download else None, mocks=Mocks(weights={}))
+    assert run.error is not None and not run.registrations
+    message = str(run.error)
+    assert message.startswith(f"{P}:serving.weightsBucket = {bucket!r}: no such bucket"), message
+    (command,) = [line.strip() for line in message.splitlines() if line.strip().startswith("gcloud ")]
+    # In the TPUs' region (dev's zone us-central1-ai1a), the stack's project, IAM-only, never public.
+    assert shlex.split(command) == [
+        "gcloud", "storage", "buckets", "create", f"gs://{bucket}", "--project=my-tpu-project",
+        "--location=us-central1", "--uniform-bucket-level-access", "--public-access-prevention",
+    ]  # fmt: skip
+    assert f"gs://{bucket}/{path}/" in message and weights.PREPARE_DOC in message
 
 
 def test_an_empty_prefix_is_fine_when_the_job_fills_it() -> None:

@@ -21,13 +21,9 @@ Commands (run from the repository root)::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
-import tempfile
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 # The reader the offline chart render shares; the tests use these names from here.
@@ -36,18 +32,19 @@ from components.cli.upstream_files import (
     LIST,
     ROOT_ENV,
     SHARED,
-    Pinned,
-    cache_dir,
-    from_env,
+    fetch,
+    fetch_dest,
     load,
     problems,
     under,
 )
 from components.cli.upstream_files import REPO as REPO
+from components.cli.upstream_files import Pinned as Pinned
+from components.cli.upstream_files import cache_dir as cache_dir
+from components.cli.upstream_files import from_env as from_env
 from components.cli.upstream_files import root as _root
 from components.cli.upstream_files import sha256 as sha256
 
-TIMEOUT = 30  # seconds per download
 _SKIP_MARK = " pinned upstream files are not in "
 _FALSY = {"", "0", "false", "no", "off", "n", "f"}
 
@@ -58,11 +55,6 @@ def in_ci() -> bool:
 
 def root() -> Path:
     return _root(SHARED)
-
-
-def fetch_dest() -> Path:
-    """Where `fetch` writes: never ``../shared`` (CI's read-only copy), the variable's directory or the cache."""
-    return from_env() or cache_dir()
 
 
 def skip_reason(base: Path, bad: dict[str, str], total: int) -> str:
@@ -118,47 +110,7 @@ def path(prefix: str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- fetching
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def fetch(dest: Path, files: Sequence[Pinned], log: Callable[[str], object] = print) -> list[str]:
-    """Download every pinned file missing under ``dest`` or with another hash, and write it (atomically) only when
-    its bytes have the pinned sha256. Returns one error per file not fetched or not verified."""
-    errors = []
-    todo = problems(dest, files)
-    offline = None
-    for entry in files:
-        if entry.path not in todo:
-            continue
-        if offline is not None:  # no network: do not wait for a timeout per file
-            errors.append(f"{entry.path}: not tried ({offline})")
-            continue
-        try:
-            with urllib.request.urlopen(entry.url, timeout=TIMEOUT) as response:
-                data = response.read()
-        except OSError as err:
-            errors.append(f"{entry.path}: cannot download {entry.url}: {err}")
-            if not isinstance(err, urllib.error.HTTPError):  # no route, DNS, timeouts: the network, not this file
-                offline = f"offline? {err}"
-            continue
-        got = hashlib.sha256(data).hexdigest()
-        if got != entry.sha256:
-            errors.append(f"{entry.path}: {entry.url} has sha256 {got}, pinned {entry.sha256}; not written")
-            continue
-        _write_atomically(dest / entry.path, data)
-        log(f"fetched {entry.path}")
-    return errors
+# The download itself is the offline commands' too (components/cli/upstream_files.py fetch).
 
 
 def main(argv: Sequence[str] | None = None) -> int:

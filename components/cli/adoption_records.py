@@ -76,8 +76,14 @@ NOT_IMPORTED_TYPES = {
         CHART_AFTER,
     ),
     "kubernetes:yaml/v2:ConfigGroup": (
-        "its objects come from manifests the provider downloads at run time",
+        "its objects (the inference extension's CRDs, from the repository) are registered by the provider when `up` "
+        "constructs the group, not by the program",
         CHART_AFTER,
+    ),
+    "kubernetes:policy/v1:PodDisruptionBudget": (
+        "the reference scripts run one LeaderWorkerSet controller and one slice controller, with no disruption budget "
+        "for either: there is nothing to adopt",
+        "`pulumi up` creates them, beside each controller's second replica",
     ),
     "pulumi-python:dynamic/queues:ImmutableFields": (
         "a record of the Kueue fields the API server never updates, in Pulumi's state only (no API call): "
@@ -87,11 +93,6 @@ NOT_IMPORTED_TYPES = {
     f"kubernetes:{LWS_API}:LeaderWorkerSetPatch": (
         "a patch of the imported LeaderWorkerSet, not an object of its own: there is nothing to import",
         "`pulumi up` applies it and waits once for the set's ready groups (ready at once when they run)",
-    ),
-    "kubernetes:policy/v1:PodDisruptionBudget": (
-        "the slice controller's disruption budget is new with this program (the reference manifest runs one replica "
-        "without one): there is nothing to adopt",
-        "created by `pulumi up`, beside the controller's second replica",
     ),
     "kubernetes:networking.k8s.io/v1:NetworkPolicy": (
         "the reference scripts declare no NetworkPolicy: there is nothing to adopt",

@@ -11,7 +11,9 @@ v1.36.0 against v1.35, the built-in API versions), `lookup` (empty offline in bo
 tests/test_charts.py checks that no pinned chart reads `.Capabilities` or `lookup` except Kueue v0.19.2's
 MutatingAdmissionPolicy, guarded by its `enableMutatingAdmissionPolicy` value (off). Release name, namespace and
 `IsInstall` are passed as the provider does (provider/pkg/helm/v4 Chart). helm-python-sdk is a dependency of the
-offline commands and the tests (requirements-dev.txt), not of the program: it is imported lazily.
+offline commands and the tests (requirements-offline.txt), not of the program: it is imported lazily. A chart's
+pinned sources missing from the upstream root are fetched on first use into the cache, each file checked against
+its pinned sha256 (upstream_files.fetch), so a clone with the offline requirements renders what docs/offline.md shows.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import functools
 import io
 import json
 import re
+import sys
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,7 +36,10 @@ from components.cli import upstream_files
 from components.model.addons.chart_release import published
 
 CHART = "kubernetes:helm.sh/v4:Chart"  # the type the program registers each chart as
-INSTALL_HINT = "pip install -r requirements-dev.txt (helm-python-sdk renders the charts offline)"
+INSTALL_HINT = (
+    "pip install -r requirements-offline.txt -c constraints.txt (helm-python-sdk, Helm's engine, renders the charts "
+    "offline; it has wheels for Linux x86_64 and arm64, macOS arm64 and Windows x86_64)"
+)
 # Where each OCI chart's sources are, under the upstream root's `charts/` (`{tag}` = the release tag).
 SOURCES: dict[str, tuple[str, str]] = {
     "oci://registry.k8s.io/jobset/charts/jobset": ("jobset", "jobset-{tag}"),
@@ -123,12 +129,35 @@ def source_dir(release: Release, root: Path | None = None) -> tuple[str, Path]:
             "(tests/upstream_files.toml); only the pinned versions render offline"
         )
     bad = upstream_files.problems(base, pinned)
+    failed: list[str] = []
+    if bad and root is None:  # first use: the cache, or a hash-checked download into it
+        base, failed = _fetched(release, pinned)
+        bad = upstream_files.problems(base, pinned)
     if bad:
+        why = f"; fetching them failed ({len(failed)} files; {failed[0]})" if failed else ""
         raise ChartUnavailable(
             f"{release.resource}: {len(bad)} of {len(pinned)} source files of {release.chart} {release.version} "
-            f"are missing or altered in {base}: run `{upstream_files.FETCH_COMMAND}`"
+            f"are missing or altered in {base}{why}: run `{upstream_files.FETCH_COMMAND}`"
         )
     return kind, base / rel
+
+
+def notify(message: str) -> None:
+    """What the commands say while they fetch (stderr: stdout is theirs)."""
+    print(message, file=sys.stderr)
+
+
+def _fetched(release: Release, pinned: list[upstream_files.Pinned]) -> tuple[Path, list[str]]:
+    """The chart's sources in the fetch destination, downloaded there when missing: (where, what failed)."""
+    dest = upstream_files.fetch_dest()
+    todo = upstream_files.problems(dest, pinned)
+    if not todo:
+        return dest, []
+    notify(
+        f"fetching {len(todo)} source files of {release.chart} {release.version} into {dest} (each checked against "
+        "its pinned sha256), once"
+    )
+    return dest, upstream_files.fetch(dest, pinned, log=lambda _line: None)
 
 
 @functools.cache

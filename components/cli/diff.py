@@ -5,7 +5,8 @@ before and after the changes; `--base GIT_REF` the program and stack file at GIT
 and run by that revision's own runner in a subprocess) against the working tree; `--second-run` the program's inputs
 against what the APIs hold after its first run (components/model/diff/readback.py: a correct program shows no
 change). Only property paths are printed, never values: a secret cannot leak through the output.
-Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr).
+Exit status: 0 nothing rejected, 1 something is, 2 bad arguments or configuration (one line on stderr), 3 nothing
+rejected but some objects not compared (a chart version whose sources are not here: their action is `unknown`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -34,9 +36,15 @@ from components.cli.plan import (
     read_stack,
     secret_keys,
 )
+from components.model.config.settings import PROJECT
 from components.model.diff import engine, readback
 
 HIDDEN = (engine.SAME,)
+NOT_COMPARED = "not compared: it could be rendered on one side only (the note says why)"
+INCOMPLETE = (
+    "error: the preview is incomplete: the objects marked unknown could not be compared (the notes above say why); "
+    "a chart version renders offline only from its pinned sources (tests/upstream_files.toml)"
+)
 GUARD = "pulumi-python:dynamic/queues:ImmutableFields"
 POOLS = "pulumi-python:dynamic/teardown:PoolReplacements"
 
@@ -171,19 +179,35 @@ def _at_ref(ref: str, stack: str, sets: Sequence[str], directory: Path) -> list[
 
 def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str], **rules: Any) -> engine.Result:
     """engine.diff with the objects inside every chart, and those the program writes into a fetched manifest, as
-    their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py)."""
-    old_expanded, new_expanded, chart_notes = chart_diff.expand_both(old, new)
-    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(old_expanded, new_expanded)
-    notes += chart_notes + manifest_notes
+    their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py); objects that could not be
+    compared are `unknown`, never `same`."""
+    expanded = chart_diff.expand_both(old, new)
+    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(expanded.old, expanded.new)
+    notes += expanded.notes + manifest_notes
     result = engine.diff(old_expanded, new_expanded, **rules)
-    charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] == chart_diff.CHART}
-    expanded = {charts[r["parent"]] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] in chart_diff.EXPANDED}
+    listed = {r["parent"] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
+    unknown_parents = {r["parent"] for r, _ in expanded.unknown}
     written = {r["urn"] for r in new_expanded if r.get("parent") in manifest_objects.modelled(new_expanded)}
     for change in result.changes:
-        if change.type == chart_diff.CHART and change.name in expanded:
-            change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
-        elif change.urn in written and change.action != engine.SAME:
+        if change.urn in written and change.action != engine.SAME:
             change.reason = manifest_objects.WHY
+        if change.type not in chart_diff.EXPANDED:
+            continue
+        if change.urn in expanded.opaque:
+            change.action, change.reason = (
+                engine.UNKNOWN_ACTION,
+                f"{change.action}; its objects could not be rendered here: {expanded.opaque[change.urn]}",
+            )
+        elif change.urn in unknown_parents:
+            change.reason = f"its objects are listed below as unknown (`{change.name}:<namespace>/<name>`)"
+        elif change.urn in listed:
+            change.reason = f"its objects are compared one by one below (`{change.name}:<namespace>/<name>`)"
+    result.changes += [
+        engine.Change(r["name"], r["type"], engine.UNKNOWN_ACTION, reason=NOT_COMPARED, urn=r["urn"])
+        for r, _ in expanded.unknown
+    ]
+    result.changes.sort(key=lambda c: (c.name, c.type))
     return result
 
 
@@ -203,8 +227,33 @@ def compute(args: argparse.Namespace, notes: list[str] | None = None) -> engine.
     if args.base:
         # The base revision runs in a subprocess that hands back records only: the new run reads no outputs.
         old = _at_ref(args.base, args.stack, args.set, args.dir)
-        return _diff(old, _in_process(config, args.stack, secrets)[0], notes, checks=CHECKS)
+        return _diff(old, _in_process(_as_running(config, old), args.stack, secrets)[0], notes, checks=CHECKS)
     return change_preview(config, args.stack, secrets, args.change, notes=notes)
+
+
+_BLOCK_IN_AFFINITY = re.compile(r"/reservationBlocks/([^/<>]+)")
+
+
+def _as_running(config: dict[str, Any], old: list[dict[str, Any]]) -> dict[str, Any]:
+    """`config` with the zone and block of the base's TPU pools where it leaves them to the reservation: a preview
+    reads them from the running pools (components/placement.py), which the base's pools stand for here."""
+    tpu = config.get(f"{PROJECT}:tpu") or {}
+    pools = [
+        r["inputs"]
+        for r in old
+        if r["type"] == "gcp:container/nodePool:NodePool"
+        and (r["inputs"].get("nodeConfig") or {}).get("reservationAffinity")
+    ]
+    if not pools:
+        return config
+    zones = pools[0].get("nodeLocations") or []
+    values = pools[0]["nodeConfig"]["reservationAffinity"].get("values") or [""]
+    block = _BLOCK_IN_AFFINITY.search(values[0])
+    if f"{PROJECT}:zone" not in config and zones and "<" not in zones[0]:
+        config = apply_set(config, f"zone={zones[0]}")
+    if "block" not in (tpu.get("reservation") or {}) and block:
+        config = apply_set(config, f"tpu.reservation.block={block.group(1)}")
+    return config
 
 
 def change_preview(
@@ -257,7 +306,12 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     for note in notes:
         print(f"note: {note}", file=err)
     print(json.dumps(result.as_dict(), indent=2) if args.json else table(result, args.stack), file=out)
-    return 1 if result.rejected else 0
+    if result.rejected:
+        return 1
+    if result.unknown:
+        print(INCOMPLETE, file=err)
+        return 3
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from components import placement
 from components import reservation_reads as reservation
 from components.cli import health_reads
 from components.cli.plan import (
@@ -65,26 +66,35 @@ def read_state_file(path: Path) -> dict[str, list[dict[str, Any]]]:
 class _DataSource(reservation.FileSource):
     """The reservation reads held in memory (the live answers, in the file's shape)."""
 
-    def __init__(self, data: dict[str, Any], description: str) -> None:
-        self.description, self.data = description, data
+    def __init__(self, data: dict[str, Any], description: str, block: str | None = None) -> None:
+        self.description, self.data, self.asked_block = description, data, block
 
 
-def _reservation_source(args: argparse.Namespace, settings: Settings) -> reservation.FileSource:
+def _reservation_sources(args: argparse.Namespace) -> Callable[[Settings], reservation.FileSource]:
+    """The reads for each zone and block asked (components/placement.py asks several while they are unset)."""
     if args.reservation is not None:
-        return reservation.FileSource(args.reservation)
+        return placement.from_file(args.reservation)
     if not args.live:
         raise HealthError("give --reservation FILE, or --live to read the reservation from the Compute API")
-    r = settings.tpu.reservation
-    assert r.name is not None
-    data = health_reads.reservation_data(
-        health_reads.adc_session(),
-        project=settings.reservation_project,
-        zone=settings.zone,
-        reservation=r.name,
-        block=r.block,
-        cluster=(settings.project, settings.region, settings.cluster.name),
-    )
-    return _DataSource(data, "the Compute API")
+    session, read = health_reads.adc_session(), {}
+
+    def source_for(settings: Settings) -> reservation.FileSource:
+        r = settings.tpu.reservation
+        assert r.name is not None and settings.zone is not None
+        where = (settings.zone, r.block or "")
+        if where not in read:
+            data = health_reads.reservation_data(
+                session,
+                project=settings.reservation_project,
+                zone=settings.zone,
+                reservation=r.name,
+                block=r.block or "",
+                cluster=(settings.project, settings.region, settings.cluster.name),
+            )
+            read[where] = _DataSource(data, "the Compute API", r.block)
+        return read[where]
+
+    return source_for
 
 
 def _cluster_state(args: argparse.Namespace, settings: Settings, pools: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -111,15 +121,17 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
     except (StackFileError, ConfigError) as err:
         raise HealthError(str(err)) from None
     tpu = settings.tpu
-    if tpu.cubes == 0 or tpu.reservation.consume_type != "SPECIFIC" or not tpu.reservation.block:
+    if tpu.cubes == 0 or tpu.reservation.consume_type != "SPECIFIC" or tpu.reservation.block == "":
         raise HealthError(
             f"stack {args.stack}: no sub-blocks to check ({PROJECT}:tpu.cubes = {tpu.cubes}, consumeType "
             f"{tpu.reservation.consume_type}, block {tpu.reservation.block!r}): the check needs cubes on one block "
             "of a SPECIFIC reservation"
         )
     try:
-        source = _reservation_source(args, settings)
-        assignment = reservation.assignment(settings, lambda _s: source)
+        source_for = _reservation_sources(args)
+        placed = placement.place(settings, source_for)  # the zone and block a preview would read, if unset
+        settings, tpu, assignment = placed.settings, placed.settings.tpu, placed.sub_blocks
+        source = source_for(settings)
         names = list(source.block().sub_block_names or [])
     except (reservation.ReservationError, health_reads.ReadError) as err:
         raise HealthError(str(err)) from None
@@ -168,8 +180,11 @@ def preview(args: argparse.Namespace, result: health.Report, settings: Settings,
 
     assert result.proposal is not None
     current = [str(c.sub_block) for c in result.cubes]
-    before = config
-    for i, name in enumerate(current):  # the deployed mapping, pinned: what the pools run on now
+    # The zone and block the report read (a preview reads them too), and the deployed mapping, pinned: what the
+    # pools run on now.
+    before = apply_set(config, f"zone={settings.zone}")
+    before = apply_set(before, f"tpu.reservation.block={settings.tpu.reservation.block}")
+    for i, name in enumerate(current):
         before = apply_set(before, f"tpu.subBlocks[{i}]={name}")
     names = sorted({*current, *result.proposal})
     fake = FakeReservation(

@@ -84,6 +84,10 @@ def reservation_data(
         return out
     blocks = [b["name"] for b in _pages(session, f"{base}/reservationBlocks", f"the blocks of {reservation}")]
     out["getReservation"] = {"name": reservation, "selfLink": res.get("selfLink", base), "blockNames": blocks}
+    if not block:  # the reservation alone (its zone and blocks, components/placement.py)
+        got = _cluster(session, *cluster)
+        out["getCluster"] = cluster_wire(got) if got is not None else None
+        return out
     where = f"{base}/reservationBlocks/{block}"
     blk = _get(session, where, f"block {block} of {reservation}", missing_ok=True)
     if blk is None:

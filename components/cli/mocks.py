@@ -82,6 +82,11 @@ class FakeReservation:
     master_version: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     self_link_prefix: str = "https://www.googleapis.com/compute/v1/"
+    # The reservation's zone (a reservation lives in one; asked in another, it is missing there); None: any zone.
+    zone: str | None = "us-central1-ai1a"
+    # Block name -> its sub-block names, for a reservation whose blocks differ; a block not listed has them all.
+    block_sub_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    any_block: bool = False  # every block name answers (the offline markers)
 
     @classmethod
     def healthy(cls, count: int = 256, prefix: str = "subblock-") -> FakeReservation:
@@ -94,29 +99,30 @@ class FakeReservation:
         if token == RESERVATION_TOKENS[0]:
             out: dict[str, Any] = {"name": args["name"], "project": project, "zone": zone}
             out["id"] = f"projects/{project}/zones/{zone}/reservations/{args['name']}"
-            if self.exists:
+            if self.exists and self.zone in (None, zone):
                 out.update(
                     selfLink=f"{self.self_link_prefix}{out['id']}",
                     status="READY",
-                    blockNames=list(self.blocks),
+                    blockNames=[] if self.any_block else list(self.blocks),
                     specificReservationRequired=True,
                 )
             return out
         if token == RESERVATION_TOKENS[1]:
-            if not self.exists or args["name"] not in self.blocks:
+            if not self.exists or (args["name"] not in self.blocks and not self.any_block):
                 raise InvokeError(
                     token,
                     "Error reading ReservationBlock: googleapi: Error 404: The resource "
                     f"'projects/{project}/zones/{zone}/reservations/{args['reservation']}/reservationBlocks/"
                     f"{args['name']}' was not found, notFound",
                 )
+            names = list(self.block_sub_blocks.get(args["name"], self.sub_blocks))
             return {
                 "name": args["name"],
                 "reservation": args["reservation"],
                 "status": "READY",
-                "reservationSubBlockCount": len(self.sub_blocks),
-                "reservationSubBlockInUseCount": sum(1 for s in self.sub_blocks.values() if s.get("inUseCount")),
-                "subBlockNames": list(self.sub_blocks),
+                "reservationSubBlockCount": len(names),
+                "reservationSubBlockInUseCount": sum(1 for n in names if self.sub_blocks[n].get("inUseCount")),
+                "subBlockNames": names,
                 "healthInfos": [{"healthStatus": "HEALTHY"}],
             }
         if token == RESERVATION_TOKENS[2]:
@@ -131,19 +137,31 @@ class FakeReservation:
         return {"name": args.get("name"), "nodePools": self.cluster_pools, **running}
 
 
-def list_bucket(buckets: dict[str, list[str]] | None, args: dict[str, Any]) -> dict[str, Any]:
+def list_bucket(buckets: dict[str, list[str] | None] | None, args: dict[str, Any]) -> dict[str, Any]:
     """The listing of a bucket in the provider's result shape (pulumi_gcp.storage.GetBucketObjectsResult).
 
     `buckets` None: offline nothing is read, so every prefix holds a model (config.json and one shard); a bucket
-    missing from `buckets` answers as the API does for a bucket that does not exist.
+    missing from `buckets` answers as the API does for a bucket that does not exist, one mapped to None as it does
+    for a caller without storage.objects.list (components/preflight.py NO_SUCH_BUCKET).
     """
     bucket, prefix = args.get("bucket", ""), args.get("prefix", "")
+    listed = (buckets or {}).get(bucket)
     if buckets is None:
         names = [f"{prefix}config.json", f"{prefix}model-00001-of-00001.safetensors"]
     elif bucket not in buckets:
-        raise InvokeError(WEIGHTS_LIST, "googleapi: Error 404: The specified bucket does not exist., notFound")
+        raise InvokeError(
+            WEIGHTS_LIST,
+            "Error retrieving bucket objects: googleapi: Error 404: The specified bucket does not exist., notFound",
+        )
+    elif listed is None:
+        raise InvokeError(
+            WEIGHTS_LIST,
+            "Error retrieving bucket objects: googleapi: Error 403: preview@p.iam.gserviceaccount.com does not have "
+            "storage.objects.list access to the Google Cloud Storage bucket. Permission 'storage.objects.list' "
+            "denied on resource (or it may not exist)., forbidden",
+        )
     else:
-        names = [n for n in buckets[bucket] if n.startswith(prefix)]
+        names = [n for n in listed if n.startswith(prefix)]
     objects = [
         {"name": n, "contentType": "", "mediaLink": "", "selfLink": "", "storageClass": "STANDARD"} for n in names
     ]
@@ -175,7 +193,7 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         return f"<{args.name}.id>", state
 
     def __init__(
-        self, previous_outputs: dict[str, Any] | None = None, weights: dict[str, list[str]] | None = None
+        self, previous_outputs: dict[str, Any] | None = None, weights: dict[str, list[str] | None] | None = None
     ) -> None:
         # The outputs reading the stack itself answers (`diff` hands on those of its first run).
         self.previous_outputs = previous_outputs or {}
@@ -183,6 +201,8 @@ class SymbolicMocks(pulumi.runtime.Mocks):
         self.reservation = FakeReservation(
             {f"<sub-block {i:03d}>": healthy_sub_block(f"<sub-block {i:03d}>") for i in range(1, 257)},
             self_link_prefix="<selfLink of ",
+            zone=None,
+            any_block=True,
         )
         # Object names per bucket (`gs://` listing at preview); None: every prefix holds a config and a shard.
         self.weights = weights

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TextIO
 
 import yaml
 
+from components import placement
 from components import reservation_reads as reservation
 from components.model.config.checks import PLACEHOLDER_RE, looks_secret
 from components.model.config.settings import PROJECT, ConfigError, Settings, is_secret_path, load
@@ -314,10 +315,13 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         settings = load_config(config, args.dir, args.stack, args.set)
     except ConfigError as e:
         return fail(err, config_error(str(e), config), 1)
+    chosen: tuple[str, ...] | list[str]
     try:
         if args.reservation is not None:
-            sub_blocks = reservation.assignment(settings, lambda _s: reservation.FileSource(args.reservation))
+            placed = placement.place(settings, placement.from_file(args.reservation))
+            settings, sub_blocks, chosen = placed.settings, placed.sub_blocks, placed.chosen
         else:
+            settings, chosen = placement.stand_ins(settings)
             sub_blocks = reservation.not_read(settings, offline=True)
     except reservation.ReservationError as e:
         return fail(err, e, 1)
@@ -329,6 +333,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         print(json.dumps(result.as_dict(), indent=2), file=out)
     else:
         print(f"stack {args.stack}: {_shown(args.dir / f'Pulumi.{args.stack}.yaml')}", file=out)
+        for line in chosen:
+            print(f"placement: {line}", file=out)
         print(result.table(), file=out)
         for warning in result.warnings:
             print(f"warning: {warning}", file=out)

@@ -51,7 +51,7 @@ INDEX = "RENDER.md"
 REMOTE = {
     "kubernetes:helm.sh/v4:Chart": "Helm chart",
     "kubernetes:yaml/v2:ConfigFile": "manifest fetched by URL",
-    "kubernetes:yaml/v2:ConfigGroup": "manifests fetched by URL",
+    "kubernetes:yaml/v2:ConfigGroup": "vendored manifests (their objects under charts/)",
 }
 # The properties a reviewer looks at first, per Google Cloud type (google-cloud.yaml has all of them).
 KEY_PROPERTIES = {
@@ -140,12 +140,26 @@ def chart_files(registrations: list[Registration]) -> tuple[dict[str, str], dict
     return files, counts, warnings
 
 
+def group_files(registrations: list[Registration]) -> dict[str, str]:
+    """The objects the program hands a ConfigGroup (the inference extension's vendored CRDs), one file each."""
+    files: dict[str, str] = {}
+    for reg in registrations:
+        if reg.type != "kubernetes:yaml/v2:ConfigGroup":
+            continue
+        header = f"# object of ConfigGroup {reg.name!r} (vendored, manifests/vendored/)\n"
+        for obj in redact(reg.inputs).get("objs") or []:
+            files[object_path(obj, f"charts/{portable(reg.name)}")] = header + dump(obj, CDumper)
+    return files
+
+
 def _not_rendered(registrations: list[Registration]) -> str:
     items = []
     for reg in sorted(registrations, key=lambda r: r.name):
         inputs = redact(reg.inputs)
         item: dict[str, Any] = {"resource": reg.name, "what": REMOTE[reg.type], "type": reg.type}
         item.update({k: v for k, v in inputs.items() if k != "skipAwait"})
+        if "objs" in item:  # written under charts/ (group_files)
+            item["objs"] = [f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}" for o in item["objs"]]
         items.append(item)
     note = (
         "# Not rendered offline: the Kubernetes provider pulls these Helm charts and fetches these manifests\n"
@@ -187,6 +201,7 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
     out.files.update(_kubernetes_files(kubernetes))
     out.files["not-rendered.yaml"] = _not_rendered(remote)
     inner, per_chart, chart_warnings = chart_files(run.registrations)
+    inner |= group_files(run.registrations)
     out.files.update(inner)
     out.files["google-cloud.md"], out.files["google-cloud.yaml"] = _google_cloud(gcp)
     out.counts = {
@@ -207,7 +222,7 @@ def render(config: dict[str, Any], stack: str, secrets: Sequence[str] = ()) -> R
         f"* `kubernetes/`: {len(kubernetes)} objects the program applies, one file each, by namespace "
         "(`_cluster` = cluster-scoped)",
         f"* `charts/`: {len(inner)} objects inside the Helm charts, rendered offline with Helm's engine from the "
-        "pinned chart sources: "
+        "pinned chart sources, and the inference extension's vendored CRDs: "
         + (", ".join(f"`{name}` {n}" for name, n in sorted(per_chart.items())) or "none (see the warnings)"),
         f"* `not-rendered.yaml`: {len(remote)} charts (what the program sets on them; their objects are under "
         "`charts/`) and fetched manifests the provider renders at run time (not rendered offline)",

@@ -52,3 +52,16 @@ def verify_command(
     if credentials:
         args += ["--credentials-command", credentials]
     return shlex.join(args)
+
+
+# https://cloud.google.com/sdk/gcloud/reference/storage/buckets/create: `--location` (a region keeps the bytes beside
+# the TPUs that read them: no inter-region transfer), `--uniform-bucket-level-access` (IAM alone grants access, which
+# is how the program grants its readers: components/serving.py), `--public-access-prevention` (never public).
+BUCKET_DOC = "https://cloud.google.com/storage/docs/creating-buckets"
+
+
+def create_bucket_command(bucket: str, project: str, region: str) -> str:
+    """`gcloud storage buckets create ...`: a bucket in `region`, IAM-only access, never public."""
+    args = ["gcloud", "storage", "buckets", "create", f"gs://{bucket}", f"--project={project}"]
+    args += [f"--location={region}", "--uniform-bucket-level-access", "--public-access-prevention"]
+    return shlex.join(args)

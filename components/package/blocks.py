@@ -19,7 +19,7 @@ from components.model.config.root_settings import Settings
 from components.package import NAME
 from components.package.inputs import problem_paths, problems_text, settings_from
 from components.package.stack_args import KueueSettings, TpuSettings
-from components.preflight import clock, read_sub_blocks
+from components.preflight import clock, place_capacity
 from components.teardown import SliceGates, SliceGatesArgs
 from components.tpu_node_pools import TpuCapacity as ProgramTpuCapacity
 
@@ -112,7 +112,8 @@ class TpuCapacity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TpuCapacityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         settings = settings_or_stop(_capacity_tree(args), _CAPACITY_RENAMES)
-        sub_blocks = read_sub_blocks(settings)  # before anything is registered, as the program reads them
+        placed = place_capacity(settings)  # before anything is registered, as the program reads them
+        settings, sub_blocks = placed.settings, placed.sub_blocks
         super().__init__(f"{NAME}:index:TpuCapacity", name, {}, opts)
         capacity = ProgramTpuCapacity(
             name,

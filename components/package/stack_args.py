@@ -110,7 +110,7 @@ class ReservationSettings(TypedDict):
     project: NotRequired[str]
     """The project owning the reservation (shared reservations). Allowed: a project ID, or unset for the stack's project; another project only for a whole reservation (block: ""): GKE does not support a block shared from another project."""
     block: NotRequired[str]
-    """The reservation block the pools consume. Allowed: a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" for the whole reservation; the preview reads the reservation, so a block that does not exist is reported. Default: "block-0"."""
+    """The reservation block the pools consume; unset: the block the running pools are on, else the first (by name) with room for the cubes, read at preview; the whole reservation when shared from another project. Allowed: unset (read at preview), a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" for the whole reservation; the preview reads the reservation, so a block that does not exist is reported."""
     consume_type: NotRequired[str]
     """The pools' reservation affinity. Allowed: SPECIFIC, ANY or NONE (ANY and NONE need acceleratorTopologyMode AUTO_CONNECT). Default: "SPECIFIC"."""
 
@@ -123,7 +123,7 @@ class TpuSettings(TypedDict):
     cube_topology: NotRequired[str]
     """One node pool's ICI block and the workload policy's accelerator topology. Allowed: a partition of the machine's 4x4x4 cube (4x4x4, 2x4x4, 2x2x4, 2x2x2, 2x2x1 on tpu7x); a smaller cube takes sub-slices only (GKE stitches super-slices from 4x4x4 cubes). Default: "4x4x4"."""
     cubes: NotRequired[int]
-    """TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling. Allowed: an integer of at least 0 (0 = no TPU pools). Default: 2."""
+    """TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling. Allowed: an integer of at least 0 (0 = no TPU pools, and zone set: there is no reservation to read it from). Default: 2."""
     workload_policy_name: NotRequired[str]
     """Name of the `HIGH_THROUGHPUT` workload policy. Allowed: a GCE resource policy name: RFC 1035, 1-63 characters. Default: "superslice-policy"."""
     accelerator_topology_mode: NotRequired[str]
@@ -164,16 +164,18 @@ class ResourceRequirements(TypedDict):
 
 
 class JobSetAddon(TypedDict):
-    """Settings of chart, version, namespace, controllerResources."""
+    """Settings of chart, version, namespace, controllerResources, replicas."""
 
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/jobset/charts/jobset"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.11.1"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.12.0"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "jobset-system"."""
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
+    replicas: NotRequired[int]
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class KueueAddon(TypedDict):
@@ -182,26 +184,28 @@ class KueueAddon(TypedDict):
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/kueue/charts/kueue"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.17.4"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.19.2"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "kueue-system"."""
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
     replicas: NotRequired[int]
-    """Kueue controller replicas (two or more run under the chart's PodDisruptionBudget). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class LwsAddon(TypedDict):
-    """Settings of chart, version, namespace, controllerResources."""
+    """Settings of chart, version, namespace, controllerResources, replicas."""
 
     chart: NotRequired[str]
     """The add-on's OCI Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository> (OCI name grammar; no tag: the version key pins it). Default: "oci://registry.k8s.io/lws/charts/lws"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "0.8.0"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "0.10.0"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "lws-system"."""
     controller_resources: NotRequired[ResourceRequirements]
     """The controller's resources (default: the pinned chart's own)."""
+    replicas: NotRequired[int]
+    """Controller replicas (two or more run under a PodDisruptionBudget, spread over the system nodes). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
 
 
 class KedaAddon(TypedDict):
@@ -210,15 +214,15 @@ class KedaAddon(TypedDict):
     chart: NotRequired[str]
     """KEDA's Helm chart. Allowed: an OCI chart reference, oci://<registry>/<repository>, or a Helm repository's chart, https://<repository URL>/<chart name> (no version: the version key pins it). Default: "https://kedacore.github.io/charts/keda"."""
     version: NotRequired[str]
-    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest). Default: "2.20.2"."""
+    """The chart's pinned version. Allowed: a pinned chart version, SemVer with an optional v (no ranges, no latest); the preview refuses a version known to break the program and warns on a combination that is no tested set. Default: "2.20.2"."""
     namespace: NotRequired[str]
     """The controller's namespace. Allowed: a namespace name: a DNS-1123 label (lowercase letters, digits, '-', at most 63). Default: "keda"."""
     controller_resources: NotRequired[ResourceRequirements]
     """Each KEDA pod's resources, the operator's and its admission webhook's (default: the chart's)."""
-    enabled: NotRequired[bool]
-    """Whether KEDA is installed. Default: false."""
     replicas: NotRequired[int]
     """Replicas of KEDA's operator and of its admission webhook (2+: under disruption budgets). Allowed: an integer of at least 1; every replica's requests count in the system-pool fit. Default: 2."""
+    enabled: NotRequired[bool]
+    """Whether KEDA is installed. Default: false."""
 
 
 class SliceControllerSettings(TypedDict):
@@ -238,18 +242,18 @@ class InferenceExtensionSettings(TypedDict):
     """Settings of version."""
 
     version: NotRequired[str]
-    """The Gateway API Inference Extension CRDs' tag. Allowed: a released tag such as v1.5.0. Default: "v1.5.0"."""
+    """The Gateway API Inference Extension release whose CRDs are applied. Allowed: a release whose CRDs this repository vendors (manifests/vendored/sources.toml): v1.5.0 or v1.6.0, with or without its v; nothing is fetched at preview or up. Default: "v1.6.0"."""
 
 
 class AddonsSettings(TypedDict):
     """Settings of jobset, kueue, lws, keda, sliceController, inferenceExtension."""
 
     jobset: NotRequired[JobSetAddon]
-    """The jobset settings: chart, version, namespace, controllerResources."""
+    """The jobset settings: chart, version, namespace, controllerResources, replicas."""
     kueue: NotRequired[KueueAddon]
     """The kueue settings: chart, version, namespace, controllerResources, replicas."""
     lws: NotRequired[LwsAddon]
-    """The lws settings: chart, version, namespace, controllerResources."""
+    """The lws settings: chart, version, namespace, controllerResources, replicas."""
     keda: NotRequired[KedaAddon]
     """KEDA, the burst slots' autoscaler: the values it gets and why, components/model/addons/keda.py."""
     slice_controller: NotRequired[SliceControllerSettings]
@@ -492,7 +496,7 @@ class ServingSettings(TypedDict):
     weights_via: NotRequired[str]
     """`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`. Allowed: stream or mount. Default: "stream"."""
     startup_timeout_seconds: NotRequired[int]
-    """The leaders' startup-probe budget for loading the model. Allowed: an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine). Default: 14400."""
+    """The leaders' startup-probe budget for loading the model (Kueue's waitForPodsReady timeout is this plus 30 minutes). Allowed: an integer of at least 3600 (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine). Default: 14400."""
     termination_grace_period_seconds: NotRequired[int]
     """How long a stopping vLLM pod may finish its requests. Allowed: an integer of at least 300, the Gateway's request timeout: a pod stopped sooner cuts requests in flight. Default: 360."""
     model_load_seconds: NotRequired[int]
@@ -542,7 +546,7 @@ class TpuSlicingStackArgs(TypedDict):
     project: str
     """The project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`. Allowed: a project ID: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with '-'."""
     zone: NotRequired[str]
-    """The TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part. Allowed: a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix. Default: "us-central1-ai1a"."""
+    """The TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last part; unset: the zone of tpu.reservation.name, looked for at preview among the zones offering the machine type (a running stack keeps its pools' zone). Allowed: unset (the reservation's zone, read at preview), or a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix; unset needs a SPECIFIC reservation to read (tpu.cubes > 0)."""
     network: NotRequired[NetworkSettings]
     """The network settings: prefix, mtu, tpuSubnetCidr, proxySubnetCidr, flowLogs, natLogs."""
     cluster: NotRequired[ClusterSettings]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.model.config.k8s_settings import KedaAddon
+from components.model.config.addons_settings import KedaAddon
 from components.model.keys import HOSTNAME_LABEL, LWS_API, LWS_GROUP, METADATA_SERVER_LABEL
 
 KEDA_API = "keda.sh/v1alpha1"

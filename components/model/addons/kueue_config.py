@@ -1,4 +1,4 @@
-"""Kueue's chart values: its manager configuration, replicas and PodDisruptionBudget (pure data).
+"""Kueue's chart values: its manager configuration (pure data).
 
 Why each setting, from Kueue v0.17.4 (kubernetes-sigs/kueue at tag v0.17.4):
 
@@ -15,12 +15,25 @@ Why each setting, from Kueue v0.17.4 (kubernetes-sigs/kueue at tag v0.17.4):
   Ignore). Kept: JobSet, LeaderWorkerSet and `pod`, which LeaderWorkerSet enables implicitly
   (`pkg/controller/jobs/leaderworkerset/leaderworkerset_controller.go` ImplicitlyEnabledFrameworkNames) and
   which must stay listed so that an LWS pod is never created unmanaged while Kueue is down.
-* Two replicas with leader election (the chart's `controllerManager.replicas`; `leaderElection.leaderElect:
-  true` is the default configuration's, `cmd/kueue/main.go` setupRoleTracker: one leader, followers serve
-  the webhooks) and the chart's own PodDisruptionBudget (`controllerManager.podDisruptionBudget`,
-  `templates/manager/manager-pdb.yaml`, minAvailable 1) so a node drain or upgrade keeps one webhook
-  endpoint. The replicas spread over system nodes where there are several (`topologySpreadConstraints`,
-  matching the chart's `kueue.selectorLabels`, `templates/_helpers.tpl`).
+* Leader election stays on (`leaderElection.leaderElect: true`, the default configuration's; `cmd/kueue/main.go`
+  setupRoleTracker: one leader, followers serve the webhooks), so the replicas, budget and spread of
+  components/model/addons/controllers.py keep a webhook endpoint through a node drain.
+* `waitForPodsReady`, set explicitly on every version. Kueue 0.17 runs it only when the configuration has the block
+  (v0.17.4 `pkg/util/waitforpodsready/waitforpodsready.go:22`, `cfg != nil`); 0.19 turns it on by default with a
+  30-minute timeout and the same recovery timeout (v0.19.2 `CHANGELOG/CHANGELOG-0.19.md:215`;
+  `apis/config/v1beta2/defaults.go:48`, `:99-117`; off only behind the alpha, temporary `DisableWaitForPodsReady`
+  gate, `CHANGELOG-0.19.md:281-283`). The timeout runs from a Workload's `Admitted` condition (on TPU: once its
+  Slices are ready) to `PodsReady`, i.e. every pod of the group Ready, the leader only once the model answers; the
+  recovery timeout from a running Workload's `PodsReady=False`; past either, Kueue evicts the Workload and requeues
+  it (`pkg/controller/core/workload_controller.go:1657-1681` at v0.19.2, `:1313-1337` at v0.17.4). A serving group
+  may load the model for up to `serving.startupTimeoutSeconds` (4 hours by default), and a group whose pod
+  restarts is re-created by LWS and loads again: 30 minutes would evict and requeue it forever. Both timeouts are
+  the serving groups' ready budget (`rollout_timeout_seconds`, components/model/serving/rollout.py), so Kueue
+  gives up on a group only after its startup probe has; `blockAdmission: false` (one loading group must not
+  hold every other admission for hours); requeuing with the defaults made explicit: from the eviction time,
+  backoff 60 s doubling to 3600 s, and no `backoffLimitCount`, which would deactivate a serving group for good
+  after that many evictions (`apis/config/v1beta2/configuration_types.go:402-439`, `workload_controller.go:1282-1284`
+  at v0.19.2).
 """
 
 from __future__ import annotations
@@ -31,13 +44,25 @@ from typing import Any
 import yaml
 
 from components.model.config.settings import Settings
-from components.model.keys import APP_INSTANCE_LABEL, APP_NAME_LABEL, HOSTNAME_LABEL, NAMESPACE_LABEL
+from components.model.keys import NAMESPACE_LABEL
+from components.model.serving.rollout import rollout_timeout_seconds
 
 KUEUE_CONFIG = Path(__file__).resolve().parent.parent.parent.parent / "manifests" / "kueue-manager-config.yaml"
 KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration KUEUE_CONFIG starts from
 INTEGRATIONS = ("jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod")
-# charts/kueue/templates/_helpers.tpl kueue.selectorLabels (release and chart name: "kueue").
-SELECTOR_LABELS = {APP_NAME_LABEL: "kueue", APP_INSTANCE_LABEL: "kueue", "control-plane": "controller-manager"}
+
+
+# Kueue's own waitForPodsReady when the configuration says nothing, per minor version (the docstring's sources):
+# None = off, else the timeout in seconds. What a configuration without the block would run.
+PODS_READY_DEFAULT_S: dict[str, int | None] = {"0.17": None, "0.19": 30 * 60}
+
+
+def pods_ready_timeout_s(config: dict[str, Any], version: str) -> int | None:
+    """The waitForPodsReady timeout Kueue `version` runs with `config` (None: off), as its defaulting decides."""
+    block = config.get("waitForPodsReady")
+    if block is None:
+        return PODS_READY_DEFAULT_S[".".join(version.removeprefix("v").split(".")[:2])]
+    return int(str(block["timeout"]).removesuffix("s"))
 
 
 def queued_namespaces(settings: Settings) -> list[str]:
@@ -59,6 +84,9 @@ def queued_namespaces_requirement(settings: Settings) -> dict[str, Any]:
 def manager_config(settings: Settings) -> dict[str, Any]:
     config: dict[str, Any] = yaml.safe_load(KUEUE_CONFIG.read_text())
     config["managedJobsNamespaceSelector"] = {"matchExpressions": [queued_namespaces_requirement(settings)]}
+    # Both timeouts are the serving groups' ready budget; the other keys are KUEUE_CONFIG's (the docstring says why).
+    budget = f"{rollout_timeout_seconds(settings.serving.startup_timeout_seconds)}s"
+    config["waitForPodsReady"] = {"timeout": budget, "recoveryTimeout": budget, **config["waitForPodsReady"]}
     if settings.observability.scrapes:
         # the quota series of the dashboard and alert (kueue_cluster_queue_nominal_quota, ..._resource_usage)
         config["metrics"]["enableClusterQueueResources"] = True
@@ -66,22 +94,5 @@ def manager_config(settings: Settings) -> dict[str, Any]:
 
 
 def kueue_chart_values(settings: Settings) -> dict[str, Any]:
-    replicas = settings.addons.kueue.replicas
-    manager: dict[str, Any] = {
-        "replicas": replicas,
-        # One replica under a PDB of minAvailable 1 would block every node drain: only with two or more.
-        "podDisruptionBudget": {"enabled": replicas >= 2, "minAvailable": 1},
-    }
-    if replicas >= 2:
-        manager["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": HOSTNAME_LABEL,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": dict(SELECTOR_LABELS)},
-            }
-        ]
-    return {
-        "controllerManager": manager,
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(settings), sort_keys=False)},
-    }
+    """Kueue's values besides its replicas, budget and spread (components/model/addons/controllers.py)."""
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(settings), sort_keys=False)}}

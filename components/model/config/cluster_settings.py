@@ -221,7 +221,7 @@ class ClusterSettings(Model):
             f"{MACHINES}; {COMPUTE_OPTIMIZED}; {NODE_SIZES}",
             "system-pool",
             "n2-standard-7",
-            "n2-standard-8",
+            "n2-standard-16",
         ),
     ] = Field("n2-standard-32", description="machine type of the `system` pool (controllers, router)")
     system_node_count: Annotated[int, at_least(1, " (nodes per zone)", GKE_NODE_POOL_API, "system-pool")] = Field(

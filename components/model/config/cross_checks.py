@@ -5,8 +5,10 @@ CROSS_CHECKS table (components/model/config/root_settings.py) with the top-level
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from components.model.addons import tested_sets
 from components.model.config.checks import (
     DNS_LABEL_MAX,
     GIB,
@@ -50,17 +52,31 @@ if TYPE_CHECKING:
 class CrossChecks:
     """The `_check_*` methods of `Settings` (a mixin: they read the settings' sections)."""
 
+    def system_pool_room(self: Settings, extra: Sequence[tuple[int, int, int]] = ()) -> tuple[int, int, int, int]:
+        """(CPU millis, memory bytes) the controllers request, and what the system pool holds for them with one
+        zone down; `extra`: more pods as (count, CPU millis, memory bytes).
+
+        One zone's nodes are left out (REGIONAL_ZONES - 1 zones counted): a zone's outage, or its node being
+        re-created, leaves room to reschedule every controller; each node first loses GKE's own pods.
+        """
+        cpu, mem = node_allocatable(self.cluster.system_machine_type)
+        nodes = self.cluster.system_node_count * (REGIONAL_ZONES - 1)
+        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
+        pods = [
+            (counts.get(key, 1), cpu_millis(res.requests.cpu or "0"), memory_bytes(res.requests.memory or "0"))
+            for key, res in self.system_pool_pods().items()
+        ]
+        total_cpu = sum(n * c for n, c, _ in (*pods, *extra))
+        total_mem = sum(n * m for n, _, m in (*pods, *extra))
+        return total_cpu, total_mem, (cpu - SYSTEM_PODS_CPU_MILLIS) * nodes, (mem - SYSTEM_PODS_MEMORY) * nodes
+
     def _check_system_pool_fit(self: Settings) -> list[SettingError]:
         """Controllers sized beyond the system pool stay Pending: refuse that at preview time."""
         cpu, mem = node_allocatable(self.cluster.system_machine_type)
         cpu, mem = cpu - SYSTEM_PODS_CPU_MILLIS, mem - SYSTEM_PODS_MEMORY
-        total_cpu = total_mem = 0
         errors = []
-        counts = {f"addons.{k}.controllerResources": a.pod_count() for k, a in self.addons.helm_addons().items()}
         for key, res in self.system_pool_pods().items():
-            pod_cpu = cpu_millis(res.requests.cpu or "0")
-            pod_mem = memory_bytes(res.requests.memory or "0")
-            if pod_cpu > cpu or pod_mem > mem:
+            if cpu_millis(res.requests.cpu or "0") > cpu or memory_bytes(res.requests.memory or "0") > mem:
                 errors.append(
                     SettingError(
                         f"{key}.requests",
@@ -69,17 +85,17 @@ class CrossChecks:
                         f"{self.cluster.system_machine_type} system node has left for pods",
                     )
                 )
-            n = counts.get(key, 1)
-            total_cpu, total_mem = total_cpu + n * pod_cpu, total_mem + n * pod_mem
-        nodes = self.cluster.system_node_count
-        if not errors and (total_cpu > cpu * nodes or total_mem > mem * nodes):
+        total_cpu, total_mem, room_cpu, room_mem = self.system_pool_room()
+        per_zone, up = self.cluster.system_node_count, REGIONAL_ZONES - 1
+        if not errors and (total_cpu > room_cpu or total_mem > room_mem):
             errors.append(
                 SettingError(
                     "cluster.systemMachineType",
                     self.cluster.system_machine_type,
-                    f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) on "
-                    f"cluster.systemNodeCount={nodes} node(s) per zone, which leave {cpu * nodes}m CPU and "
-                    f"{mem * nodes / GIB:.1f}Gi; use a larger machine or more nodes, or smaller controller requests",
+                    f"room for the controllers' requests ({total_cpu}m CPU, {total_mem / GIB:.1f}Gi) with one of the "
+                    f"regional cluster's {REGIONAL_ZONES} zones down: cluster.systemNodeCount={per_zone} node(s) per "
+                    f"zone x {up} zones leave {room_cpu}m CPU and {room_mem / GIB:.1f}Gi; use a larger machine or "
+                    "more nodes, or smaller controller requests",
                 )
             )
         return errors
@@ -127,6 +143,24 @@ class CrossChecks:
                 )
             ]
         return []
+
+    def _check_zone_source(self: Settings) -> list[SettingError]:
+        """An unset zone is read from a SPECIFIC reservation's cubes: without one there is nothing to read."""
+        tpu = self.tpu
+        readable = tpu.cubes > 0 and tpu.reservation.consume_type == "SPECIFIC"
+        if self.zone is not None or (readable and tpu.system.zones):
+            return []
+        why = "tpu.cubes = 0" if tpu.cubes == 0 else f"tpu.reservation.consumeType = {tpu.reservation.consume_type}"
+        if readable:
+            why = f"no zone known to offer {tpu.machine_type}"
+        zones = ", ".join(tpu.system.zones) or "see the TPU regions and zones page"
+        return [
+            SettingError(
+                "zone",
+                None,
+                f"a zone ({zones} offer {tpu.machine_type}): with {why} there is no reservation to read it from",
+            )
+        ]
 
     def _check_buckets(self: Settings) -> list[SettingError]:
         # serving.weightsBucket and xlaCacheBucket themselves are checked in ServingSettings; this is the name
@@ -383,3 +417,13 @@ class CrossChecks:
                 )
             )
         return errors
+
+    def _check_addon_versions(self: Settings) -> list[SettingError]:
+        """A version in a range known to break the program is refused (components/model/addons/tested_sets.py)."""
+        versions = tested_sets.versions_of(self)
+        return [
+            SettingError(
+                tested_sets.COLUMNS[column].key, versions[column], f"{known.allowed}: {known.why} ({known.source})"
+            )
+            for column, known in tested_sets.breaks(versions)
+        ]

@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from components.model.config.rules import CHANGES, Rule
-from components.model.config.settings import SECRET_PATHS, Settings, _is_secret, _models_in
+from components.model.config.settings import SECRET_PATHS, SECRET_TOP_KEYS, Settings, _is_secret, _models_in
 from components.model.config.settings import config_key as config_key  # tests/test_reference.py
 
 
@@ -212,7 +212,12 @@ def key_list(declared: set[str]) -> list[str]:
     for key, sub in _tree(Settings, KEY_DEPTH).items():
         if key in declared | {"project"}:
             continue
-        text = _braced(sub) if sub else f"(a secret: pulumi config set --secret {key} <value>)"
+        secret = key in SECRET_TOP_KEYS
+        text = (
+            _braced(sub)
+            if sub
+            else f"({'a secret: ' if secret else ''}pulumi config set{' --secret' * secret} {key} <value>)"
+        )
         line = f"  #   {key:<9} "
         for word in text.split(" "):
             if len(line) + len(word) > 118 and line.strip() != "#":

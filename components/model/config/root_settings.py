@@ -12,6 +12,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from components.model.addons import tested_sets
+from components.model.config.addons_settings import AddonsSettings
 from components.model.config.autoscaling_settings import burst_slots
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
@@ -21,13 +23,14 @@ from components.model.config.checks import (
     Model,
     SettingError,
     accept_if,
+    gke_version_tuple,
     raise_all,
 )
 from components.model.config.cluster_settings import ClusterSettings, node_service_account_id
 from components.model.config.cross_checks import CrossChecks
 from components.model.config.gke_versions import DYNAMIC_SLICING_DOC
 from components.model.config.images import VLLM_TPU, digest_advice, parts
-from components.model.config.k8s_settings import AddonsSettings, DemosSettings, KueueSettings
+from components.model.config.k8s_settings import DemosSettings, KueueSettings
 from components.model.config.network_settings import NetworkSettings
 from components.model.config.observability_settings import PROMQL_LOOKBACK_SECONDS, ObservabilitySettings
 from components.model.config.resources_settings import ResourceRequirements
@@ -35,7 +38,7 @@ from components.model.config.rules import OCI, THIS_PROGRAM, Flag, ProjectId, Ru
 from components.model.config.serving_settings import ServingSettings
 from components.model.config.tpu_settings import TpuSettings
 from components.model.serving.burst import BurstPriority, burst_priority
-from components.model.tpu.geometry import Slice, SliceKind, Topology
+from components.model.tpu.geometry import TPU_ZONES_DOC, Slice, SliceKind, Topology
 
 
 class Settings(CrossChecks, Model):
@@ -43,19 +46,21 @@ class Settings(CrossChecks, Model):
         description="the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`"
     )
     zone: Annotated[
-        str,
+        str | None,
         accept_if(ZONE_RE.match, "a zone of the form <region>-<suffix>, such as us-central1-ai1a"),
         Rule(
-            "a zone, <region>-<suffix> (us-central1-ai1a); the region is the zone without its suffix",
-            "https://cloud.google.com/compute/docs/regions-zones",
+            "unset (the reservation's zone, read at preview), or a zone, <region>-<suffix> (us-central1-ai1a); the "
+            "region is the zone without its suffix; unset needs a SPECIFIC reservation to read (tpu.cubes > 0)",
+            f"https://cloud.google.com/compute/docs/regions-zones; {TPU_ZONES_DOC}",
             "cluster-replace",
             "uscentral1",
             "europe-west4-a",
         ),
     ] = Field(
-        "us-central1-ai1a",
+        None,
         description="the TPU pools' node location; the region (cluster, subnets, policy) is the zone minus its last "
-        "part",
+        "part; unset: the zone of tpu.reservation.name, looked for at preview among the zones offering the machine "
+        "type (a running stack keeps its pools' zone)",
     )
     network: NetworkSettings = Field(default_factory=dict)
     cluster: ClusterSettings = Field(default_factory=dict)
@@ -132,12 +137,14 @@ class Settings(CrossChecks, Model):
         (frozenset({"cluster", "addons", "serving"}), "_check_system_pool_fit"),
         (frozenset({"network", "cluster", "tpu", "serving"}), "_check_subnet_fit"),
         (frozenset({"tpu", "project"}), "_check_reservation_project"),
+        (frozenset({"zone", "tpu"}), "_check_zone_source"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_workloads"),
         (frozenset({"tpu", "serving"}), "_check_serving"),
         (frozenset({"tpu", "demos"}), "_check_demos"),
         (frozenset({"kueue", "addons"}), "_check_workload_namespace"),
         (frozenset({"project", "cluster", "serving"}), "_check_buckets"),
-        (frozenset({"cluster", "tpu", "demos", "serving"}), "_check_version_floor"),
+        (frozenset({"cluster", "tpu", "demos", "serving", "addons"}), "_check_version_floor"),
+        (frozenset({"addons", "serving"}), "_check_addon_versions"),
         (frozenset({"kueue", "tpu", "demos", "serving"}), "_check_burst_bounds"),
         (frozenset({"serving", "addons", "observability"}), "_check_burst_needs"),
         (frozenset({"demos", "serving", "require_image_digests"}), "_check_image_digests"),
@@ -161,8 +168,16 @@ class Settings(CrossChecks, Model):
         subslices = [k for k, (t, _) in self.workload_topologies().items() if self.slice_of(t).kind is SliceKind.SUB]
         if subslices:
             why = f"GKE's floor for dynamic sub-slicing, which {', '.join(subslices)} use ({DYNAMIC_SLICING_DOC})"
-            return MIN_SUBSLICING_VERSION, why
-        return MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})"
+            floor = (MIN_SUBSLICING_VERSION, why)
+        else:
+            floor = (MIN_SLICE_CONTROLLER_VERSION, f"GKE's floor for dynamic slicing ({DYNAMIC_SLICING_DOC})")
+        tested = tested_sets.matching_set(tested_sets.versions_of(self))
+        if tested is not None and gke_version_tuple(tested.gke_minimum) > gke_version_tuple(floor[0]):
+            return (
+                tested.gke_minimum,
+                f"the floor of the add-on versions of tested set {tested.name} (docs/upgrades.md)",
+            )
+        return floor
 
     def warnings(self) -> list[str]:
         """Things that are allowed but probably not what the user wants."""
@@ -192,6 +207,9 @@ class Settings(CrossChecks, Model):
         if not self.require_image_digests:  # else _check_image_digests refuses them
             unpinned = {k: ref for k, ref in self.images().items() if not parts(ref)[2]}
             out += [f"{PROJECT}:{key} = {ref}: {digest_advice(ref)}" for key, ref in unpinned.items()]
+        untested = tested_sets.untested_warning(tested_sets.versions_of(self), f"{PROJECT}:")
+        if untested:
+            out.append(untested)
         o = self.observability
         if o.enabled and not o.scraping and (o.dashboard or o.alerts):
             out.append(
@@ -210,6 +228,9 @@ class Settings(CrossChecks, Model):
 
     @property
     def region(self) -> str:
+        """The zone's region; the zone is set, or placed from the reservation (components/placement.py)."""
+        if self.zone is None:
+            raise ValueError(f"{PROJECT}:zone is not placed yet: read it from the reservation first (placement.place)")
         m = ZONE_RE.match(self.zone)
         assert m is not None
         return m.group("region")

@@ -169,9 +169,10 @@ class ServingSettings(Model):
     ] = Field(
         "stream", description="`stream`: vLLM streams from `gs://`; `mount`: reads the GCS FUSE volume at `/data`"
     )
-    # How long a leader may take to serve /v1/models before the kubelet restarts it, and how long
-    # `verify` waits for the leaders. llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a
-    # 480B FP8 model (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
+    # How long a leader may take to serve /v1/models before the kubelet restarts it, how long `verify` waits for
+    # the leaders, and (plus scheduling) how long Kueue waits for a group (components/model/addons/kueue_config.py).
+    # llm-d's TPU7x dynamic-slice recipe allows 15 s + 480 x 30 s = 4 h for a 480B FP8 model
+    # (guides/pd-disaggregation/modelserver/tpu/v7/vllm-dynamic-slice/prefill.yaml@b27c4f98).
     startup_timeout_seconds: Annotated[
         int,
         accept_if(
@@ -184,7 +185,11 @@ class ServingSettings(Model):
             " (the vLLM pod's own waits: 1800 s for Ray workers, 1800 s for its engine)",
             "manifests/vllm-pod.yaml (--ray_init_timeout, VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT)",
         ),
-    ] = Field(14400, description="the leaders' startup-probe budget for loading the model")
+    ] = Field(
+        14400,
+        description="the leaders' startup-probe budget for loading the model (Kueue's waitForPodsReady timeout is "
+        "this plus 30 minutes)",
+    )
     # How long a stopping vLLM pod may take (the pod's terminationGracePeriodSeconds): vLLM runs as PID 1 and
     # finishes its in-flight requests on SIGTERM, so this must cover the longest request the Gateway allows.
     termination_grace_period_seconds: Annotated[

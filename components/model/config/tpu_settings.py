@@ -52,20 +52,26 @@ class ReservationSettings(Model):
             '(block: ""): GKE does not support a block shared from another project',
             refused="shared-resv-project",
             accepted="my-tpu-project",
+            context={"tpu": {"reservation": {"block": "block-0"}}},
         ),
     ] = Field(None, description="the project owning the reservation (shared reservations)")
     block: Annotated[
-        str,
+        str | None,
         AfterValidator(lambda v: v and compute_name(v, 'a reservation block name (or "" for the whole reservation)')),
         Rule(
-            'a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its numeric resource ID, or "" '
-            "for the whole reservation; the preview reads the reservation, so a block that does not exist is "
-            "reported",
+            "unset (read at preview), a reservation block name (RFC 1035, 1-63 characters, named by GCE) or its "
+            'numeric resource ID, or "" for the whole reservation; the preview reads the reservation, so a block '
+            "that does not exist is reported",
             RESERVATION_BLOCK_API,
             refused="block 0",
             accepted="",
         ),
-    ] = Field("block-0", description="the reservation block the pools consume")
+    ] = Field(
+        None,
+        description="the reservation block the pools consume; unset: the block the running pools are on, else the "
+        "first (by name) with room for the cubes, read at preview; the whole reservation when shared from another "
+        "project",
+    )
     consume_type: Annotated[
         Literal["SPECIFIC", "ANY", "NONE"],
         Rule(
@@ -74,7 +80,7 @@ class ReservationSettings(Model):
             f"(reservation_affinity.consume_reservation_type); {DYNAMIC_SLICING}",
             refused="SOME",
             accepted="NONE",
-            context={"tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}},
+            context={"tpu": {"acceleratorTopologyMode": "AUTO_CONNECT"}, "zone": "us-central1-ai1a"},
         ),
     ] = Field("SPECIFIC", description="the pools' reservation affinity")
 
@@ -112,7 +118,13 @@ class TpuSettings(Model):
         ),
     ] = Field("4x4x4", description="one node pool's ICI block and the workload policy's accelerator topology")
     cubes: Annotated[
-        int, at_least(0, " (0 = no TPU pools)", change="cubes", context={"demos": {"superslicing": {"enabled": False}}})
+        int,
+        at_least(
+            0,
+            " (0 = no TPU pools, and zone set: there is no reservation to read it from)",
+            change="cubes",
+            context={"demos": {"superslicing": {"enabled": False}}, "zone": "us-central1-ai1a"},
+        ),
     ] = Field(
         2, ge=0, description="TPU node pools `<poolPrefix>-1..N`, the ClusterQueue's TPU quota, the super-slice ceiling"
     )
@@ -206,7 +218,7 @@ class TpuSettings(Model):
                 )
             )
         if self.sub_blocks is not None:
-            if r.consume_type != "SPECIFIC" or not r.block:
+            if r.consume_type != "SPECIFIC" or r.block == "":
                 errors.append(
                     SettingError(
                         "subBlocks",

@@ -48,11 +48,14 @@ from components.model.diff.unknowns import UNKNOWN
 from components.model.records import record
 
 CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME = "create", "update", "replace", "delete", "rejected", "same"
-ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, SAME)
+# Not compared: an object the preview could not render on both sides (a chart version without sources here), so
+# what `up` does to it is not known. Never counted as `same`.
+UNKNOWN_ACTION = "unknown"
+ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, REJECTED, UNKNOWN_ACTION, SAME)
 Record = dict[str, Any]
 Check = Callable[[dict[str, Any], dict[str, Any]], list[str]]
 # What the preview and the CLI read from here besides `diff`.
-__all__ = ["ACTIONS", "DYNAMIC_DELETE_FIRST", "UNKNOWN", "Change", "Result", "diff", "facts_of"]
+__all__ = ["ACTIONS", "DYNAMIC_DELETE_FIRST", "UNKNOWN", "UNKNOWN_ACTION", "Change", "Result", "diff", "facts_of"]
 
 GCP_FIXED_NAME = (
     "a create-first replacement under the same name fails with 409 alreadyExists "
@@ -85,6 +88,10 @@ class Result:
     @property
     def rejected(self) -> list[Change]:
         return [c for c in self.changes if c.action == REJECTED]
+
+    @property
+    def unknown(self) -> list[Change]:
+        return [c for c in self.changes if c.action == UNKNOWN_ACTION]
 
     def by_name(self) -> dict[str, Change]:
         return {c.name: c for c in self.changes}

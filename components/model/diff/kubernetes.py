@@ -8,7 +8,8 @@ Three sources, each cited per fact:
 * the CRDs' CEL transition rules (`oldSelf`), pinned in ../shared/schemas/crds (tests/test_diff_kubernetes.py
   checks that every transition rule of a kind the program applies is here, at the cited line);
 * the controllers' validating webhooks: Kueue v0.17.4 (commit 731bece78d5f) for queued LeaderWorkerSets
-  and JobSets, LWS v0.8.0 (c52b4f929a2f) and v0.10.0 (566625933a26), JobSet v0.11.1 (c1a0ef054250).
+  and JobSets (and v0.19.2, 8eab68778fc1, for the group size it makes immutable), LWS v0.8.0 (c52b4f929a2f)
+  and v0.10.0 (566625933a26), JobSet v0.11.1 (c1a0ef054250).
 
 A REJECT fact is a refused update: when the object is replaced anyway (a replace-on-change property
 changed too, or `replaceOnChanges`), the new object is a create and the fact does not apply.
@@ -25,6 +26,7 @@ from components.model.diff.facts import ADDED, ALWAYS, OLD, PRESENCE, PULUMI_KUB
 PK = f"{PULUMI_KUBERNETES}/provider/diff.go"
 CRDS = "../shared/schemas/crds"
 KUEUE = "kubernetes-sigs/kueue@v0.17.4"
+KUEUE_NEXT = "kubernetes-sigs/kueue@v0.19.2"  # the rules Kueue 0.19 adds
 LWS_WEBHOOK = "kubernetes-sigs/lws@v0.8.0 pkg/webhooks/leaderworkerset_webhook.go"
 JOBSET_WEBHOOK = "kubernetes-sigs/jobset@v0.11.1 pkg/webhooks/jobset_webhook.go"
 QUEUE_LABEL = f'metadata.labels["{keys.QUEUE_LABEL}"]'  # pkg/controller/constants/constants.go:23
@@ -216,6 +218,16 @@ FACTS: dict[str, tuple[Fact, ...]] = {
         ),
         *_PRIORITY,
         *_queued_lws_shape(),
+        # Kueue 0.19 (the LWSImmutableGroupSize gate, beta and on, pkg/features/kube_features.go:951-953): a queued
+        # LWS keeps its group size. The program never meets it: the size is part of the set's name (rollout.py).
+        Fact(
+            "spec.leaderWorkerTemplate.size",
+            REJECT,
+            f"{KUEUE_NEXT} pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:225",
+            "the group size of a queued LeaderWorkerSet is immutable (Kueue 0.19 and later)",
+            ALWAYS,
+            QUEUE_LABEL,
+        ),
         Fact(
             "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
             REJECT,

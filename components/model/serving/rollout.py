@@ -56,6 +56,18 @@ from typing import Any
 
 from components.model.config.checks import LWS_REVISION_LEN
 
+# What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
+# retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
+# and the image pull. An estimate, not a measurement.
+ROLLOUT_SCHEDULING_BUDGET_S = 1800
+
+
+def rollout_timeout_seconds(startup_timeout_seconds: int) -> int:
+    """How long a new serving group may take to be ready: the leaders' startup budget plus getting them scheduled.
+    Pulumi waits that long for a new LWS's groups, and Kueue lets an admitted group take that long before it
+    evicts it (components/model/addons/kueue_config.py `manager_config`)."""
+    return startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S
+
 
 def _containers_shape(containers: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     # ContainersShape: per container, only its resource requests and its ports.
@@ -101,17 +113,6 @@ def revision(
     }
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:LWS_REVISION_LEN]
-
-
-# What a new group needs before its model starts loading: Kueue admission, the Slice (the slice controller
-# retries one that is not active within 3 minutes, xpk slice/cmd/main.go `--activation-timeout`), scheduling
-# and the image pull. An estimate, not a measurement.
-ROLLOUT_SCHEDULING_BUDGET_S = 1800
-
-
-def rollout_timeout_seconds(startup_timeout_seconds: int) -> int:
-    """How long Pulumi waits for a new LWS's groups: the leaders' startup budget plus getting them scheduled."""
-    return startup_timeout_seconds + ROLLOUT_SCHEDULING_BUDGET_S
 
 
 # pulumi-kubernetes awaits a custom resource only through its `pulumi.com/waitFor` annotation

@@ -71,6 +71,8 @@ class TpuSystem:
     # The VM's vCPUs and memory (GCE's "GB" are GiB), where the program sizes pods against them.
     vcpus: int | None = None
     memory_gib: float | None = None
+    # The zones offering it, in the order a reservation's zone is looked for (TPU_ZONES_DOC).
+    zones: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.host.chips != self.chips_per_vm:
@@ -216,15 +218,25 @@ def _t(text: str) -> Topology:
 _CLOUD_TPU_DOCS = "https://cloud.google.com/tpu/docs"
 _GKE_IRONWOOD = "https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood"
 _XPK = "xpk src/xpk/core/system_characteristics.py @ 367c8382"
+TPU_ZONES_DOC = "https://cloud.google.com/tpu/docs/regions-zones"
 
 
 def _system(machine_type: str, generation: str, accelerator: str, host: str, cores: int, cube: str | None = None,
-            *, docs: tuple[str, ...] = (), **vm: int) -> TpuSystem:  # fmt: skip
+            *, docs: tuple[str, ...] = (), zones: tuple[str, ...] = (), **vm: int) -> TpuSystem:  # fmt: skip
     """A row: `cores` TensorCores per chip; the sources are the generation's TPU page, `docs`, then xpk."""
     shape = _t(host)
     source = "; ".join((f"{_CLOUD_TPU_DOCS}/{generation}", *docs, _XPK))
     return TpuSystem(
-        machine_type, generation, accelerator, shape.chips, shape, cores, _t(cube) if cube else None, source, **vm
+        machine_type,
+        generation,
+        accelerator,
+        shape.chips,
+        shape,
+        cores,
+        _t(cube) if cube else None,
+        source,
+        **vm,
+        zones=zones,
     )
 
 
@@ -233,9 +245,19 @@ SYSTEMS: dict[str, TpuSystem] = {
     s.machine_type: s
     for s in (
         # Ironwood: 4 chips per VM arranged 2x2x1, 2 TensorCores per chip, 4x4x4 cubes joined by OCS.
-        # "System architecture" table of the tpu7x page: 224 vCPUs and 960 GB RAM per 4-chip VM.
+        # "System architecture" table of the tpu7x page: 224 vCPUs and 960 GB RAM per 4-chip VM. Zones: "TPU regions
+        # and zones", North America, "All TPU7x configurations" (TPU_ZONES_DOC).
         _system(
-            "tpu7x-standard-4t", "tpu7x", "tpu7x", "2x2x1", 2, "4x4x4", docs=(_GKE_IRONWOOD,), vcpus=224, memory_gib=960
+            "tpu7x-standard-4t",
+            "tpu7x",
+            "tpu7x",
+            "2x2x1",
+            2,
+            "4x4x4",
+            docs=(_GKE_IRONWOOD,),
+            vcpus=224,
+            memory_gib=960,
+            zones=("us-central1-ai1a", "us-central1-c"),
         ),
         # Ironwood single-chip VMs: 1x1x1 only, not part of a multi-host cube, so no dynamic slicing.
         _system("tpu7x-standard-1t", "tpu7x", "tpu7x", "1x1x1", 2),
