@@ -2,7 +2,9 @@
 
 The demand grows with the reservation in the codelab's proportions, so the planner and the program
 do as much work per cube at 144 cubes as at 2: per cube, 3 sub-slicing 2x2x2 slices (6 at 2 cubes),
-2 prefill and 2 decode replica groups (4 + 4 at 2 cubes), and one super-slice over every cube
+2 prefill and 2 decode replica groups (4 + 4 at 2 cubes) with dev's 2 burst slots each above them (their
+capacity plan simulates (2 + 1) x (2 + 1) states at every size: the states grow with the slots, not the cubes), and
+one super-slice over every cube
 (4x4x8 at 2 cubes, as in the codelab), shaped as close to a cube as the count allows (16x16x16 for
 64 cubes, 16x24x24 for 144: a full Ironwood pod). One cube holds no super-slice, so the demo is off there.
 """
@@ -35,7 +37,14 @@ def overrides(cubes: int) -> dict[str, Any]:
             "subslicing": {"enabled": True, "replicas": 3 * cubes},
             "superslicing": {"enabled": cubes >= 2, "topology": super_slice_topology(max(cubes, 2))},
         },
-        f"{PREFIX}:serving": {"enabled": True, "prefill": {"replicas": 2 * cubes}, "decode": {"replicas": 2 * cubes}},
+        f"{PREFIX}:serving": {
+            "enabled": True,
+            **{
+                role: {"replicas": 2 * cubes, "autoscaling": {"enabled": True, "maxGroups": 2 * cubes + 2}}
+                for role in ("prefill", "decode")
+            },
+        },
+        f"{PREFIX}:addons": {"keda": {"enabled": True}},
     }
 
 

@@ -146,7 +146,8 @@ def declare_stack(
 
     jobset, kueue, lws = helm_addon("jobset", a.jobset), helm_addon("kueue", a.kueue), helm_addon("lws", a.lws)
     # KEDA's objects are to wait for its `ready` (components/keda.py).
-    keda = Keda("keda", keda_args(settings, provider, services.project_api), _under(opts)) if a.keda.enabled else None
+    keda_opts = _under(opts, after_apis)  # its role binding on the project calls the IAM API
+    keda = Keda("keda", keda_args(settings, provider, services.project_api), keda_opts) if a.keda.enabled else None
     # The slice controller admits Kueue workloads of JobSets: both controllers must be serving first.
     slice_controller = SliceController(
         "slice-controller",

@@ -14,12 +14,12 @@ import jsonpath
 
 from tests.graph_queries import lws
 from tests.harness import LWS, Run, normalize
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 NO_DEMOS = {f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}}}
-# One cube, serving only: 4 + 4 groups of 2x2x2 fill its 8 partitions.
-FULL = {**NO_DEMOS, f"{P}:tpu": {"cubes": 1}}
+# One cube, serving only: 4 + 4 groups of 2x2x2 fill its 8 partitions (no room for dev's burst slots).
+FULL = merge(FIXED_SERVING, {**NO_DEMOS, f"{P}:tpu": {"cubes": 1}})
 RFC9535 = jsonpath.JSONPathEnvironment(strict=True)
 
 

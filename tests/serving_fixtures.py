@@ -7,7 +7,7 @@ import shlex
 
 from tests.graph_queries import leader, lws, templates, vllm_leader
 from tests.harness import CHART, Run, normalize, ok
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 SIDECAR = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
@@ -25,9 +25,10 @@ UPSTREAM_SIDECAR = {
 }
 
 
-def with_serving(settings: dict) -> Run:
-    """The dev stack with `settings` merged into `serving`, which must succeed."""
-    return ok({f"{P}:serving": settings})
+def with_serving(settings: dict, others: dict | None = None) -> Run:
+    """The dev stack with `settings` merged into `serving`, which must succeed: at a fixed size (no burst slots, whose
+    bounds the shapes these tests try would not fit; the slots are built like the floors: tests/test_burst_slots.py)."""
+    return ok(merge(merge(FIXED_SERVING, others or {}), {f"{P}:serving": settings}))
 
 
 def worker(obj: dict) -> dict:

@@ -84,9 +84,15 @@ CODELAB_MIX = {f"{PROJECT}:demos": {"superslicing": {"enabled": True}}}
 # The add-ons dev does not turn on by default: none left (KEDA came on with elastic serving); kept for the tests
 # that check every chart and type with them all.
 OPT_IN_ADDONS = {f"{PROJECT}:addons": {"keda": {"enabled": True}}}
-# Dev's serving at a fixed size (its burst slots off), for the tests that reshape serving or shrink the cubes below
-# what dev's slots need (their bounds would refuse the configuration: tests/test_burst.py).
-FIXED_SERVING = {f"{PROJECT}:serving": {role: {"autoscaling": {"enabled": False}} for role in ("prefill", "decode")}}
+# Dev without elastic serving (fixed groups, no KEDA), for the tests that reshape serving, shrink the cubes below
+# what dev's slots need or turn off the scrapes they read (the configuration would be refused: tests/test_burst.py).
+FIXED_SERVING = {
+    f"{PROJECT}:serving": {role: {"autoscaling": {"enabled": False}} for role in ("prefill", "decode")},
+    f"{PROJECT}:addons": {"keda": {"enabled": False}},
+}
+# The same as the offline commands' `--set` arguments.
+_FIXED = ("serving.prefill.autoscaling.enabled", "serving.decode.autoscaling.enabled", "addons.keda.enabled")
+FIXED_SERVING_SETS = tuple(a for key in _FIXED for a in ("--set", f"{key}=false"))
 
 
 def stack_file_config(stack: str = "dev", *, filled: bool = True) -> dict[str, Any]:

@@ -39,7 +39,14 @@ def test_the_pickers_config_change_replaces_its_configmap() -> None:
     assert (cm.action, cm.delete_first, cm.properties) == ("replace", True, ['data["pd-config.yaml"]'])
     assert changes["serving-router"].action == "update"
     assert "compared one by one" in changes["serving-router"].reason
-    assert sorted(changes) == ["serving-router", "serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp"]
+    # Beside it, what divides the backlog by the throughput: the prefill burst slots' queries and the dashboard.
+    assert sorted(changes) == [
+        "burst-prefill-1-scaler",
+        "burst-prefill-2-scaler",
+        "observability-dashboard",
+        "serving-router",
+        "serving-router:llm-d-pd-disaggregation/pd-disaggregation-epp",
+    ]
 
 
 def test_the_scrape_interval_no_longer_changes_a_chart_object() -> None:

@@ -32,7 +32,8 @@ def test_demos_can_be_switched_off() -> None:
     ("demo", "override"),
     [
         ("subslicing", {"replicas": 4}),  # the spec: JobSet's webhook refuses it while the JobSet runs
-        ("subslicing", {"priority": "high-priority-3000"}),  # a label only
+        # a label only (medium: at the floors' priority, dev's burst slots would find no room, tests/test_burst.py)
+        ("subslicing", {"priority": "medium-priority-2000"}),
         ("superslicing", {"priority": "low-priority-1000"}),
     ],
     ids=["replicas", "subslicing-priority", "superslicing-priority"],

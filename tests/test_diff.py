@@ -20,7 +20,7 @@ from components.cli import diff
 from components.model.diff import engine
 from tests.harness import LWS, POOL
 from tests.preview import NO_WORKLOADS_SETS, change, preview, record, run
-from tests.stack_config import ROOT, STACKS
+from tests.stack_config import FIXED_SERVING_SETS, ROOT, STACKS
 
 DISAGG = "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet"
 
@@ -81,7 +81,7 @@ def test_the_system_machine_type_updates_the_system_pool_in_place() -> None:
 def test_a_serving_shape_change_is_what_the_program_registers_allows() -> None:
     """An in-place LeaderWorkerSet shape change under Kueue is refused by its webhook; a rollout to new objects
     (new names, or a DisaggregatedSet whose controller rolls) is a create and a delete, or an update."""
-    code, result = preview("dev", "--change", "serving.decode.topology=2x2x4")
+    code, result = preview("dev", *FIXED_SERVING_SETS, "--change", "serving.decode.topology=2x2x4")
     by_name = {c["name"]: c for c in result["changes"]}
     touched = [c for c in result["changes"] if c["type"] in (LWS, DISAGG) and c["action"] != "same"]
     assert touched, "a decode shape change must touch the decode role"
@@ -100,7 +100,7 @@ def test_a_smaller_role_is_replaced_delete_first_when_the_running_set_fills_the_
     # next `pulumi up` reads the stack's previous outputs (components/preflight.py read_deployed_serving): beside the
     # 4 running decode groups, none of the 2 new ones fits, so the old set goes first.
     only_serving = ("tpu.cubes=1", "demos.subslicing.enabled=false", "demos.superslicing.enabled=false")
-    sets = [a for kv in only_serving for a in ("--set", kv)]
+    sets = [*FIXED_SERVING_SETS, *(a for kv in only_serving for a in ("--set", kv))]
     code, result = preview("dev", *sets, "--change", "serving.decode.replicas=2")
     assert code == 0
     touched = {c["name"]: c for c in result["changes"] if c["type"] == LWS and c["action"] != "same"}
@@ -121,14 +121,16 @@ def test_an_image_change_updates_the_sets_in_place_and_awaits_nothing() -> None:
     inputs skip the await (provider/pkg/metadata/overrides.go:108): the preview says which, and an image change
     touches neither set's leaders-ready patch, the one awaited resource."""
     code, result = preview("dev", "--change", "serving.image=docker.io/vllm/vllm-tpu:fixed")
-    assert (code, actions(result)) == (0, {"serving-decode": "update", "serving-prefill": "update"})
-    for role in ("decode", "prefill"):
-        assert change(result, f"serving-{role}")["reason"].startswith("not awaited: pulumi.com/skipAwait")
+    # Both floors and every burst slot (their pods are built alike) update in place.
+    sets = ["serving-decode", "serving-prefill", *(f"burst-{r}-{k}" for r in ("decode", "prefill") for k in (1, 2))]
+    assert (code, actions(result)) == (0, dict.fromkeys(sets, "update"))
+    for name in sets:
+        assert change(result, name)["reason"].startswith("not awaited: pulumi.com/skipAwait")
 
 
 def test_a_topology_level_change_is_refused_and_replaces_the_policy_and_pools() -> None:
     # 2x4x4 cubes: the Kueue Topology loses its 4x4x4 level; dev's sub-slices still fit (its super-slice demo is off).
-    code, result = preview("dev", "--change", "tpu.cubeTopology=2x4x4")
+    code, result = preview("dev", *FIXED_SERVING_SETS, "--change", "tpu.cubeTopology=2x4x4")
     assert code == 1
     # Kueue never updates spec.levels (a CEL rule): an in-place update is rejected;
     # a program that replaces the Topology instead (deleting the queued workloads first) refuses while they run.

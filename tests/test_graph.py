@@ -40,6 +40,8 @@ def moved(*changed: str, added: tuple[str, ...] = (), removed: tuple[str, ...] =
     return set(added), set(removed), set(changed)
 
 
+# Every LeaderWorkerSet of dev's serving: the floors and their burst slots, built alike.
+SERVING_PODS = ("serving-prefill", "serving-decode", *(f"burst-{r}-{k}" for r in ("prefill", "decode") for k in (1, 2)))
 # One key changed at a time -> exactly the resources whose inputs may differ (added, removed, changed).
 ONE_KEY = [
     ("another system machine type", {f"{P}:cluster": {"systemMachineType": "n2-standard-48"}}, moved("cluster-system")),
@@ -62,11 +64,15 @@ ONE_KEY = [
         "more serving replicas",
         {f"{P}:serving": {"decode": {"replicas": 3}}},
         # the new set's leaders-ready patch (named per revision) replaces the old set's; the no-ready-leader alert
-        # watches the new set (a new name: not ready yet, so held for its startup budget)
+        # watches the new set (a new name: not ready yet, so held for its startup budget). The burst slots roll with
+        # the floor (their names carry its revision), and maxGroups 6 above 3 groups is one slot more, which the
+        # dashboard's desired count and the slots' queries (their thresholds rise from the floor) follow.
         moved(
             "serving-decode",
             "observability-no-ready-decode-leader",
-            added=("serving-decode-ready-<new>",),
+            "observability-dashboard",
+            *(f"burst-decode-{k}{part}" for k in (1, 2) for part in ("", "-scaler")),
+            added=("serving-decode-ready-<new>", "burst-decode-3", "burst-decode-3-scaler"),
             removed=("serving-decode-ready-<old>",),
         ),
     ),
@@ -74,22 +80,27 @@ ONE_KEY = [
         # the weights' read-only members and the pods' --model; the XLA cache bucket and its members stay
         "another weights bucket",
         {f"{P}:serving": {"weightsBucket": "other-weights"}},
-        moved("serving-weights-bucketviewer", "serving-weights-objectviewer", "serving-prefill", "serving-decode"),
+        moved("serving-weights-bucketviewer", "serving-weights-objectviewer", *SERVING_PODS),
     ),
     (
         # the cache bucket (name is ForceNew: replaced delete-first), its members, the pods' VLLM_XLA_CACHE_PATH
         "another XLA cache bucket",
         {f"{P}:serving": {"xlaCacheBucket": "my-xla-cache"}},
-        moved(
-            "serving-xla-cache",
-            "serving-xla-cache-bucketviewer",
-            "serving-xla-cache-objectuser",
-            "serving-prefill",
-            "serving-decode",
-        ),
+        moved("serving-xla-cache", "serving-xla-cache-bucketviewer", "serving-xla-cache-objectuser", *SERVING_PODS),
+    ),
+    (
+        # one burst slot fewer: it and its ScaledObject go; the floor, its patch and the other slots stay
+        "fewer burst slots",
+        {f"{P}:serving": {"decode": {"autoscaling": {"maxGroups": 5}}}},
+        moved("observability-dashboard", removed=("burst-decode-2", "burst-decode-2-scaler")),
+    ),
+    (
+        # another target: the role's slots' queries and the dashboard's desired count; nothing else
+        "another decode target",
+        {f"{P}:serving": {"decode": {"autoscaling": {"kvCacheUsage": 0.7}}}},
+        moved("observability-dashboard", "burst-decode-1-scaler", "burst-decode-2-scaler"),
     ),
 ]
-
 
 # Named resources exempt from delete-first, and why.
 NOT_REPLACEABLE = {

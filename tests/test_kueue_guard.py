@@ -111,7 +111,10 @@ def test_with_workloads_pulumi_deletes_them_first_and_the_replacement_finishes(d
     kinds = [kind_of(r) for r in order]
     assert kinds[-4:] == ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology"], kinds
     workloads = {r.name for r in order if r.type.endswith((":JobSet", ":LeaderWorkerSet"))}
-    assert workloads == {"subslicing-jobset", "serving-prefill", "serving-decode"}  # dev runs no super-slice demo
+    # dev runs no super-slice demo; its burst slots are queued LeaderWorkerSets too
+    assert workloads == {"subslicing-jobset", "serving-prefill", "serving-decode"} | {
+        f"burst-{role}-{k}" for role in ("prefill", "decode") for k in (1, 2)
+    }
     # Neither LeaderWorkerSet has a replaceOnChanges path: the provider's own diff replaces it.
     assert not any(r.options["replaceOnChanges"] for r in order if r.type.endswith(":LeaderWorkerSet"))
     assert_finalizers_release(dev, order)

@@ -36,7 +36,8 @@ def test_the_workload_namespace_is_no_controllers_namespace(namespace: str, why:
 def test_every_kueue_object_waits_for_the_kueue_chart(dev: Run) -> None:
     kueue = dev.get(CHART, "kueue-chart")
     objects = kueue_objects(dev)
-    assert len(objects) == 8  # Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue, 3 priorities
+    # Topology, ResourceFlavor, AdmissionCheck, ClusterQueue, LocalQueue, 3 priorities and the burst slots'
+    assert len(objects) == 9
     for obj in objects:
         assert kueue.urn in obj.dependencies, obj.name
     check = dev.get(f"{KUEUE}/v1beta2:AdmissionCheck", "queues-admission-check")
@@ -57,7 +58,8 @@ def test_priorities_and_names_are_configurable() -> None:
         r.inputs["metadata"]["name"]: normalize(r.inputs["value"])
         for r in run.of_type(f"{KUEUE}/v1beta2:WorkloadPriorityClass")
     }
-    assert classes == {"batch-10": 10, "prod-99": 99}
+    # and the burst slots' class, derived between the floors' (prod-99) and what runs below them (batch-10)
+    assert classes == {"batch-10": 10, "prod-99": 99, "burst-priority-54": 54}
     labels = run.get(JOBSET, "subslicing-jobset").inputs["metadata"]["labels"]
     assert labels == {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "batch-10"}
     cq = normalize(run.get(f"{KUEUE}/v1beta2:ClusterQueue", "queues-cluster-queue").inputs)
@@ -73,7 +75,7 @@ def test_priority_classes_use_the_served_non_deprecated_version(dev: Run) -> Non
     assert storage["served"] and not storage.get("deprecated")
     api = f"{crd['spec']['group']}/{storage['name']}"
     classes = [r for r in dev.registrations if r.type.endswith(":WorkloadPriorityClass")]
-    assert len(classes) == 3
+    assert len(classes) == 4  # the three configured and the burst slots'
     for reg in classes:
         assert reg.inputs["apiVersion"] == api and reg.type == f"kubernetes:{api}:WorkloadPriorityClass"
         # stacks created with v1beta1 adopt the same object instead of creating a second one with its name

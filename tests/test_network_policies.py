@@ -18,7 +18,7 @@ from tests.graph_queries import lws, templates
 from tests.harness import Run, ok
 from tests.network_policy import Source, allowed
 from tests.serving_fixtures import router_values
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NS = "llm-d-pd-disaggregation"
@@ -100,7 +100,7 @@ def test_the_collectors_reach_each_roles_metrics_port_and_nothing_else(dev: Run)
     assert not reach(dev, pod(dev, "decode", 1), COLLECTOR, 8200)
     assert reach(dev, epp(dev), COLLECTOR, EPP_METRICS_PORT)
     assert not reach(dev, epp(dev), Source({"app.kubernetes.io/name": "collector"}, NS), EPP_METRICS_PORT)
-    quiet = ok({f"{P}:observability": {"scraping": False}})
+    quiet = ok(merge(FIXED_SERVING, {f"{P}:observability": {"scraping": False}}))
     assert not reach(quiet, pod(quiet, "prefill", 0), COLLECTOR, 8000)
     assert not reach(quiet, epp(quiet), COLLECTOR, EPP_METRICS_PORT)
 

@@ -8,7 +8,7 @@ import pytest
 from tests import graph_queries
 from tests.harness import Registration, Run, assert_rejected, ok, run_program
 from tests.observability_fixtures import ALERT, PM, scrape_hooks
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 SERVICE = "gcp:projects/service:Service"
 
@@ -42,14 +42,15 @@ def test_monitoring_objects_wait_for_the_monitoring_api(dev: Run) -> None:
 
 
 def test_turning_the_section_off_removes_all_of_it() -> None:
-    run = ok({f"{P}:observability": {"enabled": False}})
+    # (Dev's burst slots read the scrapes: they are refused without them, tests/test_burst.py.)
+    run = ok(merge(FIXED_SERVING, {f"{P}:observability": {"enabled": False}}))
     assert [r for r in run.registrations if r.type.startswith("gcp:monitoring/")] == []
     assert run.of_type(PM) == [] and observability(run) == []
     assert "monitoring.googleapis.com" not in [r.inputs["service"] for r in run.of_type(SERVICE)]
     assert scrape_hooks(run) == (False, False)
     assert "dashboardUrl" not in run.outputs
     # Everything else is what the dev stack declares.
-    dev = run_program()
+    dev = run_program(FIXED_SERVING)
     kept = {(r.type, r.name) for r in dev.registrations} - {(r.type, r.name) for r in observability(dev)}
     assert {(r.type, r.name) for r in run.registrations} == kept - {(SERVICE, "project-monitoring")}
 
@@ -59,7 +60,7 @@ def test_turning_the_section_off_removes_all_of_it() -> None:
     [("scraping", {PM, "kubernetes:core/v1:Secret"}), ("dashboard", {graph_queries.DASHBOARD}), ("alerts", {ALERT})],
 )
 def test_each_part_switches_on_its_own(part: str, gone: set[str]) -> None:
-    run = ok({f"{P}:observability": {part: False}})
+    run = ok(merge(FIXED_SERVING, {f"{P}:observability": {part: False}}))
     types = {r.type for r in observability(run)}
     assert not gone & types and {PM, graph_queries.DASHBOARD, ALERT} - gone <= types
     warned = [m for lvl, m in run.logs if lvl == "warn" and "observability.scraping" in m]

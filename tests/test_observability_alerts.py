@@ -28,14 +28,25 @@ STARTUP_BUDGET = {
     "observability-prefill-leaders-not-ready-in-budget": 16200,
     "observability-decode-leaders-not-ready-in-budget": 16200,
 }
-AT_ONCE = {"observability-slice-failure-evictions"}  # events, not states: no duration, no threshold key
+# Elastic serving's (dev's burst slots): a slot wanted and not admitted for as long as a slot starts (180 s of
+# Slice formation and the default 1200 s model load); KEDA failing for 600 s.
+ELASTIC = {
+    "observability-prefill-burst-slots-not-admitted": 1380,
+    "observability-decode-burst-slots-not-admitted": 1380,
+    "observability-keda-scaling-fails": 600,
+}
+# events, not states: no duration, no threshold key
+AT_ONCE = {"observability-slice-failure-evictions", "observability-burst-slot-preempted"}
 LOG_BASED = {"observability-slice-failed"}  # a log-match condition: no PromQL
 CHANNEL = "projects/my-tpu-project/notificationChannels/123456"
 
 
 def test_each_alert_names_its_threshold_key(dev: Run) -> None:
     found = policies(dev)
-    assert set(found) == set(THRESHOLD_KEYS) | set(STARTUP_BUDGET) | AT_ONCE | LOG_BASED
+    assert set(found) == set(THRESHOLD_KEYS) | set(STARTUP_BUDGET) | set(ELASTIC) | AT_ONCE | LOG_BASED
+    for name, seconds in ELASTIC.items():
+        assert promql(found[name])["duration"] == f"{seconds}s", name
+        assert f"Threshold: {'a slot' if 'burst' in name else seconds}" in found[name]["documentation"]["content"]
     for name, seconds in STARTUP_BUDGET.items():
         assert promql(found[name])["duration"] == f"{seconds}s"
         # Its clock starts at its creation: after the role's LeaderWorkerSet, not with the cluster.

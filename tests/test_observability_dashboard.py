@@ -58,6 +58,7 @@ def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
         "TPU slices",
         "Serving: prefill",
         "Serving: decode",
+        "Elastic serving",
         "Router (endpoint picker)",
     ]
     assert [c["title"] for c in charts(d) if "TPU duty cycle by pod" in c["title"]] == [
@@ -70,7 +71,9 @@ def test_one_row_per_role_and_one_chart_per_workload(codelab: Run) -> None:
     for role in ("prefill", "decode"):
         job = declared(codelab, PM, f"observability-{role}-leaders")["metadata"]["name"]
         row = [q for q in all_queries(d) if f'job="{job}"' in q]
-        assert len(row) == 1 + 3 + 3 + 2 + 1 + 1  # rate, TTFT x3, ITL x3, queue x2, KV cache, ready leaders
+        # rate, TTFT x3, ITL x3, queue x2, KV cache, ready leaders; the elastic row's desired, admitted and ready
+        # groups and load per ready group
+        assert len(row) == 1 + 3 + 3 + 2 + 1 + 1 + 4
 
 
 def test_the_dashboard_follows_the_settings(codelab: Run) -> None:

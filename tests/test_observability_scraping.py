@@ -14,7 +14,7 @@ from tests import conformance, graph_queries
 from tests.graph_queries import label_selector_matches as selects
 from tests.harness import CHART, LWS, Run, normalize, ok
 from tests.observability_fixtures import PM, all_queries, declared, scrape_hooks
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
 # Labels the LWS controller adds to the pods of a group (kubernetes-sigs/lws leaderworkerset_types.go).
@@ -32,7 +32,9 @@ def simulated_pods(lws: dict[str, Any]) -> list[dict[str, str]]:
     return [leader, *workers] * lws["spec"]["replicas"]
 
 
-@pytest.mark.parametrize("overrides", [{}, {f"{P}:serving": {"decode": {"topology": "2x2x4", "replicas": 2}}}])
+@pytest.mark.parametrize(
+    "overrides", [{}, merge(FIXED_SERVING, {f"{P}:serving": {"decode": {"topology": "2x2x4", "replicas": 2}}})]
+)
 def test_vllm_scrape_objects_select_the_leaders_of_their_role_and_only_them(overrides: dict[str, Any]) -> None:
     run = ok(overrides)
     all_lws = {role: declared(run, LWS, f"serving-{role}") for role in ("prefill", "decode")}
@@ -106,7 +108,7 @@ def test_scrape_objects_validate_against_the_pinned_gmp_crds(dev: Run) -> None:
     assert ("monitoring.googleapis.com/v1", "PodMonitoring") in registry
     assert "gmp-v0.17.2" in registry.source("monitoring.googleapis.com/v1", "PodMonitoring").name
     objects = [normalize(r.plain()) for r in dev.of_type(PM)]
-    assert len(objects) == 4  # Kueue, the endpoint picker, the prefill and decode leaders
+    assert len(objects) == 5  # Kueue, the endpoint picker, the prefill and decode leaders, KEDA's operator
     assert all(conformance.validate(obj, registry) == [] for obj in objects)
     broken = copy.deepcopy(objects[0])
     broken["spec"]["endpoints"][0]["intervall"] = "30s"

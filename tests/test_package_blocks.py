@@ -18,7 +18,7 @@ from components.package.provider import PackageProvider
 from components.package.schema import schema
 from tests.harness import Mocks, run_program
 from tests.package_schema import TOKEN, args_of, schema_problems, wire
-from tests.stack_config import CLOCK, ROOT, stack_file_config
+from tests.stack_config import CLOCK, FIXED_SERVING, ROOT, merge, stack_file_config
 
 CAPACITY = ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:container/nodePool:NodePool")
 GATES = ("pulumi-python:dynamic/teardown:SliceGate", "pulumi-python:dynamic/teardown:PoolReplacements")
@@ -88,7 +88,9 @@ def _through_existing(run: Any) -> None:
 
 
 def _dev() -> tuple[dict[str, Any], Any]:
-    return args_of(stack_file_config("dev")), run_program()
+    """Dev's values and program, serving at a fixed size: the blocks have no burst slots (KEDA and the scrapes their
+    signal reads are the whole program's)."""
+    return args_of(merge(stack_file_config("dev"), FIXED_SERVING)), run_program(FIXED_SERVING)
 
 
 def test_the_capacity_block_registers_the_programs_pools_policy_and_gates() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from components.model.config.images import SIDECAR_DIGESTS, VLLM_TPU
 from tests.harness import Run, assert_rejected, ok, warnings_of
-from tests.stack_config import CODELAB_MIX, P
+from tests.stack_config import CODELAB_MIX, FIXED_SERVING, P, merge
 
 
 def statuses(run: Run) -> dict[str, str]:
@@ -58,7 +58,11 @@ IMPOSSIBLE = [
         "demos.superslicing.topology",
     ),
     ("more chips than the reservation", {f"{P}:demos": {"subslicing": {"replicas": 17}}}, "demos.subslicing.replicas"),
-    ("super-slice with one cube", {f"{P}:tpu": {"cubes": 1}, **CODELAB_MIX}, "demos.superslicing"),
+    (
+        "super-slice with one cube",
+        merge(FIXED_SERVING, {f"{P}:tpu": {"cubes": 1}, **CODELAB_MIX}),
+        "demos.superslicing",
+    ),
 ]
 
 

@@ -37,9 +37,10 @@ def test_project_lookup_waits_for_the_resource_manager_api(monkeypatch: pytest.M
     monkeypatch.setattr(pulumi.runtime, "invoke_output", recording)
     run = run_program()
     assert run.error is None, run.error
-    assert len(seen) == 1 and seen[0] is not None
-    deps = seen[0].depends_on if isinstance(seen[0].depends_on, list) else [seen[0].depends_on]
+    assert len(seen) == 2  # serving's Workload Identity members and KEDA's operator's
     crm = run.get("gcp:projects/service:Service", "project-cloudresourcemanager")
     assert crm.inputs["service"] == "cloudresourcemanager.googleapis.com"
-    urns = [_sync_await(d.urn.future()) for d in deps]
-    assert crm.urn in urns
+    for opts in seen:
+        assert opts is not None
+        deps = opts.depends_on if isinstance(opts.depends_on, list) else [opts.depends_on]
+        assert crm.urn in [_sync_await(d.urn.future()) for d in deps]

@@ -12,7 +12,7 @@ from components.cli.plan import main as plan_main
 from tests.graph_queries import ROLES, lws, templates, tpu_pools
 from tests.harness import LWS, Mocks, Run, ok, warnings_of
 from tests.rollout_fixtures import FULL, NO_DEMOS, PRIORITY_LABEL, name, ready_patch, replacement_steps, waits_for
-from tests.stack_config import P, set_arguments
+from tests.stack_config import FIXED_SERVING, FIXED_SERVING_SETS, P, merge, set_arguments
 
 
 def planned(run: Run) -> dict[str, tuple[bool, int]]:
@@ -51,13 +51,13 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
         assert any(f"{P}:serving.{role} (" in w and "cannot keep it serving" in w for w in warnings), warnings
     # Delete first; the new set gets the old one's room: `up` still waits for its 4 groups.
     assert planned(full) == dict.fromkeys(ROLES, (False, 4))
-    resized = ok({**FULL, f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}})
+    resized = ok(merge(FULL, {f"{P}:serving": {"prefill": {"resources": {"cpu": "200"}}}}))
     assert replacement_steps(full, resized, "prefill") == [
         f"delete {name(full, 'prefill')}",
         f"create {name(resized, 'prefill')} and wait for jsonpath={{$[?@.readyReplicas>3]}}",
     ]
     # `python -m components plan` prints the same, before anything changes.
-    sets = [*set_arguments("dev"), "--set", "tpu.cubes=1"]
+    sets = [*set_arguments("dev"), *FIXED_SERVING_SETS, "--set", "tpu.cubes=1"]
     sets += ["--set", "demos.subslicing.enabled=false", "--set", "demos.superslicing.enabled=false"]
     assert plan_main(["plan", "--stack", "dev", *sets]) == 0
     out = capsys.readouterr().out
@@ -67,24 +67,31 @@ def test_without_room_the_plan_and_the_preview_say_so_and_the_old_set_goes_first
 
 def test_with_room_for_some_groups_the_old_set_waits_for_that_many(dev: Run) -> None:
     # Two cubes, serving only, 6 + 6 groups: 4 of 16 partitions stay free, room for 4 new groups of either role.
-    run = ok({**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
+    six = {f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}}
+    run = ok(merge(merge(FIXED_SERVING, NO_DEMOS), six))
     assert planned(run) == dict.fromkeys(ROLES, (True, 4))
     # Both roles at once need 8 new groups: the plan says to roll them one at a time.
     assert any("not both in one update" in w for w in warnings_of(run)), warnings_of(run)
 
 
 def test_dev_rolls_create_first_and_names_the_demos_it_preempts_meanwhile(capsys: pytest.CaptureFixture[str]) -> None:
-    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev"), *FIXED_SERVING_SETS]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("ROLLOUT  serving.decode"))
     assert "4/4 new groups fit" in line and "deleted once 4 of its 4 groups are ready" in line
     assert "preempting demos.subslicing" in line
+    # With dev's burst slots, counted all on (the preview cannot read how many are): they have preempted the demo
+    # already, the new floor takes the free room, and its new slots find none beside the old ones until those go.
+    assert plan_main(["plan", "--stack", "dev", *set_arguments("dev")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  serving.decode"))
+    assert "4/4 new groups fit" in line and "preempting" not in line
+    assert line.endswith("its 2 burst slots start on in the new revision, 0 beside the old ones")
 
 
 def test_the_capacity_plan_output_carries_each_roles_rollout(dev: Run) -> None:
     rollouts = dev.outputs["capacityPlan"]["rollouts"]
-    assert [(r["key"], r["surge"], r["preempts"]) for r in rollouts] == [
-        (f"serving.{role}", 4, ["demos.subslicing"]) for role in ROLES
+    assert [(r["key"], r["surge"], r["preempts"], r["slotsRunning"], r["slotsCarried"]) for r in rollouts] == [
+        (f"serving.{role}", 4, [], 2, 0) for role in ROLES
     ]
     # ... and the objects roll as the plan says.
     assert planned(dev) == dict.fromkeys(ROLES, (True, 4))
@@ -132,7 +139,7 @@ def test_an_in_place_roll_of_a_single_group_role_is_shown_to_leave_no_ready_lead
 ) -> None:
     # LWS v0.8.0 rolls in place with maxUnavailable 1 and no surge (its webhook's defaults); a surge is not used
     # (components/model/serving/rollout.py says why), so one group restarts at a time.
-    sets = [*set_arguments("dev"), "--set", "serving.prefill.replicas=1"]
+    sets = [*set_arguments("dev"), *FIXED_SERVING_SETS, "--set", "serving.prefill.replicas=1"]
     assert plan_main(["plan", "--stack", "dev", *sets]) == 0
     lines = {x.split(":", 1)[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("ROLLOUT  ")}
     assert lines["ROLLOUT  serving.prefill"].endswith("its only group restarts, no ready leader until it reloads")
@@ -177,7 +184,7 @@ def test_a_smaller_role_is_planned_beside_the_bigger_set_that_runs(smaller: dict
     # One cube, serving only: 4 + 4 groups of 2x2x2 fill it. Shrunk, decode's new set needs room the running
     # (bigger) set still holds: nothing fits beside it, so the old set must go first.
     full = ok(FULL)
-    change = {**FULL, f"{P}:serving": {"decode": smaller}}
+    change = merge(FULL, {f"{P}:serving": {"decode": smaller}})
     blind = ok(change)  # no previous outputs: the running set counted with the new settings
     assert blind.outputs["capacityPlan"]["rollouts"][1]["createFirst"] is True  # the gap this closes
     run = ok(change, mocks=_deployed(full))
@@ -197,9 +204,10 @@ def test_a_smaller_role_is_planned_beside_the_bigger_set_that_runs(smaller: dict
 def test_a_smaller_role_waits_for_the_groups_that_fit_beside_the_running_set() -> None:
     # Two cubes (16 partitions), serving only, 6 + 6 groups: 4 free. Decode to 5 replicas: counted with the new
     # settings, 5 would fit (the wait for 5 runs out); beside the 6 that run, 4 do.
-    six = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}}
+    base = merge(FIXED_SERVING, NO_DEMOS)
+    six = merge(base, {f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 6}}})
     running = ok(six)
-    five = {**NO_DEMOS, f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 5}}}
+    five = merge(base, {f"{P}:serving": {"prefill": {"replicas": 6}, "decode": {"replicas": 5}}})
     blind, run = ok(five), ok(five, mocks=_deployed(running))
     assert (waits_for(blind, "decode", 5), waits_for(run, "decode", 5)) == (5, 4)
     assert run.get(LWS, "serving-decode").options["deleteBeforeReplace"] is False
@@ -208,7 +216,7 @@ def test_a_smaller_role_waits_for_the_groups_that_fit_beside_the_running_set() -
 
 def test_the_preview_reads_the_same_previous_outputs_and_prints_the_deployed_shape() -> None:
     full = ok(FULL)
-    shown = ok({**FULL, f"{P}:serving": {"decode": {"replicas": 2}}}, preview=True, mocks=_deployed(full))
+    shown = ok(merge(FULL, {f"{P}:serving": {"decode": {"replicas": 2}}}), preview=True, mocks=_deployed(full))
     table = next(m for lvl, m in shown.logs if lvl == "info" and "ROLLOUT  serving.decode" in m)
     line = next(x for x in table.splitlines() if x.startswith("ROLLOUT  serving.decode"))
     assert line.startswith("ROLLOUT  serving.decode: from the deployed 4 x 2x2x2 (") and "0/2 new groups fit" in line

@@ -123,7 +123,7 @@ def test_gcs_fuse_identity_and_bucket_iam(dev: Run) -> None:
     # two roles on which bucket: tests/test_least_privilege.py).
     assert [r.inputs["member"] for r in dev.of_type(IAM)] == [principal] * 4
     lookups = [c for c in dev.mocks.calls if c.token == "gcp:organizations/getProject:getProject"]
-    assert [c.args.get("projectId") for c in lookups] == ["my-tpu-project"]
+    assert [c.args.get("projectId") for c in lookups] == ["my-tpu-project"] * 2  # serving's and KEDA's operator's
     for member in dev.of_type(IAM):
         assert ksa.urn in member.property_dependencies["member"]
     for role in ROLES:

@@ -13,6 +13,7 @@ from components.vllm_containers import SIDECAR_IDLE_CONN_TIMEOUT_S
 from components.vllm_leaderworkersets import VLLM_POD
 from tests.graph_queries import ROLES, leader, lws, templates, vllm_leader
 from tests.harness import JOBSET, Run, assert_rejected, normalize, ok
+from tests.rollout_fixtures import NO_DEMOS
 from tests.serving_fixtures import env_of, flag, flag_port, vllm_args, with_serving, worker
 from tests.stack_config import P
 
@@ -171,12 +172,9 @@ def test_pod_ip_reaches_the_kv_transfer_config_and_keep_alive_outlives_the_sidec
 )
 def test_serving_pods_avoid_unhealthy_partitions(prefill: str, decode: str, decode_state: str) -> None:
     """A sub-slice needs its own partition healthy; a super-slice, each cube-sized partition it stitches."""
-    run = ok(
-        {
-            f"{P}:tpu": {"cubes": 4},
-            f"{P}:demos": {"subslicing": {"enabled": False}, "superslicing": {"enabled": False}},
-            f"{P}:serving": {"prefill": {"topology": prefill}, "decode": {"topology": decode, "replicas": 1}},
-        }
+    run = with_serving(
+        {"prefill": {"topology": prefill}, "decode": {"topology": decode, "replicas": 1}},
+        {f"{P}:tpu": {"cubes": 4}, **NO_DEMOS},
     )
     for role, state in (("prefill", prefill), ("decode", decode_state)):
         for template in templates(lws(run, role)).values():

@@ -251,7 +251,7 @@ def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outsid
     (selector,) = {str(w["namespaceSelector"]): w["namespaceSelector"] for w in webhooks}.values()
     workloads = run.of_type(JOBSET) + run.of_type(LWS)
     kinds = sorted(r.type.rsplit(":", 1)[-1] for r in workloads)
-    assert kinds == ["JobSet", "JobSet", "LeaderWorkerSet", "LeaderWorkerSet"]  # both demos, prefill and decode
+    assert kinds == ["JobSet"] * 2 + ["LeaderWorkerSet"] * 6  # both demos, prefill and decode and their burst slots
     for r in workloads:
         meta = r.plain()["metadata"]
         assert meta["labels"].get("kueue.x-k8s.io/queue-name"), r.name  # what the webhooks act on

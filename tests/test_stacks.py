@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import yaml
 
 from components.cli.plan import stack_config
 from components.model.config.checks import MTU_MAX, PLACEHOLDER_RE
@@ -243,6 +244,23 @@ def test_elastic_serving_is_on_in_dev_and_staging_and_off_in_prod_until_measured
     slots = {name: stack_settings(name).burst_slots() for name in ("dev", "staging", "prod")}
     assert slots == {"dev": {"prefill": 2, "decode": 2}, "staging": {"prefill": 4, "decode": 4}, "prod": {}}
     assert [name for name in slots if stack_settings(name).addons.keda.enabled] == ["dev", "staging"]
+
+
+def test_no_stack_file_sets_a_key_twice() -> None:
+    """YAML's last duplicate wins where Python reads a stack file, and the Pulumi CLI refuses it: a section added
+    twice (`gke-tpu-slicing:addons` for KEDA beside the pinned versions) would lose the first one's keys here."""
+
+    class Strict(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+            assert len(keys) == len(set(keys)), f"{node.start_mark}: {sorted(k for k in keys if keys.count(k) > 1)}"
+            return super().construct_mapping(node, deep=deep)
+
+    for name in STACKS:
+        yaml.load((ROOT / f"Pulumi.{name}.yaml").read_text(), Loader=Strict)
+    bad = "config:\n  a: {b: 1}\n  a: {c: 2}\n"
+    with pytest.raises(AssertionError, match="'a'"):
+        yaml.load(bad, Loader=Strict)
 
 
 def test_staging_runs_what_prod_runs() -> None:

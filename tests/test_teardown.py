@@ -26,7 +26,7 @@ from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.graph_queries import NO_DEMOS, tpu_pools
 from tests.harness import Registration, Run, is_secret, ok, unwrap
 from tests.preview import NO_WORKLOADS, NO_WORKLOADS_SETS, change, preview
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING_SETS, P
 
 GATE = "pulumi-python:dynamic/teardown:SliceGate"
 
@@ -253,7 +253,8 @@ def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_c
     pools = tpu_pools(codelab)
     slice_controller = codelab.get(*SLICE_CONTROLLER)
     kueue, jobset = codelab.get(harness.CHART, "kueue-chart"), codelab.get(harness.CHART, "jobset-chart")
-    assert len(workloads) == 4 and len(pools) == 2 and len(codelab.of_type(GATE)) == 2
+    # both demos, both floors and dev's four burst slots
+    assert len(workloads) == 8 and len(pools) == 2 and len(codelab.of_type(GATE)) == 2
     for pool in pools:
         gate = gate_of(codelab, pool)
         # The gate's delete waits until no Slice uses the pool: after every workload, before the pool.
@@ -270,6 +271,34 @@ def test_destroy_deletes_workloads_then_each_gate_then_its_pool_then_the_slice_c
     assert codelab.depends_on(slice_controller, kueue) and codelab.depends_on(slice_controller, jobset)
     cluster = codelab.get(harness.CLUSTER, "cluster-gke")
     assert all(position[r.urn] < position[cluster.urn] for r in codelab.registrations if codelab.depends_on(r, cluster))
+
+
+def test_destroy_deletes_each_scaledobject_before_its_slot_and_kedas_chart_and_each_slot_before_its_class(
+    dev: Run,
+) -> None:
+    """Elastic serving's objects (docs/teardown.md): a ScaledObject or the TriggerAuthentication while KEDA's operator
+    still runs to remove its finalizer.keda.sh; a ScaledObject before the slot it scales (KEDA would otherwise scale a
+    set being deleted); every slot, like a floor, before the WorkloadPriorityClass and the LocalQueue its labels name
+    (with the class gone first, Kueue could not requeue it) and before every gate."""
+    order = teardown_order(dev)
+    position = {urn: i for i, urn in enumerate(order)}
+    keda_chart = dev.get(harness.CHART, "keda-chart")
+    burst_class = dev.get(f"{harness.KUEUE}/v1beta2:WorkloadPriorityClass", "queues-priority-burst-priority-2500")
+    local_queue = dev.get(f"{harness.KUEUE}/v1beta2:LocalQueue", "queues-local-queue")
+    slots = [w for w in dev.of_type(harness.LWS) if w.name.startswith("burst-")]
+    scalers = dev.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    (auth,) = dev.of_type("kubernetes:keda.sh/v1alpha1:TriggerAuthentication")
+    assert len(slots) == len(scalers) == 4
+    for scaler in [*scalers, auth]:
+        assert position[scaler.urn] < position[keda_chart.urn], scaler.name
+    for slot in slots:
+        (scaler,) = [s for s in scalers if s.name == f"{slot.name}-scaler"]
+        assert position[scaler.urn] < position[slot.urn] < position[burst_class.urn], slot.name
+        assert position[slot.urn] < position[local_queue.urn]
+        assert all(position[slot.urn] < position[gate.urn] for gate in dev.of_type(GATE)), slot.name
+    # Not by chance: each edge is a dependency.
+    assert all(dev.depends_on(s, keda_chart) for s in scalers)
+    assert all(dev.depends_on(s, burst_class) and dev.depends_on(s, local_queue) for s in slots)
 
 
 def test_a_pool_replacement_deletes_its_gate_first_and_only_its_gate(dev: Run) -> None:
@@ -339,7 +368,7 @@ def test_the_program_refuses_removing_a_pool_while_queued_workloads_stay_declare
 
 
 def test_diff_refuses_fewer_cubes_under_workloads_and_says_what_the_gate_waits_for() -> None:
-    code, result = preview("dev", "--change", "tpu.cubes=1")
+    code, result = preview("dev", *FIXED_SERVING_SETS, "--change", "tpu.cubes=1")  # one cube holds no burst slot
     guard = change(result, "teardown-pool-replacements")
     assert code == 1 and guard["action"] == "rejected", guard
     assert "this change removes tpu7-pool-2, whose gates would wait" in guard["reason"]

@@ -317,7 +317,7 @@ def test_a_group_size_change_is_a_new_leaderworkerset_never_an_update_kueue_0_19
         r.name: normalize(r.plain("metadata"))["name"]
         for r in ok().of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
     }
-    bigger = ok({f"{P}:serving": {"decode": {"topology": "2x2x4"}}})
+    bigger = ok({f"{P}:serving": {"decode": {"topology": "2x2x4", "autoscaling": {"maxGroups": 5}}}})
     after = {
         r.name: normalize(r.plain("metadata"))["name"]
         for r in bigger.of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")

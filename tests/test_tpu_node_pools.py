@@ -8,7 +8,7 @@ import pytest
 from components.model.diff import engine
 from tests.graph_queries import tpu_pools
 from tests.harness import CLUSTER, POOL, Run, ok, preview, run_program
-from tests.stack_config import P
+from tests.stack_config import FIXED_SERVING, P, merge
 
 POLICY = ("gcp:compute/resourcePolicy:ResourcePolicy", "capacity-policy")
 REPLACEMENTS = "pulumi-python:dynamic/teardown:PoolReplacements"
@@ -90,8 +90,8 @@ def test_node_pools_are_parallel_and_ordered_after_cluster_and_policy(dev: Run) 
 )
 def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
     overrides: dict = {f"{P}:tpu": {"cubes": cubes}}
-    if cubes == 1:  # the 4x4x8 super-slice demo needs two cubes
-        overrides[f"{P}:demos"] = {"superslicing": {"enabled": False}}
+    if cubes == 1:  # the 4x4x8 super-slice demo needs two cubes, dev's burst slots a second one too
+        overrides = merge(FIXED_SERVING, {**overrides, f"{P}:demos": {"superslicing": {"enabled": False}}})
     if cubes == 0:  # no TPU pools: nothing to reserve, nothing to schedule
         overrides = {
             f"{P}:zone": "us-central1-ai1a",  # no reservation to read it from
@@ -105,10 +105,13 @@ def test_cube_count_sets_the_pools(cubes: int, pools: list[str]) -> None:
 
 def test_shared_reservation_without_block_and_other_cube_topology() -> None:
     run = ok(
-        {
-            f"{P}:tpu": {"cubeTopology": "2x4x4", "reservation": {"project": "shared-resv-project", "block": ""}},
-            f"{P}:demos": {"superslicing": {"enabled": False}},
-        }
+        merge(
+            FIXED_SERVING,  # two 2x4x4 cubes hold the floors and the demo, not dev's burst slots too
+            {
+                f"{P}:tpu": {"cubeTopology": "2x4x4", "reservation": {"project": "shared-resv-project", "block": ""}},
+                f"{P}:demos": {"superslicing": {"enabled": False}},
+            },
+        )
     )
     pool = run.get(POOL, "capacity-tpu7-pool-1").inputs
     assert pool["nodeConfig"]["reservationAffinity"]["values"] == [

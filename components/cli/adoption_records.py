@@ -106,6 +106,14 @@ NOT_IMPORTED_TYPES = {
 }
 # Components whose every resource is new with this program: the reference scripts create none of them.
 NEW_COMPONENTS = {
+    "gke-tpu-slicing:keda:Keda": (
+        "the reference scripts install no KEDA: there is nothing to adopt",
+        "`pulumi up` installs KEDA's chart and grants its operator read access to Managed Prometheus",
+    ),
+    "gke-tpu-slicing:serving:BurstSlots": (
+        "the reference scripts serve with fixed groups and make no burst slots: there is nothing to adopt",
+        "`pulumi up` creates every burst slot at 0 groups, its ScaledObject and the TriggerAuthentication",
+    ),
     "gke-tpu-slicing:network:Egress": (
         "the reference scripts make public nodes and no Cloud Router or Cloud NAT: there is nothing to adopt",
         "`pulumi up` creates the Cloud Router and Cloud NAT, then turns the nodes private in place",

@@ -223,7 +223,16 @@ def _bound_errors(settings: Settings, cube: Cube, cubes: int, full: StatePlan, b
 
 
 def with_elastic(plan: Plan, elastic: ElasticPlan | None) -> Plan:
-    """The plan with its elastic part, whose bound errors refuse the preview like the plan's own."""
+    """The plan with its elastic part, whose bound errors refuse the preview like the plan's own: with every cube
+    usable, slots that never fit are a configuration no cluster could run. With cubes on unusable sub-blocks they
+    are a warning instead: the slots that do not fit stay pending (they preempt no floor), and refusing would hold
+    up the very change that moves the cube (the sub-block warnings' `tpu.subBlocks`)."""
     if elastic is None:
         return plan
+    if plan.sub_blocks is not None and plan.sub_blocks.unusable:
+        lost = len(plan.sub_blocks.unusable)
+        why = f" (while {lost} cube{'s are' if lost != 1 else ' is'} on unusable sub-blocks: those slots stay pending)"
+        return dataclasses.replace(
+            plan, elastic=elastic, warnings=plan.warnings + tuple(e + why for e in elastic.errors)
+        )
     return dataclasses.replace(plan, elastic=elastic, errors=plan.errors + elastic.errors)
