@@ -77,3 +77,14 @@ def assert_samples(query: str, series: Mapping[str, str], at: str, samples: Mapp
     expected = [{"labels": labels, "value": value} for labels, value in samples.items()]
     test = {"expr": legacy(query), "eval_time": at, "exp_samples": expected}
     _run([], {"interval": "1m", "input_series": inputs, "promql_expr_test": [test]})
+
+
+def assert_values(series: Mapping[str, str], checks: Sequence[tuple[str, str, float]], interval: str = "1m") -> None:
+    """Each (query, time, value): the query gives exactly one series without labels, of that value (one promtool
+    run for all of them; `interval` is the series' sample interval)."""
+    inputs = [{"series": legacy(s), "values": v} for s, v in series.items()]
+    tests = [
+        {"expr": legacy(query), "eval_time": at, "exp_samples": [{"labels": "{}", "value": value}]}
+        for query, at, value in checks
+    ]
+    _run([], {"interval": interval, "input_series": inputs, "promql_expr_test": tests})

@@ -3,7 +3,9 @@ tests run the program's query strings themselves on synthetic series (no Prometh
 
 Covered (prometheus/prometheus promql/engine.go and functions.go, v2.44 as Managed Prometheus): number literals,
 selectors with `=`/`!=`/`=~` matchers (the quoted `{"__name__"="m"}` form too), instant lookback of 5 minutes, range
-selectors and subqueries (steps aligned to multiples of the resolution), `sum`/`max`/`min`/`count` (with `by`),
+selectors and subqueries (steps aligned to multiples of the resolution), every window closed at its start as in
+Prometheus 2 (a sample exactly a range old is in it; Prometheus 3 opened them), which tests/test_burst_promql.py
+checks against promtool, `sum`/`max`/`min`/`count` (with `by`),
 `+ - * /` and comparisons (with `bool`) between vectors and scalars, `and`/`or` (with `on`), and the functions
 `last_over_time`, `max_over_time`, `min_over_time`, `absent_over_time`, `present_over_time`, `increase` (without
 extrapolation), `ceil`, `clamp_max`, `clamp_min`, `label_replace`, `vector`. Anything else is a parse error: a query
@@ -132,7 +134,7 @@ class Evaluator:
     def _instant(self, node: Tree, t: float) -> Vector:
         out: Vector = {}
         for labels in self._selected(node):
-            recent = [v for ts, v in self.series.samples[labels] if t - LOOKBACK < ts <= t]
+            recent = [v for ts, v in self.series.samples[labels] if t - LOOKBACK <= ts <= t]
             if recent:
                 out[labels] = recent[-1]
         return out
@@ -144,7 +146,7 @@ class Evaluator:
             return {
                 labels: kept
                 for labels in self._selected(inner)
-                if (kept := [(ts, v) for ts, v in self.series.samples[labels] if t - span < ts <= t])
+                if (kept := [(ts, v) for ts, v in self.series.samples[labels] if t - span <= ts <= t])
             }
         raise ValueError("a range of anything but a selector")
 
@@ -154,7 +156,7 @@ class Evaluator:
         out: dict[Labels, list[tuple[float, float]]] = {}
         ts = math.floor(t / res) * res
         points = []
-        while ts > t - span:
+        while ts >= t - span:
             points.append(ts)
             ts -= res
         for ts in reversed(points):

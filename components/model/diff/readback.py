@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.model.addons.keda import SCALED_FIELD
 from components.model.diff.facts import PULUMI_KUBERNETES
 from components.model.diff.gcp import TPGB
+from components.model.keys import BURST_SLOT_LABEL, LWS_API
 
 Record = dict[str, Any]
 POOL = "gcp:container/nodePool:NodePool"
@@ -94,6 +96,13 @@ def _proto3_json(value: Any) -> Any:
     return value
 
 
+def _slot_turned_on(rec: Record, records: list[Record]) -> None:
+    """A burst slot as KEDA leaves it while its load lasts: one group."""
+    inputs = rec["inputs"]
+    if BURST_SLOT_LABEL in ((inputs.get("metadata") or {}).get("labels") or {}):
+        inputs.setdefault("spec", {})["replicas"] = 1
+
+
 def _dashboard(rec: Record, records: list[Record]) -> None:
     text = rec["inputs"].get("dashboardJson")
     if not isinstance(text, str):
@@ -155,6 +164,16 @@ RULES: tuple[Rule, ...] = (
         "minMasterVersion",
         "never read back from the API (GKE's own upgrades of the control plane show no diff)",
         f"{TPGB}services/container/resource_container_cluster.go:1799 (no d.Set of min_master_version)",
+    ),
+    Rule(
+        f"kubernetes:{LWS_API}:LeaderWorkerSet",
+        SCALED_FIELD,
+        "a burst slot's set (the `burst-slot` label) is scaled between 0 and 1 by KEDA's operator through /scale, "
+        "which writes spec.replicas: read back at 1 while its load lasts (the program declares 0 and ignores the "
+        "field, components/burst_slots.py); a floor's is the program's alone",
+        "kedacore/keda@68a5b502 pkg/scaling/executor/scale_scaledobjects.go:63-73; kubernetes/apiextensions-apiserver"
+        "@1aa2717a pkg/registry/customresource/etcd.go:312-366",
+        _slot_turned_on,
     ),
     Rule(
         "kubernetes:*",

@@ -182,9 +182,9 @@ class BurstSignals:
             start = rearmed
         else:
             before = _one(f"count({self._fresh(self.leaders(role, slot - 1))})")
-            # Every step from chain_hold_seconds ago to now: the subquery's range is open at its start.
-            window = p.chain_hold_seconds + p.scrape_seconds
-            held = f"(min_over_time({before}[{window}s:{p.scrape_seconds}s]) >= bool 1)"
+            # Every step from chain_hold_seconds ago to now: Managed Prometheus' ranges include their start, as
+            # Prometheus 2.44's (tests/test_burst_promql.py checks this against Prometheus' engine).
+            held = f"(min_over_time({before}[{p.chain_hold_seconds}s:{p.scrape_seconds}s]) >= bool 1)"
             start = f"{held} * {rearmed}"
         return f"{wanted} * clamp_max({serving} + {loading} + {start}, 1)"
 
