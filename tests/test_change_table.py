@@ -24,6 +24,12 @@ END = "<!-- END generated -->"
 ORDER = ("rejected", "unknown", "replace", "create", "delete", "update")
 
 NO_WORKLOADS = ("demos.subslicing.enabled=false", "demos.superslicing.enabled=false", "serving.enabled=false")
+# Dev without elastic serving: fixed groups, no KEDA.
+FIXED = (
+    "serving.prefill.autoscaling.enabled=false",
+    "serving.decode.autoscaling.enabled=false",
+    "addons.keda.enabled=false",
+)
 # Staging's promotion to the newest tested set of add-on versions (docs/upgrades.md), one --change per key.
 PROMOTION = (
     "addons.kueue.version=0.19.2",
@@ -58,9 +64,10 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str | tuple[str, ...], str]] = [
     ("dev", (), "addons.jobset.version=0.11.1", "addon-version"),  # a rollback of one add-on
     ("dev", (), "addons.kueue.version=0.17.5", "addon-version"),
     ("dev", (), "addons.kueue.namespace=kueue-sys", "addon-namespace"),
-    ("dev", ("addons.keda.enabled=true",), "addons.keda.namespace=autoscaling", "addon-namespace"),
-    ("dev", (), "addons.keda.enabled=true", "keda"),
-    ("dev", ("addons.keda.enabled=true",), "addons.keda.replicas=1", "keda"),
+    ("dev", (), "addons.keda.namespace=autoscaling", "addon-namespace"),
+    ("dev", FIXED, "addons.keda.enabled=true", "keda"),
+    ("dev", (), "addons.keda.enabled=false", "keda"),  # refused while a role autoscales
+    ("dev", (), "addons.keda.replicas=1", "keda"),
     ("dev", (), "kueue.clusterQueue=other-cq", "kueue-immutable"),
     ("dev", (), "kueue.flavorName=other-rf", "kueue-immutable"),
     ("dev", NO_WORKLOADS, "kueue.topologyName=other-topology", "kueue-immutable"),
@@ -73,13 +80,11 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str | tuple[str, ...], str]] = [
     ("dev", (), "serving.decode.replicas=3", "serving-replicas"),
     ("dev", (), "serving.decode.topology=2x2x4", "serving-replicas"),
     ("dev", (), "serving.image=docker.io/vllm/vllm-tpu:other", "serving-pods"),
-    ("dev", ("serving.decode.autoscaling.maxGroups=6",), "serving.decode.autoscaling.enabled=true", "elastic"),
-    (
-        "dev",
-        ("serving.decode.autoscaling.enabled=true", "serving.decode.autoscaling.maxGroups=6"),
-        "serving.decode.autoscaling.maxGroups=13",
-        "elastic",
-    ),
+    ("dev", (), "serving.decode.autoscaling.maxGroups=7", "elastic"),
+    ("dev", (), "serving.decode.autoscaling.maxGroups=5", "elastic"),
+    ("dev", (), "serving.decode.autoscaling.kvCacheUsage=0.7", "elastic"),
+    ("dev", (), "serving.decode.autoscaling.enabled=false", "elastic"),
+    ("dev", (), "serving.decode.autoscaling.maxGroups=13", "elastic"),
     ("dev", (), "serving.weightsBucket=other-weights", "weights-bucket"),
     ("dev", (), "serving.weightsDownload.enabled=true", "weights-download"),
     (

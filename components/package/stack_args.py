@@ -339,7 +339,7 @@ class PrefillAutoscaling(TypedDict):
     """Settings of enabled, maxGroups, backlogSeconds."""
 
     enabled: NotRequired[bool]
-    """Burst slots above the role's `replicas`, each one group that comes and goes with load. Default: false."""
+    """Burst slots above the role's `replicas`, each one group that KEDA turns on and off with load (needs addons.keda.enabled and the scrapes). Default: false."""
     max_groups: NotRequired[int]
     """The role's groups at most: its `replicas` floor plus its burst slots. Allowed: unset, or an integer of at least 2; with autoscaling.enabled it is required and more than the role's replicas, at most what the TPU quota holds beside every workload a burst slot cannot preempt, and both roles' slots together fit the usable cubes beside them (the preview names each bound)."""
     backlog_seconds: NotRequired[float]
@@ -369,7 +369,7 @@ class DecodeAutoscaling(TypedDict):
     """Settings of enabled, maxGroups, kvCacheUsage."""
 
     enabled: NotRequired[bool]
-    """Burst slots above the role's `replicas`, each one group that comes and goes with load. Default: false."""
+    """Burst slots above the role's `replicas`, each one group that KEDA turns on and off with load (needs addons.keda.enabled and the scrapes). Default: false."""
     max_groups: NotRequired[int]
     """The role's groups at most: its `replicas` floor plus its burst slots. Allowed: unset, or an integer of at least 2; with autoscaling.enabled it is required and more than the role's replicas, at most what the TPU quota holds beside every workload a burst slot cannot preempt, and both roles' slots together fit the usable cubes beside them (the preview names each bound)."""
     kv_cache_usage: NotRequired[float]

@@ -25,7 +25,9 @@ class RoleAutoscaling(Model):
     """What both roles' autoscaling sections have: whether it is on and how far the role may grow."""
 
     enabled: Annotated[Flag, _ELASTIC] = Field(
-        False, description="burst slots above the role's `replicas`, each one group that comes and goes with load"
+        False,
+        description="burst slots above the role's `replicas`, each one group that KEDA turns on and off with load "
+        "(needs addons.keda.enabled and the scrapes)",
     )
     max_groups: Annotated[
         int | None,
