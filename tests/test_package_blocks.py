@@ -166,6 +166,20 @@ def test_the_queues_block_registers_the_programs_kueue_objects_through_the_calle
             },
             {"clusterName", "serving.maxNumSeqs"},
         ),
+        (  # burst slots need KEDA and the scrapes: refused by the block's own input, not a key it lacks
+            "Serving",
+            {
+                "project": "my-proj",
+                "zone": "us-central1-ai1a",
+                "clusterName": "c",
+                "tpu": {"cubes": 2},
+                "serving": {
+                    "weightsBucket": "my-weights",
+                    "decode": {"autoscaling": {"enabled": True, "maxGroups": 6}},
+                },
+            },
+            {"serving.decode.autoscaling.enabled"},
+        ),
     ],
 )
 def test_bad_block_inputs_get_one_line_errors_naming_the_input_before_any_resource(

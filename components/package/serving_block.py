@@ -11,10 +11,12 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 
 from components.graph_args import serving_args
+from components.model.config.checks import PROJECT
 from components.model.keys import PRIORITY_LABEL, QUEUE_LABEL
 from components.model.serving.deployed import SERVING_SHAPE_OUTPUT, serving_shape
 from components.package import NAME
 from components.package.blocks import TpuShape, settings_or_stop, validated
+from components.package.inputs import problems_text
 from components.package.stack_args import KueueSettings, ServingSettings
 from components.preflight import check_weights, plan_capacity, read_deployed_serving
 from components.serving import Serving as ProgramServing
@@ -80,9 +82,11 @@ class Serving(pulumi.ComponentResource):
 
     @staticmethod
     def input_problems(args: ServingArgs) -> list[tuple[str, str]]:
-        return validated(serving_settings(args), _RENAMES)[1]
+        return _elastic(args) or validated(serving_settings(args), _RENAMES)[1]
 
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        if problems := _elastic(args):
+            raise pulumi.RunError(problems_text("invalid inputs", [line for _, line in problems]))
         settings = settings_or_stop(serving_settings(args), _RENAMES)
         check_weights(settings)
         if "proxy_subnet_cidr" not in args and settings.serving.gateway.in_proxy_subnet:
@@ -133,6 +137,18 @@ class Serving(pulumi.ComponentResource):
                 SERVING_SHAPE_OUTPUT: self.serving_shape,
             }
         )
+
+
+def _elastic(args: ServingArgs) -> list[tuple[str, str]]:
+    """Burst slots need KEDA and the stack's scrapes, which the block does not install: refused by name (the
+    settings' own refusal would name `addons.keda.enabled`, which is no input of the block)."""
+    out = []
+    for role in ("prefill", "decode"):
+        if (((args.get("serving") or {}).get(role) or {}).get("autoscaling") or {}).get("enabled"):
+            key = f"serving.{role}.autoscaling.enabled"
+            why = "the Serving block serves with fixed groups: burst slots need KEDA and the scrapes their signal reads"
+            out.append((key, f"{PROJECT}:{key} = true: false in the Serving block ({why}, which TpuSlicingStack runs)"))
+    return out
 
 
 def kubernetes_provider(opts: pulumi.ResourceOptions | None) -> pulumi.ProviderResource:
