@@ -31,9 +31,10 @@ POOL = {
 LABEL_SELECTOR = "leaderworkerset.sigs.k8s.io/worker-index=0,llm-d.ai/guide=pd-disaggregation"
 
 
-def pod(role: str, ready: bool) -> V1Pod:
+def pod(role: str, ready: bool, slot: int | None = None) -> V1Pod:
     condition = V1PodCondition(type="Ready", status="True" if ready else "False")
-    meta = V1ObjectMeta(name=f"{role}-0", labels={**SELECTOR, "llm-d.ai/role": role})
+    labels = {**SELECTOR, "llm-d.ai/role": role, **({"gke-tpu-slicing/burst-slot": str(slot)} if slot else {})}
+    meta = V1ObjectMeta(name=f"{role}-0", labels=labels)
     return V1Pod(metadata=meta, status=V1PodStatus(conditions=[condition]))
 
 
@@ -110,6 +111,24 @@ def test_main_gives_up_after_the_timeout_without_sending_requests(
 def test_leaders_that_do_not_exist_yet_keep_it_waiting(stub: Stub, leaders: list[str], pods: list[V1Pod]) -> None:
     code, _ = waited(stub, ["--timeout", "60", "--poll", "30", *leaders], FakePods(pods))
     assert code == 1 and stub.received == []
+
+
+def test_a_burst_slot_loading_or_held_pending_does_not_keep_it_waiting(
+    stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pool selects burst slots' leaders too: one loading, or gated after a preemption, never blocks a verify of
+    the floors (`servingLeaders` counts the floors)."""
+    floors = [pod("prefill", True), pod("decode", True)]
+    code, _ = waited(
+        stub, ["--leaders", "2", "--timeout", "60", "--poll", "30"], FakePods([*floors, pod("decode", False, 1)])
+    )
+    assert code == 0 and stub.paths() == [COMPLETIONS, CHAT]
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("leaders ready")]
+    assert line == "leaders ready: 2/2 (decode 1/1, prefill 1/1); burst slots 0/1 (not waited for): all Ready"
+    # A floor's leader still blocks, and a ready slot stands in for no floor.
+    slow = [pod("prefill", True), pod("decode", False), pod("decode", True, 1)]
+    code, _ = waited(stub, ["--leaders", "2", "--timeout", "60", "--poll", "30"], FakePods(slow))
+    assert code == 1
 
 
 def test_a_missing_pool_is_a_clear_error(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:

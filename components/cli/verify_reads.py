@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from components.model.keys import ROLE_LABEL
+from components.model.keys import BURST_SLOT_LABEL, ROLE_LABEL
 
 # (group, version, plural) of the custom objects read.
 POOL = ("inference.networking.k8s.io", "v1", "inferencepools")
@@ -115,10 +115,13 @@ def api_reason(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class LeaderStatus:
-    """Ready leaders by role (`llm-d.ai/role`), of the pods the InferencePool selects."""
+    """Ready leaders by role (`llm-d.ai/role`), of the pods the InferencePool selects; the burst slots' apart (they
+    come and go with load, and a preempted one waits pending: what `verify` waits for is the floors)."""
 
     ready: dict[str, int]
     total: dict[str, int]
+    burst_ready: int = 0
+    burst_total: int = 0
 
     @property
     def ready_count(self) -> int:
@@ -135,7 +138,8 @@ class LeaderStatus:
     def line(self, expected: int | None) -> str:
         want = max(expected or 0, self.count)
         roles = ", ".join(f"{role} {self.ready[role]}/{self.total[role]}" for role in sorted(self.total))
-        return f"leaders ready: {self.ready_count}/{want}" + (f" ({roles})" if roles else "")
+        burst = f"; burst slots {self.burst_ready}/{self.burst_total} (not waited for)" if self.burst_total else ""
+        return f"leaders ready: {self.ready_count}/{want}" + (f" ({roles})" if roles else "") + burst
 
 
 def pool_selector(name: str, namespace: str, api: CustomObjects) -> str:
@@ -160,11 +164,16 @@ def leader_status(namespace: str, selector: str, pods: Pods) -> LeaderStatus:
         raise _api_error(f"pods {selector!r} in {namespace}", exc, "v1") from exc
     ready: dict[str, int] = {}
     total: dict[str, int] = {}
+    burst = [0, 0]
     for pod in items:
-        role = (getattr(pod.metadata, "labels", None) or {}).get(ROLE_LABEL, "?")
+        labels = getattr(pod.metadata, "labels", None) or {}
+        if BURST_SLOT_LABEL in labels:
+            burst = [burst[0] + _is_ready(pod), burst[1] + 1]
+            continue
+        role = labels.get(ROLE_LABEL, "?")
         total[role] = total.get(role, 0) + 1
         ready[role] = ready.get(role, 0) + _is_ready(pod)
-    return LeaderStatus(ready, total)
+    return LeaderStatus(ready, total, *burst)
 
 
 def wait_for_leaders(
