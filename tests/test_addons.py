@@ -129,7 +129,8 @@ def test_kueue_waits_for_a_loading_serving_group_longer_than_its_startup_probe(v
     run = ok({f"{P}:serving": {"startupTimeoutSeconds": startup}} if startup else None)
     config = manager_config(run)
     budgets = leader_startup_budgets(run)
-    assert len(budgets) == 2 and (startup is None or min(budgets) >= startup)
+    # every LeaderWorkerSet's leaders: both floors and dev's burst slots, built alike
+    assert len(budgets) == len(run.of_type(LWS)) >= 2 and (startup is None or min(budgets) >= startup)
     timeout = pods_ready_timeout_s(config, version)
     assert timeout is not None and timeout > max(budgets)
     block = config["waitForPodsReady"]
