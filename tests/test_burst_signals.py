@@ -14,15 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from components.model.keys import BURST_SLOT_LABEL
 from components.model.observability import monitoring
 from components.model.observability.burst_signals import SLOT_TARGET_LABEL, BurstSignals, leader_target_labels
-from components.model.serving.burst import pacing
-from tests import conformance, upstream
+from tests import conformance
 from tests.planner_fixtures import elastic, settings
 from tests.promql_eval import Evaluator, Series
 
@@ -240,48 +238,6 @@ def test_the_prefill_backlog_counts_only_serving_leaders_of_the_role() -> None:
     ev = Evaluator(series)
     assert ev.scalar(b.load("prefill"), 60.0) == 2.0  # two serving leaders, one second of backlog each
     assert ev.scalar(b.wanted("prefill"), 60.0) == 2.0  # ceil(2 s / 1.5 s)
-
-
-KEDA_CRD = "charts/keda-v2.20.2/templates/crds/crd-scaledobjects.yaml"
-
-
-def test_a_slots_scaledobject_parameters_validate_against_the_pinned_keda_crd(tmp_path: Path) -> None:
-    base = upstream.require(KEDA_CRD)
-    # The chart wraps its CRD in Helm conditions and labels: the lines with template actions go, the schema stays.
-    text = "\n".join(line for line in (base / KEDA_CRD).read_text().splitlines() if "{{" not in line)
-    (tmp_path / "scaledobjects.yaml").write_text(text)
-    registry = conformance.SchemaRegistry(tmp_path)
-    s = settings(elastic("decode", 6))
-    scaler = BurstSignals(s).slot_scaler("decode", 2)
-    p = pacing(s)
-    assert scaler.cooldown_period == p.cooldown_seconds
-    assert (scaler.min_replica_count, scaler.max_replica_count, scaler.polling_interval) == (0, 1, 30)
-    so = {
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": "slot", "namespace": "ns"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "x"},
-            "minReplicaCount": scaler.min_replica_count,
-            "maxReplicaCount": scaler.max_replica_count,
-            "pollingInterval": scaler.polling_interval,
-            "cooldownPeriod": scaler.cooldown_period,
-            "triggers": [
-                {
-                    "type": "prometheus",
-                    "metadata": {
-                        "serverAddress": "https://monitoring.googleapis.com/v1/projects/p/location/global/prometheus",
-                        "query": scaler.query,
-                        "threshold": scaler.threshold,
-                        "activationThreshold": scaler.activation_threshold,
-                    },
-                    "authenticationRef": {"name": "gmp"},
-                }
-            ],
-        },
-    }
-    assert conformance.validate(so, registry) == []
-    assert conformance.validate({**so, "spec": {**so["spec"], "cooldownPeriod": "29m"}}, registry) != []
 
 
 def test_the_leaders_scrape_copies_the_slot_number_into_a_label_the_podmonitoring_crd_takes() -> None:

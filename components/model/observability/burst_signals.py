@@ -29,8 +29,6 @@ without one is gone. Every function used exists in Prometheus 2.44, the version 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from components.model.addons.keda import OPERATOR_JOB
 from components.model.config.checks import LWS_REVISION_LEN
 from components.model.config.settings import PROJECT, Settings
@@ -65,20 +63,6 @@ def leader_target_labels() -> dict[str, list[dict[str, str]]]:
         "metadata": ["container", "pod", "top_level_controller_name", "top_level_controller_type"],
         "fromPod": [{"from": BURST_SLOT_LABEL, "to": SLOT_TARGET_LABEL}],
     }
-
-
-@dataclass(frozen=True)
-class SlotScaler:
-    """What the KEDA ScaledObject of one slot takes, beside its target and its TriggerAuthentication
-    (kedacore/keda v2.20.2: ScaledObject spec fields; the Prometheus trigger's metadata is strings)."""
-
-    query: str  # the trigger's `metadata.query`: 1 while the slot should run, else 0
-    polling_interval: int  # spec.pollingInterval
-    cooldown_period: int  # spec.cooldownPeriod: grace period + formation + model load
-    min_replica_count: int = 0
-    max_replica_count: int = 1
-    threshold: str = "1"  # metadata.threshold: the HPA's target at 1 replica, never reached past 1
-    activation_threshold: str = "0"  # metadata.activationThreshold: active above 0 (prometheus_scaler.go:319)
 
 
 def _one(expr: str) -> str:
@@ -187,11 +171,6 @@ class BurstSignals:
             held = f"(min_over_time({before}[{p.chain_hold_seconds}s:{p.scrape_seconds}s]) >= bool 1)"
             start = f"{held} * {rearmed}"
         return f"{wanted} * clamp_max({serving} + {loading} + {start}, 1)"
-
-    def slot_scaler(self, role: str, slot: int) -> SlotScaler:
-        """The ScaledObject parameters of slot `slot` of `role`."""
-        p = self.pacing
-        return SlotScaler(self.slot_query(role, slot), p.polling_seconds, p.cooldown_seconds)
 
     # -- what the dashboard shows and the alerts watch -------------------------------------------------------------
     def slot_evictions(self) -> str:
