@@ -52,13 +52,13 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str | tuple[str, ...], str]] = [
     ("dev", (), "network.flowLogs.enabled=false", "network-logs"),
     ("dev", (), "network.natLogs=ERRORS_ONLY", "network-logs"),
     ("dev", (), "tpu.cubes=3", "cubes"),
-    ("dev", (), "tpu.cubes=1", "cubes"),  # fewer cubes while the workloads stay: refused
+    ("dev", FIXED, "tpu.cubes=1", "cubes"),  # fewer cubes while the workloads stay: refused
     ("dev", NO_WORKLOADS, "tpu.cubes=1", "cubes"),
     ("dev", (), "tpu.reservation.name=other-reservation", "reservation"),
     ("dev", NO_WORKLOADS, "tpu.reservation.name=other-reservation", "reservation"),
     ("staging", (), "tpu.reservation.name=other-reservation", "protect"),
     ("dev", (), "tpu.acceleratorTopologyMode=AUTO_CONNECT", "workload-policy"),
-    ("dev", (), "tpu.cubeTopology=2x4x4", "kueue-immutable"),
+    ("dev", FIXED, "tpu.cubeTopology=2x4x4", "kueue-immutable"),
     ("dev", (), "tpu.poolPrefix=tpu7x-pool", "pool-prefix"),
     ("staging", (), PROMOTION, "addon-version"),  # the upgrade's preview: staging moves to the newest tested set
     ("dev", (), "addons.jobset.version=0.11.1", "addon-version"),  # a rollback of one add-on
@@ -78,7 +78,8 @@ EXAMPLES: list[tuple[str, tuple[str, ...], str | tuple[str, ...], str]] = [
     ("dev", (), "demos.subslicing.priority=medium-priority-2000", "demo-jobsets"),
     ("dev", (), "demos.subslicing.enabled=false", "demo-enabled"),
     ("dev", (), "serving.decode.replicas=3", "serving-replicas"),
-    ("dev", (), "serving.decode.topology=2x2x4", "serving-replicas"),
+    # (one decode slot of 2x2x4 fits beside the floors; dev's two would not: the preview refuses that)
+    ("dev", ("serving.decode.autoscaling.maxGroups=5",), "serving.decode.topology=2x2x4", "serving-replicas"),
     ("dev", (), "serving.image=docker.io/vllm/vllm-tpu:other", "serving-pods"),
     ("dev", (), "serving.decode.autoscaling.maxGroups=7", "elastic"),
     ("dev", (), "serving.decode.autoscaling.maxGroups=5", "elastic"),
