@@ -105,13 +105,15 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dev_settings() -> Settings:
-    """dev's settings as its preview places them against the tests' default reservation (components/cli/mocks.py
-    FakeReservation: one in us-central1-ai1a, whose only block is block-0)."""
+def dev_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    """dev's settings (with `overrides`, project keys without their prefix) as its preview places them against the
+    tests' default reservation (components/cli/mocks.py FakeReservation: one in us-central1-ai1a, whose only block is
+    block-0)."""
     from components.placement import with_placement  # here: preview.yml imports this module without the program
 
     config = stack_file_config("dev")
     raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
+    raw = merge(raw, overrides or {})
     return with_placement(load(raw, config["gcp:project"], now=CLOCK), zone="us-central1-ai1a", block="block-0")
 
 

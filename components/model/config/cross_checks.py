@@ -8,7 +8,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from components.model.addons import tested_sets
+from components.model.addons import slice_controller, tested_sets
 from components.model.config.checks import (
     DNS_LABEL_MAX,
     GIB,
@@ -53,8 +53,8 @@ class CrossChecks:
     """The `_check_*` methods of `Settings` (a mixin: they read the settings' sections)."""
 
     def system_pool_room(self: Settings, extra: Sequence[tuple[int, int, int]] = ()) -> tuple[int, int, int, int]:
-        """(CPU millis, memory bytes) the controllers request, and what the system pool holds for them with one
-        zone down; `extra`: more pods as (count, CPU millis, memory bytes).
+        """(CPU millis, memory bytes) the controllers request (the charts', the picker's, the slice controller's), and
+        what the system pool holds for them with one zone down; `extra`: more pods as (count, CPU millis, memory bytes).
 
         One zone's nodes are left out (REGIONAL_ZONES - 1 zones counted): a zone's outage, or its node being
         re-created, leaves room to reschedule every controller; each node first loses GKE's own pods.
@@ -66,6 +66,9 @@ class CrossChecks:
             (counts.get(key, 1), cpu_millis(res.requests.cpu or "0"), memory_bytes(res.requests.memory or "0"))
             for key, res in self.system_pool_pods().items()
         ]
+        # The slice controller's manager pods, whose requests its manifest fixes.
+        slice_cpu, slice_memory = slice_controller.MANAGER_REQUESTS
+        pods.append((self.addons.slice_controller.replicas, cpu_millis(slice_cpu), memory_bytes(slice_memory)))
         total_cpu = sum(n * c for n, c, _ in (*pods, *extra))
         total_mem = sum(n * m for n, _, m in (*pods, *extra))
         return total_cpu, total_mem, (cpu - SYSTEM_PODS_CPU_MILLIS) * nodes, (mem - SYSTEM_PODS_MEMORY) * nodes
