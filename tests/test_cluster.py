@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from components.model.config.capacity_checks import REGIONAL_ZONES
 from components.model.config.checks import gke_version_tuple, machine_shape
-from components.model.config.cross_checks import REGIONAL_ZONES
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
 from tests.harness import CLUSTER, POOL, Run, assert_rejected, ok, preview, run_program
