@@ -209,7 +209,8 @@ def _same_zone(settings: Settings, source_for: Callable[[Settings], reads.Source
         return
     tpu = settings.tpu
     ours = {tpu.pool_name(i) for i in range(tpu.cubes)}
-    for pool in (cluster.node_pools if cluster is not None else None) or []:
+    pools = (cluster.node_pools if cluster is not None else None) or []
+    for pool in sorted(pools, key=lambda p: str(p["name"])):  # the same pool named on every run
         zones = list(pool.get("node_locations") or [])
         if pool["name"] in ours and zones and settings.zone not in zones:
             raise reads.ReservationError(

@@ -13,6 +13,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.graph_queries import label_selector_matches
+
 
 @dataclass(frozen=True)
 class Source:
@@ -26,23 +28,6 @@ class Source:
         return {"kubernetes.io/metadata.name": self.namespace} if self.namespace else {}
 
 
-def matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A LabelSelector: every matchLabels pair and every matchExpressions requirement ({} matches everything)."""
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for req in selector.get("matchExpressions") or []:
-        key, op, values = req["key"], req["operator"], req.get("values") or []
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
 def _peer(peer: dict[str, Any], source: Source, namespace: str) -> bool:
     if "ipBlock" in peer:
         if source.ip is None:
@@ -53,10 +38,10 @@ def _peer(peer: dict[str, Any], source: Source, namespace: str) -> bool:
     if source.namespace is None:
         return False
     if "namespaceSelector" in peer:
-        in_namespace = matches(peer["namespaceSelector"], source.namespace_labels())
+        in_namespace = label_selector_matches(peer["namespaceSelector"], source.namespace_labels())
     else:
         in_namespace = source.namespace == namespace
-    return in_namespace and matches(peer.get("podSelector") or {}, source.labels)
+    return in_namespace and label_selector_matches(peer.get("podSelector") or {}, source.labels)
 
 
 def allowed(policies: list[dict[str, Any]], namespace: str, target: dict[str, str], source: Source, port: int) -> bool:
@@ -66,7 +51,7 @@ def allowed(policies: list[dict[str, Any]], namespace: str, target: dict[str, st
         for p in policies
         if p["metadata"]["namespace"] == namespace
         and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
-        and matches(p["spec"]["podSelector"], target)
+        and label_selector_matches(p["spec"]["podSelector"], target)
     ]
     if not selecting:
         return True

@@ -115,18 +115,20 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def stack_settings(stack: str) -> Settings:
-    """A stack file's settings, its placeholders filled, as its preview places them against the tests' default
-    reservation (components/cli/mocks.py FakeReservation: one in us-central1-ai1a, whose only block is block-0)."""
+def stack_settings(stack: str, overrides: dict[str, Any] | None = None) -> Settings:
+    """A stack file's settings (with `overrides`, project keys without their prefix), its placeholders filled, as its
+    preview places them against the tests' default reservation (components/cli/mocks.py FakeReservation: one in
+    us-central1-ai1a, whose only block is block-0)."""
     from components.placement import with_placement  # here: preview.yml imports this module without the program
 
     config = stack_file_config(stack)
     raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
+    raw = merge(raw, overrides or {})
     return with_placement(load(raw, config["gcp:project"], now=CLOCK), zone="us-central1-ai1a", block="block-0")
 
 
-def dev_settings() -> Settings:
-    return stack_settings("dev")
+def dev_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    return stack_settings("dev", overrides)
 
 
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -195,11 +195,13 @@ def test_each_controller_runs_two_replicas_under_a_disruption_budget_spread_over
 
 
 def test_the_system_pool_fit_counts_every_controller_replica() -> None:
-    big = {"requests": {"cpu": "13", "memory": "1Gi"}, "limits": {"cpu": "13", "memory": "1Gi"}}
+    # n2-standard-32 nodes, two zones of them counted: one 28-CPU controller fits beside the others, two do not.
+    big = {"requests": {"cpu": "28", "memory": "1Gi"}, "limits": {"cpu": "28", "memory": "1Gi"}}
+    pool = {f"{P}:cluster": {"systemMachineType": "n2-standard-32"}}
     for addon in ("kueue", "jobset", "lws"):
-        ok({f"{P}:addons": {addon: {"replicas": 1, "controllerResources": big}}})
+        ok({**pool, f"{P}:addons": {addon: {"replicas": 1, "controllerResources": big}}})
         assert_rejected(
-            {f"{P}:addons": {addon: {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
+            {**pool, f"{P}:addons": {addon: {"replicas": 2, "controllerResources": big}}}, ["cluster.systemMachineType"]
         )
 
 

@@ -11,13 +11,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 
-from components.model.config.checks import cpu_millis, gke_version_tuple, machine_shape, memory_bytes
-from components.model.config.cross_checks import REGIONAL_ZONES
+from components.model.config.capacity_checks import REGIONAL_ZONES
+from components.model.config.checks import gke_version_tuple, machine_shape
 from components.model.config.settings import ConfigError, load
 from components.model.diff import engine
-from tests import upstream
 from tests.harness import CLUSTER, POOL, Run, assert_rejected, ok, preview, run_program
 from tests.stack_config import CLOCK, SMALLEST, P, dev_settings, merge
 
@@ -225,22 +223,10 @@ def test_a_minor_exclusion_ending_past_the_versions_end_of_support_warns_where_t
 NEW_PROJECT_REGION_VCPUS = 24
 
 
-def test_devs_system_pool_fits_a_new_projects_quota_and_the_controllers_coming_replicas() -> None:
-    settings = dev_settings()
+def test_devs_system_pool_fits_a_new_projects_quota_and_every_controller_replica() -> None:
+    settings = dev_settings({"addons": {"keda": {"enabled": True}}})  # KEDA on too, as elastic serving turns it on
     vcpus, _ = machine_shape(settings.cluster.system_machine_type)
     assert vcpus * settings.cluster.system_node_count * REGIONAL_ZONES <= NEW_PROJECT_REGION_VCPUS
-    # The second replicas of JobSet and LWS (as big as their first) and KEDA's three Deployments twice at its chart's
-    # requests still fit with one zone down.
-    keda = yaml.safe_load((upstream.path("charts/keda-v2.20.2") / "values.yaml").read_text())["resources"]
-    pods = settings.system_pool_pods()
-    extra = [
-        (1, cpu_millis(res.requests.cpu or "0"), memory_bytes(res.requests.memory or "0"))
-        for key, res in pods.items()
-        if key in ("addons.jobset.controllerResources", "addons.lws.controllerResources")
-    ]
-    extra += [
-        (2, cpu_millis(str(r["requests"]["cpu"])), memory_bytes(str(r["requests"]["memory"]))) for r in keda.values()
-    ]
-    assert len(extra) == 5
-    cpu, memory, room_cpu, room_memory = settings.system_pool_room(extra)
+    # Every controller at its default replicas (the charts', KEDA's, the slice controller's) fits with one zone down.
+    cpu, memory, room_cpu, room_memory = settings.system_pool_room()
     assert cpu <= room_cpu and memory <= room_memory, (cpu, room_cpu, memory, room_memory)

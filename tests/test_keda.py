@@ -212,14 +212,18 @@ def test_replicas_budgets_and_spread(keda_run: Run, replicas: int) -> None:
 
 def test_every_keda_pod_counts_in_the_system_pool_fit() -> None:
     def refused(replicas: int) -> int:
-        keda = {"enabled": True, "replicas": replicas, "controllerResources": {"requests": {"cpu": "1"}}}
+        keda = {
+            "enabled": True,
+            "replicas": replicas,
+            "controllerResources": {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}},
+        }
         with pytest.raises(ConfigError) as error:
             planner_fixtures.settings({"cluster": {"systemMachineType": "n2-standard-8"}, "addons": {"keda": keda}})
         (total,) = re.findall(r"room for the controllers' requests \((\d+)m CPU", str(error.value))
         return int(total)
 
     planner_fixtures.settings({"cluster": {"systemMachineType": "n2-standard-8"}})  # fits without KEDA
-    assert refused(2) - refused(1) == 2 * 1000  # one more operator and one more webhook pod of 1 CPU
+    assert refused(2) - refused(1) == 2 * 3000  # one more operator and one more webhook pod of 3 CPUs
 
 
 # --------------------------------------------------------------------------------------- Workload Identity

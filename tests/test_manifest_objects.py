@@ -37,7 +37,9 @@ def test_a_new_queued_namespace_updates_the_slice_controllers_webhooks_in_place(
 
 
 def test_the_controllers_replicas_update_its_deployment_and_its_budget() -> None:
-    code, result = preview("dev", "--change", "addons.sliceController.replicas=3")
+    # A third replica's 2 vCPUs need more than dev's n2-standard-8 pool has with a zone down (the preview refuses it).
+    bigger = ("--set", "cluster.systemMachineType=n2-standard-16")
+    code, result = preview("dev", *bigger, "--change", "addons.sliceController.replicas=3")
     assert (code, touched(result)) == (0, {CONTROLLER: "update"})
     assert change(result, CONTROLLER)["properties"] == ["spec.replicas"]
     # One replica: no spread, no budget (it would block every drain); the pods roll.

@@ -11,6 +11,7 @@ the other set's CRDs (a rollback). The preview refuses what KNOWN_BREAKS lists a
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from components.model.addons.tested_sets import TESTED_SETS, VersionSet
 from components.model.config import checks
 from tests import conformance, planner_fixtures, schema_checks, upstream
 from tests.harness import Run, assert_rejected, normalize, ok
-from tests.stack_config import P
+from tests.stack_config import ROOT, P
 
 # What each set's InferencePool CRD is checked against (GKE installs it; the repository does not vendor it).
 POOL_CRDS = {
@@ -41,6 +42,7 @@ CHART_OF = {"kueue": "kueue-chart", "jobset": "jobset-chart", "lws": "lws-chart"
 def overrides(s: VersionSet) -> dict[str, Any]:
     v = s.versions
     addons = {k: {"version": v[k]} for k in ("kueue", "jobset", "lws")}
+    addons["keda"] = {"enabled": True, "version": v["keda"]}  # rendered and checked with the set too
     return {
         f"{P}:addons": {**addons, "inferenceExtension": {"version": v["inferenceExtension"]}},
         f"{P}:serving": {"router": {"version": v["router"]}},
@@ -92,13 +94,13 @@ def chart_objects(rendered: dict[str, charts.Rendered]) -> list[tuple[str, dict[
 def test_the_table_is_whole_and_the_defaults_are_its_newest_set() -> None:
     """Every set names a version for every column; the defaults are the newest set, which no warning flags; each
     version's chart sources are pinned (so it renders) and each inference extension release is vendored."""
-    default = planner_fixtures.settings({})
+    default = planner_fixtures.settings({"addons": {"keda": {"enabled": True}}})  # every column installed
     assert tested_sets.versions_of(default) == dict(tested_sets.newest().versions)
     assert [w for w in default.warnings() if "tested set" in w] == []
     pinned = {f.path.split("/")[1] for f in upstream.load() if f.path.startswith("charts/")}
     for s in TESTED_SETS:
         assert set(s.versions) == set(tested_sets.COLUMNS), s.name
-        for addon in ("kueue", "jobset", "lws"):
+        for addon in ("kueue", "jobset", "lws", "keda"):
             assert f"{addon}-v{s.versions[addon]}" in pinned, (s.name, addon)
         assert f"llm-d-router-{s.versions['router']}" in pinned
         assert s.versions["inferenceExtension"] in vendored.versions(vendored.GAIE)
@@ -106,6 +108,16 @@ def test_the_table_is_whole_and_the_defaults_are_its_newest_set() -> None:
         assert checks.gke_version_tuple(s.gke_minimum) >= checks.gke_version_tuple(checks.MIN_SLICE_CONTROLLER_VERSION)
         assert s.evidence
     assert [s.name for s in TESTED_SETS] == sorted(s.name for s in TESTED_SETS)  # oldest first: the last is the newest
+
+
+def test_the_upgrade_page_shows_the_table() -> None:
+    """docs/upgrades.md's table is the program's: a set added or changed there and not here (or back) fails."""
+    page = (ROOT / "docs" / "upgrades.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if re.match(r"\| \d{4}\.\d{2} \|", line)]
+    assert rows == [
+        "| " + " | ".join([s.name, *(s.versions[c] for c in tested_sets.COLUMNS), s.gke_minimum]) + " |"
+        for s in TESTED_SETS
+    ]
 
 
 def test_staging_and_prod_pin_the_previous_set_until_promoted(staging: Run, prod: Run) -> None:

@@ -223,16 +223,20 @@ def test_every_stack_gets_an_offline_diff_against_the_pull_requests_base_without
     assert upload["if"] == "always()" and upload["with"]["name"] == "offline-diff-${{ matrix.stack }}"
     # The check fails with the command's exit status: 1 when a change is rejected.
     assert job["steps"][-1]["run"] == 'exit "$(cat "offline-diff/$STACK.rc")"'
-    # The job installs requirements.txt alone: its placeholder filler must import nothing only the tests install
-    # (else `fill` is empty and every stack's diff stops at its placeholders).
+    # The job installs requirements-offline.txt (the program's and Helm's engine, so the charts' objects are compared
+    # instead of ending `unknown`) and no test package: its placeholder filler must import nothing only the tests
+    # install (else `fill` is empty and every stack's diff stops at its placeholders).
+    (install,) = [s["run"] for s in job["steps"] if "pip install" in s.get("run", "")]
+    assert install == "python -m pip install -r requirements-offline.txt -c constraints.txt"
     (filler,) = re.findall(r"python -c '([^']*)' \"\$STACK\"", run["run"])
     pins = {
         f: {line.split("==")[0].lower() for line in (ROOT / f).read_text().splitlines() if "==" in line}
-        for f in ("requirements.txt", "requirements-dev.txt")
+        for f in ("requirements.txt", "requirements-offline.txt", "requirements-dev.txt")
     }
+    pins["requirements-offline.txt"] |= pins["requirements.txt"]  # it includes requirements.txt (-r)
     block = (
         "import sys, importlib.metadata as md\n"
-        f"dev = {sorted(pins['requirements-dev.txt'] - pins['requirements.txt'])!r}\n"
+        f"dev = {sorted(pins['requirements-dev.txt'] - pins['requirements-offline.txt'])!r}\n"
         "for mod, dists in md.packages_distributions().items():\n"
         "    if all(d.lower().replace('_', '-') in dev for d in dists): sys.modules[mod] = None\n"
     )

@@ -61,7 +61,8 @@ BUCKET_DOC = "https://cloud.google.com/storage/docs/creating-buckets"
 
 
 def create_bucket_command(bucket: str, project: str, region: str) -> str:
-    """`gcloud storage buckets create ...`: a bucket in `region`, IAM-only access, never public."""
+    """`gcloud storage buckets create gs://BUCKET --project=PROJECT ...`: a bucket in `region`, IAM-only access,
+    never public."""
     args = ["gcloud", "storage", "buckets", "create", f"gs://{bucket}", f"--project={project}"]
     args += [f"--location={region}", "--uniform-bucket-level-access", "--public-access-prevention"]
     return shlex.join(args)

@@ -84,6 +84,9 @@ LEADER_ELECT = "--leader-elect"  # cmd/main.go:90
 SELECTOR = {"control-plane": "controller-manager", APP_NAME_LABEL: "slice-controller"}  # the Deployment's (above)
 # The one webhook configuration its cert rotator keeps (internal/util/cert/cert.go:33, :53).
 MUTATING_CONFIGURATION = "slice-controller-mutating-webhook-configuration"
+# Each manager pod's requests, which the manifest fixes (config/manager/manager.yaml:90-96, limits the same): the
+# system pool's fit counts them once per replica (components/model/config/cross_checks.py `system_pool_room`).
+MANAGER_REQUESTS = ("2", "4Gi")
 
 
 def _spread() -> dict[str, Any]:

@@ -32,17 +32,26 @@ COLUMNS: dict[str, Column] = {
     "lws": Column("addons.lws.version", lambda s: s.addons.lws.version),
     "router": Column("serving.router.version", lambda s: s.serving.router.version if s.serving.enabled else None),
     "inferenceExtension": Column("addons.inferenceExtension.version", lambda s: s.addons.inference_extension.version),
+    "keda": Column("addons.keda.version", lambda s: s.addons.keda.version if s.addons.keda.enabled else None),
 }
 
 # Every add-on's own Kubernetes floor is below the program's (MIN_SLICE_CONTROLLER_VERSION, GKE's floor for dynamic
 # slicing): Kueue 1.29 (kubernetes-sigs/kueue README.md:62 at v0.17.4, :95 at v0.19.2), LWS 1.26
 # (kubernetes-sigs/lws site/content/en/docs/installation/_index.md:28 at v0.8.0, :29 at v0.10.0), JobSet "the
 # last 3 Kubernetes minor versions" at its release (site/content/en/docs/installation/_index.md:25 at v0.12.0, May
-# 2026: 1.34-1.36), the inference extension's GA InferencePool managed by GKE from 1.34.
+# 2026: 1.34-1.36), the inference extension's GA InferencePool managed by GKE from 1.34, KEDA 2.20 1.33
+# (kedacore/charts@cbb9bb8c keda/templates/NOTES.txt:56-58).
 PROGRAM_EVIDENCE = (
     "tests/test_tested_sets.py: every chart of the set rendered by Helm's engine with the program's values, every "
     "chart object and every object the program declares valid against the set's own CRDs (schema and CEL), no value "
     "the program sets ignored by its chart, and the set's objects read back by the other set's CRDs (rollback)",
+)
+
+# KEDA reaches the other add-ons only through a LeaderWorkerSet's /scale subresource (components/model/addons/keda.py),
+# which LWS serves on spec.replicas at v0.8.0 and v0.10.0 alike (both pinned CRDs, tests/test_burst.py).
+KEDA_EVIDENCE = (
+    "KEDA 2.20.2 scales the burst slots' LeaderWorkerSets through /scale, which this set's LWS serves (its CRD's "
+    "scale subresource on spec.replicas); its chart renders and checks with the set when elastic serving is on"
 )
 
 
@@ -57,10 +66,18 @@ class VersionSet:
 TESTED_SETS: tuple[VersionSet, ...] = (
     VersionSet(
         "2026.05",
-        {"kueue": "0.17.4", "jobset": "0.11.1", "lws": "0.8.0", "router": "v0.10.0", "inferenceExtension": "v1.5.0"},
+        {
+            "kueue": "0.17.4",
+            "jobset": "0.11.1",
+            "lws": "0.8.0",
+            "router": "v0.10.0",
+            "inferenceExtension": "v1.5.0",
+            "keda": "2.20.2",
+        },
         MIN_SLICE_CONTROLLER_VERSION,
         (
             *PROGRAM_EVIDENCE,
+            KEDA_EVIDENCE,
             "the codelab's versions (GoogleCloudPlatform/devrel-demos ai-ml/dynamic-slicing@62d320c2); the slice "
             "controller is built against them (AI-Hypercomputer/xpk@250d4b3c slice/go.mod: kueue v0.17.0, jobset "
             "v0.11.1, lws v0.8.0)",
@@ -68,10 +85,18 @@ TESTED_SETS: tuple[VersionSet, ...] = (
     ),
     VersionSet(
         "2026.12",
-        {"kueue": "0.19.2", "jobset": "0.12.0", "lws": "0.10.0", "router": "v0.10.0", "inferenceExtension": "v1.6.0"},
+        {
+            "kueue": "0.19.2",
+            "jobset": "0.12.0",
+            "lws": "0.10.0",
+            "router": "v0.10.0",
+            "inferenceExtension": "v1.6.0",
+            "keda": "2.20.2",
+        },
         MIN_SLICE_CONTROLLER_VERSION,
         (
             *PROGRAM_EVIDENCE,
+            KEDA_EVIDENCE,
             "Kueue 0.19.2 is built against these JobSet and LWS APIs (kubernetes-sigs/kueue@8eab6877 go.mod: jobset "
             "v0.12.0, lws v0.9.0; LWS 0.10.0 keeps leaderworkerset.x-k8s.io/v1 and the labels Kueue reads)",
             "the slice controller works with them (docs/architecture.md, 'The slice controller and newer add-ons'): "

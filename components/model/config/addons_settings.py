@@ -126,7 +126,7 @@ class KedaAddon(HelmAddonSettings):
     enabled: Annotated[bool, FLAG, Rule(change="keda")] = Field(False, description="whether KEDA is installed")
     # Published in a Helm repository only (kedacore/charts@cbb9bb8c README.md: `helm repo add kedacore <this URL>`).
     chart: Annotated[HelmChart, Field(description="KEDA's Helm chart")] = "https://kedacore.github.io/charts/keda"
-    version: AddonVersion = "2.20.2"
+    version: AddonVersion = NEWEST["keda"]
     namespace: AddonNamespace = "keda"
     controller_resources: Annotated[ResourceRequirements, Field(description=_KEDA_PODS)] = Field(
         default_factory=lambda: requirements("100m", "100Mi", "1", "1000Mi")  # the chart's, for both pods

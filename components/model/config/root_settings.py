@@ -16,6 +16,7 @@ from components.model.addons import tested_sets
 from components.model.config.addons_settings import AddonsSettings
 from components.model.config.autoscaling_settings import burst_slots
 from components.model.config.burst_checks import BurstChecks
+from components.model.config.capacity_checks import CapacityChecks
 from components.model.config.checks import (
     MIN_SLICE_CONTROLLER_VERSION,
     MIN_SUBSLICING_VERSION,
@@ -42,7 +43,7 @@ from components.model.serving.burst import BurstPriority, burst_priority
 from components.model.tpu.geometry import TPU_ZONES_DOC, Slice, SliceKind, Topology
 
 
-class Settings(CrossChecks, BurstChecks, Model):
+class Settings(CapacityChecks, CrossChecks, BurstChecks, Model):
     project: Annotated[ProjectId, Rule(change="project")] = Field(
         description="the project of every Google Cloud resource, the workload pool `<project>.svc.id.goog`"
     )

@@ -3,9 +3,10 @@
 Validated straight from stack config before any resource is registered. Every problem is reported
 as `<config key> = <bad value>: <what is allowed>`, all problems in one error. This module loads stack config
 into the model and formats its errors; the root model is components/model/config/root_settings.py, the checks between
-keys components/model/config/cross_checks.py, the sections network_settings.py, cluster_settings.py
-(+ maintenance_settings.py), tpu_settings.py, addons_settings.py, k8s_settings.py (+ resources_settings.py),
-serving_settings.py (+ serving_parts_settings.py, router_settings.py), observability_settings.py.
+keys components/model/config/cross_checks.py (+ capacity_checks.py), the sections network_settings.py,
+cluster_settings.py (+ maintenance_settings.py), tpu_settings.py, addons_settings.py, k8s_settings.py
+(+ resources_settings.py), serving_settings.py (+ serving_parts_settings.py, router_settings.py),
+observability_settings.py.
 """
 
 from __future__ import annotations
