@@ -100,6 +100,7 @@ def test_keda_is_the_pinned_chart_of_its_helm_repository(keda_run: Run) -> None:
 
 def test_the_second_up_with_keda_changes_nothing() -> None:
     """Every KEDA object as the APIs store it (the change preview's read-back rules) against a second run."""
+    upstream.require("charts")  # the chart's objects are compared one by one only when its sources render
     out, err = io.StringIO(), io.StringIO()
     on = ["--set", "addons.keda.enabled=true"]
     code = diff.main(["--stack", "dev", *set_arguments("dev"), *on, "--second-run", "--json"], out, err)

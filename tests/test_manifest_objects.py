@@ -10,6 +10,7 @@ from typing import Any
 from components.cli import diff, manifest_objects
 from components.component import PROGRAM_WRITES
 from components.model.keys import NAMESPACE_LABEL
+from tests import upstream
 from tests.preview import NO_WORKLOADS_SETS, change, preview
 from tests.stack_config import P, set_arguments
 
@@ -27,6 +28,7 @@ def touched(result: dict[str, Any]) -> dict[str, str]:
 
 def test_a_new_queued_namespace_updates_the_slice_controllers_webhooks_in_place() -> None:
     """The documented path: serving and the demos off, then `kueue.namespace` moves; the webhooks follow it."""
+    upstream.require("charts")  # the move also reaches Kueue's chart, unknown without its sources
     code, result = preview("dev", *NO_WORKLOADS_SETS, "--change", "kueue.namespace=llm-serving")
     assert code == 0
     assert touched(result) == {WEBHOOKS: "update"}

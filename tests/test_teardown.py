@@ -21,7 +21,7 @@ from components import teardown
 from components.model import keys
 from components.model.tpu import slices as model
 from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, pool_refusals
-from tests import harness
+from tests import harness, upstream
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.graph_queries import NO_DEMOS, tpu_pools
 from tests.harness import Registration, Run, is_secret, ok, unwrap
@@ -368,6 +368,7 @@ def test_the_program_refuses_removing_a_pool_while_queued_workloads_stay_declare
 
 
 def test_diff_refuses_fewer_cubes_under_workloads_and_says_what_the_gate_waits_for() -> None:
+    upstream.require("charts")  # exit status 1 (refused), not 3 (a chart unknown without its sources)
     code, result = preview("dev", *FIXED_SERVING_SETS, "--change", "tpu.cubes=1")  # one cube holds no burst slot
     guard = change(result, "teardown-pool-replacements")
     assert code == 1 and guard["action"] == "rejected", guard
