@@ -320,3 +320,22 @@ def test_the_picker_keeps_the_right_to_check_scrape_tokens(
             "namespace": router.namespace,
         }
     ]
+
+
+SEPARATOR_CASES = [
+    "a: 1\n---\nb: 2\n",
+    "---\na: 1\n---   \n\n---\nb: 2",  # a separator at the start, an empty document, blanks after `---`
+    "a: |+\n  kept\n\n  \n---\nb: 2\n",  # blank lines a kept block scalar would take: Helm's split strips them
+    "a: 1  \t\n   \n---apiVersion: v1\n",  # `---` glued to the next object, as the router chart's routerlib emits
+    "  ---\na: 1\n",  # an indented `---` is no separator
+    "a: 1\n---\n---\nb: 2\n",  # a `---` right after a separator's own blanks
+]
+
+
+def test_the_linear_split_is_helms(rendered: dict[str, charts.Rendered]) -> None:
+    """`split_manifest` splits exactly where Helm's pattern does, into the same parts, on every rendered template
+    of every chart and on the cases that tell the two patterns' whitespace apart."""
+    texts = [text for r in rendered.values() for text in r.templates.values()] + SEPARATOR_CASES
+    assert len(texts) > 100
+    for text in texts:
+        assert charts.split_manifest(text) == charts.HELM_SEPARATOR.split(text), text[:200]

@@ -168,7 +168,7 @@ def package(kind: str, version: str, directory: Path) -> bytes:
     values, meta = published(kind, tag(version), values, meta)
     name = meta["name"]
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:  # read back at once: speed, not size
 
         def add(arcname: str, data: bytes) -> None:
             info = tarfile.TarInfo(f"{name}/{arcname}")
@@ -189,10 +189,20 @@ def package(kind: str, version: str, directory: Path) -> bytes:
 # newline before routerlib's `---apiVersion: v1` (the metrics-reader ServiceAccount), which a YAML parser reads as
 # one object. So the objects are split Helm's way, as the provider receives them.
 HELM_SEPARATOR = re.compile(r"(?:^|\s*\n)---\s*")
+# The same splits, in linear time: Python's backtracking engine retries Helm's `\s*\n` from every blank of an
+# indented text (0.4 s on one diff's charts), so the separator starts at the newline and the blanks before it
+# (which Helm's pattern takes into the separator) are stripped from the part.
+_SEPARATOR = re.compile(r"(?:^|\n)---\s*")
+
+
+def split_manifest(text: str) -> list[str]:
+    """`HELM_SEPARATOR.split(text)`, in linear time."""
+    parts = _SEPARATOR.split(text)
+    return [part.rstrip() for part in parts[:-1]] + parts[-1:]
 
 
 def _documents(text: str) -> Iterator[dict[str, Any]]:
-    for part in HELM_SEPARATOR.split(text):
+    for part in split_manifest(text):
         doc = yaml.load(part, Loader=_LOADER)  # a safe loader (libyaml's when present)
         if isinstance(doc, dict) and doc:
             yield doc

@@ -38,13 +38,18 @@ class Pinned:
 
 
 def load(list_file: Path = LIST) -> list[Pinned]:
-    """The pinned files, as listed."""
+    """The pinned files, as listed (read again only when the list changes: a diff looks it up once per chart)."""
+    return list(_load(list_file, list_file.stat().st_mtime_ns))
+
+
+@functools.cache
+def _load(list_file: Path, _mtime: int) -> tuple[Pinned, ...]:
     data = tomllib.loads(list_file.read_text())
     files = [Pinned(**entry) for entry in data.get("file", [])]
     for entry in files:
         if Path(entry.path).is_absolute() or ".." in Path(entry.path).parts:
             raise ValueError(f"{list_file}: path {entry.path!r} must be relative and inside the root")
-    return files
+    return tuple(files)
 
 
 def cache_dir() -> Path:
