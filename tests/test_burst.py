@@ -154,10 +154,12 @@ def test_the_cooldown_covers_the_grace_period_formation_and_load_and_follows_the
 def test_the_chain_and_the_rearm_follow_the_scrape_interval() -> None:
     p = pacing(settings())  # 30 s
     assert (p.polling_seconds, p.fresh_seconds, p.chain_hold_seconds) == (30, 60, 90)
-    assert p.rearm_seconds == p.fresh_seconds + burst.SLICE_RELEASE_S
+    # A draining leader reads 0 for at most the grace period (360 s) plus two scrapes; the rearm outlasts that
+    # window (and the Slices' release, 60 + 120 s), so a restarted slot's window holds none of its earlier run.
+    assert (p.loading_window_seconds, p.rearm_seconds) == (420, 420)
     q = pacing(settings({"observability": {"scrapeInterval": "2m"}}))
     assert (q.polling_seconds, q.fresh_seconds, q.chain_hold_seconds) == (30, 240, 270)
-    assert q.loading_window_seconds == 14400 + burst.SLICE_ACTIVATION_TIMEOUT_S
+    assert (q.loading_window_seconds, q.rearm_seconds) == (600, 600)
 
 
 # --- facts the slots stand on, from the pinned upstream files -----------------------------------------------------

@@ -166,6 +166,23 @@ def test_a_slot_stays_on_while_it_loads_longer_than_expected() -> None:
     assert role.off(1) == [] and len(role.on(1)) == 1
 
 
+def test_a_slot_turned_on_again_stays_on_while_it_loads_longer_than_expected() -> None:
+    # Slot 1 served, stopped once the load went, and the load came back. Its new leader has its old one's pod name,
+    # so it writes the same `up` series: the earlier run's samples must not make it a draining leader while it loads
+    # for 2000 s, longer than the cooldown (780 s).
+    role = Burst("decode", lambda t: 2.2, **FAST)
+    role.actual_load_s = 2000
+
+    def demand(t: float) -> float:
+        stopped = role.slots[0].stopped
+        return 2.2 if t < 5400 or (stopped is not None and t >= stopped) else 1.0
+
+    role.demand = demand
+    role.run(5 * 3600)
+    assert len(role.off(1)) == 1 and len(role.on(1)) == 2, role.slots[0].history
+    assert role.off(1)[0] < role.on(1)[1]
+
+
 def test_slots_stop_after_the_cooldown_the_highest_first() -> None:
     # 5 groups wanted from 0; at 3 h the load falls to 2.2 groups' worth (3 wanted: slot 1), at 4 h to 1.0 (none).
     def demand(t: float) -> float:

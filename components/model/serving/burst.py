@@ -152,7 +152,7 @@ class Pacing:
     slot_start_seconds: int  # a slot from admission to a ready leader: Slice formation, then the model load
     cooldown_seconds: int  # KEDA's cooldownPeriod: the termination grace period plus slot_start_seconds
     rearm_seconds: int  # a slot turns on again only once its last leader has been gone this long
-    loading_window_seconds: int  # a leader that has not served within this window is still loading
+    loading_window_seconds: int  # a leader reading 0 that has not served within this window loads (else: drains)
 
 
 def pacing(settings: Settings) -> Pacing:
@@ -162,6 +162,7 @@ def pacing(settings: Settings) -> Pacing:
     fresh = 2 * scrape  # one scrape may fail or land late; two missed are a gone target
     serving = settings.serving
     start = SLICE_ACTIVATION_TIMEOUT_S + serving.model_load_seconds
+    drain = serving.termination_grace_period_seconds + fresh
     return Pacing(
         scrape_seconds=scrape,
         polling_seconds=polling,
@@ -171,6 +172,9 @@ def pacing(settings: Settings) -> Pacing:
         slot_start_seconds=start,
         # An idle slot is kept as long as a new one would take to stop and come back (grace, formation, load).
         cooldown_seconds=serving.termination_grace_period_seconds + start,
-        rearm_seconds=fresh + SLICE_RELEASE_S,
-        loading_window_seconds=serving.startup_timeout_seconds + SLICE_ACTIVATION_TIMEOUT_S,
+        # A draining leader (it served, then SIGTERM) reads 0 for at most the grace period: the window that tells
+        # it from a loading one. A slot's leader is always `<set>-0`, so a slot turned on again writes its earlier
+        # run's `up` series: the rearm outlasts the window, so the earlier run's samples have left it by then.
+        rearm_seconds=max(fresh + SLICE_RELEASE_S, drain),
+        loading_window_seconds=drain,
     )
