@@ -70,11 +70,14 @@ def pods(labels: dict[str, str]) -> dict[str, Any]:
     return {"podSelector": {"matchLabels": dict(labels)}}
 
 
+DEFAULT_DENY = "default-deny-ingress"
+
+
 def namespace_policies(namespace: Any) -> dict[str, dict[str, Any]]:
     """Every pod of the namespace denies ingress unless a policy allows it; JobSet pods reach JobSet pods."""
     jobset_pods = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
     return {
-        "default-deny-ingress": policy("default-deny-ingress", namespace, {}, []),
+        DEFAULT_DENY: policy(DEFAULT_DENY, namespace, {}, []),
         "jobset-pods": policy("jobset-pods", namespace, jobset_pods, [{"from": [{"podSelector": jobset_pods}]}]),
     }
 
@@ -128,16 +131,21 @@ class NamespacePoliciesArgs(TypedDict):
 class NamespacePolicies(Component):
     """The workload namespace's default-deny ingress and its JobSets' rule.
 
-    `opts.depends_on`: serving's policies, so that on a running stack the deny never precedes what it must let
-    through (and `destroy` deletes it first). A spec change updates a policy in place (pulumi-kubernetes forces a
+    `opts.depends_on`: serving's policies; with the JobSets' rule, declared first, the deny never precedes what it
+    must let through on a running stack (and `destroy` deletes it first). A spec change updates a policy in place (pulumi-kubernetes forces a
     replacement only on metadata.name and namespace for NetworkPolicy, provider/pkg/provider/diff.go); deleting one
     waits for nothing (no finalizer).
     """
 
     def __init__(self, name: str, args: NamespacePoliciesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gke-tpu-slicing:queues:NamespacePolicies", name, opts)
+        manifests = namespace_policies(args["namespace"])
+        deny = manifests.pop(DEFAULT_DENY)
         self.policies = {
             key: KubernetesObject(f"{name}-{key}", manifest, self.child(provider=args["provider"]))
-            for key, manifest in namespace_policies(args["namespace"]).items()
+            for key, manifest in manifests.items()
         }
+        # The deny after the namespace's own allow rules too: running JobSets keep their connections meanwhile.
+        after = self.child(provider=args["provider"], depends_on=list(self.policies.values()))
+        self.policies[DEFAULT_DENY] = KubernetesObject(f"{name}-{DEFAULT_DENY}", deny, after)
         self.register_outputs({"policies": list(self.policies)})

@@ -5,7 +5,9 @@ No pod needs privilege: GKE gives TPU containers their chips without privileged 
 on ("Versions 1.28 and later don't require privileged mode or special capabilities",
 https://cloud.google.com/kubernetes-engine/docs/concepts/tpus, "Privileged mode"), below every GKE version the program
 accepts (MIN_SLICE_CONTROLLER_VERSION). So every container drops every capability, may not gain privileges, and runs
-under the runtime's default seccomp profile.
+under the runtime's default seccomp profile. That profile is the one GKE applies to every Autopilot workload, TPU
+workloads included ("Autopilot: GKE applies the containerd default seccomp profile to all workloads automatically",
+https://cloud.google.com/kubernetes-engine/docs/concepts/seccomp-in-gke): the TPU runtime runs under it there.
 
 Non-root where the image allows it. vLLM's TPU image runs as root: it is python:3.12-slim-bookworm with no USER,
 vLLM cloned and installed under /workspace as root (vllm-project/tpu-inference@18ed6153 docker/Dockerfile), and the
