@@ -132,9 +132,9 @@ class NamespacePolicies(Component):
     """The workload namespace's default-deny ingress and its JobSets' rule.
 
     `opts.depends_on`: serving's policies; with the JobSets' rule, declared first, the deny never precedes what it
-    must let through on a running stack (and `destroy` deletes it first). A spec change updates a policy in place (pulumi-kubernetes forces a
-    replacement only on metadata.name and namespace for NetworkPolicy, provider/pkg/provider/diff.go); deleting one
-    waits for nothing (no finalizer).
+    must let through on a running stack (and `destroy` deletes it first). A spec change updates a policy in place
+    (pulumi-kubernetes forces a replacement only on metadata.name and namespace for NetworkPolicy,
+    provider/pkg/provider/diff.go); deleting one waits for nothing (no finalizer).
     """
 
     def __init__(self, name: str, args: NamespacePoliciesArgs, opts: pulumi.ResourceOptions | None = None) -> None:

@@ -207,6 +207,18 @@ BAD_CONFIG = [
         ["addons.lws.controllerResources.requests", '"cpu": "64"', "n2-standard-8"],
     ),
     (
+        # Three n1-highcpu-8 nodes a zone hold the controllers' total (the picker made smaller), but none has the
+        # 4 GiB of one slice controller manager pod.
+        "slice controller bigger than a node",
+        {
+            f"{P}:cluster": {"systemMachineType": "n1-highcpu-8", "systemNodeCount": 3},
+            f"{P}:serving": {
+                "router": {"eppResources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}}
+            },
+        },
+        ["cluster.systemMachineType", "n1-highcpu-8", "slice controller's manager pod (2000m CPU, 4.0Gi"],
+    ),
+    (
         "demo shape fits no partition",
         {f"{P}:demos": {"subslicing": {"topology": "2x4x2"}}},
         ["demos.subslicing.topology", "2x4x2", "2x2x4"],

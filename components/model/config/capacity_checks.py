@@ -72,6 +72,18 @@ class CapacityChecks:
                         f"{self.cluster.system_machine_type} system node has left for pods",
                     )
                 )
+        slice_cpu = cpu_millis(slice_controller.MANAGER_REQUESTS[0])
+        slice_memory = memory_bytes(slice_controller.MANAGER_REQUESTS[1])
+        if slice_cpu > cpu or slice_memory > mem:  # fixed by its manifest: the machine type is what can change
+            errors.append(
+                SettingError(
+                    "cluster.systemMachineType",
+                    self.cluster.system_machine_type,
+                    f"a machine whose node has room for the slice controller's manager pod ({slice_cpu}m CPU, "
+                    f"{slice_memory / GIB:.1f}Gi, fixed by its manifest): one {self.cluster.system_machine_type} "
+                    f"node has {cpu}m CPU and {mem / GIB:.1f}Gi left for pods",
+                )
+            )
         total_cpu, total_mem, room_cpu, room_mem = self.system_pool_room()
         per_zone, up = self.cluster.system_node_count, REGIONAL_ZONES - 1
         if not errors and (total_cpu > room_cpu or total_mem > room_mem):
