@@ -241,6 +241,13 @@ def test_a_deployment_the_budget_would_not_select_is_refused() -> None:
     source["spec"]["selector"]["matchLabels"] = {"control-plane": "controller-manager"}
     with pytest.raises(ValueError, match=re.escape("selects {'control-plane': 'controller-manager'}")):
         sc.controller_deployment(source, [], 2)
+    assert sc.controller_deployment(source, [], 1) is not None  # one replica: no budget, no spread to select
+
+
+def test_a_selector_with_more_labels_than_the_budgets_is_taken() -> None:
+    source = controller_deployment(["--leader-elect"])
+    source["spec"]["selector"]["matchLabels"] = {**sc.SELECTOR, "app.kubernetes.io/version": "v0.8.0"}
+    assert sc.controller_deployment(source, [], 2) is not None
 
 
 def test_the_serving_and_demo_workloads_are_inside_the_scope_and_the_rest_outside(capture: Captured) -> None:

@@ -111,7 +111,10 @@ def controller_deployment(deployment: dict[str, Any], gates: Sequence[str], repl
     selected = (spec.get("selector") or {}).get("matchLabels")
     pod = (spec.get("template") or {}).get("spec") or {}
     manager = next((c for c in pod.get("containers") or [] if c.get("name") == CONTAINER), None)
-    if selected != SELECTOR or manager is None:
+    # The budget and the spread select SELECTOR: the pods carry it when the Deployment's selector holds it (pods
+    # carry their Deployment's selector); with one replica neither exists, and only the manager container matters.
+    guarded = replicas < 2 or SELECTOR.items() <= (selected or {}).items()
+    if not guarded or manager is None:
         raise ValueError(
             f"the slice controller's manifest: Deployment {DEPLOYMENT[0]}/{DEPLOYMENT[1]} selects {selected} and "
             f"has {'a' if manager else 'no'} {CONTAINER!r} container; this program expects the selector {SELECTOR} "
