@@ -52,19 +52,6 @@ KUEUE_CONFIG_VERSION = "0.17.4"  # the chart version whose default configuration
 INTEGRATIONS = ("jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod")
 
 
-# Kueue's own waitForPodsReady when the configuration says nothing, per minor version (the docstring's sources):
-# None = off, else the timeout in seconds. What a configuration without the block would run.
-PODS_READY_DEFAULT_S: dict[str, int | None] = {"0.17": None, "0.19": 30 * 60}
-
-
-def pods_ready_timeout_s(config: dict[str, Any], version: str) -> int | None:
-    """The waitForPodsReady timeout Kueue `version` runs with `config` (None: off), as its defaulting decides."""
-    block = config.get("waitForPodsReady")
-    if block is None:
-        return PODS_READY_DEFAULT_S[".".join(version.removeprefix("v").split(".")[:2])]
-    return int(str(block["timeout"]).removesuffix("s"))
-
-
 def queued_namespaces(settings: Settings) -> list[str]:
     """Where workloads go through Kueue: the demos' JobSets and serving's LeaderWorkerSets share one namespace."""
     return [settings.kueue.namespace]
