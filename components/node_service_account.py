@@ -47,7 +47,8 @@ class NodeIdentity(Component):
             project=project,
             create_ignore_already_exists=True,
             deletion_policy="ABANDON",
-            # account_id is ForceNew (model/diff/gcp_force_new.py) and fixed (from the cluster name): delete first.
+            # account_id is ForceNew (model/diff/gcp_force_new.py); a replacement's delete calls nothing (ABANDON)
+            # and its create adopts an account still there, so the order only keeps the binding's below.
             opts=self.child(delete_before_replace=True),
         )
         self.bindings = [
