@@ -86,9 +86,16 @@ PREVIEW_PERMISSIONS: tuple[Grant, ...] = (
         Grant(p, reservation_reads.TOKENS["subBlock"], "the reservation, its block and its sub-blocks")
         for p in reservation_reads.PERMISSIONS
     ),
-    Grant("storage.objects.list", WEIGHTS_LIST, "the model's snapshot in the weights bucket (object names only)"),
 )
 PREVIEW_ROLE_ID = "gkeTpuSlicingPreview"
+# The preview's listing of the model's snapshot, on the weights bucket alone: on the project, `storage.objects.list`
+# lists every bucket's object names, the other environments' state included. The narrowest predefined role with the
+# list and without `storage.objects.get` (bucket-level only; iann0036/iam-dataset@2073fa52a
+# gcp/roles/storage.legacyBucketReader.json: storage.buckets.get, storage.objects.list, storage.multipartUploads.list
+# and the folders' get and list).
+PREVIEW_WEIGHTS = Grant(
+    "roles/storage.legacyBucketReader", WEIGHTS_LIST, "the model's snapshot in the weights bucket (object names only)"
+)
 
 # The deploy account's roles on the project. Its other grants are narrower: see Bootstrap._ci.
 DEPLOY_PROJECT_ROLES: tuple[Grant, ...] = (
@@ -249,7 +256,8 @@ class Bootstrap(Component):
             f"{name}-reads", project=project, role=role.name, member=account.member, opts=self.child()
         )
         # Reads the checkpoint only: a diy backend's preview writes nothing (docs/permissions.md, "What a preview
-        # writes"), and the bucket holds this environment's stacks alone.
+        # writes"). One state bucket per bootstrap run, so every stack given to it can read every other's checkpoint
+        # there; each stack's secrets stay behind its own KMS key.
         gcp.storage.BucketIAMMember(
             f"{name}-state",
             bucket=self.state_bucket.name,
@@ -257,6 +265,15 @@ class Bootstrap(Component):
             member=account.member,
             opts=self.child(),
         )
+        # A weights bucket made elsewhere is granted by hand (docs/permissions.md, the preview account's roles).
+        if "weights" in self.buckets:
+            gcp.storage.BucketIAMMember(
+                f"{name}-weights",
+                bucket=self.buckets["weights"].name,
+                role=PREVIEW_WEIGHTS.name,
+                member=account.member,
+                opts=self.child(),
+            )
 
     def _deploy(self, name: str, project: str, account: gcp.serviceaccount.Account) -> None:
         for grant in DEPLOY_PROJECT_ROLES:
