@@ -155,9 +155,10 @@ class Bootstrap(Component):
         # The APIs and the AI-zones feature, declared as the stack declares them (it keeps them on too): the feature
         # is on before the stack's first preview reads an AI zone's reservation.
         ready = ProjectServices(f"{name}-project", {"project": project, "apis": list(APIS)}, self.child()).ready
+        # What a user keeps (the buckets, the key ring, the node account) is kept on destroy.
         keep = self.child(depends_on=ready, retain_on_delete=True)
         # Both private; the state versioned (every checkpoint an update overwrites can be restored), the weights in
-        # the TPUs' region (read there at every start, without inter-region transfer). Kept on destroy.
+        # the TPUs' region (read there at every start, without inter-region transfer).
         buckets = {"state": (args["state_bucket"], {"versioning": {"enabled": True}})}
         if "weights_bucket" in args:
             buckets["weights"] = (args["weights_bucket"], {})
@@ -176,9 +177,8 @@ class Bootstrap(Component):
         }
         self.state_bucket = self.buckets["state"]
         # Key rings and key material cannot be deleted from Cloud KMS (a destroyed key loses every stack secret it
-        # encrypted): kept on destroy.
-        kms = self.child(depends_on=ready, retain_on_delete=True)
-        ring = gcp.kms.KeyRing(f"{name}-keys", name=KEY_RING, project=project, location=region, opts=kms)
+        # encrypted).
+        ring = gcp.kms.KeyRing(f"{name}-keys", name=KEY_RING, project=project, location=region, opts=keep)
         self.keys = {
             stack: gcp.kms.CryptoKey(
                 f"{name}-key-{stack}",
@@ -198,7 +198,7 @@ class Bootstrap(Component):
             display_name=node_display_name(args["cluster_name"]),
             project=project,
             create_ignore_already_exists=True,
-            opts=self.child(depends_on=ready, retain_on_delete=True),
+            opts=keep,
         )
         if "ci" in args:
             self._ci(name, args, args["ci"], ready)
