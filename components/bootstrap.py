@@ -86,9 +86,16 @@ PREVIEW_PERMISSIONS: tuple[Grant, ...] = (
         Grant(p, reservation_reads.TOKENS["subBlock"], "the reservation, its block and its sub-blocks")
         for p in reservation_reads.PERMISSIONS
     ),
-    Grant("storage.objects.list", WEIGHTS_LIST, "the model's snapshot in the weights bucket (object names only)"),
 )
 PREVIEW_ROLE_ID = "gkeTpuSlicingPreview"
+# The preview's listing of the model's snapshot, on the weights bucket alone: on the project, `storage.objects.list`
+# lists every bucket's object names, the other environments' state included. The narrowest predefined role with the
+# list and without `storage.objects.get` (bucket-level only; iann0036/iam-dataset@2073fa52a
+# gcp/roles/storage.legacyBucketReader.json: storage.buckets.get, storage.objects.list, storage.multipartUploads.list
+# and the folders' get and list).
+PREVIEW_WEIGHTS = Grant(
+    "roles/storage.legacyBucketReader", WEIGHTS_LIST, "the model's snapshot in the weights bucket (object names only)"
+)
 
 # The deploy account's roles on the project. Its other grants are narrower: see Bootstrap._ci.
 DEPLOY_PROJECT_ROLES: tuple[Grant, ...] = (
@@ -148,9 +155,10 @@ class Bootstrap(Component):
         # The APIs and the AI-zones feature, declared as the stack declares them (it keeps them on too): the feature
         # is on before the stack's first preview reads an AI zone's reservation.
         ready = ProjectServices(f"{name}-project", {"project": project, "apis": list(APIS)}, self.child()).ready
+        # What a user keeps (the buckets, the key ring, the node account) is kept on destroy.
         keep = self.child(depends_on=ready, retain_on_delete=True)
         # Both private; the state versioned (every checkpoint an update overwrites can be restored), the weights in
-        # the TPUs' region (read there at every start, without inter-region transfer). Kept on destroy.
+        # the TPUs' region (read there at every start, without inter-region transfer).
         buckets = {"state": (args["state_bucket"], {"versioning": {"enabled": True}})}
         if "weights_bucket" in args:
             buckets["weights"] = (args["weights_bucket"], {})
@@ -169,9 +177,8 @@ class Bootstrap(Component):
         }
         self.state_bucket = self.buckets["state"]
         # Key rings and key material cannot be deleted from Cloud KMS (a destroyed key loses every stack secret it
-        # encrypted): kept on destroy.
-        kms = self.child(depends_on=ready, retain_on_delete=True)
-        ring = gcp.kms.KeyRing(f"{name}-keys", name=KEY_RING, project=project, location=region, opts=kms)
+        # encrypted).
+        ring = gcp.kms.KeyRing(f"{name}-keys", name=KEY_RING, project=project, location=region, opts=keep)
         self.keys = {
             stack: gcp.kms.CryptoKey(
                 f"{name}-key-{stack}",
@@ -191,7 +198,7 @@ class Bootstrap(Component):
             display_name=node_display_name(args["cluster_name"]),
             project=project,
             create_ignore_already_exists=True,
-            opts=self.child(depends_on=ready, retain_on_delete=True),
+            opts=keep,
         )
         if "ci" in args:
             self._ci(name, args, args["ci"], ready)
@@ -249,7 +256,8 @@ class Bootstrap(Component):
             f"{name}-reads", project=project, role=role.name, member=account.member, opts=self.child()
         )
         # Reads the checkpoint only: a diy backend's preview writes nothing (docs/permissions.md, "What a preview
-        # writes"), and the bucket holds this environment's stacks alone.
+        # writes"). One state bucket per bootstrap run, so every stack given to it can read every other's checkpoint
+        # there; each stack's secrets stay behind its own KMS key.
         gcp.storage.BucketIAMMember(
             f"{name}-state",
             bucket=self.state_bucket.name,
@@ -257,6 +265,15 @@ class Bootstrap(Component):
             member=account.member,
             opts=self.child(),
         )
+        # A weights bucket made elsewhere is granted by hand (docs/permissions.md, the preview account's roles).
+        if "weights" in self.buckets:
+            gcp.storage.BucketIAMMember(
+                f"{name}-weights",
+                bucket=self.buckets["weights"].name,
+                role=PREVIEW_WEIGHTS.name,
+                member=account.member,
+                opts=self.child(),
+            )
 
     def _deploy(self, name: str, project: str, account: gcp.serviceaccount.Account) -> None:
         for grant in DEPLOY_PROJECT_ROLES:

@@ -4,7 +4,6 @@ One pod per TPU VM: parallelism = completions = VMs in the slice, each pod reque
 chips of its VM. 2x2x2 on tpu7x-standard-4t gives 2 pods of 4 chips; 4x4x8 gives 32.
 """
 
-import copy
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -18,7 +17,7 @@ from components.kueue_objects import healthy_partition_selector
 from components.model.config.images import pull_policy
 from components.model.config.k8s_settings import DEMO_REPLICATED_JOB
 from components.model.keys import ACCELERATOR_LABEL, SKIP_TPU_WEBHOOK_CHECK, SLICE_TOPOLOGY_ANNOTATION, TPU_RESOURCE
-from components.model.pod_security import POD_CONTEXT, container_context
+from components.model.pod_security import container_context, pod_context
 from components.model.tpu import geometry
 from components.model.tpu.geometry import Slice, Topology
 
@@ -37,7 +36,7 @@ def demo_pod(slice_: Slice, image: str) -> dict[str, Any]:
     pod["spec"]["nodeSelector"].update(healthy_partition_selector(slice_))
     chips = str(slice_.chips_per_pod)
     # Root: the pods pip-install into the image's site-packages (model/pod_security.py).
-    pod["spec"]["securityContext"] = copy.deepcopy(POD_CONTEXT)
+    pod["spec"]["securityContext"] = pod_context()
     for container in pod["spec"]["containers"]:
         container["image"], container["imagePullPolicy"] = image, pull_policy(image)
         container["securityContext"] = container_context()

@@ -23,7 +23,7 @@ from typing import Any
 
 from components import reservation_reads as reads
 from components.model.config.settings import Settings
-from components.model.tpu.reservation import Assignment, sub_block_of
+from components.model.tpu.reservation import Assignment
 from components.model.tpu.reservation import config_key as key
 
 # The marker an offline run binds the pools to (nothing is read): `pulumi preview` reads the block.
@@ -59,14 +59,17 @@ def place(
     settings: Settings, source_for: Callable[[Settings], reads.Source] = reads.LiveSource, offline: bool = False
 ) -> Placed:
     """The stack's placement and sub-blocks; raises reads.ReservationError (nothing is registered yet)."""
+    assigned = None  # the sub-blocks of a block chosen for its room, read already
     if offline:
         settings, chosen = stand_ins(settings)
     else:
         settings, chosen = _whole(settings)
         if settings.zone is None or settings.tpu.reservation.block is None:
-            settings, read = _read(settings, source_for)
+            settings, read, assigned = _read(settings, source_for)
             chosen += read
-    return Placed(settings, reads.assignment(settings, source_for, offline), tuple(chosen))
+    if assigned is None:
+        assigned = reads.assignment(settings, source_for, offline)
+    return Placed(settings, assigned, tuple(chosen))
 
 
 def _whole(settings: Settings) -> tuple[Settings, list[str]]:
@@ -98,9 +101,11 @@ def stand_ins(settings: Settings) -> tuple[Settings, list[str]]:
     return with_placement(settings, zone, block), chosen
 
 
-def _read(settings: Settings, source_for: Callable[[Settings], reads.Source]) -> tuple[Settings, list[str]]:
+def _read(
+    settings: Settings, source_for: Callable[[Settings], reads.Source]
+) -> tuple[Settings, list[str], Assignment | None]:
     tpu, r = settings.tpu, settings.tpu.reservation
-    project, chosen = settings.reservation_project, []
+    project, chosen, assigned = settings.reservation_project, [], None
     if settings.zone is None:
         zones = tpu.system.zones
         found = [z for z in zones if _holds(source_for(with_placement(settings, z)), with_placement(settings, z))]
@@ -116,9 +121,9 @@ def _read(settings: Settings, source_for: Callable[[Settings], reads.Source]) ->
         chosen.append(f"{key('zone')}: {found[0]}, the one of {', '.join(zones)} holding reservation {r.name}")
         _same_zone(settings, source_for)
     if settings.tpu.reservation.block is None:
-        settings, line = _block(settings, source_for)
+        settings, line, assigned = _block(settings, source_for)
         chosen.append(line)
-    return settings, chosen
+    return settings, chosen, assigned
 
 
 def _holds(source: reads.Source, settings: Settings) -> bool:
@@ -137,23 +142,18 @@ def _holds(source: reads.Source, settings: Settings) -> bool:
 
 def _running(settings: Settings, cluster: Any, blocks: list[str]) -> dict[str, str]:
     """Our TPU pool name -> the block of this reservation it is bound to now (GKE's node pools are the record)."""
-    r, tpu = settings.tpu.reservation, settings.tpu
-    ours = {tpu.pool_name(i) for i in range(tpu.cubes)}
+    ours, name = settings.tpu.pool_names, settings.tpu.reservation.name
     out = {}
-    for pool in (cluster.node_pools if cluster is not None else None) or []:
-        config = (pool.get("node_configs") or [None])[0] or {}
-        affinity = (config.get("reservation_affinities") or [None])[0] or {}
-        for value in affinity.get("values") or []:
-            for block in blocks:
-                if (
-                    pool["name"] in ours
-                    and sub_block_of(value, settings.reservation_project, r.name, block) is not None
-                ):
-                    out[pool["name"]] = block
+    for block in blocks:
+        bound = reads.bound_sub_blocks(cluster, settings.reservation_project, name, block)
+        out |= {pool: block for pool, sub_block in bound.items() if pool in ours and sub_block is not None}
     return out
 
 
-def _block(settings: Settings, source_for: Callable[[Settings], reads.Source]) -> tuple[Settings, str]:
+def _block(
+    settings: Settings, source_for: Callable[[Settings], reads.Source]
+) -> tuple[Settings, str, Assignment | None]:
+    """The block the stack's running pools are on, else the only one, else the first with room (and its sub-blocks)."""
     r, cubes = settings.tpu.reservation, settings.tpu.cubes
     source = source_for(settings)
     res = source.reservation()
@@ -174,11 +174,11 @@ def _block(settings: Settings, source_for: Callable[[Settings], reads.Source]) -
     running = _running(settings, cluster, blocks)
     if running:  # a running stack keeps its pools' block, whatever the others hold
         block = sorted(running.values())[0]
-        return with_placement(settings, block=block), (
-            f"{key('tpu.reservation.block')}: {block}, where the stack's running TPU pools are"
-        )
+        line = f"{key('tpu.reservation.block')}: {block}, where the stack's running TPU pools are"
+        return with_placement(settings, block=block), line, None
     if len(blocks) == 1:  # the only one: its own sub-blocks' state says what is wrong, as for a block that was set
-        return with_placement(settings, block=blocks[0]), f"{key('tpu.reservation.block')}: {blocks[0]}, the only one"
+        line = f"{key('tpu.reservation.block')}: {blocks[0]}, the only one"
+        return with_placement(settings, block=blocks[0]), line, None
     refused = []
     for block in blocks:
         candidate = with_placement(settings, block=block)
@@ -188,9 +188,10 @@ def _block(settings: Settings, source_for: Callable[[Settings], reads.Source]) -
             refused.append(f"{block}: {err}")
             continue
         if not result.errors:
-            return candidate, (
+            line = (
                 f"{key('tpu.reservation.block')}: {block}, the first of {', '.join(blocks)} with room for {cubes} cubes"
             )
+            return candidate, line, result
         refused.append(f"{block}: room for {len(result.usable)} of {cubes} cubes")
     raise reads.ReservationError(
         f"{key('tpu.reservation.block')} is not set and no block of reservation {r.name} has room for "
@@ -208,11 +209,10 @@ def _same_zone(settings: Settings, source_for: Callable[[Settings], reads.Source
     except Exception:  # reads.assignment reads the cluster next and says what failed
         return
     tpu = settings.tpu
-    ours = {tpu.pool_name(i) for i in range(tpu.cubes)}
     pools = (cluster.node_pools if cluster is not None else None) or []
     for pool in sorted(pools, key=lambda p: str(p["name"])):  # the same pool named on every run
         zones = list(pool.get("node_locations") or [])
-        if pool["name"] in ours and zones and settings.zone not in zones:
+        if pool["name"] in tpu.pool_names and zones and settings.zone not in zones:
             raise reads.ReservationError(
                 f"{key('zone')} is not set and reservation {tpu.reservation.name} is in {settings.zone}, but the "
                 f"stack's pool {pool['name']} runs in {', '.join(zones)}: a new zone would replace every TPU pool. "

@@ -219,7 +219,7 @@ def sub_block_state(result: Any) -> SubBlock:
     )
 
 
-def _existing(cluster: Any | None, project: str, reservation: str, block: str) -> dict[str, str | None]:
+def bound_sub_blocks(cluster: Any | None, project: str, reservation: str, block: str) -> dict[str, str | None]:
     """Node pool name -> the sub-block of this block it is bound to (None: bound to something else)."""
     out: dict[str, str | None] = {}
     for pool in (cluster.node_pools if cluster is not None else None) or []:
@@ -255,7 +255,7 @@ def not_read(settings: Settings, offline: bool = False) -> Assignment | None:
     possible (`offline`): every cube counts, bound to its `tpu.subBlocks` entry or to the block."""
     tpu = settings.tpu
     r = tpu.reservation
-    pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
+    pools = tpu.pool_names
     if tpu.cubes == 0:
         return unread(pools, "tpu.cubes = 0: no sub-block needed")
     if r.consume_type != "SPECIFIC":
@@ -280,7 +280,7 @@ def assignment(
     `offline`: the offline commands' run (components/preflight.py offline_run), whose mocks answer markers."""
     tpu = settings.tpu
     r = tpu.reservation
-    pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
+    pools = tpu.pool_names
     skipped = not_read(settings)
     if skipped is not None:
         return skipped
@@ -335,7 +335,7 @@ def assignment(
         block=r.block,
         names=tuple(sorted(blk.sub_block_names or [])),
         read=read,
-        existing=_existing(cluster, project, r.name, r.block),
+        existing=bound_sub_blocks(cluster, project, r.name, r.block),
         source=OFFLINE_MARKERS if offline else source.description,
     )
     return assign(view, pools, tpu.cube.vms, tpu.sub_blocks)

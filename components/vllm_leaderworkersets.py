@@ -35,7 +35,7 @@ from components.model.keys import (
     WAIT_FOR_ANNOTATION,
     WORKER_INDEX_LABEL,
 )
-from components.model.pod_security import POD_CONTEXT, container_context
+from components.model.pod_security import container_context, pod_context
 from components.model.serving.rollout import ready_groups_condition, revision, rollout_timeout_seconds
 from components.vllm_containers import (
     HF_SECRET,
@@ -172,7 +172,7 @@ def leader_worker_set(
             "terminationGracePeriodSeconds": model["termination_grace_period_seconds"],
             "nodeSelector": dict(spec["node_selector"]),
             "tolerations": common["tolerations"],
-            "securityContext": copy.deepcopy(POD_CONTEXT),
+            "securityContext": pod_context(),
             **({"initContainers": init} if init else {}),
             "containers": [container],
             "volumes": copy.deepcopy(volumes),

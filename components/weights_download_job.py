@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 from components.component import Component
 from components.model.config.images import pull_policy
 from components.model.keys import APP_NAME_LABEL, NODE_POOL_LABEL, TIMEOUT_ANNOTATION
-from components.model.pod_security import NOBODY, POD_CONTEXT, RESTRICTED, container_context, namespace_labels
+from components.model.pod_security import NOBODY, RESTRICTED, container_context, namespace_labels, pod_context
 from components.model.serving import weights
 
 # The serving pods' token Secret name and key, here in the Job's namespace (the policy pack checks it by name).
@@ -131,7 +131,7 @@ def job_spec(
                 "restartPolicy": "Never",
                 # The system pool: up as soon as the cluster is, while the TPU pools are still being created.
                 "nodeSelector": {NODE_POOL_LABEL: args["system_pool"]},
-                "securityContext": dict(POD_CONTEXT),
+                "securityContext": pod_context(),
                 "containers": [container],
             },
         },

@@ -111,8 +111,10 @@ def test_the_deploy_accounts_table_is_what_the_bootstrap_grants() -> None:
 
 def test_the_preview_accounts_table_and_role_are_what_the_bootstrap_grants() -> None:
     table = account_table("preview")
-    assert set(table) == {bootstrap.PREVIEW_ROLE_ID, "roles/storage.objectViewer", *KMS_AND_TRUST}
+    weights = bootstrap.PREVIEW_WEIGHTS.name
+    assert set(table) == {bootstrap.PREVIEW_ROLE_ID, "roles/storage.objectViewer", weights, *KMS_AND_TRUST}
     assert table["roles/storage.objectViewer"][0] == "the environment's state bucket"
+    assert table[weights][0].startswith("the weights bucket")
     text = PAGE.read_text(encoding="utf-8").split("<!-- preview permissions -->", 1)[1]
     bullets = text.split("\n\n")[1].splitlines()  # the intro line, then the list
     assert all(b.startswith("* `") for b in bullets), bullets

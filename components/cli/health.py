@@ -135,7 +135,7 @@ def report(args: argparse.Namespace) -> tuple[health.Report, Settings, dict[str,
         names = list(source.block().sub_block_names or [])
     except (reservation.ReservationError, health_reads.ReadError) as err:
         raise HealthError(str(err)) from None
-    pools = [tpu.pool_name(i) for i in range(tpu.cubes)]
+    pools = tpu.pool_names
     try:
         state = _cluster_state(args, settings, pools)
     except (health_reads.ReadError, VerifyError) as err:

@@ -32,8 +32,6 @@ BASELINE, RESTRICTED = "baseline", "restricted"
 # The rules of the oldest Kubernetes minor the program runs on: a cluster upgrade never tightens what a running
 # workload's next pod is held to (PSA evaluates a pinned version's rules on any newer API server).
 POLICY_VERSION = "v" + ".".join(MIN_SLICE_CONTROLLER_VERSION.split(".")[:2])
-# The pod-level context: the runtime's default seccomp profile for every container, injected ones included.
-POD_CONTEXT: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
 NOBODY = 65534
 
 
@@ -44,6 +42,12 @@ def namespace_labels(enforce: str) -> dict[str, str]:
         **{PSA_LABEL.format(mode=m): level for m, level in modes.items()},
         **{PSA_VERSION_LABEL.format(mode=m): POLICY_VERSION for m in modes},
     }
+
+
+def pod_context() -> dict[str, Any]:
+    """A pod's context, a fresh one each call: the runtime's default seccomp profile for every container, injected
+    ones included."""
+    return {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def container_context(run_as_user: int | None = None, non_root: bool = False) -> dict[str, Any]:

@@ -267,3 +267,8 @@ class TpuSettings(Model):
 
     def pool_name(self, index: int) -> str:
         return f"{self.pool_prefix}-{index + 1}"
+
+    @property
+    def pool_names(self) -> list[str]:
+        """The stack's TPU pools, one a cube, in cube order."""
+        return [self.pool_name(i) for i in range(self.cubes)]

@@ -308,7 +308,7 @@ def plan(
     """
     tpu = settings.tpu
     workloads = workloads_from_settings(settings)
-    pools = [b.pool for b in sub_blocks.usable] if sub_blocks else [tpu.pool_name(i) for i in range(tpu.cubes)]
+    pools = [b.pool for b in sub_blocks.usable] if sub_blocks else tpu.pool_names
     kw: dict[str, object] = {"quota": settings.kueue.tpu_quota, "pools": pools, "sub_blocks": sub_blocks}
     base = plan_workloads(tpu.cube, len(pools), workloads, **kw)  # type: ignore[arg-type]
     if base.errors:
