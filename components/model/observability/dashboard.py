@@ -14,14 +14,7 @@ from typing import Any
 
 from components.model.config.settings import PROJECT, Settings
 from components.model.observability.burst_signals import BurstSignals
-from components.model.observability.monitoring import (
-    EVICTION_WINDOW,
-    RATE_WINDOW,
-    Queries,
-    provisioned_chips,
-    vllm_job,
-    workload_names,
-)
+from components.model.observability.monitoring import EVICTION_WINDOW, RATE_WINDOW, Queries, vllm_job, workload_names
 
 COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (MosaicLayout.columns)
 CHART_WIDTH, CHART_HEIGHT, HEADER_HEIGHT = 16, 16, 4
@@ -53,7 +46,7 @@ def chart(title: str, query: str, legend: str = "", unit: str = "") -> Chart:
 def rows(settings: Settings) -> list[Row]:
     """The dashboard, top to bottom: admission, TPUs (one chart per workload), one row per serving role, router."""
     q = Queries(settings)
-    chips = provisioned_chips(settings)
+    chips = settings.tpu.chips
     out = [
         Row(
             "Admission (Kueue)",

@@ -144,10 +144,6 @@ def workload_names(settings: Settings) -> dict[str, str]:
     return out
 
 
-def provisioned_chips(settings: Settings) -> int:
-    return settings.tpu.cubes * settings.tpu.cube.chips
-
-
 def _selector(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
@@ -319,7 +315,7 @@ def alert_rules(settings: Settings, leader_sets: dict[str, LeaderSet] | None = N
             o.quota_full_minutes * 60,
             "observability.quotaFullMinutes",
             "WARNING",
-            f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
+            f"Admitted workloads hold every TPU chip of the quota ({settings.tpu.chips} provisioned): "
             "anything new waits or preempts lower priorities.",
         ),
         AlertRule(
