@@ -98,20 +98,17 @@ def test_slots_the_usable_cubes_cannot_hold_are_refused_naming_the_key() -> None
     assert "impossible TPU request" in plan.error_message()
 
 
-def test_a_rollout_counts_the_slots_that_are_on() -> None:
-    s = settings(both(8, 8))
-    worst = planner.plan(s)  # every slot on: the new floor groups take slots' room
+def test_a_rollout_counts_the_burst_slots_beside_it() -> None:
+    worst = planner.plan(settings(both(8, 8)))  # every slot on: the new floor groups take slots' room
     decode = worst.rollout("serving.decode")
     assert (decode.slots_running, decode.surge) == (4, 4)
     assert any(v.startswith("serving.") and "autoscaling" in v for v in decode.preempts), decode.preempts
     assert any("preempts burst slots for its new groups" in w for w in worst.warnings)
-    quiet = planner.plan(s, active_slots={"prefill": 0, "decode": 0})  # no slot on: the demo's room is enough
+    quiet = planner.plan(settings())  # no slot: the demo's room is enough
     decode = quiet.rollout("serving.decode")
     assert decode.slots_running == 0 and decode.preempts == ("demos.subslicing",)
     assert not any("burst slots" in w for w in quiet.warnings)
-    some = planner.plan(s, active_slots={"prefill": 0, "decode": 2}).rollout("serving.decode")
-    assert (some.slots_running, some.slots_carried) == (2, 2)  # the carried slots fit beside the old ones
-    assert (
-        "its 2 burst slots start on in the new revision, 2 beside the old ones"
-        in planner.plan(s, active_slots={"prefill": 0, "decode": 2}).table()
-    )
+    some = planner.plan(settings(elastic("decode", 6)))  # decode's 4 groups and 2 slots
+    decode = some.rollout("serving.decode")
+    assert (decode.slots_running, decode.slots_carried) == (2, 2)  # the carried slots fit beside the old ones
+    assert "its 2 burst slots start on in the new revision, 2 beside the old ones" in some.table()
