@@ -69,8 +69,9 @@ def test_slots_preempt_the_demos_they_need_room_from_and_the_table_says_so() -> 
     # 2 cubes: 8 floor groups and the 6-slice demo leave 2 partitions free; the third slot preempts the demo.
     assert [s.preempts for s in e.slot_plans if not s.preempts] != []  # the first slots take free room
     assert {v for s in e.slot_plans for v in s.preempts} == {"demos.subslicing"}
-    assert e.state(prefill=1, decode=1).preemptions == ()
-    assert e.state(prefill=4, decode=4).slots_admitted == 8
+    state = {st.on: st for st in e.states}
+    assert state[("prefill", 1), ("decode", 1)].preemptions == ()
+    assert state[("prefill", 4), ("decode", 4)].slots_admitted == 8
     table = run_plan(both(8, 8)).table()
     assert "BURST  serving.prefill: 4 slots, serving.decode: 4 slots at burst-priority-2500 (2500), 64 chips" in table
     assert f"{slot_key('decode', 2)} (2x2x2, 8 chips): preempts demos.subslicing" in table

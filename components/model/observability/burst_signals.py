@@ -89,13 +89,12 @@ class BurstSignals:
         return f"last_over_time({selector}[{self.pacing.fresh_seconds}s])"
 
     # -- load and desired groups --------------------------------------------------------------
-    def target(self, role: str) -> float:
+    def target(self, role: str) -> tuple[str, float]:
+        """The load per group the role scales to: its config key and value."""
         serving = self.s.serving
-        return (
-            serving.prefill.autoscaling.backlog_seconds
-            if role == "prefill"
-            else serving.decode.autoscaling.kv_cache_usage
-        )
+        if role == "prefill":
+            return "serving.prefill.autoscaling.backlogSeconds", serving.prefill.autoscaling.backlog_seconds
+        return "serving.decode.autoscaling.kvCacheUsage", serving.decode.autoscaling.kv_cache_usage
 
     def load(self, role: str) -> str:
         """The role's load in the unit of its target: seconds of prefill backlog, or decode groups' worth of full
@@ -111,7 +110,7 @@ class BurstSignals:
 
     def wanted(self, role: str) -> str:
         """Groups the role's load asks for: ceil(load / target), unbounded."""
-        return f"ceil({self.load(role)} / {self.target(role):g})"
+        return f"ceil({self.load(role)} / {self.target(role)[1]:g})"
 
     def desired_groups(self, role: str) -> str:
         """Groups the role should run: the wanted count within [replicas, maxGroups] (the dashboard's 'desired')."""
@@ -174,9 +173,10 @@ class BurstSignals:
 
     # -- what the dashboard shows and the alerts watch -------------------------------------------------------------
     def slot_evictions(self) -> str:
-        """Burst slots Kueue evicted, by reason (a preempted slot requeues): the panel's and the alert's count."""
+        """Burst slots Kueue evicted, by reason (a preempted slot requeues): the dashboard's count, with burst slots."""
         burst = self.s.burst_priority()
-        return self.q.evicted(priority_class=burst.name if burst else "")
+        assert burst is not None, "a stack without burst slots has no burst priority"
+        return self.q.evicted(priority_class=burst.name)
 
     def keda(self, metric: str, role: str | None = None) -> str:
         """A metric of KEDA's operator about the ScaledObjects of `role`'s slots (every role's without one)."""

@@ -131,9 +131,6 @@ def rows(settings: Settings) -> list[Row]:
     return out
 
 
-TARGET_KEYS = {"prefill": "backlogSeconds", "decode": "kvCacheUsage"}
-
-
 def elastic_rows(settings: Settings) -> list[Row]:
     """With burst slots: per role, its groups (desired by the load, admitted with a running leader, ready) and its
     load per ready group against the target; the slots' evictions by reason (a preempted slot requeues)."""
@@ -146,8 +143,8 @@ def elastic_rows(settings: Settings) -> list[Row]:
         groups = (("desired", b.desired_groups(role)), ("admitted", b.running_groups(role)))
         charts.append(Chart(f"{role}: groups desired, admitted, ready", (*groups, ("ready", b.ready_groups(role)))))
         per_group = f"{b.load(role)} / clamp_min({b.ready_groups(role)}, 1)"
-        key = f"serving.{role}.autoscaling.{TARGET_KEYS[role]}"
-        charts.append(Chart(f"{role}: load per ready group", (("load", per_group),), "", b.target(role), key))
+        key, target = b.target(role)
+        charts.append(Chart(f"{role}: load per ready group", (("load", per_group),), "", target, key))
     charts.append(chart(f"Burst slot evictions by reason (last {EVICTION_WINDOW})", b.slot_evictions()))
     subtitle = "Burst slots: groups per role, the load against its target, evictions (a preempted slot requeues)"
     return [Row("Elastic serving", subtitle, tuple(charts))]

@@ -120,10 +120,6 @@ class ElasticPlan:
     def burst_chips(self) -> int:
         return sum(s.chips for s in self.slot_plans)
 
-    def state(self, **on: int) -> StatePlan:
-        want = tuple((r, on.get(r, 0)) for r in ROLES)
-        return next(s for s in self.states if s.on == want)
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "priority": self.priority,
