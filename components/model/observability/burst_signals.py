@@ -81,8 +81,7 @@ class BurstSignals:
     # -- selectors ----------------------------------------------------------------------------
     def leaders(self, role: str, slot: int | None = None) -> str:
         """`up` of the role's leaders (floor and slots), or of slot `slot`'s leaders only (either revision)."""
-        selector = self.q.vllm("up", role)
-        return selector if slot is None else selector[:-1] + f',{SLOT_TARGET_LABEL}="{slot}"' + "}"
+        return self.q.vllm("up", role, **({} if slot is None else {SLOT_TARGET_LABEL: str(slot)}))
 
     def _fresh(self, selector: str) -> str:
         """Each series' newest sample within the freshness window (none for a vanished target)."""
@@ -100,8 +99,7 @@ class BurstSignals:
         """The role's load in the unit of its target: seconds of prefill backlog, or decode groups' worth of full
         KV cache. One series."""
         if role == "prefill":
-            tokens = self.q.epp(INFLIGHT_TOKENS)
-            tokens = tokens[:-1] + f',producer_name="{INFLIGHT_PRODUCER}"' + "}"
+            tokens = self.q.epp(INFLIGHT_TOKENS, producer_name=INFLIGHT_PRODUCER)
             per_pod = f'label_replace({tokens}, "pod", "$1", "endpoint_name", "{ENDPOINT_POD}")'
             serving = f"({self._fresh(self.leaders(role))} == 1)"
             backlog = _one(f"sum({per_pod} and on (pod) {serving})")
