@@ -8,7 +8,7 @@ on the same reservation (8 cubes of 4x4x4, groups of 2x2x2 = 8 chips):
 
 * static: each role holds its peak all day (`replicas` = the most groups the day ever asks for);
 * elastic: each role holds the day's least as its floor, with burst slots up to the peak, paced exactly as the
-  slots' queries pace them (`BurstSlot.wanted_on`: wanted, and serving or loading, or the slot before it served for
+  slots' queries pace them (`wanted_on`: wanted, and serving or loading, or the slot before it has run (placed) for
   the chain hold and this one has been gone for the rearm time) and stopped by KEDA's cooldown, every number taken
   from the stack settings through components/model/serving/burst.py `pacing`.
 

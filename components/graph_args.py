@@ -15,7 +15,7 @@ from components.burst_slots import BurstRoleArgs, BurstSlotsArgs
 from components.cluster import AuthorizedNetwork, ClusterArgs, SystemPoolArgs, maintenance_exclusion
 from components.keda import KedaArgs
 from components.kueue_guard import queued_workloads
-from components.kueue_objects import SliceQueuesArgs, healthy_partition_selector, topology_levels, tpu_quota
+from components.kueue_objects import SliceQueuesArgs, healthy_partition_selector, topology_levels
 from components.llmd_router import RouterArgs
 from components.model.addons.keda import OPERATOR_APP, OPERATOR_JOB, OPERATOR_METRICS_PORT, keda_chart_values
 from components.model.commands import stack_credentials_command
@@ -137,7 +137,7 @@ def queues_args(
         admission_check_name=q.admission_check_name,
         cluster_queue=q.cluster_queue,
         local_queue=q.local_queue,
-        tpu_quota=tpu_quota(settings),
+        tpu_quota=settings.tpu_quota(),
         cpu_quota=q.cpu_quota,
         memory_quota=q.memory_quota,
         # With burst slots, their derived class too (components/model/serving/burst.py).

@@ -55,13 +55,6 @@ def topology_levels(settings: Settings) -> list[str]:
     return [BLOCK_LABEL, *(partition_label(p) for p in settings.tpu.cube.partitions()), HOSTNAME_LABEL]
 
 
-def tpu_quota(settings: Settings) -> int:
-    """The chips the node pools provide, unless overridden."""
-    if settings.kueue.tpu_quota is not None:
-        return settings.kueue.tpu_quota
-    return settings.tpu.cubes * settings.tpu.cube.chips
-
-
 def kueue_object(kind: str, metadata: dict[str, Any], **body: Any) -> dict[str, Any]:
     return {"apiVersion": KUEUE_V1BETA2, "kind": kind, "metadata": metadata, **body}
 

@@ -134,11 +134,9 @@ def test_no_external_metrics_api_and_webhooks_that_hold_nothing_up(
 def test_a_slot_never_needs_the_hpa() -> None:
     """KEDA's HPA for a ScaledObject spans max(minReplicaCount, 1) to maxReplicaCount (kedacore/keda@68a5b502
     apis/keda/v1alpha1/scaledobject_types.go:303-317): for a slot, 1 to 1, which the operator's activation covers."""
-    so = model.prometheus_scaled_object(
-        "s", "n", target="t", project="p", query="q", activation_threshold=0, cooldown_seconds=0, authentication="a"
-    )
+    so = slot()
     low, high = so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]
-    assert (max(low, 1), high) == (1, 1) and (low, high) == model.SLOT_REPLICAS
+    assert (low, high) == (0, 1)  # so the HPA's span is 1 to 1
 
 
 # ------------------------------------------------------------------------------------------------------ RBAC
@@ -263,6 +261,7 @@ def slot(**changes: Any) -> dict[str, Any]:
         "activation_threshold": 4,
         "cooldown_seconds": 900,
         "authentication": "managed-prometheus",
+        "polling_interval_seconds": 30,
     }
     return model.prometheus_scaled_object("decode-burst-1", "llm-d-pd-disaggregation", **{**args, **changes})
 

@@ -69,8 +69,9 @@ def test_slots_preempt_the_demos_they_need_room_from_and_the_table_says_so() -> 
     # 2 cubes: 8 floor groups and the 6-slice demo leave 2 partitions free; the third slot preempts the demo.
     assert [s.preempts for s in e.slot_plans if not s.preempts] != []  # the first slots take free room
     assert {v for s in e.slot_plans for v in s.preempts} == {"demos.subslicing"}
-    assert e.state(prefill=1, decode=1).preemptions == ()
-    assert e.state(prefill=4, decode=4).slots_admitted == 8
+    state = {st.on: st for st in e.states}
+    assert state[("prefill", 1), ("decode", 1)].preemptions == ()
+    assert state[("prefill", 4), ("decode", 4)].slots_admitted == 8
     table = run_plan(both(8, 8)).table()
     assert "BURST  serving.prefill: 4 slots, serving.decode: 4 slots at burst-priority-2500 (2500), 64 chips" in table
     assert f"{slot_key('decode', 2)} (2x2x2, 8 chips): preempts demos.subslicing" in table
@@ -98,20 +99,17 @@ def test_slots_the_usable_cubes_cannot_hold_are_refused_naming_the_key() -> None
     assert "impossible TPU request" in plan.error_message()
 
 
-def test_a_rollout_counts_the_slots_that_are_on() -> None:
-    s = settings(both(8, 8))
-    worst = planner.plan(s)  # every slot on: the new floor groups take slots' room
+def test_a_rollout_counts_the_burst_slots_beside_it() -> None:
+    worst = planner.plan(settings(both(8, 8)))  # every slot on: the new floor groups take slots' room
     decode = worst.rollout("serving.decode")
     assert (decode.slots_running, decode.surge) == (4, 4)
     assert any(v.startswith("serving.") and "autoscaling" in v for v in decode.preempts), decode.preempts
     assert any("preempts burst slots for its new groups" in w for w in worst.warnings)
-    quiet = planner.plan(s, active_slots={"prefill": 0, "decode": 0})  # no slot on: the demo's room is enough
+    quiet = planner.plan(settings())  # no slot: the demo's room is enough
     decode = quiet.rollout("serving.decode")
     assert decode.slots_running == 0 and decode.preempts == ("demos.subslicing",)
     assert not any("burst slots" in w for w in quiet.warnings)
-    some = planner.plan(s, active_slots={"prefill": 0, "decode": 2}).rollout("serving.decode")
-    assert (some.slots_running, some.slots_carried) == (2, 2)  # the carried slots fit beside the old ones
-    assert (
-        "its 2 burst slots start on in the new revision, 2 beside the old ones"
-        in planner.plan(s, active_slots={"prefill": 0, "decode": 2}).table()
-    )
+    some = planner.plan(settings(elastic("decode", 6)))  # decode's 4 groups and 2 slots
+    decode = some.rollout("serving.decode")
+    assert (decode.slots_running, decode.slots_carried) == (2, 2)  # the carried slots fit beside the old ones
+    assert "its 2 burst slots start on in the new revision, 2 beside the old ones" in some.table()

@@ -155,7 +155,7 @@ def prometheus_scaled_object(
     activation_threshold: float,
     cooldown_seconds: int,
     authentication: str,
-    polling_interval_seconds: int = 30,
+    polling_interval_seconds: int,
 ) -> dict[str, Any]:
     """The ScaledObject that turns the slot LeaderWorkerSet `target` on (1 group) while `query` on the project's
     Managed Prometheus is above `activation_threshold`, and off (0) `cooldown_seconds` after it last was.
@@ -164,7 +164,7 @@ def prometheus_scaled_object(
     0 (prometheus_scaler.go:264-275, `ignoreNullValues` defaults to true). Active means value > activationThreshold
     (:319). `threshold` is the HPA's target above one replica, never used at max 1; the scaler requires it (:52) and
     the HPA refuses a target of 0, so it is 1. `authentication` names a TriggerAuthentication of `namespace`
-    (trigger_authentication). Polling every `polling_interval_seconds` (KEDA's default 30).
+    (trigger_authentication). Polling every `polling_interval_seconds`.
     """
     low, high = SLOT_REPLICAS
     return {

@@ -67,9 +67,9 @@ class BurstChecks:
             return []  # _check_workloads names the topology
         assert burst is not None
         cube = self.tpu.cube
-        quota = self.kueue.tpu_quota if self.kueue.tpu_quota is not None else self.tpu.cubes * cube.chips
+        quota = self.tpu_quota()
         where = "kueue.tpuQuota" if self.kueue.tpu_quota is not None else f"tpu.cubes x {cube.chips}"
-        groups = {"demos.subslicing": self.demos.subslicing.replicas, "demos.superslicing": 1}
+        groups = {f"demos.{key}": demo.replicas for key, demo in self.demos.jobsets().items()}
         groups |= {f"serving.{role}": spec.replicas for role, spec in self.serving.roles().items()}
         kept = {key: groups[key] * chips[key] for key, (_, p) in topologies.items() if priorities[p] >= burst.value}
         left = quota - sum(kept.values())

@@ -273,6 +273,10 @@ class Settings(CapacityChecks, CrossChecks, BurstChecks, Model):
                 out[f"serving.{role}"] = (spec.topology, spec.priority)
         return out
 
+    def tpu_quota(self) -> int:
+        """The ClusterQueue's TPU quota: kueue.tpuQuota, else every chip the TPU node pools provide."""
+        return self.kueue.tpu_quota if self.kueue.tpu_quota is not None else self.tpu.chips
+
     def burst_slots(self) -> dict[str, int]:
         """Role -> burst slots (`maxGroups - replicas`) of every serving role with autoscaling on."""
         if not self.serving.enabled:

@@ -265,6 +265,11 @@ class TpuSettings(Model):
     def cube(self) -> geometry.Cube:
         return geometry.Cube(self.system, Topology.parse(self.cube_topology))
 
+    @property
+    def chips(self) -> int:
+        """The chips the TPU node pools provide."""
+        return self.cubes * self.cube.chips
+
     def pool_name(self, index: int) -> str:
         return f"{self.pool_prefix}-{index + 1}"
 

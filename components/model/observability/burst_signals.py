@@ -81,28 +81,25 @@ class BurstSignals:
     # -- selectors ----------------------------------------------------------------------------
     def leaders(self, role: str, slot: int | None = None) -> str:
         """`up` of the role's leaders (floor and slots), or of slot `slot`'s leaders only (either revision)."""
-        selector = self.q.vllm("up", role)
-        return selector if slot is None else selector[:-1] + f',{SLOT_TARGET_LABEL}="{slot}"' + "}"
+        return self.q.vllm("up", role, **({} if slot is None else {SLOT_TARGET_LABEL: str(slot)}))
 
     def _fresh(self, selector: str) -> str:
         """Each series' newest sample within the freshness window (none for a vanished target)."""
         return f"last_over_time({selector}[{self.pacing.fresh_seconds}s])"
 
     # -- load and desired groups --------------------------------------------------------------
-    def target(self, role: str) -> float:
+    def target(self, role: str) -> tuple[str, float]:
+        """The load per group the role scales to: its config key and value."""
         serving = self.s.serving
-        return (
-            serving.prefill.autoscaling.backlog_seconds
-            if role == "prefill"
-            else serving.decode.autoscaling.kv_cache_usage
-        )
+        if role == "prefill":
+            return "serving.prefill.autoscaling.backlogSeconds", serving.prefill.autoscaling.backlog_seconds
+        return "serving.decode.autoscaling.kvCacheUsage", serving.decode.autoscaling.kv_cache_usage
 
     def load(self, role: str) -> str:
         """The role's load in the unit of its target: seconds of prefill backlog, or decode groups' worth of full
         KV cache. One series."""
         if role == "prefill":
-            tokens = self.q.epp(INFLIGHT_TOKENS)
-            tokens = tokens[:-1] + f',producer_name="{INFLIGHT_PRODUCER}"' + "}"
+            tokens = self.q.epp(INFLIGHT_TOKENS, producer_name=INFLIGHT_PRODUCER)
             per_pod = f'label_replace({tokens}, "pod", "$1", "endpoint_name", "{ENDPOINT_POD}")'
             serving = f"({self._fresh(self.leaders(role))} == 1)"
             backlog = _one(f"sum({per_pod} and on (pod) {serving})")
@@ -111,7 +108,7 @@ class BurstSignals:
 
     def wanted(self, role: str) -> str:
         """Groups the role's load asks for: ceil(load / target), unbounded."""
-        return f"ceil({self.load(role)} / {self.target(role):g})"
+        return f"ceil({self.load(role)} / {self.target(role)[1]:g})"
 
     def desired_groups(self, role: str) -> str:
         """Groups the role should run: the wanted count within [replicas, maxGroups] (the dashboard's 'desired')."""
@@ -174,9 +171,10 @@ class BurstSignals:
 
     # -- what the dashboard shows and the alerts watch -------------------------------------------------------------
     def slot_evictions(self) -> str:
-        """Burst slots Kueue evicted, by reason (a preempted slot requeues): the panel's and the alert's count."""
+        """Burst slots Kueue evicted, by reason (a preempted slot requeues): the dashboard's count, with burst slots."""
         burst = self.s.burst_priority()
-        return self.q.evicted(priority_class=burst.name if burst else "")
+        assert burst is not None, "a stack without burst slots has no burst priority"
+        return self.q.evicted(priority_class=burst.name)
 
     def keda(self, metric: str, role: str | None = None) -> str:
         """A metric of KEDA's operator about the ScaledObjects of `role`'s slots (every role's without one)."""

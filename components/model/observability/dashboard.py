@@ -14,14 +14,7 @@ from typing import Any
 
 from components.model.config.settings import PROJECT, Settings
 from components.model.observability.burst_signals import BurstSignals
-from components.model.observability.monitoring import (
-    EVICTION_WINDOW,
-    RATE_WINDOW,
-    Queries,
-    provisioned_chips,
-    vllm_job,
-    workload_names,
-)
+from components.model.observability.monitoring import EVICTION_WINDOW, RATE_WINDOW, Queries, vllm_job, workload_names
 
 COLUMNS = 48  # a mosaic layout's grid is at most 48 columns wide (MosaicLayout.columns)
 CHART_WIDTH, CHART_HEIGHT, HEADER_HEIGHT = 16, 16, 4
@@ -53,7 +46,7 @@ def chart(title: str, query: str, legend: str = "", unit: str = "") -> Chart:
 def rows(settings: Settings) -> list[Row]:
     """The dashboard, top to bottom: admission, TPUs (one chart per workload), one row per serving role, router."""
     q = Queries(settings)
-    chips = provisioned_chips(settings)
+    chips = settings.tpu.chips
     out = [
         Row(
             "Admission (Kueue)",
@@ -138,9 +131,6 @@ def rows(settings: Settings) -> list[Row]:
     return out
 
 
-TARGET_KEYS = {"prefill": "backlogSeconds", "decode": "kvCacheUsage"}
-
-
 def elastic_rows(settings: Settings) -> list[Row]:
     """With burst slots: per role, its groups (desired by the load, admitted with a running leader, ready) and its
     load per ready group against the target; the slots' evictions by reason (a preempted slot requeues)."""
@@ -153,8 +143,8 @@ def elastic_rows(settings: Settings) -> list[Row]:
         groups = (("desired", b.desired_groups(role)), ("admitted", b.running_groups(role)))
         charts.append(Chart(f"{role}: groups desired, admitted, ready", (*groups, ("ready", b.ready_groups(role)))))
         per_group = f"{b.load(role)} / clamp_min({b.ready_groups(role)}, 1)"
-        key = f"serving.{role}.autoscaling.{TARGET_KEYS[role]}"
-        charts.append(Chart(f"{role}: load per ready group", (("load", per_group),), "", b.target(role), key))
+        key, target = b.target(role)
+        charts.append(Chart(f"{role}: load per ready group", (("load", per_group),), "", target, key))
     charts.append(chart(f"Burst slot evictions by reason (last {EVICTION_WINDOW})", b.slot_evictions()))
     subtitle = "Burst slots: groups per role, the load against its target, evictions (a preempted slot requeues)"
     return [Row("Elastic serving", subtitle, tuple(charts))]

@@ -38,6 +38,7 @@ name), so every query names its own job and this cluster: nothing from another s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from components.model.config.settings import PROJECT, Settings
@@ -144,10 +145,6 @@ def workload_names(settings: Settings) -> dict[str, str]:
     return out
 
 
-def provisioned_chips(settings: Settings) -> int:
-    return settings.tpu.cubes * settings.tpu.cube.chips
-
-
 def _selector(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
@@ -227,12 +224,13 @@ class Queries:
         )
         return f'avg by (pod_name) ({sel[:-1]},pod_name=~"{name}-.*"}})'
 
-    def vllm(self, metric: str, role: str, **more: str) -> str:
+    def vllm(self, metric: str, role: str, regex: Mapping[str, str] | None = None, **labels: str) -> str:
+        """`metric` of the role's leaders; `labels` match exactly, `regex` as regular expressions."""
         # The quoted-name form Google's own vLLM dashboard uses for the `vllm:` names
         # (GoogleCloudPlatform/monitoring-dashboard-samples dashboards/vllm/vllm-prometheus-2.json).
-        labels = _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role))
-        extra = "".join(f',{k}=~"{v}"' for k, v in more.items())  # regular-expression matchers
-        return '{"__name__"="' + metric + '",' + labels[1:-1] + extra + "}"
+        exact = _selector(cluster=self.cluster, namespace=self.namespace, job=vllm_job(self.s, role), **labels)
+        extra = "".join(f',{k}=~"{v}"' for k, v in (regex or {}).items())
+        return '{"__name__"="' + metric + '",' + exact[1:-1] + extra + "}"
 
     def request_rate(self, role: str) -> str:
         return f"sum(rate({self.vllm('vllm:request_success_total', role)}[{RATE_WINDOW}]))"
@@ -252,11 +250,11 @@ class Queries:
         names its leaders' StatefulSet after itself (sigs.k8s.io/lws v0.8.0 pkg/controllers/
         leaderworkerset_controller.go:760). The LWS's name carries its revision (components/model/serving/rollout.py),
         so a set that replaced another has targets of its own; one restarted in place keeps its names."""
-        up = self.vllm("up", role, instance=f"{current.name}-[0-9]+:{current.port}")
+        up = self.vllm("up", role, regex={"instance": f"{current.name}-[0-9]+:{current.port}"})
         return f"sum(max_over_time({up}[{window_s}s])) > 0"
 
-    def epp(self, metric: str) -> str:
-        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=epp_job(self.s))
+    def epp(self, metric: str, **labels: str) -> str:
+        return metric + _selector(cluster=self.cluster, namespace=self.namespace, job=epp_job(self.s), **labels)
 
 
 @dataclass(frozen=True)
@@ -319,7 +317,7 @@ def alert_rules(settings: Settings, leader_sets: dict[str, LeaderSet] | None = N
             o.quota_full_minutes * 60,
             "observability.quotaFullMinutes",
             "WARNING",
-            f"Admitted workloads hold every TPU chip of the quota ({provisioned_chips(settings)} provisioned): "
+            f"Admitted workloads hold every TPU chip of the quota ({settings.tpu.chips} provisioned): "
             "anything new waits or preempts lower priorities.",
         ),
         AlertRule(

@@ -79,8 +79,6 @@ class BurstPriority:
 
     name: str
     value: int
-    floor_value: int  # the lowest floor's priority: nothing at or above it is ever preempted by a slot
-    batch_value: int | None  # the highest priority below the floors (what a slot preempts last), if any
 
 
 def burst_priority(priorities: Mapping[str, int], floor_classes: Iterable[str]) -> BurstPriority:
@@ -112,7 +110,7 @@ def burst_priority(priorities: Mapping[str, int], floor_classes: Iterable[str]) 
             f"{name} is the burst slots' derived WorkloadPriorityClass (value {value}), but kueue.priorities gives "
             f"that name the value {priorities[name]}: rename that class"
         )
-    return BurstPriority(name, value, floor, batch)
+    return BurstPriority(name, value)
 
 
 def slot_revision(floor_revision: str, slot: int, priority: str) -> str:

@@ -1,11 +1,11 @@
 """The capacity plan of elastic serving: every state the burst slots can reach, simulated like the base plan.
 
 A role's slots turn on in order and off in reverse (components/model/observability/burst_signals.py: slot k is
-wanted from `replicas + k` groups on, and turns on only once slot k-1 serves), so with n_p prefill and n_d decode
-slots the reachable states are (i, j) for 0 <= i <= n_p, 0 <= j <= n_d: (n_p + 1) x (n_d + 1) of them. Each state is
-the stack's workloads plus i prefill and j decode slots, each slot one Kueue Workload of one slice at the burst
-priority, arriving after everything else (the prefill and decode slots interleaved, slot 1 of each first), scheduled
-by the same simulation as the base plan (components/model/tpu/admission.py).
+wanted from `replicas + k` groups on, and turns on only once slot k-1's leader runs: admitted and placed), so with
+n_p prefill and n_d decode slots the reachable states are (i, j) for 0 <= i <= n_p, 0 <= j <= n_d: (n_p + 1) x
+(n_d + 1) of them. Each state is the stack's workloads plus i prefill and j decode slots, each slot one Kueue Workload
+of one slice at the burst priority, arriving after everything else (the prefill and decode slots interleaved, slot 1
+of each first), scheduled by the same simulation as the base plan (components/model/tpu/admission.py).
 
 What it guarantees, and refuses at preview otherwise: with every slot on, every slot is admitted, so both roles'
 slots together fit the usable cubes beside the floors and whatever else a slot cannot preempt. A slot then never
@@ -119,10 +119,6 @@ class ElasticPlan:
     @property
     def burst_chips(self) -> int:
         return sum(s.chips for s in self.slot_plans)
-
-    def state(self, **on: int) -> StatePlan:
-        want = tuple((r, on.get(r, 0)) for r in ROLES)
-        return next(s for s in self.states if s.on == want)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -293,18 +293,14 @@ def _contention_warning(w: Workload, units: Sequence[UnitPlan], preemptions: Seq
 
 
 def plan(
-    settings: Settings,
-    sub_blocks: Assignment | None = None,
-    deployed: Mapping[str, DeployedRole] | None = None,
-    active_slots: Mapping[str, int] | None = None,
+    settings: Settings, sub_blocks: Assignment | None = None, deployed: Mapping[str, DeployedRole] | None = None
 ) -> Plan:
     """The capacity plan of a stack: every enabled workload against the cubes on usable sub-blocks, and how
     serving rolls.
 
     Without `sub_blocks` (nothing read), every one of `tpu.cubes` counts. `deployed`: the serving roles as the
     previous update left them (components/model/serving/deployed.py); without it, they roll from the configured shape.
-    `active_slots`: role -> burst slots on, as read from the live sets; without it, every slot (the most a rollout
-    has to make room beside).
+    A rollout makes room beside every burst slot on: the most it can meet.
     """
     tpu = settings.tpu
     workloads = workloads_from_settings(settings)
@@ -313,7 +309,7 @@ def plan(
     base = plan_workloads(tpu.cube, len(pools), workloads, **kw)  # type: ignore[arg-type]
     if base.errors:
         return base
-    active = slot_workloads(settings, tpu.cube, settings.burst_slots() if active_slots is None else active_slots)
+    active = slot_workloads(settings, tpu.cube, settings.burst_slots())
     rolls, warnings = rollouts(tpu.cube, len(pools), workloads, base, deployed, active, **kw)
     out = dataclasses.replace(base, rollouts=rolls, warnings=base.warnings + warnings)
     return with_elastic(out, plan_elastic(settings, tpu.cube, len(pools), workloads, base, **kw))

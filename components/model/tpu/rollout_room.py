@@ -2,9 +2,9 @@
 the active burst slots included (components/model/tpu/elastic.py).
 
 A role's new set (its floor) arrives after everything else at the role's priority, and may take room from
-anything below it, burst slots included; the new revision's slots (as many as were on, components/model/serving/
-burst.py `carried_slots`) arrive after it at the burst priority and take only free room or what runs below them,
-never the old slots' (the same priority).
+anything below it, burst slots included; the new revision's slots (as many as were on: slot k's query reads the
+leaders of slot k in either set, components/model/observability/burst_signals.py) arrive after it at the burst priority
+and take only free room or what runs below them, never the old slots' (the same priority).
 """
 
 from __future__ import annotations
