@@ -134,7 +134,15 @@ def test_staging_and_prod_pin_the_previous_set_until_promoted(staging: Run, prod
 
 @pytest.mark.parametrize(
     ("version", "refused"),
-    [("0.14.3", True), ("0.15.0", False), ("0.18.5", True), ("0.18.6", False), ("0.19.1", True), ("0.19.2", False)],
+    [
+        ("0.14.3", True),
+        ("0.15.0", False),
+        ("0.18.5", True),
+        ("0.18.6", False),
+        ("0.19.1", True),
+        ("0.19.2-rc.0", True),  # a pre-release is before its release (semver): the fix is in 0.19.2
+        ("0.19.2", False),
+    ],
 )
 def test_a_kueue_version_known_to_break_is_refused_at_preview(version: str, refused: bool) -> None:
     config = {f"{P}:addons": {"kueue": {"version": version}}}
