@@ -13,13 +13,13 @@ import pulumi_kubernetes as k8s
 
 from components.component import PROGRAM_WRITES, Component
 from components.model.addons import vendored
-from components.model.addons.controllers import deep_merge, nested
+from components.model.addons.controllers import budget_spec, deep_merge, nested
 from components.model.addons.kueue_config import namespaces_requirement
 from components.model.addons.slice_controller import (
     DEPLOYMENT,
+    SELECTOR,
     WEBHOOK_CONFIGURATIONS,
     controller_deployment,
-    disruption_budget,
     program_objects,
     with_namespace_scope,
 )
@@ -42,7 +42,7 @@ class HelmAddonArgs(TypedDict):
     values: dict[str, Any]
     """The values this program sets on the chart (chart_values)."""
     disruption_budget: NotRequired[dict[str, Any] | None]
-    """The controller's PodDisruptionBudget when its chart has none (controllers.disruption_budget)."""
+    """The spec of the controller's PodDisruptionBudget when its chart has none (controllers.disruption_budget)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
 
@@ -73,9 +73,9 @@ class HelmAddon(Component):
         budget = args.get("disruption_budget")
         if budget:
             # In the chart's namespace; it selects the chart's pods, so it may exist before them.
-            metadata = {**budget["metadata"], "namespace": self.namespace.metadata.name}
+            metadata = {"name": f"{name}-controller-manager", "namespace": self.namespace.metadata.name}
             self.disruption_budget = k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-disruption-budget", metadata=metadata, spec=budget["spec"], opts=self.child(provider=provider)
+                f"{name}-disruption-budget", metadata=metadata, spec=budget, opts=self.child(provider=provider)
             )
         self.register_outputs(
             {"namespace": self.namespace.metadata.name, "chart": args["chart"], "version": args["version"]}
@@ -156,7 +156,7 @@ class SliceController(Component):
             k8s.policy.v1.PodDisruptionBudget(
                 f"{name}-pdb",
                 metadata={"name": DEPLOYMENT[1], "namespace": DEPLOYMENT[0]},
-                spec=disruption_budget(),
+                spec=budget_spec(SELECTOR),
                 opts=self.child(provider=args["provider"], depends_on=[self.manifest]),
             )
             if replicas >= 2

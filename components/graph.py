@@ -140,7 +140,7 @@ def declare_stack(
         # in use, waitForPodsReady and (with observability) the ClusterQueue resource metrics (kueue_config.py).
         extra = deep_merge(ha_values(name, addon.replicas), kueue_chart_values(settings) if name == "kueue" else {})
         chart = {"namespace": addon.namespace, "chart": addon.chart, "version": addon.version}
-        budget = disruption_budget(name, f"{name}-controller-manager", addon.replicas)
+        budget = disruption_budget(name, addon.replicas)
         args = HelmAddonArgs(**chart, values=chart_values(addon, extra), disruption_budget=budget, provider=provider)
         return HelmAddon(name, args, _under(opts))
 

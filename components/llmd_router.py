@@ -5,6 +5,7 @@ from typing import Any, TypedDict
 import pulumi
 import yaml
 
+from components.model.config.checks import version_order
 from components.model.config.serving_settings import router_release
 from components.vllm_containers import ROUTER_PORT
 from components.vllm_leaderworkersets import leader_selector
@@ -35,7 +36,7 @@ def epp_config_api(chart_version: str) -> str:
     release = router_release(chart_version)
     if release is None:
         return EPP_CONFIG_V1
-    return EPP_CONFIG_V1ALPHA1 if release < (0, 11) else EPP_CONFIG_V1
+    return EPP_CONFIG_V1ALPHA1 if release < version_order("v0.11.0") else EPP_CONFIG_V1
 
 
 def epp_config(router: RouterArgs) -> dict[str, Any]:

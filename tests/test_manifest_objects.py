@@ -64,13 +64,13 @@ def test_a_run_that_does_not_record_them_leaves_them_out_on_both_sides() -> None
         if record["type"] == f"{P}:addons:SliceController":
             record["inputs"].pop(PROGRAM_WRITES)
             record["inputs"]["ignored"] = {"key": NAMESPACE_LABEL}  # any other input: still not modelled
-    old_out, new_out, notes = manifest_objects.expand_both(old, new)
+    old_out, new_out, notes, _ = manifest_objects.expand_both(old, new)
     assert [r for r in (*old_out, *new_out) if r["name"] in (WEBHOOKS, CONTROLLER)] == []
     assert notes == [
         "slice-controller-manifest: the objects the program writes into this manifest are not compared: only one "
         "run records them (a base revision from before they were recorded)"
     ]
     # Both recorded: both sides have them, and a second run finds them the same.
-    old_out, new_out, notes = manifest_objects.expand_both(new, new)
+    old_out, new_out, notes, _ = manifest_objects.expand_both(new, new)
     assert notes == [] and {WEBHOOKS, CONTROLLER} <= {r["name"] for r in new_out}
     assert all(c["action"] == "same" for c in preview("dev", "--second-run")[1]["changes"])

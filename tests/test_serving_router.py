@@ -65,6 +65,8 @@ def test_decode_sidecar_takes_only_flags_of_the_pinned_router_release(dev: Run) 
     [
         ("v0.10.0", "v0.10.0", "llm-d.ai/v1alpha1"),
         ("v0.10.0-rc.1", "v0.10.0-rc.1", "llm-d.ai/v1alpha1"),
+        # A pre-release is before its release: v1alpha1, which main still loads (converted), not v1.
+        ("v0.11.0-rc.1", "v0.11.0-rc.1", "llm-d.ai/v1alpha1"),
         ("v0.11.0", "v0.11.0", "llm-d.ai/v1"),
         ("0.11.0", "v0.11.0", "llm-d.ai/v1"),  # Helm matches the chart's tag v0.11.0 as semver; image tags are literal
         ("v0", "main", "llm-d.ai/v1"),  # main's floating chart, whose images are tagged main

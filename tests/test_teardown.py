@@ -20,7 +20,13 @@ from pulumi.output import UNKNOWN
 from components import teardown
 from components.model import keys
 from components.model.tpu import slices as model
-from components.teardown import PoolReplacementsProvider, SliceGateProvider, cluster_listers, pool_refusals
+from components.teardown import (
+    GATE_DELETE_WAITS,
+    PoolReplacementsProvider,
+    SliceGateProvider,
+    cluster_listers,
+    pool_refusals,
+)
 from tests import harness, upstream
 from tests.fakes import KUBE_TOKEN, serve_kube, slice_
 from tests.graph_queries import NO_DEMOS, tpu_pools
@@ -339,6 +345,9 @@ def test_diff_shows_the_refusal_of_a_pool_replacement_under_workloads() -> None:
     for key in ("demos.subslicing.enabled", "serving.enabled"):  # what ran
         assert key in guard["reason"], key
     assert "demos.superslicing.enabled" not in guard["reason"]  # dev does not run it
+    # The provider's own reason, as `pulumi preview` shows it: the replacement is delete-first, and the keys to set.
+    assert "replaces the TPU node pool(s) tpu7-pool-1, tpu7-pool-2 (delete first)" in guard["reason"]
+    assert "(demos.subslicing.enabled=false, serving.enabled=false, then `pulumi up`)" in guard["reason"]
     code, result = preview("dev", *NO_WORKLOADS_SETS, "--change", "tpu.reservation.name=other-reservation")
     assert code == 0 and change(result, "teardown-pool-replacements")["action"] == "update"  # the new ids
     assert change(result, "capacity-tpu7-pool-1")["action"] == "replace"
@@ -372,8 +381,11 @@ def test_diff_refuses_fewer_cubes_under_workloads_and_says_what_the_gate_waits_f
     code, result = preview("dev", *FIXED_SERVING_SETS, "--change", "tpu.cubes=1")  # one cube holds no burst slot
     guard = change(result, "teardown-pool-replacements")
     assert code == 1 and guard["action"] == "rejected", guard
-    assert "this change removes tpu7-pool-2, whose gates would wait" in guard["reason"]
-    assert "turn off demos.subslicing.enabled, serving.enabled first" in guard["reason"]
+    assert (
+        f"removes the TPU node pool(s) tpu7-pool-2, whose teardown gate's delete {GATE_DELETE_WAITS}"
+        in (guard["reason"])
+    )
+    assert "(demos.subslicing.enabled=false, serving.enabled=false, then `pulumi up`)" in guard["reason"]
     gate = change(result, "teardown-tpu7-pool-2")
     assert gate["action"] == "delete" and "waits until no Slice uses its pool" in gate["reason"]
     # Without queued workloads, or turning them off in the same change, the pool and its gate just go.

@@ -73,15 +73,13 @@ def _previewed(value: Any) -> Any:
 
 
 def _pool_check(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
-    """The program refuses at preview a TPU pool's replacement while workloads ran, or its removal while they stay
-    (teardown.py pool_blocks)."""
-    from components.teardown import pool_blocks
+    """The program refuses at preview a TPU pool's replacement while workloads ran, or its removal while they stay:
+    its provider's `check`, in the provider's words (teardown.py pool_refusals)."""
+    from components.teardown import pool_refusals
 
     return [
-        f"pools: refused by the program's check before any change: this change {block.what} "
-        f"{', '.join(block.pools)}, whose gates would wait for the Slices of workloads nothing deletes, so turn off "
-        f"{', '.join(block.running)} first (components/teardown.py pool_refusals)"
-        for block in pool_blocks(olds, _previewed(news))
+        f"{failure.property}: refused by the program's check before any change: {failure.reason}"
+        for failure in pool_refusals(olds, _previewed(news))
     ]
 
 
@@ -182,13 +180,13 @@ def _diff(old: list[dict[str, Any]], new: list[dict[str, Any]], notes: list[str]
     their own records (components/cli/chart_diff.py, components/cli/manifest_objects.py); objects that could not be
     compared are `unknown`, never `same`."""
     expanded = chart_diff.expand_both(old, new)
-    old_expanded, new_expanded, manifest_notes = manifest_objects.expand_both(expanded.old, expanded.new)
+    old_expanded, new_expanded, manifest_notes, files = manifest_objects.expand_both(expanded.old, expanded.new)
     notes += expanded.notes + manifest_notes
     result = engine.diff(old_expanded, new_expanded, **rules)
     charts = {r["urn"]: r["name"] for r in (*old_expanded, *new_expanded) if r["type"] in chart_diff.EXPANDED}
     listed = {r["parent"] for r in (*old_expanded, *new_expanded) if r.get("parent") in charts}
     unknown_parents = {r["parent"] for r, _ in expanded.unknown}
-    written = {r["urn"] for r in new_expanded if r.get("parent") in manifest_objects.modelled(new_expanded)}
+    written = {r["urn"] for r in new_expanded if r.get("parent") in files}
     for change in result.changes:
         if change.urn in written and change.action != engine.SAME:
             change.reason = manifest_objects.WHY

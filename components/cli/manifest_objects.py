@@ -23,33 +23,28 @@ WHY = (
 )
 
 
-def modelled(records: list[dict[str, Any]]) -> set[str]:
-    """The URNs of the ConfigFiles whose objects `records` carry."""
-    urns = {r["urn"] for r in records if r["type"] == CONFIG_FILE}
-    return {r["parent"] for r in records if r.get("parent") in urns}
-
-
 def expand(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
     """`records` with the modelled objects after each ConfigFile, and the URNs of the ConfigFiles modelled."""
     writes = {r["urn"]: (r.get("inputs") or {}).get(PROGRAM_WRITES) for r in records if not r.get("custom")}
     out: list[dict[str, Any]] = []
-    modelled: set[str] = set()
+    files: set[str] = set()
     for record in records:
         out.append(record)
         objects = writes.get(record.get("parent") or "") if record["type"] == CONFIG_FILE else None
         if objects is not None:
-            modelled.add(record["urn"])
+            files.add(record["urn"])
             out += [object_record(record, obj) for obj in objects]
-    return out, modelled
+    return out, files
 
 
 def expand_both(
     old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-    """Both runs expanded; a ConfigFile's objects kept only where both runs model them, and the notes."""
-    old_out, old_modelled = expand(old)
-    new_out, new_modelled = expand(new)
-    one_sided = old_modelled ^ new_modelled
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], set[str]]:
+    """Both runs expanded; a ConfigFile's objects kept only where both runs model them, the notes, and the URNs of
+    those ConfigFiles."""
+    old_out, old_files = expand(old)
+    new_out, new_files = expand(new)
+    one_sided = old_files ^ new_files
 
     def keep(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [r for r in records if r.get("parent") not in one_sided]
@@ -60,4 +55,4 @@ def expand_both(
         "them (a base revision from before they were recorded)"
         for urn in sorted(one_sided)
     ]
-    return keep(old_out), keep(new_out), notes
+    return keep(old_out), keep(new_out), notes, old_files & new_files

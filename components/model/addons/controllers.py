@@ -21,6 +21,7 @@ installs (the release is named after the add-on); tests/test_charts.py checks it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,20 +92,20 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def spread(addon: str) -> Any:
-    """The soft spread of the controller's replicas over nodes, in the form its chart takes."""
-    c = CONTROLLERS[addon]
-    selector = {"matchLabels": dict(c.selector)}
-    if c.spread_kind == "topologySpreadConstraints":
+def spread(selector: Mapping[str, str], kind: str) -> Any:
+    """The soft spread over nodes of the pods `selector` picks, as `kind` ("topologySpreadConstraints" or
+    "affinity") takes it."""
+    label_selector = {"matchLabels": dict(selector)}
+    if kind == "topologySpreadConstraints":
         return [
             {
                 "maxSkew": 1,
                 "topologyKey": HOSTNAME_LABEL,
                 "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": selector,
+                "labelSelector": label_selector,
             }
         ]
-    term = {"topologyKey": HOSTNAME_LABEL, "labelSelector": selector}
+    term = {"topologyKey": HOSTNAME_LABEL, "labelSelector": label_selector}
     return {
         "podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
@@ -120,19 +121,17 @@ def ha_values(addon: str, replicas: int) -> dict[str, Any]:
     if c.budget is not None:
         values = deep_merge(values, nested(c.budget, {"enabled": replicas >= 2, "minAvailable": MIN_AVAILABLE}))
     if replicas >= 2:
-        values = deep_merge(values, nested(c.spread, spread(addon)))
+        values = deep_merge(values, nested(c.spread, spread(c.selector, c.spread_kind)))
     return values
 
 
-def disruption_budget(addon: str, name: str, replicas: int) -> dict[str, Any] | None:
-    """The PodDisruptionBudget the program declares for a chart that has none (its namespace is the release's), or
-    None: the chart has its own, or one replica, which a budget of one would make undrainable."""
+def budget_spec(selector: Mapping[str, str]) -> dict[str, Any]:
+    """The spec of a PodDisruptionBudget that keeps one of the pods `selector` picks through a drain."""
+    return {"minAvailable": MIN_AVAILABLE, "selector": {"matchLabels": dict(selector)}}
+
+
+def disruption_budget(addon: str, replicas: int) -> dict[str, Any] | None:
+    """The spec of the PodDisruptionBudget the program declares for a chart that has none, or None: the chart has
+    its own, or one replica, which a budget of one would make undrainable."""
     c = CONTROLLERS[addon]
-    if c.budget is not None or replicas < 2:
-        return None
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": {"minAvailable": MIN_AVAILABLE, "selector": {"matchLabels": dict(c.selector)}},
-    }
+    return budget_spec(c.selector) if c.budget is None and replicas >= 2 else None

@@ -73,7 +73,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from components.model.keys import APP_NAME_LABEL, HOSTNAME_LABEL
+from components.model.addons.controllers import spread
+from components.model.keys import APP_NAME_LABEL
 
 RETRY_CREATION_GATE = "UseRetryMechanismForSliceCreation"  # under it, health reads a creation failure as a retry
 FEATURE_GATES = ("FailOnUntoleratedDegradedSlice", RETRY_CREATION_GATE)
@@ -87,16 +88,6 @@ MUTATING_CONFIGURATION = "slice-controller-mutating-webhook-configuration"
 # Each manager pod's requests, which the manifest fixes (config/manager/manager.yaml:90-96, limits the same): the
 # system pool's fit counts them once per replica (components/model/config/cross_checks.py `system_pool_room`).
 MANAGER_REQUESTS = ("2", "4Gi")
-
-
-def _spread() -> dict[str, Any]:
-    """Replicas on different nodes where there are several, as Kueue's (kueue_config.py)."""
-    return {
-        "maxSkew": 1,
-        "topologyKey": HOSTNAME_LABEL,
-        "whenUnsatisfiable": "ScheduleAnyway",
-        "labelSelector": {"matchLabels": dict(SELECTOR)},
-    }
 
 
 def controller_deployment(deployment: dict[str, Any], gates: Sequence[str], replicas: int) -> dict[str, Any] | None:
@@ -126,14 +117,8 @@ def controller_deployment(deployment: dict[str, Any], gates: Sequence[str], repl
     manager["args"] = [*args, FLAG + ",".join(f"{g}=true" for g in gates)] if gates else args
     spec["replicas"] = replicas
     if replicas >= 2:
-        pod["topologySpreadConstraints"] = [_spread()]
+        pod["topologySpreadConstraints"] = spread(SELECTOR, "topologySpreadConstraints")
     return out
-
-
-def disruption_budget() -> dict[str, Any]:
-    """The PodDisruptionBudget that keeps one replica through a drain (only with two or more: one replica under
-    minAvailable 1 would block every drain)."""
-    return {"minAvailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}
 
 
 WEBHOOK_CONFIGURATIONS = frozenset(

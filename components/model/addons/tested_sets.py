@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from components.model.config.checks import MIN_SLICE_CONTROLLER_VERSION
+from components.model.config.checks import MIN_SLICE_CONTROLLER_VERSION, version_order
 
 if TYPE_CHECKING:
     from components.model.config.root_settings import Settings
@@ -147,20 +147,15 @@ KNOWN_BREAKS: tuple[KnownBreak, ...] = (
 )
 
 
-def version_tuple(version: str) -> tuple[int, int, int]:
-    major, minor, patch = [*(int(n) for n in re.findall(r"\d+", version.split("-", 1)[0])[:3]), 0, 0, 0][:3]
-    return major, minor, patch
-
-
 def in_range(version: str, spec: str) -> bool:
     """Whether `version` is in `spec`, a comma-separated AND of `<x`, `<=x`, `>x`, `>=x`."""
-    v = version_tuple(version)
+    v = version_order(version)
     ops = {"<": v.__lt__, "<=": v.__le__, ">": v.__gt__, ">=": v.__ge__}
     for part in spec.split(","):
         m = re.fullmatch(r"\s*(<=|>=|<|>)\s*(\S+)\s*", part)
         if m is None:
             raise ValueError(f"not a version range: {spec!r}")
-        if not ops[m[1]](version_tuple(m[2])):
+        if not ops[m[1]](version_order(m[2])):
             return False
     return True
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from components.model.config.checks import version_order
+
 VENDORED = Path(__file__).resolve().parents[3] / "manifests" / "vendored"
 SOURCES = VENDORED / "sources.toml"
 GAIE = "gateway-api-inference-extension"
@@ -74,7 +76,7 @@ def omitted(project: str, version: str) -> list[Omitted]:
 def versions(project: str) -> list[str]:
     """The releases of `project` this repository vendors (files or recorded omissions), oldest first."""
     found = {entry.release[1] for entry in (*_load()[0], *_load()[1]) if entry.release[0] == project}
-    return sorted(found, key=lambda v: tuple(int(n) for n in re.findall(r"\d+", v)[:3]))
+    return sorted(found, key=version_order)
 
 
 def parse(path: str) -> list[dict[str, Any]]:

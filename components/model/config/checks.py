@@ -252,6 +252,25 @@ def parse_topology(value: str) -> str:
         raise ValueError(str(err)) from None
 
 
+# A release version as charts and images tag it: `v` optional, minor and patch optional (0), a semver pre-release
+# and build metadata.
+_VERSION_RE = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+VersionOrder = tuple[int, int, int, bool, tuple[tuple[int, int, str], ...]]
+
+
+def version_order(version: str) -> VersionOrder:
+    """A version's place in semver precedence (semver.org 11): a pre-release is before its release
+    (0.19.2-rc.0 < 0.19.2), its dot-separated parts compared as numbers or text, numbers first; build metadata
+    ignored."""
+    m = _VERSION_RE.match(version)
+    if m is None:
+        raise ValueError(f"{version!r} is not a version such as 0.19.2 or v0.10.0-rc.1")
+    major, minor, patch, pre = m.groups()
+    parts = () if pre is None else tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+    return int(major), int(minor or 0), int(patch or 0), pre is None, parts
+
+
+# GKE's `-gke.N` is GKE's build of a Kubernetes patch, every GKE version has one: four numbers, not a pre-release.
 def gke_version_tuple(version: str) -> tuple[int, int, int, int]:
     m = _GKE_VERSION_RE.match(version)
     if not m:

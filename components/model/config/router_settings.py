@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from components.model.addons import chart_resources
-from components.model.config.checks import Model, raise_all
+from components.model.config.checks import Model, VersionOrder, raise_all, version_order
 from components.model.config.images import floating
 from components.model.config.oci import image_reference
 from components.model.config.resources_settings import Limits, Requests, ResourceRequirements, requirements
@@ -34,8 +34,10 @@ RETIRED_SIDECAR_NAME = "llm-d-routing-sidecar"
 # values.yaml router.epp.image.tag: main).
 FLOATING_CHART_VERSION = "v0"
 FLOATING_IMAGE_TAG = "main"
-# The oldest router whose sidecar takes the flags the decode pods pass (components/vllm_containers.py).
-MIN_ROUTER_RELEASE = (0, 10)
+# The oldest router whose sidecar takes the flags the decode pods pass (components/vllm_containers.py): v0.10.0's
+# first pre-release already defaults to vLLM on 8200 (llm-d/llm-d-router@4a0edbb0 = v0.10.0-rc.1
+# pkg/sidecar/proxy/options.go:92).
+MIN_ROUTER_RELEASE = version_order("v0.10.0-rc.1")
 _RELEASE_TAG_RE = re.compile(r"^v?\d+\.\d+(\.\d+)?(-[0-9A-Za-z.-]+)?$")
 _IMAGE_RE = re.compile(
     r"^(?P<repository>[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+)"
@@ -43,11 +45,11 @@ _IMAGE_RE = re.compile(
 )
 
 
-def router_release(chart_version: str) -> tuple[int, ...] | None:
-    """(major, minor[, patch]) of a pinned router chart version; None for `v0`, main's floating chart."""
+def router_release(chart_version: str) -> VersionOrder | None:
+    """The place of a pinned router chart version among releases; None for `v0`, main's floating chart."""
     if chart_version.removeprefix("v") == FLOATING_CHART_VERSION.removeprefix("v"):
         return None
-    return tuple(int(part) for part in re.findall(r"\d+", chart_version.split("-", 1)[0])[:3])
+    return version_order(chart_version)
 
 
 def router_image_tag(chart_version: str) -> str:
